@@ -1,0 +1,621 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * taskdiag task iterators: one TASK message per task, in the taskdiag wire format
+ * (taskdiag_wire.h, generated from crates/proto), written straight into the iterator's seq file.
+ *
+ * Two programs share one body:
+ *   dump_task          iter/task    BASE, CRED, STAT, STATM
+ *   dump_task_cmdline  iter.s/task  the same plus CMDLINE, which needs bpf_copy_from_user_task()
+ *                                   and therefore a sleepable program (Linux 5.18+)
+ *
+ * Every value is computed the way fs/proc computes it (fs/proc/array.c do_task_stat and
+ * proc_pid_status, fs/proc/task_mmu.c task_mem, fs/proc/base.c get_mm_cmdline,
+ * kernel/sched/cputime.c cputime_adjust), so the BPF and procfs backends agree field for field.
+ * Ids are translated into the reader's pid namespace (the iterator only walks that namespace).
+ *
+ * A message must fit the iterator's 32 KiB seq buffer. When a task's record would not (more than
+ * TD_BPF_MAX_GROUPS supplementary groups, a command line over TD_BPF_CMDLINE_MAX bytes, more
+ * threads than a walk covers), the group is replaced by a GROUP_ERROR attribute with
+ * TD_ERRNO_NEEDS_PROCFS and the message is flagged TD_MSG_F_FIXUP: user space then reads that
+ * one group of that one task from /proc. Nothing is truncated silently.
+ *
+ * The configuration globals below are written by user space before each iterator is created.
+ * One loaded instance serves one dump at a time (the Rust side enforces it with &mut), which is
+ * also what makes the single scratch buffer safe.
+ */
+#include "vmlinux_min.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "taskdiag_wire.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define TD_MSG_F_FIXUP 0x8000
+#define TD_BPF_MAX_GROUPS 256
+#define TD_BPF_CMDLINE_MAX 16384
+#define TD_BPF_MAX_THREADS 65536
+#define TD_BPF_MAX_CPUS 8192
+/* Room for everything but the command line: header + BASE + name + CRED + groups + STAT + STATM. */
+#define TD_FIXED_ROOM 4096
+#define SCRATCH_SIZE (2 * TD_FIXED_ROOM + 2 * TD_BPF_CMDLINE_MAX)
+
+#define PF_WQ_WORKER 0x00000020
+#define PF_KTHREAD 0x00200000
+
+#define TASK_REPORT 0x7f
+#define TASK_REPORT_IDLE 0x80
+#define TASK_IDLE 0x402
+#define TASK_RTLOCK_WAIT 0x1000
+#define TASK_FROZEN 0x8000
+
+enum { MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES };
+
+/* Configuration (user space writes these before creating an iterator). */
+__u64 cfg_show_flags = 0;
+__u32 cfg_strategy = 0;
+__u32 cfg_parent = 0;
+__u64 cfg_ns_per_tick = 10000000;
+__u32 cfg_page_shift = 12;
+/* /proc sums per-CPU rss counters (6.16+) rather than reading the approximate total. */
+__u32 cfg_rss_sum = 0;
+__u32 cfg_nr_cpus = 1;
+
+struct scratch {
+	__u8 buf[SCRATCH_SIZE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch_map SEC(".maps");
+
+/* pid_nr_ns(): the number of @pid in namespace @ns at @level, 0 if it has none there. */
+static __always_inline __u32 pid_nr_ns(struct pid *pid, __u32 level, struct pid_namespace *ns)
+{
+	struct upid up = {};
+
+	if (!pid || BPF_CORE_READ(pid, level) < level)
+		return 0;
+	bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&pid->numbers[level]));
+	return up.ns == ns ? up.nr : 0;
+}
+
+struct ns_ctx {
+	__u32 level;
+	struct pid_namespace *ns;
+};
+
+static __always_inline __u32 task_tgid_nr(struct task_struct *t, struct ns_ctx *n)
+{
+	if (!t || !BPF_CORE_READ(t, thread_pid))
+		return 0;
+	return pid_nr_ns(BPF_CORE_READ(t, signal, pids[PIDTYPE_TGID]), n->level, n->ns);
+}
+
+/* task_state_index() from include/linux/sched.h. */
+static __always_inline __u8 state_index(struct task_struct *t)
+{
+	__u32 st, state;
+	int i;
+
+	if (bpf_core_field_exists(t->__state)) {
+		st = BPF_CORE_READ(t, __state);
+	} else {
+		struct task_struct___pre514 *o = (void *)t;
+		st = (__u32)BPF_CORE_READ(o, state);
+	}
+	state = (st | (__u32)BPF_CORE_READ(t, exit_state)) & TASK_REPORT;
+	if ((st & TASK_IDLE) == TASK_IDLE)
+		state = TASK_REPORT_IDLE;
+	if ((st & TASK_RTLOCK_WAIT) || (st & TASK_FROZEN))
+		state = 2; /* TASK_UNINTERRUPTIBLE */
+	/* fls() */
+	for (i = 8; i > 0; i--)
+		if (state & (1u << (i - 1)))
+			return i;
+	return 0;
+}
+
+struct div128 {
+	__u64 r, lo, c, q;
+};
+
+/* One step of restoring division of r:lo by c (bit 63 - i of the quotient). */
+static long div_step(__u64 i, struct div128 *d)
+{
+	__u64 top = d->r >> 63;
+
+	d->r = (d->r << 1) | ((d->lo >> (63 - (i & 63))) & 1);
+	d->q <<= 1;
+	if (top || d->r >= d->c) {
+		d->r -= d->c;
+		d->q |= 1;
+	}
+	return 0;
+}
+
+/*
+ * mul_u64_u64_div_u64(): a * b / c with a 128-bit intermediate, as the kernel computes it.
+ * The 64-step division runs under bpf_loop() so the verifier checks one step, not 64 copies.
+ */
+static __always_inline __u64 mul_div(__u64 a, __u64 b, __u64 c)
+{
+	__u64 al = a & 0xffffffff, ah = a >> 32, bl = b & 0xffffffff, bh = b >> 32;
+	__u64 ll = al * bl, lh = al * bh, hl = ah * bl, hh = ah * bh;
+	__u64 mid = (ll >> 32) + (lh & 0xffffffff) + (hl & 0xffffffff);
+	struct div128 d = {
+		.lo = (mid << 32) | (ll & 0xffffffff),
+		.r = hh + (lh >> 32) + (hl >> 32) + (mid >> 32),
+		.c = c,
+	};
+
+	if (!c)
+		return 0;
+	if (!d.r)
+		return d.lo / c;
+	if (d.r >= c)
+		return ~0ULL;
+	bpf_loop(64, div_step, &d, 0);
+	return d.q;
+}
+
+/* cputime_adjust() from kernel/sched/cputime.c, without updating @prev. */
+static __always_inline void cputime_adjust(__u64 utime, __u64 stime, __u64 rtime,
+					   __u64 prev_ut, __u64 prev_st, __u64 *ut, __u64 *st)
+{
+	if (prev_st + prev_ut >= rtime) {
+		*ut = prev_ut;
+		*st = prev_st;
+		return;
+	}
+	if (stime == 0) {
+		utime = rtime;
+	} else if (utime == 0) {
+		stime = rtime;
+	} else {
+		stime = mul_div(stime, rtime, stime + utime);
+		if (stime > rtime)
+			stime = rtime;
+	}
+	if (stime < prev_st)
+		stime = prev_st;
+	utime = rtime - stime;
+	if (utime < prev_ut) {
+		utime = prev_ut;
+		stime = rtime - utime;
+	}
+	*ut = utime;
+	*st = stime;
+}
+
+struct thread_sum {
+	struct list_head *head;
+	struct list_head *pos;
+	__u64 min_flt, maj_flt, utime, stime, rtime;
+	bool done;
+};
+
+static long sum_one_thread(__u64 i, struct thread_sum *s)
+{
+	struct task_struct *t;
+
+	if (s->pos == s->head) {
+		s->done = true;
+		return 1;
+	}
+	t = (void *)s->pos - bpf_core_field_offset(struct task_struct, thread_node);
+	s->min_flt += BPF_CORE_READ(t, min_flt);
+	s->maj_flt += BPF_CORE_READ(t, maj_flt);
+	s->utime += BPF_CORE_READ(t, utime);
+	s->stime += BPF_CORE_READ(t, stime);
+	s->rtime += BPF_CORE_READ(t, se.sum_exec_runtime);
+	s->pos = BPF_CORE_READ(t, thread_node.next);
+	return 0;
+}
+
+struct out {
+	__u8 *buf;
+	__u32 off;
+	bool fixup;
+};
+
+/* Appends @len (a constant) bytes from @src. Returns false if it would overflow. */
+static __always_inline bool put(struct out *o, const void *src, __u32 len)
+{
+	__u32 off = o->off;
+
+	if (off > TD_FIXED_ROOM)
+		return false;
+	bpf_probe_read_kernel(o->buf + (off & (TD_FIXED_ROOM * 2 - 1)), len, src);
+	o->off = off + len;
+	return true;
+}
+
+static __always_inline bool put_attr_hdr(struct out *o, __u32 payload_len, __u16 type)
+{
+	struct td_attr a = { .len = sizeof(struct td_attr) + payload_len, .attr_type = type };
+
+	return put(o, &a, sizeof(a));
+}
+
+static __always_inline void pad4(struct out *o)
+{
+	o->off = (o->off + 3) & ~3u;
+}
+
+static __always_inline bool needs_procfs(struct out *o, __u16 group)
+{
+	struct td_group_error e = { .group = group, .errno = TD_ERRNO_NEEDS_PROCFS };
+
+	o->fixup = true;
+	return put_attr_hdr(o, sizeof(e), TD_ATTR_GROUP_ERROR) && put(o, &e, sizeof(e));
+}
+
+/* The name /proc/PID/stat shows: proc_task_name() with wq_worker_comm()/get_kthread_comm(). */
+static __always_inline __u32 put_name(struct out *o, struct task_struct *t, __u32 flags)
+{
+	__u32 off = o->off, n;
+	__u8 *dst;
+	void *kt = 0;
+	long r;
+
+	if (off > TD_FIXED_ROOM)
+		return 0;
+	dst = o->buf + (off & (TD_FIXED_ROOM * 2 - 1));
+	if (flags & (PF_KTHREAD | PF_WQ_WORKER)) {
+		if (bpf_core_field_exists(t->worker_private)) {
+			kt = BPF_CORE_READ(t, worker_private);
+		} else {
+			struct task_struct___pre517 *o517 = (void *)t;
+			kt = (void *)BPF_CORE_READ(o517, set_child_tid);
+		}
+	}
+	if ((flags & PF_KTHREAD) && kt) {
+		char *full = BPF_CORE_READ((struct kthread *)kt, full_name);
+
+		if (full)
+			r = bpf_probe_read_kernel_str(dst, TD_COMM_MAX, full);
+		else
+			r = bpf_probe_read_kernel_str(dst, 16, &t->comm);
+	} else {
+		r = bpf_probe_read_kernel_str(dst, 16, &t->comm);
+	}
+	n = (r > 0 ? r - 1 : 0) & (TD_COMM_MAX - 1);
+	if ((flags & PF_WQ_WORKER) && kt && n < TD_COMM_MAX - 2) {
+		/* wq_worker_comm(): "+desc" while running a work item, "-desc" after. */
+		struct worker *w = BPF_CORE_READ((struct kthread *)kt, data);
+		char first = 0;
+
+		if (w && BPF_CORE_READ(w, pool)) {
+			bpf_probe_read_kernel(&first, 1, &w->desc);
+			if (first) {
+				char sign = BPF_CORE_READ(w, current_work) ? '+' : '-';
+
+				bpf_probe_read_kernel(dst + n, 1, &sign);
+				r = bpf_probe_read_kernel_str(dst + n + 1, (TD_COMM_MAX - 1 - n) & (TD_COMM_MAX - 1), &w->desc);
+				if (r > 0)
+					n += r;
+			}
+		}
+	}
+	return n;
+}
+
+static __always_inline bool put_base(struct out *o, struct task_struct *t, struct ns_ctx *ns,
+				     bool leader)
+{
+	struct td_base b = {};
+	struct signal_struct *sig = BPF_CORE_READ(t, signal);
+	struct tty_struct *tty;
+	__u32 hdr = o->off, flags = BPF_CORE_READ(t, flags), name_len;
+
+	/* Name first, after room for the header and record; then the record with its length. */
+	o->off = hdr + sizeof(struct td_attr) + sizeof(b);
+	name_len = put_name(o, t, flags) & (TD_COMM_MAX - 1);
+
+	if (BPF_CORE_READ(t, thread_pid))
+		b.ppid = task_tgid_nr(BPF_CORE_READ(t, real_parent), ns);
+	if (BPF_CORE_READ(t, ptrace)) {
+		struct task_struct *tracer = BPF_CORE_READ(t, parent);
+
+		if (tracer)
+			b.tpid = pid_nr_ns(BPF_CORE_READ(tracer, thread_pid), ns->level, ns->ns);
+	}
+	b.sid = pid_nr_ns(BPF_CORE_READ(sig, pids[PIDTYPE_SID]), ns->level, ns->ns);
+	b.pgid = pid_nr_ns(BPF_CORE_READ(sig, pids[PIDTYPE_PGID]), ns->level, ns->ns);
+	tty = BPF_CORE_READ(sig, tty);
+	if (tty) {
+		__u32 major = BPF_CORE_READ(tty, driver, major);
+		__u32 minor = BPF_CORE_READ(tty, driver, minor_start) + BPF_CORE_READ(tty, index);
+
+		b.tty_nr = (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
+	}
+	b.task_flags = flags;
+	b.state = state_index(t);
+	b.flags = ((flags & PF_KTHREAD) ? TD_BASE_F_KTHREAD : 0) | (leader ? TD_BASE_F_LEADER : 0);
+	b.comm_len = name_len;
+	b.start_time_ns = BPF_CORE_READ(t, start_boottime) / cfg_ns_per_tick * cfg_ns_per_tick;
+
+	o->off = hdr;
+	if (!put_attr_hdr(o, sizeof(b) + name_len, TD_GROUP_BASE) || !put(o, &b, sizeof(b)))
+		return false;
+	o->off += name_len;
+	pad4(o);
+	return true;
+}
+
+static __always_inline bool put_cred(struct out *o, struct task_struct *t)
+{
+	const struct cred *c = BPF_CORE_READ(t, real_cred);
+	struct group_info *gi = BPF_CORE_READ(c, group_info);
+	struct td_cred r = {};
+	__u32 n = gi ? BPF_CORE_READ(gi, ngroups) : 0, off;
+
+	if (n > TD_BPF_MAX_GROUPS)
+		return needs_procfs(o, TD_GROUP_CRED);
+	r.uid = BPF_CORE_READ(c, uid.val);
+	r.euid = BPF_CORE_READ(c, euid.val);
+	r.suid = BPF_CORE_READ(c, suid.val);
+	r.fsuid = BPF_CORE_READ(c, fsuid.val);
+	r.gid = BPF_CORE_READ(c, gid.val);
+	r.egid = BPF_CORE_READ(c, egid.val);
+	r.sgid = BPF_CORE_READ(c, sgid.val);
+	r.fsgid = BPF_CORE_READ(c, fsgid.val);
+	bpf_probe_read_kernel(&r.cap_inheritable, 8, &c->cap_inheritable);
+	bpf_probe_read_kernel(&r.cap_permitted, 8, &c->cap_permitted);
+	bpf_probe_read_kernel(&r.cap_effective, 8, &c->cap_effective);
+	bpf_probe_read_kernel(&r.cap_bset, 8, &c->cap_bset);
+	bpf_probe_read_kernel(&r.cap_ambient, 8, &c->cap_ambient);
+	r.ngroups = n;
+	if (!put_attr_hdr(o, sizeof(r) + 4 * n, TD_GROUP_CRED) || !put(o, &r, sizeof(r)))
+		return false;
+	off = o->off;
+	if (n && off <= TD_FIXED_ROOM) {
+		bpf_probe_read_kernel(o->buf + (off & (TD_FIXED_ROOM * 2 - 1)),
+				      (4 * n) & (4 * TD_BPF_MAX_GROUPS * 2 - 1), &gi->gid);
+	}
+	o->off = off + 4 * n;
+	return true;
+}
+
+static __always_inline bool put_stat(struct out *o, struct task_struct *t, bool whole)
+{
+	struct signal_struct *sig = BPF_CORE_READ(t, signal);
+	struct td_stat s = {};
+	__u64 ut, st, rtime, put_ = 0, pst = 0, npt = cfg_ns_per_tick;
+
+	s.cminflt = BPF_CORE_READ(sig, cmin_flt);
+	s.cmajflt = BPF_CORE_READ(sig, cmaj_flt);
+	s.cutime_ns = BPF_CORE_READ(sig, cutime) / npt * npt;
+	s.cstime_ns = BPF_CORE_READ(sig, cstime) / npt * npt;
+	s.threads = BPF_CORE_READ(sig, nr_threads);
+	if (whole) {
+		struct thread_sum sum = {};
+
+		sum.head = __builtin_preserve_access_index(&sig->thread_head);
+		sum.pos = BPF_CORE_READ(sig, thread_head.next);
+		bpf_loop(TD_BPF_MAX_THREADS, sum_one_thread, &sum, 0);
+		if (!sum.done)
+			return needs_procfs(o, TD_GROUP_STAT);
+		s.minflt = BPF_CORE_READ(sig, min_flt) + sum.min_flt;
+		s.majflt = BPF_CORE_READ(sig, maj_flt) + sum.maj_flt;
+		ut = BPF_CORE_READ(sig, utime) + sum.utime;
+		st = BPF_CORE_READ(sig, stime) + sum.stime;
+		rtime = BPF_CORE_READ(sig, sum_sched_runtime) + sum.rtime;
+		put_ = BPF_CORE_READ(sig, prev_cputime.utime);
+		pst = BPF_CORE_READ(sig, prev_cputime.stime);
+	} else {
+		s.minflt = BPF_CORE_READ(t, min_flt);
+		s.majflt = BPF_CORE_READ(t, maj_flt);
+		ut = BPF_CORE_READ(t, utime);
+		st = BPF_CORE_READ(t, stime);
+		rtime = BPF_CORE_READ(t, se.sum_exec_runtime);
+		put_ = BPF_CORE_READ(t, prev_cputime.utime);
+		pst = BPF_CORE_READ(t, prev_cputime.stime);
+	}
+	cputime_adjust(ut, st, rtime, put_, pst, &ut, &st);
+	s.utime_ns = ut / npt * npt;
+	s.stime_ns = st / npt * npt;
+	s.nvcsw = BPF_CORE_READ(t, nvcsw);
+	s.nivcsw = BPF_CORE_READ(t, nivcsw);
+	s.priority = BPF_CORE_READ(t, prio) - 100;
+	s.nice = BPF_CORE_READ(t, static_prio) - 120;
+	s.policy = BPF_CORE_READ(t, policy);
+	s.rt_priority = BPF_CORE_READ(t, rt_priority);
+	if (bpf_core_field_exists(t->thread_info.cpu)) {
+		s.processor = BPF_CORE_READ(t, thread_info.cpu);
+	} else {
+		struct task_struct___pre516 *o516 = (void *)t;
+		s.processor = BPF_CORE_READ(o516, cpu);
+	}
+	return put_attr_hdr(o, sizeof(s), TD_GROUP_STAT) && put(o, &s, sizeof(s));
+}
+
+static __always_inline __u64 mm_counter(struct mm_struct *mm, int i)
+{
+	s64 v;
+
+	if (bpf_core_type_exists(struct mm_rss_stat___pre62)) {
+		struct mm_struct___pre62 *o = (void *)mm;
+		v = BPF_CORE_READ(o, rss_stat.count[i].counter);
+	} else {
+		/* Index by the kernel's struct size, not this header's (arrays are not relocated). */
+		void *p = (void *)mm + bpf_core_field_offset(struct mm_struct, rss_stat) +
+			  i * bpf_core_type_size(struct percpu_counter) +
+			  bpf_core_field_offset(struct percpu_counter, count);
+
+		bpf_probe_read_kernel(&v, sizeof(v), p);
+	}
+	return v > 0 ? v : 0;
+}
+
+static __always_inline bool put_statm(struct out *o, struct mm_struct *mm)
+{
+	if (cfg_rss_sum)
+		return needs_procfs(o, TD_GROUP_STATM);
+
+	struct td_statm m = {};
+	__u32 ps = cfg_page_shift & 31;
+	__u64 anon = mm_counter(mm, MM_ANONPAGES), file = mm_counter(mm, MM_FILEPAGES);
+	__u64 shmem = mm_counter(mm, MM_SHMEMPAGES), total_rss = anon + file + shmem;
+	__u64 total_vm = BPF_CORE_READ(mm, total_vm), hw_vm = BPF_CORE_READ(mm, hiwater_vm);
+	__u64 hw_rss = BPF_CORE_READ(mm, hiwater_rss), exec_vm = BPF_CORE_READ(mm, exec_vm);
+	__u64 page = 1ULL << ps, start_code = BPF_CORE_READ(mm, start_code);
+	__u64 text = ((BPF_CORE_READ(mm, end_code) + page - 1) & ~(page - 1)) - (start_code & ~(page - 1));
+
+	if (text > exec_vm << ps)
+		text = exec_vm << ps;
+	m.vm_size = total_vm << ps;
+	m.vm_peak = (hw_vm > total_vm ? hw_vm : total_vm) << ps;
+	m.rss_anon = anon << ps;
+	m.rss_file = file << ps;
+	m.rss_shmem = shmem << ps;
+	m.rss_peak = (hw_rss > total_rss ? hw_rss : total_rss) << ps;
+	m.swap = mm_counter(mm, MM_SWAPENTS) << ps;
+	/* /proc prints these three from bytes, in whole kB. */
+	m.text = text >> 10 << 10;
+	m.lib = ((exec_vm << ps) - text) >> 10 << 10;
+	m.page_tables = (__u64)BPF_CORE_READ(mm, pgtables_bytes.counter) >> 10 << 10;
+	m.data = BPF_CORE_READ(mm, data_vm) << ps;
+	m.stack = BPF_CORE_READ(mm, stack_vm) << ps;
+	m.locked = BPF_CORE_READ(mm, locked_vm) << ps;
+	m.pinned = (__u64)BPF_CORE_READ(mm, pinned_vm.counter) << ps;
+	return put_attr_hdr(o, sizeof(m), TD_GROUP_STATM) && put(o, &m, sizeof(m));
+}
+
+struct nul_scan {
+	__u8 *buf;
+	__u32 len;
+	__u32 found;
+};
+
+static long find_nul(__u64 i, struct nul_scan *s)
+{
+	__u8 c = 1;
+
+	if (i >= s->len)
+		return 1;
+	bpf_probe_read_kernel(&c, 1, s->buf + (i & (TD_BPF_CMDLINE_MAX - 1)));
+	if (!c) {
+		s->found = i;
+		return 1;
+	}
+	return 0;
+}
+
+/* get_mm_cmdline() from fs/proc/base.c, including the setproctitle() case. */
+static __always_inline bool put_cmdline(struct out *o, struct task_struct *t, struct mm_struct *mm)
+{
+	__u64 arg_start = BPF_CORE_READ(mm, arg_start), arg_end = BPF_CORE_READ(mm, arg_end);
+	__u64 env_start = BPF_CORE_READ(mm, env_start), env_end = BPF_CORE_READ(mm, env_end);
+	__u64 len = 0, limit;
+	__u32 off;
+	__u8 *dst;
+	char last = 0;
+
+	if (env_end && arg_start < arg_end) {
+		if (env_start != arg_end || env_end < env_start)
+			env_end = arg_end;
+		limit = env_end - arg_start;
+		if (bpf_copy_from_user_task(&last, 1, (void *)(arg_end - 1), t, 0) == 0 && last) {
+			/* setproctitle(): one page from arg_start, up to and including a NUL. */
+			len = limit < 4096 ? limit : 4096;
+		} else {
+			len = arg_end - arg_start;
+		}
+	}
+	if (len > TD_BPF_CMDLINE_MAX)
+		return needs_procfs(o, TD_GROUP_CMDLINE);
+	off = o->off + sizeof(struct td_attr);
+	if (off > TD_FIXED_ROOM)
+		return false;
+	dst = o->buf + (off & (TD_FIXED_ROOM * 2 - 1));
+	if (len) {
+		if (bpf_copy_from_user_task(dst, len & (2 * TD_BPF_CMDLINE_MAX - 1), (void *)arg_start,
+					    t, 0))
+			return needs_procfs(o, TD_GROUP_CMDLINE);
+		if (last) {
+			struct nul_scan s = { .buf = dst, .len = len, .found = len };
+
+			bpf_loop(TD_BPF_CMDLINE_MAX, find_nul, &s, 0);
+			if (s.found < len)
+				len = s.found + 1;
+		}
+	}
+	if (!put_attr_hdr(o, len, TD_GROUP_CMDLINE))
+		return false;
+	o->off += len;
+	pad4(o);
+	return true;
+}
+
+static __always_inline int emit(struct seq_file *seq, struct task_struct *t, bool with_cmdline)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct pid *cur_pid = BPF_CORE_READ(cur, thread_pid);
+	struct td_msg h = { .msg_type = TD_MSG_TASK };
+	struct ns_ctx ns = {};
+	struct upid up = {};
+	struct mm_struct *mm;
+	struct out o = {};
+	__u32 zero = 0, strategy = cfg_strategy, flags, lvl;
+	__u64 show = cfg_show_flags;
+	bool is_leader;
+
+	if (!t)
+		return 0;
+	is_leader = BPF_CORE_READ(t, group_leader) == t;
+	if ((strategy == TD_STRATEGY_ALL || strategy == TD_STRATEGY_CHILDREN) && !is_leader)
+		return 0;
+	o.buf = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!o.buf)
+		return 0;
+
+	/* The reader's active pid namespace: task_active_pid_ns(current). */
+	lvl = BPF_CORE_READ(cur_pid, level);
+	bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&cur_pid->numbers[lvl]));
+	ns.level = lvl;
+	ns.ns = up.ns;
+
+	h.pid = pid_nr_ns(BPF_CORE_READ(t, thread_pid), ns.level, ns.ns);
+	h.tgid = task_tgid_nr(t, &ns);
+	if (!h.pid)
+		return 0;
+	if (strategy == TD_STRATEGY_CHILDREN && task_tgid_nr(BPF_CORE_READ(t, real_parent), &ns) != cfg_parent)
+		return 0;
+
+	flags = BPF_CORE_READ(t, flags);
+	mm = (flags & PF_KTHREAD) ? 0 : BPF_CORE_READ(t, mm);
+	o.off = sizeof(h);
+	if ((show & (1 << TD_GROUP_BASE)) && !put_base(&o, t, &ns, is_leader))
+		return 0;
+	if ((show & (1 << TD_GROUP_CRED)) && !put_cred(&o, t))
+		return 0;
+	if ((show & (1 << TD_GROUP_STAT)) &&
+	    !put_stat(&o, t, strategy != TD_STRATEGY_THREAD && strategy != TD_STRATEGY_ALL_THREAD))
+		return 0;
+	if ((show & (1 << TD_GROUP_STATM)) && mm && !put_statm(&o, mm))
+		return 0;
+	if (with_cmdline && (show & (1 << TD_GROUP_CMDLINE)) && mm && !put_cmdline(&o, t, mm))
+		return 0;
+
+	h.len = o.off;
+	h.flags = o.fixup ? TD_MSG_F_FIXUP : 0;
+	bpf_probe_read_kernel(o.buf, sizeof(h), &h);
+	bpf_seq_write(seq, o.buf, o.off & (TD_MSG_MAX - 1));
+	return 0;
+}
+
+SEC("iter/task")
+int dump_task(struct bpf_iter__task *ctx)
+{
+	return emit(ctx->meta->seq, ctx->task, false);
+}
+
+SEC("iter.s/task")
+int dump_task_cmdline(struct bpf_iter__task *ctx)
+{
+	return emit(ctx->meta->seq, ctx->task, true);
+}

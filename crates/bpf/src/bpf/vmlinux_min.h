@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The few kernel types taskdiag's BPF programs read, declared by hand.
+ *
+ * Every struct is marked preserve_access_index, so each field access is a CO-RE relocation that
+ * libbpf resolves against the running kernel's BTF at load time: field order, offsets and the
+ * presence of unlisted fields here do not matter, only names and types. Fields that moved
+ * between kernel versions have "flavor" structs (name___suffix) and are chosen at run time with
+ * bpf_core_field_exists(); each says which kernel change it covers.
+ */
+#ifndef TASKDIAG_VMLINUX_MIN_H
+#define TASKDIAG_VMLINUX_MIN_H
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef signed char __s8;
+typedef short __s16;
+typedef int __s32;
+typedef long long __s64;
+typedef __u8 u8;
+typedef __u16 u16;
+typedef __u32 u32;
+typedef __u64 u64;
+typedef __s64 s64;
+typedef __s32 s32;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef _Bool bool;
+enum { false = 0, true = 1 };
+
+/* Map and program types used by the bpf_helpers.h macros. */
+enum bpf_map_type {
+	BPF_MAP_TYPE_ARRAY = 2,
+};
+
+#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
+
+struct list_head {
+	struct list_head *next, *prev;
+};
+
+typedef struct {
+	int counter;
+} atomic_t;
+
+typedef struct {
+	s64 counter;
+} atomic64_t;
+
+typedef atomic64_t atomic_long_t;
+
+typedef struct {
+	u32 val;
+} kuid_t;
+
+typedef struct {
+	u32 val;
+} kgid_t;
+
+typedef struct {
+	u64 val;
+} kernel_cap_t;
+
+struct pid_namespace;
+
+struct upid {
+	int nr;
+	struct pid_namespace *ns;
+};
+
+struct pid {
+	unsigned int level;
+	struct upid numbers[1];
+};
+
+enum pid_type {
+	PIDTYPE_PID,
+	PIDTYPE_TGID,
+	PIDTYPE_PGID,
+	PIDTYPE_SID,
+	PIDTYPE_MAX,
+};
+
+struct tty_driver {
+	int major;
+	int minor_start;
+};
+
+struct tty_struct {
+	int index;
+	struct tty_driver *driver;
+};
+
+struct prev_cputime {
+	u64 utime;
+	u64 stime;
+};
+
+struct signal_struct {
+	int nr_threads;
+	struct list_head thread_head;
+	struct pid *pids[PIDTYPE_MAX];
+	struct tty_struct *tty;
+	u64 utime, stime, cutime, cstime;
+	struct prev_cputime prev_cputime;
+	unsigned long min_flt, maj_flt, cmin_flt, cmaj_flt;
+	unsigned long long sum_sched_runtime;
+};
+
+struct group_info {
+	int ngroups;
+	kgid_t gid[];
+};
+
+struct cred {
+	kuid_t uid, suid, euid, fsuid;
+	kgid_t gid, sgid, egid, fsgid;
+	kernel_cap_t cap_inheritable, cap_permitted, cap_effective, cap_bset, cap_ambient;
+	struct group_info *group_info;
+};
+
+struct percpu_counter {
+	s64 count;
+	s32 *counters;
+};
+
+/* Since 6.2 (f1a7941243c1 "mm: convert mm's rss stats into percpu_counter"). */
+struct mm_struct {
+	unsigned long total_vm, locked_vm, data_vm, exec_vm, stack_vm;
+	unsigned long hiwater_rss, hiwater_vm;
+	atomic64_t pinned_vm;
+	atomic_long_t pgtables_bytes;
+	unsigned long start_code, end_code;
+	unsigned long arg_start, arg_end, env_start, env_end;
+	struct percpu_counter rss_stat[4];
+};
+
+/* Before 6.2: struct mm_rss_stat { atomic_long_t count[NR_MM_COUNTERS]; }. */
+struct mm_rss_stat___pre62 {
+	atomic_long_t count[4];
+};
+
+struct mm_struct___pre62 {
+	struct mm_rss_stat___pre62 rss_stat;
+};
+
+struct sched_entity {
+	u64 sum_exec_runtime;
+};
+
+/* Since 5.16 (bcf9033e5449 "sched: move CPU field back into thread_info"), x86 keeps cpu here. */
+struct thread_info {
+	u32 cpu;
+};
+
+struct kthread {
+	void *data;
+	char *full_name;
+};
+
+struct worker_pool;
+struct work_struct;
+
+struct worker {
+	struct work_struct *current_work;
+	struct worker_pool *pool;
+	char desc[32];
+};
+
+struct task_struct {
+	struct thread_info thread_info;
+	unsigned int __state;
+	unsigned int flags;
+	unsigned int ptrace;
+	int prio, static_prio;
+	unsigned int rt_priority;
+	unsigned int policy;
+	struct sched_entity se;
+	struct mm_struct *mm;
+	int exit_state;
+	struct task_struct *real_parent;
+	struct task_struct *parent;
+	struct task_struct *group_leader;
+	struct pid *thread_pid;
+	struct list_head thread_node;
+	void *worker_private;
+	u64 utime, stime;
+	struct prev_cputime prev_cputime;
+	unsigned long nvcsw, nivcsw;
+	u64 start_boottime;
+	unsigned long min_flt, maj_flt;
+	const struct cred *real_cred;
+	char comm[16];
+	struct signal_struct *signal;
+};
+
+/* Before 5.14 (2f064a59a11f "sched: Change task_struct::state"). */
+struct task_struct___pre514 {
+	long state;
+};
+
+/* Before 5.16, task_struct had the cpu field (see thread_info above). */
+struct task_struct___pre516 {
+	unsigned int cpu;
+};
+
+/* Before 5.17 (e32cf5dfbe22 "kthread: Generalize pf_io_worker"), struct kthread hung here. */
+struct task_struct___pre517 {
+	int *set_child_tid;
+};
+
+struct seq_file;
+
+struct bpf_iter_meta {
+	struct seq_file *seq;
+	u64 session_id;
+	u64 seq_num;
+};
+
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
+};
+
+#pragma clang attribute pop
+
+#endif /* TASKDIAG_VMLINUX_MIN_H */

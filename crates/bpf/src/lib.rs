@@ -1,0 +1,488 @@
+//! The BPF backend of taskdiag: eBPF task iterators that write taskdiag messages in the kernel.
+//!
+//! This crate owns the BPF C programs (`src/bpf/`) and the libbpf glue that loads them once,
+//! configures them per request, attaches iterators (with the kernel's tid/pid link parameters for
+//! ONE and THREAD, so those never walk every task) and streams what they write. The record
+//! layouts come from `taskdiag-proto` through a generated C header; turning the stream into
+//! output, and filling the groups a kernel cannot provide from /proc, is the `taskdiag` crate's
+//! job: this crate reports those cases (see [`DumpReport`] and [`MSG_F_FIXUP`]) and does no /proc
+//! I/O itself.
+//!
+//! Kernel requirements: BTF and `iter/task` (5.8+); CMDLINE needs sleepable iterators with
+//! `bpf_copy_from_user_task` (5.18+); ONE/THREAD need task iterator link parameters (6.1+).
+//! Where a feature is missing, [`Features`] says so and the affected work is reported as not
+//! done, never answered with zeros.
+
+use std::io::{self, Read};
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Iter, Link};
+use taskdiag_proto::msg::{message_len, DecodeError};
+use taskdiag_proto::{Group, MsgHeader, Request, Strategy};
+
+#[allow(
+    clippy::all,
+    missing_docs,
+    unsafe_op_in_unsafe_fn,
+    unused_imports,
+    dead_code
+)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/taskdiag.skel.rs"));
+}
+
+use skel::{TaskdiagSkel, TaskdiagSkelBuilder};
+
+/// Message flag set by the BPF program on a message that carries a GROUP_ERROR with
+/// [`taskdiag_proto::ERRNO_NEEDS_PROCFS`]: a group did not fit and must be read from /proc.
+/// Internal to taskdiag; the library clears it before output.
+pub const MSG_F_FIXUP: u16 = 0x8000;
+
+/// Errors of the BPF backend.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BpfError {
+    /// The caller may not load BPF programs.
+    #[error(
+        "loading BPF programs needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, i.e. root): {0}"
+    )]
+    PermissionDenied(#[source] libbpf_rs::Error),
+    /// Loading or verifying the programs failed for another reason.
+    #[error("loading the taskdiag BPF programs: {0}")]
+    Load(#[source] libbpf_rs::Error),
+    /// Attaching or creating an iterator failed.
+    #[error("attaching the task iterator ({what}): {source}")]
+    Attach {
+        /// What was attached.
+        what: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// Reading the iterator failed.
+    #[error("reading the task iterator: {0}")]
+    Read(#[source] io::Error),
+    /// ONE, THREAD or CHILDREN named a pid that does not exist (ESRCH).
+    #[error("no such process: {pid}")]
+    NoSuchTask {
+        /// The pid.
+        pid: u32,
+    },
+    /// The BPF program wrote something that is not a valid message (a bug).
+    #[error("the BPF program wrote an invalid message: {0}")]
+    Decode(#[source] DecodeError),
+    /// The consumer of the output failed.
+    #[error("writing the output: {0}")]
+    Sink(#[source] io::Error),
+}
+
+/// What this kernel lets the programs do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    /// CMDLINE (sleepable iterator with `bpf_copy_from_user_task`).
+    pub cmdline: bool,
+    /// Task iterator link parameters (tid/pid), for ONE and THREAD.
+    pub task_params: bool,
+}
+
+/// The outcome of a dump.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DumpReport {
+    /// Tasks written.
+    pub tasks: u64,
+    /// Requested groups this kernel could not produce at all (e.g. CMDLINE before 5.18): the
+    /// caller must fill them for every task.
+    pub missing_groups: u64,
+    /// Whether some message carries [`MSG_F_FIXUP`].
+    pub fixups: bool,
+}
+
+/// The loaded task iterator programs. Load once, dump many times.
+pub struct TaskIter {
+    skel: TaskdiagSkel<'static>,
+    features: Features,
+    link_all: Option<Link>,
+    link_all_cmdline: Option<Link>,
+    buf: Vec<u8>,
+}
+
+/// Whether a load failure is for lack of privilege (rather than, say, a verifier rejection,
+/// which the kernel also reports as EACCES).
+fn is_perm(e: &libbpf_rs::Error) -> bool {
+    matches!(e.kind(), libbpf_rs::ErrorKind::PermissionDenied) && !may_load_bpf()
+}
+
+/// Whether this process has CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON, in its effective set.
+pub fn may_load_bpf() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut h = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut d = [Data::default(); 2];
+    // SAFETY: capget writes two `Data` entries for _LINUX_CAPABILITY_VERSION_3 into `d`.
+    let r = unsafe { libc::syscall(libc::SYS_capget, &mut h as *mut Header, d.as_mut_ptr()) };
+    if r != 0 {
+        return false;
+    }
+    let eff = (d[1].effective as u64) << 32 | d[0].effective as u64;
+    let has = |c: u32| eff & (1u64 << c) != 0;
+    has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))
+}
+
+fn open_skel(with_cmdline: bool) -> Result<TaskdiagSkel<'static>, libbpf_rs::Error> {
+    // The skeleton borrows its object for as long as it lives; a loaded TaskIter is meant to
+    // live as long as the process (load once, reuse), so the object is leaked on purpose.
+    let obj: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
+        Box::leak(Box::new(MaybeUninit::uninit()));
+    let mut open = TaskdiagSkelBuilder::default().open(obj)?;
+    open.progs.dump_task_cmdline.set_autoload(with_cmdline);
+    // SAFETY: sysconf and getpagesize have no memory-safety preconditions.
+    let (tck, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_CLK_TCK),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if let Some(d) = open.maps.data_data.as_deref_mut() {
+        d.cfg_ns_per_tick = 1_000_000_000 / if tck > 0 { tck as u64 } else { 100 };
+        d.cfg_page_shift = if page > 0 {
+            (page as u64).trailing_zeros()
+        } else {
+            12
+        };
+        d.cfg_nr_cpus = possible_cpus();
+    }
+    if let Some(b) = open.maps.bss_data.as_deref_mut() {
+        b.cfg_rss_sum = u32::from(kernel_at_least(6, 16));
+    }
+    open.load()
+}
+
+/// Whether the running kernel is at least `major.minor` (from uname).
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    // SAFETY: utsname is plain data; uname fills it.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid utsname to write into.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return false;
+    }
+    let rel: Vec<u8> = u
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    let rel = String::from_utf8_lossy(&rel);
+    let mut it = rel
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
+    let (a, b) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+    (a, b) >= (major, minor)
+}
+
+/// Number of possible CPUs (highest id + 1), from /sys/devices/system/cpu/possible.
+fn possible_cpus() -> u32 {
+    std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .ok()
+        .and_then(|s| {
+            s.trim()
+                .split(',')
+                .filter_map(|r| r.rsplit('-').next()?.parse::<u32>().ok())
+                .max()
+        })
+        .map_or(1, |m| m + 1)
+}
+
+impl TaskIter {
+    /// Loads and verifies the programs.
+    pub fn load() -> Result<Self, BpfError> {
+        let (skel, cmdline) = match open_skel(true) {
+            Ok(s) => (s, true),
+            Err(e) if is_perm(&e) => return Err(BpfError::PermissionDenied(e)),
+            // Without sleepable iterators the second program fails to load: go on without it.
+            Err(_) => match open_skel(false) {
+                Ok(s) => (s, false),
+                Err(e) if is_perm(&e) => return Err(BpfError::PermissionDenied(e)),
+                Err(e) => return Err(BpfError::Load(e)),
+            },
+        };
+        let mut it = TaskIter {
+            skel,
+            features: Features {
+                cmdline,
+                task_params: true,
+            },
+            link_all: None,
+            link_all_cmdline: None,
+            buf: vec![0; 1 << 16],
+        };
+        it.features.task_params = it.probe_task_params();
+        Ok(it)
+    }
+
+    /// What this kernel supports.
+    pub fn features(&self) -> Features {
+        self.features
+    }
+
+    fn probe_task_params(&self) -> bool {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        self.attach(false, TaskFilter::Tid(tid)).is_ok()
+    }
+
+    fn attach(&self, cmdline: bool, filter: TaskFilter) -> Result<Link, BpfError> {
+        let prog = if cmdline {
+            &self.skel.progs.dump_task_cmdline
+        } else {
+            &self.skel.progs.dump_task
+        };
+        let what = format!("{filter:?}");
+        let mut info = libbpf_sys::bpf_iter_link_info::default();
+        match filter {
+            TaskFilter::None => {}
+            TaskFilter::Tid(t) => info.task.tid = t,
+            TaskFilter::Pid(p) => info.task.pid = p,
+        }
+        let opts = libbpf_sys::bpf_iter_attach_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_iter_attach_opts>() as _,
+            link_info: if matches!(filter, TaskFilter::None) {
+                std::ptr::null_mut()
+            } else {
+                &mut info
+            },
+            link_info_len: if matches!(filter, TaskFilter::None) {
+                0
+            } else {
+                std::mem::size_of::<libbpf_sys::bpf_iter_link_info>() as _
+            },
+            ..Default::default()
+        };
+        let raw = libbpf_rs::AsRawLibbpf::as_libbpf_object(prog);
+        // SAFETY: `raw` is a loaded program owned by the skeleton; `opts` and `info` outlive the
+        // call, which copies what it needs.
+        let ptr = unsafe { libbpf_sys::bpf_program__attach_iter(raw.as_ptr(), &opts) };
+        match NonNull::new(ptr) {
+            // SAFETY: a non-NULL return is a new link that we now own.
+            Some(p) => Ok(unsafe { Link::from_ptr(p) }),
+            None => Err(BpfError::Attach {
+                what,
+                source: io::Error::last_os_error(),
+            }),
+        }
+    }
+
+    fn configure(&mut self, strategy: Strategy, show: u64, parent: u32) {
+        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+            b.cfg_strategy = strategy as u32;
+            b.cfg_show_flags = show;
+            b.cfg_parent = parent;
+        }
+    }
+
+    /// Answers `req`, passing chunks of whole TASK messages to `sink`.
+    ///
+    /// Messages flagged [`MSG_F_FIXUP`] and groups listed in [`DumpReport::missing_groups`]
+    /// are left for the caller to complete.
+    pub fn dump(
+        &mut self,
+        req: &Request,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<DumpReport, BpfError> {
+        let strategy = req.strategy().unwrap_or(Strategy::All);
+        let want_cmdline = req.wants(Group::Cmdline);
+        let cmdline = want_cmdline && self.features.cmdline;
+        let mut report = DumpReport::default();
+        if want_cmdline && !cmdline {
+            report.missing_groups |= Group::Cmdline.flag();
+        }
+        if strategy.takes_pid() && !self.features.task_params && strategy != Strategy::Children {
+            // No link parameters: walk everything and keep the one task or thread group.
+            return Err(BpfError::Attach {
+                what: format!("{strategy:?} {}", req.pid),
+                source: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            });
+        }
+        match strategy {
+            Strategy::All | Strategy::AllThread => {
+                self.configure(strategy, req.show_flags, 0);
+                let link = self.shared_link(cmdline)?;
+                let r = self.run(link, cmdline, sink)?;
+                report.tasks = r.0;
+                report.fixups = r.1;
+            }
+            Strategy::Children => {
+                let tgid = self.tgid_of(req.pid)?;
+                self.configure(strategy, req.show_flags, tgid);
+                let link = self.shared_link(cmdline)?;
+                let r = self.run(link, cmdline, sink)?;
+                report.tasks = r.0;
+                report.fixups = r.1;
+            }
+            Strategy::One => {
+                self.configure(strategy, req.show_flags, 0);
+                let link = self.attach(cmdline, TaskFilter::Tid(req.pid))?;
+                let r = self.run(LinkRef::Owned(&link), cmdline, sink)?;
+                if r.0 == 0 {
+                    return Err(BpfError::NoSuchTask { pid: req.pid });
+                }
+                report.tasks = r.0;
+                report.fixups = r.1;
+            }
+            Strategy::Thread => {
+                // The kernel's pid parameter wants a thread-group id; task_diag accepts any tid
+                // of the group, so resolve it first.
+                let tgid = self.tgid_of(req.pid)?;
+                self.configure(strategy, req.show_flags, 0);
+                let link = self.attach(cmdline, TaskFilter::Pid(tgid))?;
+                let r = self.run(LinkRef::Owned(&link), cmdline, sink)?;
+                if r.0 == 0 {
+                    return Err(BpfError::NoSuchTask { pid: req.pid });
+                }
+                report.tasks = r.0;
+                report.fixups = r.1;
+            }
+        }
+        Ok(report)
+    }
+
+    /// The thread-group id of task `pid` (in the caller's namespace), or NoSuchTask.
+    fn tgid_of(&mut self, pid: u32) -> Result<u32, BpfError> {
+        self.configure(Strategy::One, 0, 0);
+        let link = self.attach(false, TaskFilter::Tid(pid))?;
+        let mut tgid = None;
+        self.run(LinkRef::Owned(&link), false, &mut |b| {
+            tgid = MsgHeader::read_from(b).map(|h| h.tgid);
+            Ok(())
+        })?;
+        tgid.ok_or(BpfError::NoSuchTask { pid })
+    }
+
+    fn shared_link(&mut self, cmdline: bool) -> Result<LinkRef<'static>, BpfError> {
+        let slot_empty = if cmdline {
+            self.link_all_cmdline.is_none()
+        } else {
+            self.link_all.is_none()
+        };
+        if slot_empty {
+            let l = self.attach(cmdline, TaskFilter::None)?;
+            if cmdline {
+                self.link_all_cmdline = Some(l);
+            } else {
+                self.link_all = Some(l);
+            }
+        }
+        Ok(LinkRef::Shared(cmdline))
+    }
+
+    /// Reads one iterator to the end. Returns (tasks, any fixup flagged).
+    fn run(
+        &mut self,
+        link: LinkRef<'_>,
+        _cmdline: bool,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<(u64, bool), BpfError> {
+        let link = match link {
+            LinkRef::Owned(l) => l,
+            LinkRef::Shared(true) => self.link_all_cmdline.as_ref().ok_or_else(no_link)?,
+            LinkRef::Shared(false) => self.link_all.as_ref().ok_or_else(no_link)?,
+        };
+        let mut it = Iter::new(link).map_err(|e| BpfError::Attach {
+            what: "bpf_iter_create".into(),
+            source: io::Error::other(e),
+        })?;
+        let mut buf = std::mem::take(&mut self.buf);
+        let r = read_messages(&mut it, &mut buf, sink);
+        self.buf = buf;
+        r
+    }
+}
+
+/// Reads an iterator to the end, passing complete messages to `sink`.
+fn read_messages(
+    it: &mut Iter,
+    buf: &mut Vec<u8>,
+    sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+) -> Result<(u64, bool), BpfError> {
+    {
+        let mut tasks = 0u64;
+        let mut fixups = false;
+        let mut have = 0usize;
+        let mut offset = 0usize;
+        loop {
+            if buf.len() - have < taskdiag_proto::MSG_MAX {
+                buf.resize(buf.len() * 2, 0);
+            }
+            let n = match it.read(&mut buf[have..]) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(BpfError::Read(e)),
+            };
+            have += n;
+            // Walk the complete messages; keep a partial one for the next read.
+            let mut pos = 0usize;
+            while pos < have {
+                let len = match message_len(&buf[pos..have], offset + pos) {
+                    Ok(len) if pos + len <= have => len,
+                    Ok(_) | Err(DecodeError::Truncated { .. }) => break,
+                    Err(e) => return Err(BpfError::Decode(e)),
+                };
+                let flags = u16::from_ne_bytes([buf[pos + 6], buf[pos + 7]]);
+                fixups |= flags & MSG_F_FIXUP != 0;
+                tasks += 1;
+                pos += len;
+            }
+            if pos > 0 {
+                sink(&buf[..pos]).map_err(BpfError::Sink)?;
+                buf.copy_within(pos..have, 0);
+                have -= pos;
+                offset += pos;
+            }
+        }
+        if have != 0 {
+            return Err(BpfError::Decode(DecodeError::Truncated {
+                offset,
+                need: 16,
+                have,
+            }));
+        }
+        Ok((tasks, fixups))
+    }
+}
+
+fn no_link() -> BpfError {
+    BpfError::Attach {
+        what: "shared link".into(),
+        source: io::Error::from_raw_os_error(libc::EBADF),
+    }
+}
+
+enum LinkRef<'a> {
+    Owned(&'a Link),
+    Shared(bool),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum TaskFilter {
+    None,
+    Tid(u32),
+    Pid(u32),
+}

@@ -1,0 +1,314 @@
+//! The `taskdiag` command: dump task information through the best backend, decode raw streams.
+//!
+//! This binary parses arguments, builds a request, hands it to `taskdiag::Dumper` and renders
+//! the stream ([`render`]). It holds no knowledge of /proc or BPF.
+//!
+//! Exit status: 0 success; 1 no such process (ONE/THREAD/CHILDREN); 2 usage error;
+//! 3 any other failure (a backend that cannot be used, an I/O error).
+
+mod render;
+
+use std::io::{self, Read, Write};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand, ValueEnum};
+use taskdiag::{BackendKind, Dumper, Error, Group, Request, Strategy};
+use taskdiag_proto::msg::{message_len, DecodeError};
+use taskdiag_proto::task::StreamDecoder;
+
+/// Fast, binary, batched access to process information (the task_diag interface on stock kernels).
+#[derive(Parser)]
+#[command(name = "taskdiag", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Dump attribute groups of a set of tasks.
+    ///
+    /// Without a selection, every process is dumped (one record per thread group, in increasing
+    /// pid order). Ids are those of the caller's pid namespace. BASE is always included.
+    #[command(after_help = AFTER_DUMP)]
+    Dump(DumpArgs),
+    /// Read a raw stream (from `dump --format raw`) and print it as text or JSON.
+    Decode(DecodeArgs),
+}
+
+const AFTER_DUMP: &str = "\
+GROUPS:
+  base     pid, tgid, ppid, tracer pid, sid, pgid, tty, state, flags, name, start time
+  cred     real/effective/saved/fs uid and gid, supplementary groups, capability sets
+  stat     faults, CPU times (nanoseconds, at clock-tick resolution), threads, context
+           switches, priority, nice, policy, last CPU
+  statm    memory use in bytes: size, peak, rss anon/file/shmem, swap, text, lib, data,
+           stack, locked, pinned, page tables (absent for tasks without an address space)
+  cmdline  argv bytes exactly as /proc/PID/cmdline returns them
+  all      every group above
+
+BACKENDS:
+  auto     bpf when this process may load BPF programs (root, or CAP_BPF+CAP_PERFMON),
+           else procfs
+  bpf      eBPF task iterators
+  procfs   /proc, read with the fewest system calls possible
+
+EXIT STATUS:
+  0 success, 1 no such process, 2 usage error, 3 other failure
+
+EXAMPLES:
+  taskdiag dump --groups base,cred
+  taskdiag dump --pid $$ --groups all --format json
+  taskdiag dump --all-threads --format raw > tasks.bin && taskdiag decode tasks.bin";
+
+#[derive(clap::Args)]
+struct DumpArgs {
+    /// Every process (the default).
+    #[arg(long, group = "sel")]
+    all: bool,
+    /// Every thread of every process.
+    #[arg(long, group = "sel")]
+    all_threads: bool,
+    /// One task, by process or thread id.
+    #[arg(long, value_name = "PID", group = "sel")]
+    pid: Option<u32>,
+    /// Every thread of the process containing PID.
+    #[arg(long, value_name = "PID", group = "sel")]
+    threads_of: Option<u32>,
+    /// The child processes of PID.
+    #[arg(long, value_name = "PID", group = "sel")]
+    children_of: Option<u32>,
+    /// Comma-separated groups: base, cred, stat, statm, cmdline, all.
+    #[arg(long, short = 'g', value_name = "LIST", default_value = "base")]
+    groups: String,
+    /// Which backend answers.
+    #[arg(long, short = 'b', value_enum, default_value_t = Backend::Auto)]
+    backend: Backend,
+    /// Output format: text, json (JSON Lines, one object per task) or raw (the binary stream).
+    #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Print the backend, task count and time taken to standard error.
+    #[arg(long, short = 's')]
+    summary: bool,
+}
+
+#[derive(clap::Args)]
+struct DecodeArgs {
+    /// The raw stream; standard input when absent or "-".
+    file: Option<std::path::PathBuf>,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = TextFormat::Text)]
+    format: TextFormat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Backend {
+    Auto,
+    Bpf,
+    Procfs,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+    Raw,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TextFormat {
+    Text,
+    Json,
+}
+
+fn parse_groups(list: &str) -> anyhow::Result<u64> {
+    let mut flags = Group::Base.flag();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if name == "all" {
+            flags |= taskdiag_proto::SHOW_SUPPORTED;
+            continue;
+        }
+        match Group::from_name(name) {
+            Some(g) if taskdiag_proto::SHOW_SUPPORTED & g.flag() != 0 => flags |= g.flag(),
+            Some(_) => bail!("group '{name}' is not implemented yet"),
+            None => bail!("unknown group '{name}' (known: base, cred, stat, statm, cmdline, all)"),
+        }
+    }
+    Ok(flags)
+}
+
+/// Exit status for "no such process".
+const EXIT_NO_TASK: u8 = 1;
+/// Exit status for usage errors (also clap's).
+const EXIT_USAGE: u8 = 2;
+/// Exit status for other failures.
+const EXIT_FAILURE: u8 = 3;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { 0 });
+        }
+    };
+    let r = match cli.cmd {
+        Cmd::Dump(a) => dump(a),
+        Cmd::Decode(a) => decode(a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            if e.chain().any(|c| {
+                c.downcast_ref::<io::Error>()
+                    .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("taskdiag: {e:#}");
+            ExitCode::from(if e.downcast_ref::<UsageError>().is_some() {
+                EXIT_USAGE
+            } else {
+                EXIT_FAILURE
+            })
+        }
+    }
+}
+
+/// A bad command line, reported with exit status 2.
+#[derive(Debug)]
+struct UsageError(String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
+    let show = parse_groups(&a.groups).map_err(|e| UsageError(e.to_string()))?;
+    let (strategy, pid) = match (a.all_threads, a.pid, a.threads_of, a.children_of) {
+        (true, ..) => (Strategy::AllThread, 0),
+        (_, Some(p), ..) => (Strategy::One, p),
+        (_, _, Some(p), _) => (Strategy::Thread, p),
+        (_, _, _, Some(p)) => (Strategy::Children, p),
+        _ => (Strategy::All, 0),
+    };
+    let kind = match a.backend {
+        Backend::Auto => BackendKind::Auto,
+        Backend::Bpf => BackendKind::Bpf,
+        Backend::Procfs => BackendKind::Procfs,
+    };
+    let t0 = Instant::now();
+    let mut dumper = Dumper::open(kind).context("opening the backend")?;
+    let t_open = t0.elapsed();
+    let stdout = io::stdout();
+    let mut w = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let req = Request::new(strategy, pid, show);
+    let t1 = Instant::now();
+    let res = if a.format == Format::Raw {
+        dumper.dump(&req, &mut |b| w.write_all(b))
+    } else {
+        let mut r = render::Renderer::new(a.format == Format::Json);
+        let mut dec = StreamDecoder::new();
+        dumper.dump(&req, &mut |b| feed(&mut dec, &mut r, &mut w, b))
+    };
+    let took = t1.elapsed();
+    w.flush().context("writing standard output")?;
+    if a.summary {
+        let n = res.as_ref().copied().unwrap_or(0);
+        eprintln!(
+            "taskdiag: {n} tasks via {} in {:.3} ms (backend setup {:.3} ms){}",
+            dumper.backend().name(),
+            took.as_secs_f64() * 1e3,
+            t_open.as_secs_f64() * 1e3,
+            dumper
+                .bpf_unavailable()
+                .map(|w| format!("; bpf not used: {w}"))
+                .unwrap_or_default()
+        );
+    }
+    match res {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(Error::NoSuchTask { pid }) => {
+            eprintln!("taskdiag: no such process: {pid}");
+            Ok(ExitCode::from(EXIT_NO_TASK))
+        }
+        Err(e) => Err(e).context("dump failed"),
+    }
+}
+
+/// Decodes whole messages and renders the events.
+fn feed(
+    dec: &mut StreamDecoder,
+    r: &mut render::Renderer,
+    w: &mut dyn Write,
+    chunk: &[u8],
+) -> io::Result<()> {
+    for m in taskdiag_proto::msg::Messages::new(chunk) {
+        let m = m.map_err(io::Error::other)?;
+        if let Some(ev) = dec.push(&m).map_err(io::Error::other)? {
+            r.event(w, &ev)?;
+        }
+    }
+    Ok(())
+}
+
+fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
+    let (mut input, name): (Box<dyn Read>, String) = match &a.file {
+        Some(p) if p.as_os_str() != "-" => (
+            Box::new(std::fs::File::open(p).with_context(|| format!("{}", p.display()))?),
+            p.display().to_string(),
+        ),
+        _ => (Box::new(io::stdin().lock()), "standard input".into()),
+    };
+    let stdout = io::stdout();
+    let mut w = io::BufWriter::new(stdout.lock());
+    let mut r = render::Renderer::new(a.format == TextFormat::Json);
+    let mut dec = StreamDecoder::new();
+    let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut offset = 0usize;
+    let mut chunk = vec![0u8; 1 << 16];
+    loop {
+        let n = input
+            .read(&mut chunk)
+            .with_context(|| format!("reading {name}"))?;
+        buf.extend_from_slice(&chunk[..n]);
+        // Consume whole messages.
+        let mut pos = 0;
+        loop {
+            match message_len(&buf[pos..], offset + pos) {
+                Ok(len) if pos + len <= buf.len() => {
+                    feed(&mut dec, &mut r, &mut w, &buf[pos..pos + len])
+                        .with_context(|| format!("{name}: byte {}", offset + pos))?;
+                    pos += len;
+                }
+                Ok(_) | Err(DecodeError::Truncated { .. }) => break,
+                Err(e) => return Err(e).with_context(|| format!("{name}")),
+            }
+        }
+        buf.drain(..pos);
+        offset += pos;
+        if n == 0 {
+            break;
+        }
+    }
+    w.flush()?;
+    if !buf.is_empty() {
+        bail!(
+            "{name}: stream truncated at byte {offset} ({} bytes of an incomplete message)",
+            buf.len()
+        );
+    }
+    if !dec.finished() {
+        bail!("{name}: stream ends without a DONE message (truncated?)");
+    }
+    if r.done_error() == -libc::ESRCH {
+        return Ok(ExitCode::from(EXIT_NO_TASK));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,460 @@
+//! Pure parsers for /proc/PID/{stat,status}: bytes in, fields out. No I/O, no allocation
+//! except the supplementary group list, which goes into a caller-owned `Vec`.
+//!
+//! Field positions follow proc(5) and fs/proc/array.c (`do_task_stat`, `proc_pid_status`,
+//! `task_mem` in fs/proc/task_mmu.c). The name in /proc/PID/stat is taken between the first `(`
+//! and the *last* `)`, so a task named `(a) b)` or containing newlines parses correctly.
+
+use thiserror::Error;
+
+/// What is wrong with a /proc file's text.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{what}")]
+pub struct ParseError {
+    /// Description of the defect.
+    pub what: &'static str,
+}
+
+fn err(what: &'static str) -> ParseError {
+    ParseError { what }
+}
+
+/// The fields of /proc/PID/stat that taskdiag uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatLine {
+    /// Field 1.
+    pub pid: u32,
+    /// Field 2, without the parentheses (at most 64 bytes are kept).
+    pub comm: [u8; 64],
+    /// Length of `comm`.
+    pub comm_len: usize,
+    /// Field 3, the state letter.
+    pub state: u8,
+    /// Field 4.
+    pub ppid: u32,
+    /// Field 5.
+    pub pgrp: u32,
+    /// Field 6.
+    pub session: u32,
+    /// Field 7.
+    pub tty_nr: u32,
+    /// Field 9 (PF_* flags).
+    pub flags: u32,
+    /// Field 10.
+    pub minflt: u64,
+    /// Field 11.
+    pub cminflt: u64,
+    /// Field 12.
+    pub majflt: u64,
+    /// Field 13.
+    pub cmajflt: u64,
+    /// Field 14, clock ticks.
+    pub utime: u64,
+    /// Field 15, clock ticks.
+    pub stime: u64,
+    /// Field 16, clock ticks.
+    pub cutime: u64,
+    /// Field 17, clock ticks.
+    pub cstime: u64,
+    /// Field 18.
+    pub priority: i64,
+    /// Field 19.
+    pub nice: i64,
+    /// Field 20.
+    pub num_threads: u32,
+    /// Field 22, clock ticks since boot.
+    pub starttime: u64,
+    /// Field 39.
+    pub processor: i64,
+    /// Field 40.
+    pub rt_priority: u32,
+    /// Field 41.
+    pub policy: u32,
+}
+
+impl Default for StatLine {
+    fn default() -> Self {
+        StatLine {
+            pid: 0,
+            comm: [0; 64],
+            comm_len: 0,
+            state: 0,
+            ppid: 0,
+            pgrp: 0,
+            session: 0,
+            tty_nr: 0,
+            flags: 0,
+            minflt: 0,
+            cminflt: 0,
+            majflt: 0,
+            cmajflt: 0,
+            utime: 0,
+            stime: 0,
+            cutime: 0,
+            cstime: 0,
+            priority: 0,
+            nice: 0,
+            num_threads: 0,
+            starttime: 0,
+            processor: 0,
+            rt_priority: 0,
+            policy: 0,
+        }
+    }
+}
+
+impl StatLine {
+    /// The name as bytes.
+    pub fn comm(&self) -> &[u8] {
+        &self.comm[..self.comm_len]
+    }
+}
+
+/// Parses a decimal number (optionally negative) from the start of `s`.
+fn int(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as i64)?;
+    }
+    Some(if neg { -v } else { v })
+}
+
+fn uint(s: &[u8]) -> Option<u64> {
+    let mut v: u64 = 0;
+    if s.is_empty() {
+        return None;
+    }
+    for &c in s {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    Some(v)
+}
+
+/// Parses /proc/PID/stat (or /proc/PID/task/TID/stat).
+pub fn parse_stat(buf: &[u8]) -> Result<StatLine, ParseError> {
+    let open = buf
+        .iter()
+        .position(|&c| c == b'(')
+        .ok_or(err("no '(' before the name"))?;
+    let close = buf
+        .iter()
+        .rposition(|&c| c == b')')
+        .ok_or(err("no ')' after the name"))?;
+    if close < open {
+        return Err(err("')' before '('"));
+    }
+    let mut s = StatLine {
+        pid: uint(buf[..open].strip_suffix(b" ").ok_or(err("no pid"))?)
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or(err("bad pid"))?,
+        ..StatLine::default()
+    };
+    let name = &buf[open + 1..close];
+    s.comm_len = name.len().min(s.comm.len());
+    s.comm[..s.comm_len].copy_from_slice(&name[..s.comm_len]);
+
+    // Fields from 3 on, space separated, after ") ".
+    let rest = buf.get(close + 2..).ok_or(err("nothing after the name"))?;
+    let rest = rest.strip_suffix(b"\n").unwrap_or(rest);
+    let mut n = 3usize;
+    for f in rest.split(|&c| c == b' ') {
+        let u = || uint(f).ok_or(err("bad number"));
+        let i = || int(f).ok_or(err("bad number"));
+        let u32_ = || u().and_then(|v| u32::try_from(v).map_err(|_| err("number out of range")));
+        match n {
+            3 => s.state = *f.first().ok_or(err("empty state"))?,
+            4 => s.ppid = u32_()?,
+            5 => s.pgrp = u32_()?,
+            6 => s.session = u32_()?,
+            // tty_nr is printed with %d but is a dev_t encoding; keep its bits.
+            7 => s.tty_nr = i()? as u32,
+            9 => s.flags = u32_()?,
+            10 => s.minflt = u()?,
+            11 => s.cminflt = u()?,
+            12 => s.majflt = u()?,
+            13 => s.cmajflt = u()?,
+            14 => s.utime = u()?,
+            15 => s.stime = u()?,
+            16 => s.cutime = u()?,
+            17 => s.cstime = u()?,
+            18 => s.priority = i()?,
+            19 => s.nice = i()?,
+            20 => s.num_threads = u32_()?,
+            22 => s.starttime = u()?,
+            39 => s.processor = i()?,
+            40 => s.rt_priority = u32_()?,
+            41 => {
+                s.policy = u32_()?;
+                return Ok(s);
+            }
+            _ => {}
+        }
+        n += 1;
+    }
+    Err(err("fewer than 41 fields"))
+}
+
+/// The fields of /proc/PID/status that taskdiag uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// `Tgid`.
+    pub tgid: u32,
+    /// `TracerPid`.
+    pub tracer_pid: u32,
+    /// `Uid`: real, effective, saved, fs.
+    pub uid: [u32; 4],
+    /// `Gid`: real, effective, saved, fs.
+    pub gid: [u32; 4],
+    /// `CapInh`, `CapPrm`, `CapEff`, `CapBnd`, `CapAmb`.
+    pub caps: [u64; 5],
+    /// Whether the `Vm*` lines are present (the task has an address space).
+    pub has_mm: bool,
+    /// `VmPeak`, `VmSize`, `VmLck`, `VmPin`, `VmHWM`, `RssAnon`, `RssFile`, `RssShmem`,
+    /// `VmData`, `VmStk`, `VmExe`, `VmLib`, `VmPTE`, `VmSwap`, in kB, indexed by [`Vm`].
+    pub vm_kb: [u64; Vm::COUNT],
+    /// `voluntary_ctxt_switches`.
+    pub nvcsw: u64,
+    /// `nonvoluntary_ctxt_switches`.
+    pub nivcsw: u64,
+    /// `NSpid` entries: this task's id in /proc's pid namespace, then in each nested one.
+    pub nspid: [u32; 8],
+    /// Number of valid `nspid` entries.
+    pub nspid_len: usize,
+}
+
+/// Index of a `Vm*`/`Rss*` line in [`Status::vm_kb`].
+#[allow(missing_docs)]
+#[derive(Debug, Clone, Copy)]
+pub enum Vm {
+    Peak,
+    Size,
+    Lck,
+    Pin,
+    Hwm,
+    RssAnon,
+    RssFile,
+    RssShmem,
+    Data,
+    Stk,
+    Exe,
+    Lib,
+    Pte,
+    Swap,
+}
+
+impl Vm {
+    /// Number of tracked lines.
+    pub const COUNT: usize = 14;
+}
+
+fn hex(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 16 {
+        return None;
+    }
+    let mut v = 0u64;
+    for &c in s {
+        v = (v << 4) | (c as char).to_digit(16)? as u64;
+    }
+    Some(v)
+}
+
+fn ids4(v: &[u8]) -> Result<[u32; 4], ParseError> {
+    let mut out = [0u32; 4];
+    let mut it = v.split(|&c| c == b'\t');
+    for o in &mut out {
+        *o = it
+            .next()
+            .and_then(uint)
+            .and_then(|x| u32::try_from(x).ok())
+            .ok_or(err("bad Uid/Gid line"))?;
+    }
+    Ok(out)
+}
+
+fn kb(v: &[u8]) -> Result<u64, ParseError> {
+    let t = v.trim_ascii_start();
+    let t = t.strip_suffix(b" kB").ok_or(err("Vm line without kB"))?;
+    uint(t).ok_or(err("bad Vm value"))
+}
+
+/// Parses /proc/PID/status. Supplementary groups (the `Groups` line) go to `groups`, cleared
+/// first. The `Name` line is not used: its escaping loses bytes, /proc/PID/stat has the name raw.
+pub fn parse_status(buf: &[u8], groups: &mut Vec<u32>) -> Result<Status, ParseError> {
+    let mut s = Status::default();
+    groups.clear();
+    let mut seen_uid = false;
+    for line in buf.split(|&c| c == b'\n') {
+        let Some(colon) = line.iter().position(|&c| c == b':') else {
+            continue;
+        };
+        let key = &line[..colon];
+        let val = line.get(colon + 1..).unwrap_or_default();
+        let v = val.strip_prefix(b"\t").unwrap_or(val);
+        let num = || uint(v.trim_ascii()).ok_or(err("bad number"));
+        let num32 = || num().and_then(|x| u32::try_from(x).map_err(|_| err("number out of range")));
+        let mut vm = |i: Vm| -> Result<(), ParseError> {
+            s.vm_kb[i as usize] = kb(v)?;
+            s.has_mm = true;
+            Ok(())
+        };
+        match key {
+            b"Tgid" => s.tgid = num32()?,
+            b"TracerPid" => s.tracer_pid = num32()?,
+            b"Uid" => {
+                s.uid = ids4(v)?;
+                seen_uid = true;
+            }
+            b"Gid" => s.gid = ids4(v)?,
+            b"Groups" => {
+                for g in v.split(|&c| c == b' ').filter(|g| !g.is_empty()) {
+                    let g = uint(g).and_then(|x| u32::try_from(x).ok());
+                    groups.push(g.ok_or(err("bad Groups line"))?);
+                }
+            }
+            b"NSpid" => {
+                for (i, p) in v.split(|&c| c == b'\t').take(s.nspid.len()).enumerate() {
+                    s.nspid[i] = uint(p)
+                        .and_then(|x| u32::try_from(x).ok())
+                        .ok_or(err("bad NSpid"))?;
+                    s.nspid_len = i + 1;
+                }
+            }
+            b"VmPeak" => vm(Vm::Peak)?,
+            b"VmSize" => vm(Vm::Size)?,
+            b"VmLck" => vm(Vm::Lck)?,
+            b"VmPin" => vm(Vm::Pin)?,
+            b"VmHWM" => vm(Vm::Hwm)?,
+            b"RssAnon" => vm(Vm::RssAnon)?,
+            b"RssFile" => vm(Vm::RssFile)?,
+            b"RssShmem" => vm(Vm::RssShmem)?,
+            b"VmData" => vm(Vm::Data)?,
+            b"VmStk" => vm(Vm::Stk)?,
+            b"VmExe" => vm(Vm::Exe)?,
+            b"VmLib" => vm(Vm::Lib)?,
+            b"VmPTE" => vm(Vm::Pte)?,
+            b"VmSwap" => vm(Vm::Swap)?,
+            b"CapInh" => s.caps[0] = hex(v).ok_or(err("bad CapInh"))?,
+            b"CapPrm" => s.caps[1] = hex(v).ok_or(err("bad CapPrm"))?,
+            b"CapEff" => s.caps[2] = hex(v).ok_or(err("bad CapEff"))?,
+            b"CapBnd" => s.caps[3] = hex(v).ok_or(err("bad CapBnd"))?,
+            b"CapAmb" => s.caps[4] = hex(v).ok_or(err("bad CapAmb"))?,
+            b"voluntary_ctxt_switches" => s.nvcsw = num()?,
+            b"nonvoluntary_ctxt_switches" => s.nivcsw = num()?,
+            _ => {}
+        }
+    }
+    if !seen_uid {
+        return Err(err("no Uid line"));
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Captured on Linux 6.18 (Debian 12 VM) from a process started as
+    // `exec -a '(a) b)' sleep 1000`; the name field holds the hostile comm.
+    const STAT_HOSTILE: &[u8] = b"4242 ((a) b)) S 1405 4242 1405 34816 4242 4194560 120 0 0 0 \
+        3 1 0 0 20 0 1 0 372771 5771264 224 18446744073709551615 94591173840896 \
+        94591173857393 140724125097680 0 0 0 0 0 0 1 0 0 17 1 0 0 0 0 0 94591173872176 \
+        94591173873312 94591197040640 140724125103961 140724125103977 140724125103977 \
+        140724125106159 0\n";
+
+    #[test]
+    fn stat_with_parentheses_in_the_name() {
+        let s = parse_stat(STAT_HOSTILE).unwrap();
+        assert_eq!(s.pid, 4242);
+        assert_eq!(s.comm(), b"(a) b)");
+        assert_eq!(s.state, b'S');
+        assert_eq!(
+            (s.ppid, s.pgrp, s.session, s.tty_nr),
+            (1405, 4242, 1405, 34816)
+        );
+        assert_eq!(s.flags, 4194560);
+        assert_eq!((s.minflt, s.utime, s.stime), (120, 3, 1));
+        assert_eq!((s.priority, s.nice, s.num_threads), (20, 0, 1));
+        assert_eq!(s.starttime, 372771);
+        assert_eq!((s.processor, s.rt_priority, s.policy), (1, 0, 0));
+    }
+
+    #[test]
+    fn stat_with_newline_and_space_in_the_name() {
+        let line = STAT_HOSTILE.to_vec();
+        let fixed = String::from_utf8(line)
+            .unwrap()
+            .replace("((a) b))", "(x\ny ) z)");
+        let s = parse_stat(fixed.as_bytes()).unwrap();
+        assert_eq!(s.comm(), b"x\ny ) z");
+        assert_eq!(s.ppid, 1405);
+    }
+
+    #[test]
+    fn stat_negative_fields_and_truncation() {
+        // A real-time task: priority is negative.
+        let rt = String::from_utf8(STAT_HOSTILE.to_vec())
+            .unwrap()
+            .replace(" 20 0 1 0 ", " -51 0 1 0 ");
+        assert_eq!(parse_stat(rt.as_bytes()).unwrap().priority, -51);
+        assert!(parse_stat(&STAT_HOSTILE[..60]).is_err());
+        assert!(parse_stat(b"").is_err());
+        assert!(parse_stat(b"12 (x").is_err());
+    }
+
+    // Captured from /proc/self/status of a shell on Linux 6.18, trimmed to the lines used.
+    const STATUS: &[u8] = b"Name:\tbash\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t1405\n\
+        Ngid:\t0\nPid:\t1405\nPPid:\t1404\nTracerPid:\t77\nUid:\t1000\t1001\t1002\t1003\n\
+        Gid:\t100\t101\t102\t103\nFDSize:\t256\nGroups:\t4 27 100 \nNStgid:\t1405\n\
+        NSpid:\t1405\t1\nNSpgid:\t1405\nNSsid:\t1405\nKthread:\t0\nVmPeak:\t    8760 kB\n\
+        VmSize:\t    8728 kB\nVmLck:\t       0 kB\nVmPin:\t       0 kB\nVmHWM:\t    5120 kB\n\
+        VmRSS:\t    5120 kB\nRssAnon:\t    1792 kB\nRssFile:\t    3328 kB\nRssShmem:\t       0 kB\n\
+        VmData:\t    1808 kB\nVmStk:\t     132 kB\nVmExe:\t     892 kB\nVmLib:\t    1816 kB\n\
+        VmPTE:\t      56 kB\nVmSwap:\t       0 kB\nThreads:\t1\n\
+        CapInh:\t0000000000000000\nCapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\n\
+        CapBnd:\t000001ffffffffff\nCapAmb:\t0000000000000000\n\
+        voluntary_ctxt_switches:\t150\nnonvoluntary_ctxt_switches:\t3\n";
+
+    #[test]
+    fn status_fields() {
+        let mut g = vec![99];
+        let s = parse_status(STATUS, &mut g).unwrap();
+        assert_eq!(g, vec![4, 27, 100]);
+        assert_eq!((s.tgid, s.tracer_pid), (1405, 77));
+        assert_eq!(s.uid, [1000, 1001, 1002, 1003]);
+        assert_eq!(s.gid, [100, 101, 102, 103]);
+        assert_eq!(
+            s.caps,
+            [0, 0x1ff_ffff_ffff, 0x1ff_ffff_ffff, 0x1ff_ffff_ffff, 0]
+        );
+        assert!(s.has_mm);
+        assert_eq!(s.vm_kb[Vm::Size as usize], 8728);
+        assert_eq!(s.vm_kb[Vm::Pte as usize], 56);
+        assert_eq!((s.nvcsw, s.nivcsw), (150, 3));
+        assert_eq!(&s.nspid[..s.nspid_len], &[1405, 1]);
+    }
+
+    #[test]
+    fn status_of_a_kernel_thread_has_no_mm() {
+        let kthread = b"Name:\tkthreadd\nTgid:\t2\nTracerPid:\t0\nUid:\t0\t0\t0\t0\n\
+            Gid:\t0\t0\t0\t0\nGroups:\t\nNSpid:\t2\n";
+        let mut g = Vec::new();
+        let s = parse_status(kthread, &mut g).unwrap();
+        assert!(!s.has_mm);
+        assert!(g.is_empty());
+        assert!(parse_status(b"Name:\tx\n", &mut g).is_err());
+        assert!(parse_status(b"Uid:\t1\t2\n", &mut g).is_err());
+    }
+}

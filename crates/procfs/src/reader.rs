@@ -1,0 +1,980 @@
+//! File access for the procfs backend: walking /proc and turning each task's files into one
+//! taskdiag TASK message.
+//!
+//! Consistency per task: all of a task's files are *opened* before any is *read*. A /proc file
+//! descriptor stays bound to the task it was opened for, and reading it after that task has died
+//! fails with ESRCH. So if the pid was reused between two opens, the read of the first file
+//! fails and the task is skipped as gone: one message never mixes two tasks. Tasks that vanish
+//! mid-dump are skipped, like `readdir(/proc)` does.
+//!
+//! Namespaces: ids in /proc are those of the pid namespace /proc was mounted for. [`ProcReader::open`]
+//! refuses a /proc that belongs to another namespace than the caller's (the seed-002 pitfall:
+//! `unshare --pid --fork` without `--mount-proc`), rather than answer with the wrong numbers.
+
+use std::collections::BTreeMap;
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+
+use taskdiag_proto::msg::TaskWriter;
+use taskdiag_proto::{
+    state_index, BaseRec, CredRec, Group, Request, StatRec, StatmRec, Strategy, BASE_F_KTHREAD,
+    BASE_F_LEADER,
+};
+
+use crate::parse::{parse_stat, parse_status, ParseError, StatLine, Status, Vm};
+
+/// PF_KTHREAD from include/linux/sched.h.
+const PF_KTHREAD: u32 = 0x0020_0000;
+
+/// Errors of the procfs backend. Each names the path or pid involved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProcfsError {
+    /// A system call on a /proc path failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// A /proc file did not parse.
+    #[error("{path}: unexpected format: {source}")]
+    Parse {
+        /// The path.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: ParseError,
+    },
+    /// ONE, THREAD or CHILDREN named a pid that does not exist (ESRCH).
+    #[error("no such process: {pid}")]
+    NoSuchTask {
+        /// The pid.
+        pid: u32,
+    },
+    /// /proc belongs to another pid namespace than the caller's.
+    #[error(
+        "{root} belongs to another pid namespace than this process (NSpid of {root}/self has \
+         {levels} levels): its pids would be wrong here; mount a procfs for this namespace \
+         (unshare --pid --fork --mount-proc) or use the BPF backend"
+    )]
+    ForeignPidNamespace {
+        /// The procfs root.
+        root: PathBuf,
+        /// Levels of NSpid seen (0: this process is not visible at all).
+        levels: usize,
+    },
+    /// The consumer of the output failed (a closed pipe, say).
+    #[error("writing the output: {0}")]
+    Sink(#[source] io::Error),
+}
+
+type Result<T> = std::result::Result<T, ProcfsError>;
+
+/// A task path relative to the /proc fd: `PID/` or `PID/task/TID/`, plus a file name.
+struct TaskPath {
+    buf: [u8; 96],
+    len: usize,
+    dir_len: usize,
+}
+
+impl TaskPath {
+    fn new() -> Self {
+        TaskPath {
+            buf: [0; 96],
+            len: 0,
+            dir_len: 0,
+        }
+    }
+
+    fn push_num(&mut self, mut n: u32) {
+        let mut tmp = [0u8; 10];
+        let mut i = tmp.len();
+        loop {
+            i -= 1;
+            tmp[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&tmp[i..]);
+    }
+
+    fn push(&mut self, s: &[u8]) {
+        self.buf[self.len..self.len + s.len()].copy_from_slice(s);
+        self.len += s.len();
+    }
+
+    /// Sets the directory part: `pid/` or `pid/task/tid/`.
+    fn set_dir(&mut self, pid: u32, tid: Option<u32>) {
+        self.len = 0;
+        self.push_num(pid);
+        self.push(b"/");
+        if let Some(t) = tid {
+            self.push(b"task/");
+            self.push_num(t);
+            self.push(b"/");
+        }
+        self.dir_len = self.len;
+    }
+
+    /// The NUL-terminated path of `file` in the current directory.
+    fn file(&mut self, file: &[u8]) -> &CStr {
+        self.len = self.dir_len;
+        self.push(file);
+        self.buf[self.len] = 0;
+        // The buffer holds digits, '/', ASCII file names and one NUL at `len`.
+        CStr::from_bytes_with_nul(&self.buf[..=self.len]).unwrap_or(c"")
+    }
+
+    fn display(&self, root: &Path) -> PathBuf {
+        root.join(String::from_utf8_lossy(&self.buf[..self.len]).as_ref())
+    }
+}
+
+fn openat(dir: RawFd, path: &CStr, flags: i32) -> io::Result<OwnedFd> {
+    // SAFETY: `path` is a valid NUL-terminated string; openat does not keep the pointer.
+    let fd = unsafe { libc::openat(dir, path.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by openat and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Reads a whole /proc file into `buf` with as few `read()`s as possible: a read that does not
+/// fill the buffer is the last one (seq_file and cmdline reads return everything they can).
+fn read_all(fd: &OwnedFd, buf: &mut Vec<u8>) -> io::Result<()> {
+    let mut len = 0;
+    loop {
+        if buf.len() - len < 1024 {
+            buf.resize(buf.len() * 2, 0);
+        }
+        let room = &mut buf[len..];
+        // SAFETY: `room` is valid, writable memory of `room.len()` bytes.
+        let n = unsafe { libc::read(fd.as_raw_fd(), room.as_mut_ptr().cast(), room.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let n = n as usize;
+        let full = n == room.len();
+        len += n;
+        if !full || n == 0 {
+            buf.truncate(len);
+            return Ok(());
+        }
+    }
+}
+
+/// Lists the numeric entries of a directory (processes of /proc, threads of task/).
+fn list_numeric(dir: &OwnedFd, buf: &mut Vec<u8>, out: &mut Vec<u32>) -> io::Result<()> {
+    out.clear();
+    // SAFETY: lseek on a directory fd we own; rewinds so the fd can be listed again.
+    if unsafe { libc::lseek(dir.as_raw_fd(), 0, libc::SEEK_SET) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if buf.len() < 65536 {
+        buf.resize(65536, 0);
+    }
+    loop {
+        // SAFETY: getdents64 writes at most `buf.len()` bytes into `buf`.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                dir.as_raw_fd(),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        // struct linux_dirent64 { u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
+        let mut pos = 0usize;
+        let n = n as usize;
+        while pos + 19 <= n {
+            let reclen = u16::from_ne_bytes([buf[pos + 16], buf[pos + 17]]) as usize;
+            if reclen == 0 {
+                break;
+            }
+            let name = &buf[pos + 19..(pos + reclen).min(n)];
+            let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
+            if !name.is_empty() && name.iter().all(u8::is_ascii_digit) {
+                let mut v: u64 = 0;
+                for &c in name {
+                    v = v * 10 + (c - b'0') as u64;
+                }
+                if let Ok(v) = u32::try_from(v) {
+                    out.push(v);
+                }
+            }
+            pos += reclen;
+        }
+    }
+}
+
+fn is_gone(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH))
+}
+
+/// Per-worker buffers, reused from task to task.
+struct Scratch {
+    path: TaskPath,
+    stat: Vec<u8>,
+    status: Vec<u8>,
+    cmdline: Vec<u8>,
+    dents: Vec<u8>,
+    groups: Vec<u32>,
+    tids: Vec<u32>,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        Scratch {
+            path: TaskPath::new(),
+            stat: vec![0; 4096],
+            status: vec![0; 4096],
+            cmdline: vec![0; 4096],
+            dents: Vec::new(),
+            groups: Vec::new(),
+            tids: Vec::new(),
+        }
+    }
+}
+
+/// Reads tasks from a procfs mount into taskdiag messages.
+pub struct ProcReader {
+    root: PathBuf,
+    dir: OwnedFd,
+    ns_per_tick: u64,
+    workers: usize,
+}
+
+/// Number of processes one unit of parallel work covers.
+const CHUNK: usize = 128;
+
+impl ProcReader {
+    /// Opens `/proc`, checking that it belongs to the caller's pid namespace.
+    pub fn open() -> Result<Self> {
+        let r = Self::open_unchecked(Path::new("/proc"))?;
+        r.check_namespace()?;
+        Ok(r)
+    }
+
+    /// Opens a procfs (or a captured copy of one, for tests) without the namespace check.
+    pub fn open_unchecked(root: &Path) -> Result<Self> {
+        let io_err = |source| ProcfsError::Io {
+            path: root.to_path_buf(),
+            source,
+        };
+        let c = std::ffi::CString::new(root.as_os_str().as_encoded_bytes())
+            .map_err(|_| io_err(io::Error::from(io::ErrorKind::InvalidInput)))?;
+        let dir = openat(libc::AT_FDCWD, &c, libc::O_RDONLY | libc::O_DIRECTORY).map_err(io_err)?;
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let tck = if tck > 0 { tck as u64 } else { 100 };
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(4);
+        Ok(ProcReader {
+            root: root.to_path_buf(),
+            dir,
+            ns_per_tick: 1_000_000_000 / tck,
+            workers,
+        })
+    }
+
+    /// Limits the number of reader threads (1 = no parallelism).
+    pub fn set_workers(&mut self, n: usize) {
+        self.workers = n.max(1);
+    }
+
+    /// The procfs root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Fails with [`ProcfsError::ForeignPidNamespace`] unless /proc/self shows this process with
+    /// a single NSpid level, which holds exactly when /proc is of the caller's pid namespace.
+    pub fn check_namespace(&self) -> Result<()> {
+        let mut buf = vec![0; 4096];
+        let mut groups = Vec::new();
+        let levels = match openat(self.dir.as_raw_fd(), c"self/status", libc::O_RDONLY) {
+            Ok(fd) => {
+                let path = self.root.join("self/status");
+                read_all(&fd, &mut buf).map_err(|source| ProcfsError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                let s = parse_status(&buf, &mut groups)
+                    .map_err(|source| ProcfsError::Parse { path, source })?;
+                s.nspid_len
+            }
+            Err(e) if is_gone(&e) => 0,
+            Err(source) => {
+                return Err(ProcfsError::Io {
+                    path: self.root.join("self"),
+                    source,
+                })
+            }
+        };
+        if levels == 1 {
+            Ok(())
+        } else {
+            Err(ProcfsError::ForeignPidNamespace {
+                root: self.root.clone(),
+                levels,
+            })
+        }
+    }
+
+    /// Answers `req`, passing whole encoded TASK messages to `sink` in order. Returns the number
+    /// of tasks written.
+    pub fn dump(
+        &self,
+        req: &Request,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64> {
+        let strategy = req.strategy().unwrap_or(Strategy::All);
+        let show = req.show_flags;
+        let mut s = Scratch::new();
+        match strategy {
+            Strategy::All | Strategy::AllThread => {
+                let mut pids = Vec::new();
+                list_numeric(&self.dir, &mut s.dents, &mut pids).map_err(|source| {
+                    ProcfsError::Io {
+                        path: self.root.clone(),
+                        source,
+                    }
+                })?;
+                pids.sort_unstable();
+                let threads = strategy == Strategy::AllThread;
+                self.dump_parallel(&pids, sink, |s, pid, out| {
+                    if threads {
+                        self.process_threads(s, pid, show, out)
+                    } else {
+                        self.task(s, pid, None, show, true, out).map(u64::from)
+                    }
+                })
+            }
+            Strategy::One => {
+                let mut out = Vec::new();
+                if !self.task(&mut s, req.pid, None, show, true, &mut out)? {
+                    return Err(ProcfsError::NoSuchTask { pid: req.pid });
+                }
+                sink(&out).map_err(ProcfsError::Sink)?;
+                Ok(1)
+            }
+            Strategy::Thread => {
+                let tgid = self.tgid_of(&mut s, req.pid)?;
+                let mut out = Vec::new();
+                let n = self.process_threads(&mut s, tgid, show, &mut out)?;
+                if n == 0 {
+                    return Err(ProcfsError::NoSuchTask { pid: req.pid });
+                }
+                sink(&out).map_err(ProcfsError::Sink)?;
+                Ok(n)
+            }
+            Strategy::Children => {
+                let children = self.children_of(&mut s, req.pid)?;
+                self.dump_parallel(&children, sink, |s, pid, out| {
+                    // The child may have been reparented since it was listed.
+                    self.task_if_child(s, pid, req.pid, show, out)
+                        .map(u64::from)
+                })
+            }
+        }
+    }
+
+    /// Appends one task's message: `tid` of process `tgid` when `tid` is given (per-thread
+    /// view), else process `tgid` (thread-group view). Returns false if the task is gone.
+    /// Used to complete records another backend could not provide.
+    pub fn task_message(
+        &self,
+        tgid: u32,
+        tid: Option<u32>,
+        show: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let mut s = Scratch::new();
+        self.task(&mut s, tgid, tid, show, tid.is_none(), out)
+    }
+
+    /// The thread-group id of task `pid`, or NoSuchTask.
+    fn tgid_of(&self, s: &mut Scratch, pid: u32) -> Result<u32> {
+        s.path.set_dir(pid, None);
+        let p = s.path.file(b"status");
+        let fd = match openat(self.dir.as_raw_fd(), p, libc::O_RDONLY) {
+            Ok(fd) => fd,
+            Err(e) if is_gone(&e) => return Err(ProcfsError::NoSuchTask { pid }),
+            Err(source) => {
+                return Err(ProcfsError::Io {
+                    path: s.path.display(&self.root),
+                    source,
+                })
+            }
+        };
+        match read_all(&fd, &mut s.status) {
+            Ok(()) => {}
+            Err(e) if is_gone(&e) => return Err(ProcfsError::NoSuchTask { pid }),
+            Err(source) => {
+                return Err(ProcfsError::Io {
+                    path: s.path.display(&self.root),
+                    source,
+                })
+            }
+        }
+        let st = parse_status(&s.status, &mut s.groups).map_err(|source| ProcfsError::Parse {
+            path: s.path.display(&self.root),
+            source,
+        })?;
+        Ok(st.tgid)
+    }
+
+    /// Child processes of `pid`, from /proc/PID/task/*/children (sorted), or NoSuchTask.
+    fn children_of(&self, s: &mut Scratch, pid: u32) -> Result<Vec<u32>> {
+        let tgid = self.tgid_of(s, pid)?;
+        s.path.set_dir(tgid, None);
+        let task_dir = match openat(
+            self.dir.as_raw_fd(),
+            s.path.file(b"task"),
+            libc::O_RDONLY | libc::O_DIRECTORY,
+        ) {
+            Ok(fd) => fd,
+            Err(e) if is_gone(&e) => return Err(ProcfsError::NoSuchTask { pid }),
+            Err(source) => {
+                return Err(ProcfsError::Io {
+                    path: s.path.display(&self.root),
+                    source,
+                })
+            }
+        };
+        let mut tids = std::mem::take(&mut s.tids);
+        list_numeric(&task_dir, &mut s.dents, &mut tids).map_err(|source| ProcfsError::Io {
+            path: s.path.display(&self.root),
+            source,
+        })?;
+        let mut children = Vec::new();
+        for &tid in &tids {
+            s.path.set_dir(tgid, Some(tid));
+            let fd = match openat(
+                self.dir.as_raw_fd(),
+                s.path.file(b"children"),
+                libc::O_RDONLY,
+            ) {
+                Ok(fd) => fd,
+                Err(e) if is_gone(&e) && tid != tgid => continue,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    // No CONFIG_PROC_CHILDREN: filter a full walk on ppid instead.
+                    return self.children_by_walk(s, tgid);
+                }
+                Err(source) => {
+                    return Err(ProcfsError::Io {
+                        path: s.path.display(&self.root),
+                        source,
+                    })
+                }
+            };
+            if read_all(&fd, &mut s.cmdline).is_err() {
+                continue;
+            }
+            for w in s
+                .cmdline
+                .split(|&c| c == b' ' || c == b'\n')
+                .filter(|w| !w.is_empty())
+            {
+                if let Some(v) = std::str::from_utf8(w).ok().and_then(|w| w.parse().ok()) {
+                    children.push(v);
+                }
+            }
+        }
+        s.tids = tids;
+        children.sort_unstable();
+        children.dedup();
+        Ok(children)
+    }
+
+    fn children_by_walk(&self, s: &mut Scratch, tgid: u32) -> Result<Vec<u32>> {
+        let mut pids = Vec::new();
+        list_numeric(&self.dir, &mut s.dents, &mut pids).map_err(|source| ProcfsError::Io {
+            path: self.root.clone(),
+            source,
+        })?;
+        pids.sort_unstable();
+        Ok(pids
+            .into_iter()
+            .filter(|&p| self.read_stat_only(s, p).is_some_and(|st| st.ppid == tgid))
+            .collect())
+    }
+
+    fn read_stat_only(&self, s: &mut Scratch, pid: u32) -> Option<StatLine> {
+        s.path.set_dir(pid, None);
+        let fd = openat(self.dir.as_raw_fd(), s.path.file(b"stat"), libc::O_RDONLY).ok()?;
+        read_all(&fd, &mut s.stat).ok()?;
+        parse_stat(&s.stat).ok()
+    }
+
+    fn task_if_child(
+        &self,
+        s: &mut Scratch,
+        pid: u32,
+        parent: u32,
+        show: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let mark = out.len();
+        let found = self.task(s, pid, None, show | Group::Base.flag(), true, out)?;
+        let st = parse_stat(&s.stat).ok();
+        if found && st.is_some_and(|st| st.ppid != parent) {
+            out.truncate(mark);
+            return Ok(false);
+        }
+        Ok(found)
+    }
+
+    /// Writes one message per thread of process `tgid`; returns how many.
+    fn process_threads(
+        &self,
+        s: &mut Scratch,
+        tgid: u32,
+        show: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<u64> {
+        s.path.set_dir(tgid, None);
+        let dir = match openat(
+            self.dir.as_raw_fd(),
+            s.path.file(b"task"),
+            libc::O_RDONLY | libc::O_DIRECTORY,
+        ) {
+            Ok(fd) => fd,
+            Err(e) if is_gone(&e) => return Ok(0),
+            Err(source) => {
+                return Err(ProcfsError::Io {
+                    path: s.path.display(&self.root),
+                    source,
+                })
+            }
+        };
+        let mut tids = std::mem::take(&mut s.tids);
+        if let Err(source) = list_numeric(&dir, &mut s.dents, &mut tids) {
+            s.tids = tids;
+            if is_gone(&source) {
+                return Ok(0);
+            }
+            return Err(ProcfsError::Io {
+                path: s.path.display(&self.root),
+                source,
+            });
+        }
+        tids.sort_unstable();
+        let mut n = 0;
+        let mut res = Ok(());
+        for &tid in &tids {
+            match self.task(s, tgid, Some(tid), show, false, out) {
+                Ok(true) => n += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    res = Err(e);
+                    break;
+                }
+            }
+        }
+        s.tids = tids;
+        res.map(|()| n)
+    }
+
+    /// Reads one task and appends its message. `whole`: STAT covers the thread group (process
+    /// view) rather than the one thread. Returns false if the task does not exist (any more).
+    fn task(
+        &self,
+        s: &mut Scratch,
+        pid: u32,
+        tid: Option<u32>,
+        show: u64,
+        whole: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let want = |g: Group| show & g.flag() != 0;
+        let need_stat = want(Group::Base) || want(Group::Stat);
+        let need_cmdline = want(Group::Cmdline);
+        s.path.set_dir(pid, tid);
+        let dirfd = self.dir.as_raw_fd();
+
+        // Open everything first, read afterwards: see the module documentation.
+        let open = |s: &mut Scratch, name: &[u8]| -> Result<Option<OwnedFd>> {
+            match openat(dirfd, s.path.file(name), libc::O_RDONLY) {
+                Ok(fd) => Ok(Some(fd)),
+                Err(e) if is_gone(&e) => Ok(None),
+                Err(source) => Err(ProcfsError::Io {
+                    path: s.path.display(&self.root),
+                    source,
+                }),
+            }
+        };
+        let Some(status_fd) = open(s, b"status")? else {
+            return Ok(false);
+        };
+        let stat_fd = if need_stat {
+            match open(s, b"stat")? {
+                Some(fd) => Some(fd),
+                None => return Ok(false),
+            }
+        } else {
+            None
+        };
+        let cmdline_fd = if need_cmdline {
+            match openat(dirfd, s.path.file(b"cmdline"), libc::O_RDONLY) {
+                Ok(fd) => Ok(fd),
+                Err(e) if is_gone(&e) => return Ok(false),
+                Err(e) => Err(e),
+            }
+        } else {
+            Err(io::Error::from_raw_os_error(0))
+        };
+
+        let read = |s: &mut Scratch, fd: &OwnedFd, which: u8, name: &[u8]| -> Result<bool> {
+            let buf = match which {
+                0 => &mut s.stat,
+                1 => &mut s.status,
+                _ => &mut s.cmdline,
+            };
+            match read_all(fd, buf) {
+                Ok(()) => Ok(true),
+                Err(e) if is_gone(&e) => Ok(false),
+                Err(source) => {
+                    s.path.file(name);
+                    Err(ProcfsError::Io {
+                        path: s.path.display(&self.root),
+                        source,
+                    })
+                }
+            }
+        };
+        // status was opened first and is read only now, after every other open: if the pid was
+        // reused in between, status belongs to the dead task and this read fails with ESRCH.
+        if !read(s, &status_fd, 1, b"status")? {
+            return Ok(false);
+        }
+        if let Some(fd) = &stat_fd {
+            if !read(s, fd, 0, b"stat")? {
+                return Ok(false);
+            }
+        }
+        let mut cmdline_err = None;
+        match &cmdline_fd {
+            Ok(fd) if need_cmdline => match read_all(fd, &mut s.cmdline) {
+                Ok(()) => {}
+                Err(e) if is_gone(&e) => return Ok(false),
+                Err(e) => cmdline_err = e.raw_os_error(),
+            },
+            Err(e) if need_cmdline => cmdline_err = e.raw_os_error(),
+            _ => {}
+        }
+        drop((status_fd, stat_fd, cmdline_fd));
+
+        let status = parse_status(&s.status, &mut s.groups).map_err(|source| {
+            s.path.file(b"status");
+            ProcfsError::Parse {
+                path: s.path.display(&self.root),
+                source,
+            }
+        })?;
+        let stat = if need_stat {
+            Some(parse_stat(&s.stat).map_err(|source| {
+                s.path.file(b"stat");
+                ProcfsError::Parse {
+                    path: s.path.display(&self.root),
+                    source,
+                }
+            })?)
+        } else {
+            None
+        };
+        let this = tid.unwrap_or(pid);
+        let mut w = TaskWriter::begin(out, this, status.tgid);
+        if let (true, Some(st)) = (want(Group::Base), &stat) {
+            let mut rec = BaseRec::default();
+            rec.ppid = st.ppid;
+            rec.tpid = status.tracer_pid;
+            rec.sid = st.session;
+            rec.pgid = st.pgrp;
+            rec.tty_nr = st.tty_nr;
+            rec.task_flags = st.flags;
+            rec.state = state_index(st.state).unwrap_or(u8::MAX);
+            rec.flags = if st.flags & PF_KTHREAD != 0 {
+                BASE_F_KTHREAD
+            } else {
+                0
+            } | if this == status.tgid {
+                BASE_F_LEADER
+            } else {
+                0
+            };
+            let comm = &st.comm()[..st.comm_len.min(taskdiag_proto::COMM_MAX - 1)];
+            rec.comm_len = comm.len() as u16;
+            rec.start_time_ns = st.starttime * self.ns_per_tick;
+            let mut b = Vec::with_capacity(BaseRec::SIZE);
+            rec.write_to(&mut b);
+            w.attr_parts(Group::Base as u16, &[&b, comm]);
+        }
+        if want(Group::Cred) {
+            let rec = CredRec {
+                uid: status.uid[0],
+                euid: status.uid[1],
+                suid: status.uid[2],
+                fsuid: status.uid[3],
+                gid: status.gid[0],
+                egid: status.gid[1],
+                sgid: status.gid[2],
+                fsgid: status.gid[3],
+                cap_inheritable: status.caps[0],
+                cap_permitted: status.caps[1],
+                cap_effective: status.caps[2],
+                cap_bset: status.caps[3],
+                cap_ambient: status.caps[4],
+                ngroups: s.groups.len() as u32,
+                reserved: 0,
+            };
+            let mut b = Vec::with_capacity(CredRec::SIZE + 4 * s.groups.len());
+            rec.write_to(&mut b);
+            for g in &s.groups {
+                b.extend_from_slice(&g.to_ne_bytes());
+            }
+            w.attr(Group::Cred as u16, &b);
+        }
+        if let (true, Some(st)) = (want(Group::Stat), &stat) {
+            let _ = whole; // /proc already reports the thread-group or thread view by path.
+            let t = self.ns_per_tick;
+            let rec = StatRec {
+                minflt: st.minflt,
+                cminflt: st.cminflt,
+                majflt: st.majflt,
+                cmajflt: st.cmajflt,
+                utime_ns: st.utime * t,
+                stime_ns: st.stime * t,
+                cutime_ns: st.cutime * t,
+                cstime_ns: st.cstime * t,
+                nvcsw: status.nvcsw,
+                nivcsw: status.nivcsw,
+                threads: st.num_threads,
+                priority: st.priority as i32,
+                nice: st.nice as i32,
+                policy: st.policy,
+                rt_priority: st.rt_priority,
+                processor: st.processor as i32,
+            };
+            let mut b = Vec::with_capacity(StatRec::SIZE);
+            rec.write_to(&mut b);
+            w.attr(Group::Stat as u16, &b);
+        }
+        if want(Group::Statm) && status.has_mm {
+            let rec = statm_from_status(&status);
+            let mut b = Vec::with_capacity(StatmRec::SIZE);
+            rec.write_to(&mut b);
+            w.attr(Group::Statm as u16, &b);
+        }
+        if need_cmdline {
+            match cmdline_err {
+                None if status.has_mm => w.attr(Group::Cmdline as u16, &s.cmdline),
+                None => {}
+                Some(errno) => w.group_error(Group::Cmdline, errno),
+            }
+        }
+        w.finish();
+        Ok(true)
+    }
+
+    /// Runs `f` over `units` on up to `self.workers` threads, writing results in unit order.
+    fn dump_parallel<F>(
+        &self,
+        units: &[u32],
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+        f: F,
+    ) -> Result<u64>
+    where
+        F: Fn(&mut Scratch, u32, &mut Vec<u8>) -> Result<u64> + Sync,
+    {
+        let chunks: Vec<&[u32]> = units.chunks(CHUNK).collect();
+        let workers = self.workers.min(chunks.len());
+        if workers <= 1 {
+            let mut s = Scratch::new();
+            let mut out = Vec::with_capacity(1 << 16);
+            let mut n = 0;
+            for &u in units {
+                n += f(&mut s, u, &mut out)?;
+                if out.len() >= 1 << 16 {
+                    sink(&out).map_err(ProcfsError::Sink)?;
+                    out.clear();
+                }
+            }
+            if !out.is_empty() {
+                sink(&out).map_err(ProcfsError::Sink)?;
+            }
+            return Ok(n);
+        }
+        let next = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let (tx, rx) = mpsc::sync_channel::<(usize, Result<(Vec<u8>, u64)>)>(workers * 4);
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                let tx = tx.clone();
+                let (next, stop, chunks, f) = (&next, &stop, &chunks, &f);
+                scope.spawn(move || {
+                    let mut s = Scratch::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= chunks.len() || stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let mut out = Vec::with_capacity(chunks[i].len() * 512);
+                        let mut n = 0;
+                        let mut res = Ok(());
+                        for &u in chunks[i] {
+                            match f(&mut s, u, &mut out) {
+                                Ok(k) => n += k,
+                                Err(e) => {
+                                    res = Err(e);
+                                    break;
+                                }
+                            }
+                        }
+                        if tx.send((i, res.map(|()| (out, n)))).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            let mut pending = BTreeMap::new();
+            let mut want = 0usize;
+            let mut total = 0u64;
+            let mut result = Ok(());
+            for (i, r) in rx.iter() {
+                pending.insert(i, r);
+                while let Some(r) = pending.remove(&want) {
+                    want += 1;
+                    if result.is_err() {
+                        continue;
+                    }
+                    match r {
+                        Ok((out, n)) => {
+                            total += n;
+                            if let Err(e) = sink(&out) {
+                                result = Err(ProcfsError::Sink(e));
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                        }
+                        Err(e) => {
+                            result = Err(e);
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+            result.map(|()| total)
+        })
+    }
+}
+
+/// STATM from the status `Vm*` lines (kB to bytes).
+fn statm_from_status(st: &Status) -> StatmRec {
+    let b = |v: Vm| st.vm_kb[v as usize] * 1024;
+    StatmRec {
+        vm_size: b(Vm::Size),
+        vm_peak: b(Vm::Peak),
+        rss_anon: b(Vm::RssAnon),
+        rss_file: b(Vm::RssFile),
+        rss_shmem: b(Vm::RssShmem),
+        rss_peak: b(Vm::Hwm),
+        swap: b(Vm::Swap),
+        text: b(Vm::Exe),
+        lib: b(Vm::Lib),
+        data: b(Vm::Data),
+        stack: b(Vm::Stk),
+        locked: b(Vm::Lck),
+        pinned: b(Vm::Pin),
+        page_tables: b(Vm::Pte),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use taskdiag_proto::msg::Messages;
+    use taskdiag_proto::task::TaskAssembler;
+
+    fn dump(req: Request) -> Vec<taskdiag_proto::task::Task> {
+        let r = ProcReader::open().unwrap();
+        let mut buf = Vec::new();
+        r.dump(&req, &mut |b| {
+            buf.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        let mut asm = TaskAssembler::new();
+        Messages::new(&buf)
+            .filter_map(|m| asm.push(&m.unwrap()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn one_finds_this_process_with_its_own_ids() {
+        let me = std::process::id();
+        let t = dump(Request::new(
+            Strategy::One,
+            me,
+            taskdiag_proto::SHOW_SUPPORTED,
+        ));
+        assert_eq!(t.len(), 1);
+        assert_eq!((t[0].pid, t[0].tgid), (me, me));
+        let base = t[0].base.as_ref().unwrap();
+        // SAFETY: getppid/getuid have no preconditions.
+        assert_eq!(base.rec.ppid, unsafe { libc::getppid() } as u32);
+        assert_eq!(t[0].cred.as_ref().unwrap().rec.euid, unsafe {
+            libc::geteuid()
+        });
+        let argv0 = std::env::args().next().unwrap();
+        assert!(t[0].cmdline.as_ref().unwrap().starts_with(argv0.as_bytes()));
+    }
+
+    #[test]
+    fn all_is_sorted_by_tgid_without_duplicates() {
+        let t = dump(Request::new(Strategy::All, 0, Group::Base.flag()));
+        assert!(t.windows(2).all(|w| w[0].pid < w[1].pid));
+        assert!(t.iter().all(|t| t.pid == t.tgid));
+        assert!(t.iter().any(|t| t.pid == std::process::id()));
+    }
+
+    #[test]
+    fn missing_pid_is_esrch() {
+        let r = ProcReader::open().unwrap();
+        let max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        for s in [Strategy::One, Strategy::Thread, Strategy::Children] {
+            let e = r
+                .dump(&Request::new(s, max + 1, 1), &mut |_| Ok(()))
+                .unwrap_err();
+            assert!(
+                matches!(e, ProcfsError::NoSuchTask { pid } if pid == max + 1),
+                "{e}"
+            );
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! Fixed-size record layouts, defined once for Rust and C.
+//!
+//! Every struct that crosses the wire is declared here with the [`wire_structs!`] macro, which emits
+//! the `#[repr(C)]` Rust type, its byte codec and the C declaration that [`c_header`] writes for the
+//! BPF programs. The BPF crate's build script calls [`c_header`], so the C side can never drift from
+//! this file. Integers are in host byte order (like netlink: the stream never leaves the host),
+//! every field is naturally aligned, and no struct has implicit padding (checked at compile time).
+//!
+//! This module owns layouts only; message framing is in [`crate::msg`], decoding of whole tasks in
+//! [`crate::task`].
+
+/// Maps a field kind to its Rust type, C type and size.
+macro_rules! kind {
+    (@c u8) => {
+        "__u8"
+    };
+    (@c u16) => {
+        "__u16"
+    };
+    (@c u32) => {
+        "__u32"
+    };
+    (@c u64) => {
+        "__u64"
+    };
+    (@c i32) => {
+        "__s32"
+    };
+    (@c i64) => {
+        "__s64"
+    };
+}
+
+/// Declares wire structs: Rust type, codec, size assertions and C text, from one definition.
+macro_rules! wire_structs {
+    ($(
+        $(#[doc = $doc:literal])*
+        struct $name:ident = $cname:literal, size $size:literal {
+            $( $(#[doc = $fdoc:literal])* $field:ident : $kind:ident ),* $(,)?
+        }
+    )*) => {
+        $(
+            $(#[doc = $doc])*
+            #[repr(C)]
+            #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+            pub struct $name {
+                $( $(#[doc = $fdoc])* pub $field: $kind, )*
+            }
+
+            const _: () = {
+                assert!(core::mem::size_of::<$name>() == $size);
+                // No implicit padding: the fields add up to the struct size.
+                assert!(0 $( + core::mem::size_of::<$kind>() )* == $size);
+            };
+
+            impl $name {
+                /// Size of the record on the wire, in bytes.
+                pub const SIZE: usize = $size;
+                /// Name of the C struct in the generated header.
+                pub const C_NAME: &'static str = $cname;
+                const C_FIELDS: &'static [(&'static str, &'static str)] =
+                    &[ $( (kind!(@c $kind), stringify!($field)) ),* ];
+
+                /// Decodes the record from the first [`Self::SIZE`] bytes of `b`;
+                /// `None` if `b` is shorter.
+                pub fn read_from(b: &[u8]) -> Option<Self> {
+                    let b = b.get(..$size)?;
+                    let mut _off = 0usize;
+                    Some(Self { $(
+                        $field: {
+                            const N: usize = core::mem::size_of::<$kind>();
+                            let mut a = [0u8; N];
+                            a.copy_from_slice(b.get(_off.._off + N)?);
+                            _off += N;
+                            $kind::from_ne_bytes(a)
+                        },
+                    )* })
+                }
+
+                /// Appends the record's [`Self::SIZE`] bytes to `out`.
+                pub fn write_to(&self, out: &mut Vec<u8>) {
+                    $( out.extend_from_slice(&self.$field.to_ne_bytes()); )*
+                }
+            }
+        )*
+
+        /// Every wire struct: (C name, size, fields as (C type, name)).
+        const ALL_STRUCTS: &[(&str, usize, &[(&str, &str)])] =
+            &[ $( ($cname, $size, $name::C_FIELDS) ),* ];
+    };
+}
+
+wire_structs! {
+    /// A request: which tasks (strategy, pid) and which attribute groups (show flags).
+    struct Request = "td_request", size 32 {
+        /// Total request length in bytes (32 for version 1).
+        len: u32,
+        /// Protocol version, [`crate::VERSION`].
+        version: u16,
+        /// Reserved request flags; must be 0.
+        flags: u16,
+        /// Bitmask of `1 << group id` (see [`crate::Group`]).
+        show_flags: u64,
+        /// A [`crate::Strategy`] value.
+        strategy: u32,
+        /// Target pid/tid for ONE, THREAD and CHILDREN, in the caller's pid namespace.
+        pid: u32,
+        /// Reserved; must be 0.
+        reserved: u64,
+    }
+
+    /// Header of every message in a response stream.
+    struct MsgHeader = "td_msg", size 16 {
+        /// Length of the message including this header; a multiple of 4.
+        len: u32,
+        /// A [`crate::MsgType`] value.
+        msg_type: u16,
+        /// [`crate::MSG_F_CONTINUED`] and future flags.
+        flags: u16,
+        /// Task id (thread id) in the caller's pid namespace; 0 for non-task messages.
+        pid: u32,
+        /// Thread-group id in the caller's pid namespace; 0 for non-task messages.
+        tgid: u32,
+    }
+
+    /// Header of every attribute inside a task message (netlink `nlattr`).
+    struct AttrHeader = "td_attr", size 4 {
+        /// Length of header + payload, not counting the padding to 4 bytes.
+        len: u16,
+        /// Attribute type: a group id, or [`crate::ATTR_GROUP_ERROR`].
+        attr_type: u16,
+    }
+
+    /// Payload of the START message that opens every response stream.
+    struct Start = "td_start", size 24 {
+        /// Protocol version of the stream.
+        version: u16,
+        /// Which backend produced the stream (a [`crate::BackendId`] value).
+        backend: u16,
+        /// Strategy of the request being answered.
+        strategy: u32,
+        /// Show flags of the request being answered.
+        show_flags: u64,
+        /// Pid of the request being answered.
+        pid: u32,
+        /// Reserved, 0.
+        reserved: u32,
+    }
+
+    /// Payload of the DONE message that closes every response stream.
+    struct Done = "td_done", size 16 {
+        /// 0 on success, else a negative errno (`-ESRCH`: no such pid).
+        error: i32,
+        /// Reserved, 0.
+        reserved: u32,
+        /// Number of tasks reported (messages without CONTINUED).
+        tasks: u64,
+    }
+
+    /// Payload of a GROUP_ERROR attribute: one group could not be read for this task.
+    struct GroupErrorRec = "td_group_error", size 8 {
+        /// The group id that is missing from this message.
+        group: u16,
+        /// Reserved, 0.
+        reserved: u16,
+        /// Positive errno: why (EACCES, ESRCH, ...).
+        errno: i32,
+    }
+
+    /// BASE group: identity and state. Followed in the attribute by `comm_len` bytes of name.
+    struct BaseRec = "td_base", size 40 {
+        /// Thread-group id of the real parent; 0 if outside the caller's pid namespace.
+        ppid: u32,
+        /// Id of the ptrace tracer (a thread id), 0 if not traced.
+        tpid: u32,
+        /// Session id.
+        sid: u32,
+        /// Process group id.
+        pgid: u32,
+        /// Controlling terminal as /proc/PID/stat's tty_nr (new_encode_dev), 0 if none.
+        tty_nr: u32,
+        /// Kernel task flags (PF_*), as /proc/PID/stat field 9.
+        task_flags: u32,
+        /// State index: 0 R, 1 S, 2 D, 3 T, 4 t, 5 X, 6 Z, 7 P, 8 I (see [`crate::state_char`]).
+        state: u8,
+        /// [`crate::BASE_F_KTHREAD`], [`crate::BASE_F_LEADER`].
+        flags: u8,
+        /// Length of the name that follows the record (at most [`crate::COMM_MAX`]).
+        comm_len: u16,
+        /// Reserved, 0.
+        reserved: u32,
+        /// Start time since boot in nanoseconds, at clock-tick resolution (as /proc reports it).
+        start_time_ns: u64,
+    }
+
+    /// CRED group: credentials. Followed in the attribute by `ngroups` u32 supplementary gids.
+    struct CredRec = "td_cred", size 80 {
+        /// Real uid.
+        uid: u32,
+        /// Effective uid.
+        euid: u32,
+        /// Saved uid.
+        suid: u32,
+        /// Filesystem uid.
+        fsuid: u32,
+        /// Real gid.
+        gid: u32,
+        /// Effective gid.
+        egid: u32,
+        /// Saved gid.
+        sgid: u32,
+        /// Filesystem gid.
+        fsgid: u32,
+        /// Inheritable capability set.
+        cap_inheritable: u64,
+        /// Permitted capability set.
+        cap_permitted: u64,
+        /// Effective capability set.
+        cap_effective: u64,
+        /// Bounding set.
+        cap_bset: u64,
+        /// Ambient set.
+        cap_ambient: u64,
+        /// Number of supplementary groups that follow.
+        ngroups: u32,
+        /// Reserved, 0.
+        reserved: u32,
+    }
+
+    /// STAT group: scheduling and fault counters. Times are nanoseconds at clock-tick resolution.
+    struct StatRec = "td_stat", size 104 {
+        /// Minor faults (thread group total unless a thread strategy).
+        minflt: u64,
+        /// Minor faults of waited-for children.
+        cminflt: u64,
+        /// Major faults.
+        majflt: u64,
+        /// Major faults of waited-for children.
+        cmajflt: u64,
+        /// User CPU time, ns.
+        utime_ns: u64,
+        /// System CPU time, ns.
+        stime_ns: u64,
+        /// User CPU time of waited-for children, ns.
+        cutime_ns: u64,
+        /// System CPU time of waited-for children, ns.
+        cstime_ns: u64,
+        /// Voluntary context switches (of this task, as /proc/PID/status).
+        nvcsw: u64,
+        /// Involuntary context switches.
+        nivcsw: u64,
+        /// Threads in the thread group.
+        threads: u32,
+        /// Priority as /proc/PID/stat field 18.
+        priority: i32,
+        /// Nice value, -20..19.
+        nice: i32,
+        /// Scheduling policy (SCHED_*).
+        policy: u32,
+        /// Real-time priority, 0 for normal policies.
+        rt_priority: u32,
+        /// CPU the task last ran on.
+        processor: i32,
+    }
+
+    /// STATM group: memory use in bytes (as /proc/PID/status Vm* and Rss* lines).
+    struct StatmRec = "td_statm", size 112 {
+        /// VmSize.
+        vm_size: u64,
+        /// VmPeak.
+        vm_peak: u64,
+        /// RssAnon.
+        rss_anon: u64,
+        /// RssFile.
+        rss_file: u64,
+        /// RssShmem.
+        rss_shmem: u64,
+        /// VmHWM.
+        rss_peak: u64,
+        /// VmSwap.
+        swap: u64,
+        /// VmExe.
+        text: u64,
+        /// VmLib.
+        lib: u64,
+        /// VmData.
+        data: u64,
+        /// VmStk.
+        stack: u64,
+        /// VmLck.
+        locked: u64,
+        /// VmPin.
+        pinned: u64,
+        /// VmPTE.
+        page_tables: u64,
+    }
+}
+
+/// The C header shared with the BPF programs: constants and every wire struct.
+///
+/// The struct text is generated from the same definitions as the Rust types, so both sides agree
+/// byte for byte; `_Static_assert`s repeat the sizes on the C side.
+pub fn c_header() -> String {
+    use std::fmt::Write;
+
+    let mut h = String::from(
+        "/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */\n\
+         /* Generated by taskdiag-proto (crates/proto/src/layout.rs). Do not edit. */\n\
+         #ifndef TASKDIAG_WIRE_H\n#define TASKDIAG_WIRE_H\n\n",
+    );
+    for (name, value) in crate::C_CONSTANTS {
+        let _ = writeln!(h, "#define {name} {value}");
+    }
+    h.push('\n');
+    for (cname, size, fields) in ALL_STRUCTS {
+        let _ = writeln!(h, "struct {cname} {{");
+        for (ctype, field) in fields.iter() {
+            let _ = writeln!(h, "\t{ctype} {field};");
+        }
+        let _ = writeln!(h, "}};");
+        let _ = writeln!(
+            h,
+            "_Static_assert(sizeof(struct {cname}) == {size}, \"struct {cname} size\");\n"
+        );
+    }
+    h.push_str("#endif /* TASKDIAG_WIRE_H */\n");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_declares_every_struct_with_its_size() {
+        let h = c_header();
+        for (cname, size, fields) in ALL_STRUCTS {
+            assert!(h.contains(&format!("struct {cname} {{")), "{cname}");
+            assert!(h.contains(&format!("sizeof(struct {cname}) == {size}")));
+            assert!(!fields.is_empty());
+        }
+        assert!(h.contains("\t__u64 start_time_ns;"));
+    }
+
+    #[test]
+    fn record_round_trips_through_bytes() {
+        let b = BaseRec {
+            ppid: 1,
+            tpid: 2,
+            sid: 3,
+            pgid: 4,
+            tty_nr: 0x8801,
+            task_flags: 0x0040_0100,
+            state: 1,
+            flags: 2,
+            comm_len: 5,
+            reserved: 0,
+            start_time_ns: 123_456_789_000,
+        };
+        let mut v = Vec::new();
+        b.write_to(&mut v);
+        assert_eq!(v.len(), BaseRec::SIZE);
+        assert_eq!(BaseRec::read_from(&v), Some(b));
+        assert_eq!(BaseRec::read_from(&v[..BaseRec::SIZE - 1]), None);
+    }
+}

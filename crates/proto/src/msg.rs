@@ -1,0 +1,495 @@
+//! Framing: writing and splitting messages, and walking messages and attributes in a buffer.
+//!
+//! The writer ([`TaskWriter`]) enforces [`MSG_MAX`] by cutting a task into CONTINUED messages; the
+//! readers ([`Messages`], [`Attrs`]) check every length before slicing and report malformed input
+//! as a [`DecodeError`] with the byte offset, never by panicking. Turning attributes into typed
+//! tasks is [`crate::task`]'s job.
+
+use crate::{
+    align4, AttrHeader, Done, Group, GroupErrorRec, MsgHeader, MsgType, Request, Start, Strategy,
+    ATTR_GROUP_ERROR, MSG_F_CONTINUED, MSG_MAX, SHOW_SUPPORTED, VERSION,
+};
+
+/// What is wrong with a byte stream, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The buffer ends inside a message or attribute.
+    #[error("truncated at byte {offset}: need {need} bytes, have {have}")]
+    Truncated {
+        /// Offset of the incomplete item.
+        offset: usize,
+        /// Bytes the item needs.
+        need: usize,
+        /// Bytes available.
+        have: usize,
+    },
+    /// A length field is impossible (too small, unaligned or over [`MSG_MAX`]).
+    #[error("bad length {len} at byte {offset}")]
+    BadLength {
+        /// Offset of the item.
+        offset: usize,
+        /// The length found.
+        len: usize,
+    },
+    /// A known attribute's payload does not match its record layout.
+    #[error("malformed {group} attribute of task {pid}: {what}")]
+    BadRecord {
+        /// Task id.
+        pid: u32,
+        /// Group name.
+        group: &'static str,
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// A CONTINUED message was followed by a message for another task.
+    #[error("task {pid} was continued but the next message is for task {next}")]
+    Interleaved {
+        /// The continued task.
+        pid: u32,
+        /// The task of the message that followed.
+        next: u32,
+    },
+    /// The stream ended while a task was still CONTINUED.
+    #[error("stream ended inside task {pid} (CONTINUED without a final message)")]
+    Unfinished {
+        /// The task.
+        pid: u32,
+    },
+    /// The stream is of a version this reader does not know, or does not start with START.
+    #[error("not a taskdiag stream of version {VERSION}: {what}")]
+    BadStream {
+        /// What is wrong.
+        what: String,
+    },
+}
+
+/// Why a request is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// Fewer bytes than a request.
+    #[error("truncated request: {0} bytes, need {size}", size = Request::SIZE)]
+    Truncated(usize),
+    /// `len` does not match the request size of this version.
+    #[error("bad request length {0}")]
+    BadLength(u32),
+    /// Unknown protocol version.
+    #[error("unsupported protocol version {0} (this side speaks {VERSION})")]
+    Version(u16),
+    /// Unknown strategy value.
+    #[error("unknown dump strategy {0}")]
+    Strategy(u32),
+    /// Show flags name groups this version cannot produce.
+    #[error("unknown or unsupported groups in show flags {0:#x}")]
+    Groups(u64),
+    /// Reserved fields are not zero.
+    #[error("reserved request fields must be zero")]
+    Reserved,
+}
+
+impl Request {
+    /// A version-1 request.
+    pub fn new(strategy: Strategy, pid: u32, show_flags: u64) -> Self {
+        Request {
+            len: Request::SIZE as u32,
+            version: VERSION,
+            flags: 0,
+            show_flags,
+            strategy: strategy as u32,
+            pid,
+            reserved: 0,
+        }
+    }
+
+    /// Decodes and validates a request.
+    pub fn parse(b: &[u8]) -> Result<Self, RequestError> {
+        let r = Request::read_from(b).ok_or(RequestError::Truncated(b.len()))?;
+        if r.version != VERSION {
+            return Err(RequestError::Version(r.version));
+        }
+        if r.len as usize != Request::SIZE {
+            return Err(RequestError::BadLength(r.len));
+        }
+        if r.flags != 0 || r.reserved != 0 {
+            return Err(RequestError::Reserved);
+        }
+        Strategy::from_u32(r.strategy).ok_or(RequestError::Strategy(r.strategy))?;
+        if r.show_flags & !SHOW_SUPPORTED != 0 {
+            return Err(RequestError::Groups(r.show_flags));
+        }
+        Ok(r)
+    }
+
+    /// The request's strategy (valid after [`Request::parse`]).
+    pub fn strategy(&self) -> Option<Strategy> {
+        Strategy::from_u32(self.strategy)
+    }
+
+    /// Whether the request asks for `g`.
+    pub fn wants(&self, g: Group) -> bool {
+        self.show_flags & g.flag() != 0
+    }
+
+    /// The request as bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(Request::SIZE);
+        self.write_to(&mut v);
+        v
+    }
+}
+
+/// Appends a START message.
+pub fn write_start(out: &mut Vec<u8>, start: &Start) {
+    write_header(out, MsgHeader::SIZE + Start::SIZE, MsgType::Start, 0, 0, 0);
+    start.write_to(out);
+}
+
+/// Appends a DONE message.
+pub fn write_done(out: &mut Vec<u8>, done: &Done) {
+    write_header(out, MsgHeader::SIZE + Done::SIZE, MsgType::Done, 0, 0, 0);
+    done.write_to(out);
+}
+
+fn write_header(out: &mut Vec<u8>, len: usize, t: MsgType, flags: u16, pid: u32, tgid: u32) {
+    MsgHeader {
+        len: len as u32,
+        msg_type: t as u16,
+        flags,
+        pid,
+        tgid,
+    }
+    .write_to(out);
+}
+
+/// Writes one task as one or more TASK messages, splitting attributes to respect [`MSG_MAX`].
+///
+/// Usage: [`TaskWriter::begin`], then [`TaskWriter::attr`] per group (in group order), then
+/// [`TaskWriter::finish`]. An attribute is given in pieces with [`TaskWriter::attr_parts`] when its
+/// payload is a fixed record followed by variable data, to avoid a copy.
+pub struct TaskWriter<'a> {
+    out: &'a mut Vec<u8>,
+    msg_start: usize,
+    pid: u32,
+    tgid: u32,
+}
+
+impl<'a> TaskWriter<'a> {
+    /// Starts the first message of task `pid` (thread group `tgid`).
+    pub fn begin(out: &'a mut Vec<u8>, pid: u32, tgid: u32) -> Self {
+        let msg_start = out.len();
+        write_header(out, 0, MsgType::Task, 0, pid, tgid);
+        TaskWriter {
+            out,
+            msg_start,
+            pid,
+            tgid,
+        }
+    }
+
+    /// Adds an attribute whose payload is `payload`.
+    pub fn attr(&mut self, attr_type: u16, payload: &[u8]) {
+        self.attr_parts(attr_type, &[payload]);
+    }
+
+    /// Adds a GROUP_ERROR attribute for `group`.
+    pub fn group_error(&mut self, group: Group, errno: i32) {
+        let mut b = Vec::with_capacity(GroupErrorRec::SIZE);
+        GroupErrorRec {
+            group: group as u16,
+            reserved: 0,
+            errno,
+        }
+        .write_to(&mut b);
+        self.attr(ATTR_GROUP_ERROR, &b);
+    }
+
+    /// Adds an attribute whose payload is the concatenation of `parts`.
+    pub fn attr_parts(&mut self, attr_type: u16, parts: &[&[u8]]) {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let mut room = self.room();
+        let used = self.out.len() - self.msg_start;
+        // Keep small attributes whole: start a new message rather than cut one.
+        let small = total <= MSG_MAX - MsgHeader::SIZE - AttrHeader::SIZE;
+        if used + AttrHeader::SIZE > MSG_MAX || (small && total > room) {
+            self.continue_in_new_message();
+            room = self.room();
+        }
+        let mut remaining = total;
+        let mut chunk_left = remaining.min(room);
+        self.open_attr(attr_type, chunk_left);
+        for part in parts {
+            let mut p: &[u8] = part;
+            while !p.is_empty() {
+                if chunk_left == 0 {
+                    self.close_attr();
+                    self.continue_in_new_message();
+                    chunk_left = remaining.min(self.room());
+                    self.open_attr(attr_type, chunk_left);
+                }
+                let n = p.len().min(chunk_left);
+                self.out.extend_from_slice(&p[..n]);
+                p = &p[n..];
+                chunk_left -= n;
+                remaining -= n;
+            }
+        }
+        self.close_attr();
+    }
+
+    /// Bytes of payload that still fit in the current message after one attribute header.
+    fn room(&self) -> usize {
+        let used = self.out.len() - self.msg_start;
+        (MSG_MAX - used).saturating_sub(AttrHeader::SIZE) & !3
+    }
+
+    fn open_attr(&mut self, attr_type: u16, payload_len: usize) {
+        AttrHeader {
+            len: (AttrHeader::SIZE + payload_len) as u16,
+            attr_type,
+        }
+        .write_to(self.out);
+    }
+
+    fn close_attr(&mut self) {
+        let pad = align4(self.out.len()) - self.out.len();
+        self.out.extend_from_slice(&[0u8; 3][..pad]);
+    }
+
+    fn continue_in_new_message(&mut self) {
+        self.seal(MSG_F_CONTINUED);
+        self.msg_start = self.out.len();
+        write_header(self.out, 0, MsgType::Task, 0, self.pid, self.tgid);
+    }
+
+    fn seal(&mut self, flags: u16) {
+        let len = (self.out.len() - self.msg_start) as u32;
+        self.out[self.msg_start..self.msg_start + 4].copy_from_slice(&len.to_ne_bytes());
+        self.out[self.msg_start + 6..self.msg_start + 8].copy_from_slice(&flags.to_ne_bytes());
+    }
+
+    /// Closes the task's last message.
+    pub fn finish(mut self) {
+        self.seal(0);
+    }
+}
+
+/// One message in a buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Message<'a> {
+    /// Its header.
+    pub header: MsgHeader,
+    /// The bytes after the header.
+    pub payload: &'a [u8],
+    /// Offset of the message in the buffer it was read from.
+    pub offset: usize,
+}
+
+impl<'a> Message<'a> {
+    /// The message's type, if known.
+    pub fn msg_type(&self) -> Option<MsgType> {
+        MsgType::from_u16(self.header.msg_type)
+    }
+
+    /// Whether more messages for this task follow.
+    pub fn continued(&self) -> bool {
+        self.header.flags & MSG_F_CONTINUED != 0
+    }
+
+    /// The attributes of a TASK message.
+    pub fn attrs(&self) -> Attrs<'a> {
+        Attrs {
+            buf: self.payload,
+            pos: 0,
+            base: self.offset + MsgHeader::SIZE,
+        }
+    }
+}
+
+/// Checks the header at the start of `buf` (at stream offset `offset`) and returns the message
+/// length, or how many bytes are needed to know it.
+pub fn message_len(buf: &[u8], offset: usize) -> Result<usize, DecodeError> {
+    let h = MsgHeader::read_from(buf).ok_or(DecodeError::Truncated {
+        offset,
+        need: MsgHeader::SIZE,
+        have: buf.len(),
+    })?;
+    let len = h.len as usize;
+    if len < MsgHeader::SIZE || len % 4 != 0 || len > MSG_MAX {
+        return Err(DecodeError::BadLength { offset, len });
+    }
+    Ok(len)
+}
+
+/// Iterates over the messages in a buffer. Stops after the first error.
+pub struct Messages<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    failed: bool,
+}
+
+impl<'a> Messages<'a> {
+    /// Messages of `buf`, which must hold whole messages.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Messages {
+            buf,
+            pos: 0,
+            failed: false,
+        }
+    }
+}
+
+impl<'a> Iterator for Messages<'a> {
+    type Item = Result<Message<'a>, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.pos >= self.buf.len() {
+            return None;
+        }
+        let rest = &self.buf[self.pos..];
+        let res = message_len(rest, self.pos).and_then(|len| {
+            let msg = rest.get(..len).ok_or(DecodeError::Truncated {
+                offset: self.pos,
+                need: len,
+                have: rest.len(),
+            })?;
+            let header = MsgHeader::read_from(msg).ok_or(DecodeError::Truncated {
+                offset: self.pos,
+                need: MsgHeader::SIZE,
+                have: msg.len(),
+            })?;
+            Ok(Message {
+                header,
+                payload: &msg[MsgHeader::SIZE..],
+                offset: self.pos,
+            })
+        });
+        match &res {
+            Ok(m) => self.pos += m.header.len as usize,
+            Err(_) => self.failed = true,
+        }
+        Some(res)
+    }
+}
+
+/// One attribute.
+#[derive(Debug, Clone, Copy)]
+pub struct Attr<'a> {
+    /// Attribute type.
+    pub attr_type: u16,
+    /// Payload, without padding.
+    pub payload: &'a [u8],
+}
+
+/// Iterates over a TASK message's attributes. Stops after the first error.
+pub struct Attrs<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    base: usize,
+}
+
+impl<'a> Iterator for Attrs<'a> {
+    type Item = Result<Attr<'a>, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.buf.len() {
+            return None;
+        }
+        let rest = &self.buf[self.pos..];
+        let offset = self.base + self.pos;
+        let Some(h) = AttrHeader::read_from(rest) else {
+            self.pos = self.buf.len();
+            let have = rest.len();
+            return Some(Err(DecodeError::Truncated {
+                offset,
+                need: AttrHeader::SIZE,
+                have,
+            }));
+        };
+        let len = h.len as usize;
+        if len < AttrHeader::SIZE || len > rest.len() {
+            self.pos = self.buf.len();
+            return Some(Err(DecodeError::BadLength { offset, len }));
+        }
+        self.pos += align4(len);
+        Some(Ok(Attr {
+            attr_type: h.attr_type,
+            payload: &rest[AttrHeader::SIZE..len],
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_validation_names_the_problem() {
+        let r = Request::new(Strategy::One, 42, Group::Base.flag());
+        assert_eq!(Request::parse(&r.to_bytes()), Ok(r));
+        assert_eq!(
+            Request::parse(&r.to_bytes()[..31]),
+            Err(RequestError::Truncated(31))
+        );
+        let mut bad = r;
+        bad.strategy = 9;
+        assert_eq!(
+            Request::parse(&bad.to_bytes()),
+            Err(RequestError::Strategy(9))
+        );
+        let mut bad = r;
+        bad.show_flags = 1 << 40;
+        assert_eq!(
+            Request::parse(&bad.to_bytes()),
+            Err(RequestError::Groups(1 << 40))
+        );
+        let mut bad = r;
+        bad.version = 7;
+        assert_eq!(
+            Request::parse(&bad.to_bytes()),
+            Err(RequestError::Version(7))
+        );
+    }
+
+    #[test]
+    fn big_attribute_is_split_into_continued_messages() {
+        let mut out = Vec::new();
+        let big = vec![7u8; 3 * MSG_MAX];
+        let mut w = TaskWriter::begin(&mut out, 5, 5);
+        w.attr(Group::Base as u16, &[1, 2, 3, 4]);
+        w.attr(Group::Cmdline as u16, &big);
+        w.finish();
+        let msgs: Vec<_> = Messages::new(&out).collect::<Result<_, _>>().unwrap();
+        assert!(msgs.len() >= 4);
+        let mut cmd = Vec::new();
+        for (i, m) in msgs.iter().enumerate() {
+            assert!(m.header.len as usize <= MSG_MAX);
+            assert_eq!(m.continued(), i + 1 < msgs.len());
+            assert_eq!(m.header.pid, 5);
+            for a in m.attrs() {
+                let a = a.unwrap();
+                if a.attr_type == Group::Cmdline as u16 {
+                    cmd.extend_from_slice(a.payload);
+                }
+            }
+        }
+        assert_eq!(cmd, big);
+    }
+
+    #[test]
+    fn malformed_lengths_are_errors_not_panics() {
+        let mut out = Vec::new();
+        let w = TaskWriter::begin(&mut out, 1, 1);
+        w.finish();
+        out[0] = 3; // length 3: shorter than a header
+        assert!(matches!(
+            Messages::new(&out).next(),
+            Some(Err(DecodeError::BadLength { .. }))
+        ));
+        let cut = &[16u8, 0, 0, 0, 2, 0][..];
+        assert!(matches!(
+            Messages::new(cut).next(),
+            Some(Err(DecodeError::Truncated { .. }))
+        ));
+    }
+}

@@ -1,0 +1,408 @@
+//! Typed tasks: assembling CONTINUED messages into a [`Task`], and encoding a [`Task`] back.
+//!
+//! [`TaskAssembler`] is the one place where pieces of a split task are joined; every consumer
+//! (the CLI, the daemon client, tests) goes through it, so none of them can mix two tasks' data.
+//! [`StreamDecoder`] adds the START/DONE envelope. Neither does I/O: they take byte slices.
+
+use crate::msg::{DecodeError, Message, Messages, TaskWriter};
+use crate::{
+    BaseRec, CredRec, Done, Group, GroupErrorRec, MsgType, Start, StatRec, StatmRec,
+    ATTR_GROUP_ERROR, COMM_MAX,
+};
+
+/// BASE: the record and the task's name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Base {
+    /// The fixed fields.
+    pub rec: BaseRec,
+    /// The name, as /proc/PID/stat shows it between the parentheses (raw bytes, up to 63).
+    pub comm: Vec<u8>,
+}
+
+/// CRED: the record and the supplementary groups.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cred {
+    /// The fixed fields (`rec.ngroups == groups.len()`).
+    pub rec: CredRec,
+    /// Supplementary group ids.
+    pub groups: Vec<u32>,
+}
+
+/// A group that is missing for a task, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupError {
+    /// The group.
+    pub group: u16,
+    /// Positive errno.
+    pub errno: i32,
+}
+
+/// Everything a response says about one task.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Task {
+    /// Task (thread) id.
+    pub pid: u32,
+    /// Thread-group id.
+    pub tgid: u32,
+    /// BASE, if requested and available.
+    pub base: Option<Base>,
+    /// CRED, if requested and available.
+    pub cred: Option<Cred>,
+    /// STAT, if requested and available.
+    pub stat: Option<StatRec>,
+    /// STATM, if requested and the task has an address space.
+    pub statm: Option<StatmRec>,
+    /// CMDLINE, if requested and the task has an address space.
+    pub cmdline: Option<Vec<u8>>,
+    /// Requested groups the backend could not read for this task.
+    pub errors: Vec<GroupError>,
+}
+
+impl Task {
+    /// Appends the task as TASK message(s).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = TaskWriter::begin(out, self.pid, self.tgid);
+        if let Some(b) = &self.base {
+            let mut rec = b.rec;
+            rec.comm_len = b.comm.len() as u16;
+            let mut fixed = Vec::with_capacity(BaseRec::SIZE);
+            rec.write_to(&mut fixed);
+            w.attr_parts(Group::Base as u16, &[&fixed, &b.comm]);
+        }
+        if let Some(c) = &self.cred {
+            let mut rec = c.rec;
+            rec.ngroups = c.groups.len() as u32;
+            let mut v = Vec::with_capacity(CredRec::SIZE + 4 * c.groups.len());
+            rec.write_to(&mut v);
+            for g in &c.groups {
+                v.extend_from_slice(&g.to_ne_bytes());
+            }
+            w.attr(Group::Cred as u16, &v);
+        }
+        if let Some(s) = &self.stat {
+            let mut v = Vec::with_capacity(StatRec::SIZE);
+            s.write_to(&mut v);
+            w.attr(Group::Stat as u16, &v);
+        }
+        if let Some(s) = &self.statm {
+            let mut v = Vec::with_capacity(StatmRec::SIZE);
+            s.write_to(&mut v);
+            w.attr(Group::Statm as u16, &v);
+        }
+        if let Some(c) = &self.cmdline {
+            w.attr(Group::Cmdline as u16, c);
+        }
+        for e in &self.errors {
+            if let Some(g) = Group::from_u16(e.group) {
+                w.group_error(g, e.errno);
+            }
+        }
+        w.finish();
+    }
+}
+
+/// Joins a task's messages (one, or several CONTINUED ones) into a [`Task`].
+#[derive(Default)]
+pub struct TaskAssembler {
+    current: Option<(u32, u32)>,
+    parts: [Vec<u8>; 7],
+    seen: u8,
+    errors: Vec<GroupError>,
+}
+
+impl TaskAssembler {
+    /// A new assembler.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds one TASK message; returns the task when its last message has arrived.
+    pub fn push(&mut self, m: &Message<'_>) -> Result<Option<Task>, DecodeError> {
+        let (pid, tgid) = (m.header.pid, m.header.tgid);
+        match self.current {
+            Some((p, _)) if p != pid => {
+                let e = DecodeError::Interleaved { pid: p, next: pid };
+                self.reset();
+                return Err(e);
+            }
+            None => self.current = Some((pid, tgid)),
+            _ => {}
+        }
+        for a in m.attrs() {
+            let a = a?;
+            if let Some(i) = Group::from_u16(a.attr_type).map(|g| g as usize) {
+                if i < self.parts.len() {
+                    self.parts[i].extend_from_slice(a.payload);
+                    self.seen |= 1 << i;
+                }
+            } else if a.attr_type == ATTR_GROUP_ERROR {
+                let r = GroupErrorRec::read_from(a.payload).ok_or(DecodeError::BadRecord {
+                    pid,
+                    group: "group_error",
+                    what: "short record",
+                })?;
+                self.errors.push(GroupError {
+                    group: r.group,
+                    errno: r.errno,
+                });
+            }
+            // Unknown attribute types are skipped: newer writers may add groups.
+        }
+        if m.continued() {
+            return Ok(None);
+        }
+        let t = self.build(pid, tgid);
+        self.reset();
+        t.map(Some)
+    }
+
+    /// Whether a task is half-assembled (a CONTINUED message without its end).
+    pub fn pending(&self) -> Option<u32> {
+        self.current.map(|(p, _)| p)
+    }
+
+    fn reset(&mut self) {
+        self.current = None;
+        for p in &mut self.parts {
+            p.clear();
+        }
+        self.seen = 0;
+        self.errors.clear();
+    }
+
+    fn has(&self, g: Group) -> bool {
+        self.seen & (1 << g as usize) != 0
+    }
+
+    fn build(&mut self, pid: u32, tgid: u32) -> Result<Task, DecodeError> {
+        let bad = |group: Group, what| DecodeError::BadRecord {
+            pid,
+            group: group.name(),
+            what,
+        };
+        let mut t = Task {
+            pid,
+            tgid,
+            errors: std::mem::take(&mut self.errors),
+            ..Task::default()
+        };
+        if self.has(Group::Base) {
+            let p = &self.parts[Group::Base as usize];
+            let rec = BaseRec::read_from(p).ok_or(bad(Group::Base, "short record"))?;
+            let n = rec.comm_len as usize;
+            if n > COMM_MAX {
+                return Err(bad(Group::Base, "name longer than 64 bytes"));
+            }
+            let comm = p
+                .get(BaseRec::SIZE..BaseRec::SIZE + n)
+                .ok_or(bad(Group::Base, "name runs past the attribute"))?;
+            t.base = Some(Base {
+                rec,
+                comm: comm.to_vec(),
+            });
+        }
+        if self.has(Group::Cred) {
+            let p = &self.parts[Group::Cred as usize];
+            let rec = CredRec::read_from(p).ok_or(bad(Group::Cred, "short record"))?;
+            let n = rec.ngroups as usize;
+            let gb = p
+                .get(CredRec::SIZE..)
+                .and_then(|g| g.get(..n.checked_mul(4)?))
+                .ok_or(bad(Group::Cred, "groups run past the attribute"))?;
+            let groups = gb
+                .chunks_exact(4)
+                .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            t.cred = Some(Cred { rec, groups });
+        }
+        if self.has(Group::Stat) {
+            let p = &self.parts[Group::Stat as usize];
+            t.stat = Some(StatRec::read_from(p).ok_or(bad(Group::Stat, "short record"))?);
+        }
+        if self.has(Group::Statm) {
+            let p = &self.parts[Group::Statm as usize];
+            t.statm = Some(StatmRec::read_from(p).ok_or(bad(Group::Statm, "short record"))?);
+        }
+        if self.has(Group::Cmdline) {
+            t.cmdline = Some(std::mem::take(&mut self.parts[Group::Cmdline as usize]));
+        }
+        Ok(t)
+    }
+}
+
+/// One event of a decoded stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The START message.
+    Start(Start),
+    /// A complete task.
+    Task(Task),
+    /// The DONE message.
+    Done(Done),
+}
+
+/// Decodes a response stream fed in whole messages, checking START ... DONE framing.
+#[derive(Default)]
+pub struct StreamDecoder {
+    started: bool,
+    done: bool,
+    tasks: TaskAssembler,
+}
+
+impl StreamDecoder {
+    /// A decoder expecting a START message.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decodes one message.
+    pub fn push(&mut self, m: &Message<'_>) -> Result<Option<Event>, DecodeError> {
+        let bad = |what: &str| DecodeError::BadStream {
+            what: what.to_string(),
+        };
+        if self.done {
+            return Err(bad("message after DONE"));
+        }
+        match m.msg_type() {
+            Some(MsgType::Start) => {
+                if self.started {
+                    return Err(bad("second START"));
+                }
+                let s = Start::read_from(m.payload).ok_or(bad("short START"))?;
+                if s.version != crate::VERSION {
+                    return Err(bad(&format!("stream version {}", s.version)));
+                }
+                self.started = true;
+                Ok(Some(Event::Start(s)))
+            }
+            _ if !self.started => Err(bad("stream does not begin with START")),
+            Some(MsgType::Task) => Ok(self.tasks.push(m)?.map(Event::Task)),
+            Some(MsgType::Done) => {
+                if let Some(pid) = self.tasks.pending() {
+                    return Err(DecodeError::Unfinished { pid });
+                }
+                self.done = true;
+                Ok(Some(Event::Done(
+                    Done::read_from(m.payload).ok_or(bad("short DONE"))?,
+                )))
+            }
+            // Unknown message types are skipped, like unknown attributes.
+            None => Ok(None),
+        }
+    }
+
+    /// Whether DONE was seen.
+    pub fn finished(&self) -> bool {
+        self.done
+    }
+
+    /// Decodes a whole stream held in memory.
+    pub fn decode_all(buf: &[u8]) -> Result<Vec<Event>, DecodeError> {
+        let mut d = StreamDecoder::new();
+        let mut ev = Vec::new();
+        for m in Messages::new(buf) {
+            if let Some(e) = d.push(&m?)? {
+                ev.push(e);
+            }
+        }
+        if !d.finished() {
+            return Err(DecodeError::BadStream {
+                what: "no DONE message".into(),
+            });
+        }
+        Ok(ev)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msg::{write_done, write_start};
+
+    fn sample(pid: u32, cmd_len: usize) -> Task {
+        Task {
+            pid,
+            tgid: pid,
+            base: Some(Base {
+                rec: BaseRec {
+                    ppid: 1,
+                    state: 1,
+                    comm_len: 6,
+                    ..Default::default()
+                },
+                comm: b"(a) b)".to_vec(),
+            }),
+            cred: Some(Cred {
+                rec: CredRec {
+                    uid: 1000,
+                    ngroups: 2,
+                    cap_bset: u64::MAX >> 23,
+                    ..Default::default()
+                },
+                groups: vec![4, 27],
+            }),
+            stat: Some(StatRec {
+                utime_ns: 10_000_000,
+                threads: 3,
+                ..Default::default()
+            }),
+            statm: None,
+            cmdline: Some((0..cmd_len).map(|i| (i % 251) as u8).collect()),
+            errors: vec![GroupError {
+                group: Group::Statm as u16,
+                errno: 13,
+            }],
+        }
+    }
+
+    #[test]
+    fn tasks_round_trip_including_split_ones() {
+        let mut buf = Vec::new();
+        write_start(
+            &mut buf,
+            &Start {
+                version: crate::VERSION,
+                ..Default::default()
+            },
+        );
+        let tasks = [sample(10, 5), sample(11, 200_000), sample(12, 0)];
+        for t in &tasks {
+            t.encode(&mut buf);
+        }
+        write_done(
+            &mut buf,
+            &Done {
+                tasks: 3,
+                ..Default::default()
+            },
+        );
+        let ev = StreamDecoder::decode_all(&buf).unwrap();
+        let got: Vec<_> = ev
+            .into_iter()
+            .filter_map(|e| {
+                if let Event::Task(t) = e {
+                    Some(t)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        assert_eq!(got, tasks);
+    }
+
+    #[test]
+    fn interleaved_continuation_is_refused() {
+        let mut a = Vec::new();
+        sample(20, 100_000).encode(&mut a);
+        let first = Messages::new(&a).next().unwrap().unwrap();
+        let mut b = Vec::new();
+        sample(21, 1).encode(&mut b);
+        let other = Messages::new(&b).next().unwrap().unwrap();
+        let mut asm = TaskAssembler::new();
+        assert_eq!(asm.push(&first).unwrap(), None);
+        assert_eq!(
+            asm.push(&other),
+            Err(DecodeError::Interleaved { pid: 20, next: 21 })
+        );
+    }
+}

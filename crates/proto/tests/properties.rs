@@ -1,0 +1,87 @@
+//! Property tests: arbitrary bytes never panic the decoder; arbitrary tasks round-trip.
+use proptest::prelude::*;
+use taskdiag_proto::msg::{write_done, write_start, Messages};
+use taskdiag_proto::task::{Base, Cred, Event, StreamDecoder, Task};
+use taskdiag_proto::{BaseRec, CredRec, Done, Start, StatRec, StatmRec, VERSION};
+
+fn task() -> impl Strategy<Value = Task> {
+    (
+        any::<u32>(),
+        any::<u32>(),
+        proptest::option::of((
+            any::<u32>(),
+            any::<u8>(),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        )),
+        proptest::option::of(proptest::collection::vec(any::<u32>(), 0..40)),
+        proptest::option::of(any::<u64>()),
+        proptest::option::of(any::<u64>()),
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..70_000)),
+    )
+        .prop_map(|(pid, tgid, base, groups, ut, vm, cmdline)| Task {
+            pid,
+            tgid,
+            base: base.map(|(ppid, state, comm)| Base {
+                rec: BaseRec {
+                    ppid,
+                    state,
+                    comm_len: comm.len() as u16,
+                    ..Default::default()
+                },
+                comm,
+            }),
+            cred: groups.map(|groups| Cred {
+                rec: CredRec {
+                    uid: pid,
+                    ngroups: groups.len() as u32,
+                    ..Default::default()
+                },
+                groups,
+            }),
+            stat: ut.map(|utime_ns| StatRec {
+                utime_ns,
+                ..Default::default()
+            }),
+            statm: vm.map(|vm_size| StatmRec {
+                vm_size,
+                ..Default::default()
+            }),
+            cmdline,
+            errors: vec![],
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn streams_of_tasks_round_trip(tasks in proptest::collection::vec(task(), 0..6)) {
+        let mut buf = Vec::new();
+        write_start(&mut buf, &Start { version: VERSION, ..Default::default() });
+        for t in &tasks { t.encode(&mut buf); }
+        write_done(&mut buf, &Done { tasks: tasks.len() as u64, ..Default::default() });
+        let got: Vec<Task> = StreamDecoder::decode_all(&buf).unwrap().into_iter()
+            .filter_map(|e| if let Event::Task(t) = e { Some(t) } else { None }).collect();
+        prop_assert_eq!(got, tasks);
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+        let _ = StreamDecoder::decode_all(&bytes);
+        for m in Messages::new(&bytes).flatten() {
+            for _ in m.attrs() {}
+        }
+    }
+
+    #[test]
+    fn corrupted_streams_never_panic(t in task(), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
+        let mut buf = Vec::new();
+        write_start(&mut buf, &Start { version: VERSION, ..Default::default() });
+        t.encode(&mut buf);
+        write_done(&mut buf, &Done::default());
+        for (pos, val) in flips { let n = buf.len(); buf[pos % n] = val; }
+        let _ = StreamDecoder::decode_all(&buf);
+        let cut = buf.len() / 2;
+        let _ = StreamDecoder::decode_all(&buf[..cut]);
+    }
+}

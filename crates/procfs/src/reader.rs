@@ -149,16 +149,18 @@ fn openat(dir: RawFd, path: &CStr, flags: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Reads a whole /proc file into `buf` with as few `read()`s as possible: a read that does not
-/// fill the buffer is the last one (seq_file and cmdline reads return everything they can).
+/// Reads a whole /proc file into `buf` (replacing its contents) with as few `read()`s as
+/// possible: a read that does not fill the space offered is the last one (seq_file and cmdline
+/// reads return everything they can).
 fn read_all(fd: &OwnedFd, buf: &mut Vec<u8>) -> io::Result<()> {
-    let mut len = 0;
+    buf.clear();
     loop {
-        if buf.len() - len < 1024 {
-            buf.resize(buf.len() * 2, 0);
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(buf.capacity().max(4096));
         }
-        let room = &mut buf[len..];
-        // SAFETY: `room` is valid, writable memory of `room.len()` bytes.
+        let room = buf.spare_capacity_mut();
+        // SAFETY: `room` is writable memory of `room.len()` bytes owned by `buf`; read() writes
+        // at most that many bytes into it.
         let n = unsafe { libc::read(fd.as_raw_fd(), room.as_mut_ptr().cast(), room.len()) };
         if n < 0 {
             let e = io::Error::last_os_error();
@@ -169,9 +171,9 @@ fn read_all(fd: &OwnedFd, buf: &mut Vec<u8>) -> io::Result<()> {
         }
         let n = n as usize;
         let full = n == room.len();
-        len += n;
+        // SAFETY: read() initialized the first `n` bytes of the spare capacity.
+        unsafe { buf.set_len(buf.len() + n) };
         if !full || n == 0 {
-            buf.truncate(len);
             return Ok(());
         }
     }
@@ -246,9 +248,9 @@ impl Scratch {
     fn new() -> Self {
         Scratch {
             path: TaskPath::new(),
-            stat: vec![0; 4096],
-            status: vec![0; 4096],
-            cmdline: vec![0; 4096],
+            stat: Vec::with_capacity(4096),
+            status: Vec::with_capacity(4096),
+            cmdline: Vec::with_capacity(4096),
             dents: Vec::new(),
             groups: Vec::new(),
             tids: Vec::new(),
@@ -311,7 +313,7 @@ impl ProcReader {
     /// Fails with [`ProcfsError::ForeignPidNamespace`] unless /proc/self shows this process with
     /// a single NSpid level, which holds exactly when /proc is of the caller's pid namespace.
     pub fn check_namespace(&self) -> Result<()> {
-        let mut buf = vec![0; 4096];
+        let mut buf = Vec::with_capacity(4096);
         let mut groups = Vec::new();
         let levels = match openat(self.dir.as_raw_fd(), c"self/status", libc::O_RDONLY) {
             Ok(fd) => {
@@ -362,13 +364,22 @@ impl ProcReader {
                     }
                 })?;
                 pids.sort_unstable();
-                let threads = strategy == Strategy::AllThread;
-                self.dump_parallel(&pids, sink, |s, pid, out| {
-                    if threads {
-                        self.process_threads(s, pid, show, out)
-                    } else {
+                if strategy == Strategy::All {
+                    return self.dump_parallel(&pids, sink, |s, pid, out| {
                         self.task(s, pid, None, show, true, out).map(u64::from)
+                    });
+                }
+                // Every thread, in increasing tid order like the kernel's task walk.
+                let mut units = Vec::with_capacity(pids.len());
+                for &pid in &pids {
+                    if self.list_threads(&mut s, pid)? {
+                        units.extend(s.tids.iter().map(|&tid| (tid, pid)));
                     }
+                }
+                units.sort_unstable();
+                self.dump_parallel(&units, sink, |s, (tid, pid), out| {
+                    self.task(s, pid, Some(tid), show, false, out)
+                        .map(u64::from)
                 })
             }
             Strategy::One => {
@@ -546,6 +557,38 @@ impl ProcReader {
         Ok(found)
     }
 
+    /// Lists the threads of process `tgid` into `s.tids`, sorted. False if the process is gone.
+    fn list_threads(&self, s: &mut Scratch, tgid: u32) -> Result<bool> {
+        s.path.set_dir(tgid, None);
+        let dirfd = self.dir.as_raw_fd();
+        let dir = match openat(
+            dirfd,
+            s.path.file(b"task"),
+            libc::O_RDONLY | libc::O_DIRECTORY,
+        ) {
+            Ok(fd) => fd,
+            Err(e) if is_gone(&e) => return Ok(false),
+            Err(source) => {
+                return Err(ProcfsError::Io {
+                    path: s.path.display(&self.root),
+                    source,
+                })
+            }
+        };
+        match list_numeric(&dir, &mut s.dents, &mut s.tids) {
+            Ok(()) => {}
+            Err(e) if is_gone(&e) => return Ok(false),
+            Err(source) => {
+                return Err(ProcfsError::Io {
+                    path: s.path.display(&self.root),
+                    source,
+                })
+            }
+        }
+        s.tids.sort_unstable();
+        Ok(true)
+    }
+
     /// Writes one message per thread of process `tgid`; returns how many.
     fn process_threads(
         &self,
@@ -554,33 +597,10 @@ impl ProcReader {
         show: u64,
         out: &mut Vec<u8>,
     ) -> Result<u64> {
-        s.path.set_dir(tgid, None);
-        let dir = match openat(
-            self.dir.as_raw_fd(),
-            s.path.file(b"task"),
-            libc::O_RDONLY | libc::O_DIRECTORY,
-        ) {
-            Ok(fd) => fd,
-            Err(e) if is_gone(&e) => return Ok(0),
-            Err(source) => {
-                return Err(ProcfsError::Io {
-                    path: s.path.display(&self.root),
-                    source,
-                })
-            }
-        };
-        let mut tids = std::mem::take(&mut s.tids);
-        if let Err(source) = list_numeric(&dir, &mut s.dents, &mut tids) {
-            s.tids = tids;
-            if is_gone(&source) {
-                return Ok(0);
-            }
-            return Err(ProcfsError::Io {
-                path: s.path.display(&self.root),
-                source,
-            });
+        if !self.list_threads(s, tgid)? {
+            return Ok(0);
         }
-        tids.sort_unstable();
+        let tids = std::mem::take(&mut s.tids);
         let mut n = 0;
         let mut res = Ok(());
         for &tid in &tids {
@@ -799,16 +819,17 @@ impl ProcReader {
     }
 
     /// Runs `f` over `units` on up to `self.workers` threads, writing results in unit order.
-    fn dump_parallel<F>(
+    fn dump_parallel<U, F>(
         &self,
-        units: &[u32],
+        units: &[U],
         sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
         f: F,
     ) -> Result<u64>
     where
-        F: Fn(&mut Scratch, u32, &mut Vec<u8>) -> Result<u64> + Sync,
+        U: Copy + Sync,
+        F: Fn(&mut Scratch, U, &mut Vec<u8>) -> Result<u64> + Sync,
     {
-        let chunks: Vec<&[u32]> = units.chunks(CHUNK).collect();
+        let chunks: Vec<&[U]> = units.chunks(CHUNK).collect();
         let workers = self.workers.min(chunks.len());
         if workers <= 1 {
             let mut s = Scratch::new();

@@ -1,0 +1,334 @@
+//! Differential tests: the BPF and procfs backends against each other and against /proc, on
+//! fixture processes in known states (hostile names, threads, long and rewritten argv, a zombie,
+//! a stopped and a traced task, changed credentials, children), plus strategy semantics, errors
+//! and a churn test.
+//!
+//! These tests load BPF programs, so they need root (or CAP_BPF+CAP_PERFMON); they fail, rather
+//! than skip, elsewhere: where they run they must pass. Fixture processes are killed on drop.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use taskdiag::{BackendKind, Dumper, Error, Group, Request, Strategy};
+use taskdiag_proto::msg::Messages;
+use taskdiag_proto::task::{Event, StreamDecoder, Task};
+use taskdiag_proto::SHOW_SUPPORTED;
+
+/// A fixture process, killed (and reaped) when dropped.
+struct Fixture {
+    child: Child,
+}
+
+impl Fixture {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // SAFETY: kill/waitpid on our own child.
+        // Each fixture leads its own process group, so this also ends its children.
+        unsafe {
+            libc::kill(-(self.child.id() as i32), libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+fn fixture_exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_td_fixture"))
+}
+
+fn spawn(args: &[&str], arg0: Option<&str>) -> Fixture {
+    let mut cmd = Command::new(fixture_exe());
+    cmd.args(args).stdout(Stdio::piped());
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    if let Some(a) = arg0 {
+        cmd.arg0(a);
+    }
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", fixture_exe().display()));
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().expect("stdout"))
+        .read_line(&mut line)
+        .expect("ready");
+    assert_eq!(line, "ready\n", "fixture {args:?} did not start");
+    Fixture { child }
+}
+
+fn dump(kind: BackendKind, req: &Request) -> Result<Vec<Task>, Error> {
+    let mut d = Dumper::open(kind).expect("open backend (BPF needs root)");
+    let mut buf = Vec::new();
+    let r = d.dump(req, &mut |b| {
+        buf.extend_from_slice(b);
+        Ok(())
+    });
+    let mut dec = StreamDecoder::new();
+    let mut tasks = Vec::new();
+    for m in Messages::new(&buf) {
+        if let Some(Event::Task(t)) = dec.push(&m.expect("message")).expect("decode") {
+            tasks.push(t);
+        }
+    }
+    assert!(dec.finished(), "stream without DONE");
+    r.map(|_| tasks)
+}
+
+fn by_pid(tasks: Vec<Task>) -> BTreeMap<u32, Task> {
+    let n = tasks.len();
+    let m: BTreeMap<u32, Task> = tasks.into_iter().map(|t| (t.pid, t)).collect();
+    assert_eq!(m.len(), n, "duplicate pids in a dump");
+    m
+}
+
+/// The fields that may legitimately change between two reads of a sleeping task: none, except
+/// the last CPU and, for kernel threads, their workqueue name. Normalized away only where noted.
+fn same_task(a: &Task, b: &Task) -> Result<(), String> {
+    if a == b {
+        return Ok(());
+    }
+    Err(format!(
+        "backends differ for task {}:\n  procfs: {a:?}\n  bpf:    {b:?}",
+        a.pid
+    ))
+}
+
+fn assert_agree(req: Request, pids: &[u32]) -> BTreeMap<u32, Task> {
+    let p1 = by_pid(dump(BackendKind::Procfs, &req).expect("procfs dump"));
+    let b = by_pid(dump(BackendKind::Bpf, &req).expect("bpf dump"));
+    let p2 = by_pid(dump(BackendKind::Procfs, &req).expect("procfs dump"));
+    for pid in pids {
+        let bt = b
+            .get(pid)
+            .unwrap_or_else(|| panic!("bpf lacks task {pid} for {req:?}"));
+        let pt = p1
+            .get(pid)
+            .unwrap_or_else(|| panic!("procfs lacks task {pid} for {req:?}"));
+        if same_task(pt, bt).is_err() {
+            let p2t = p2.get(pid).expect("task vanished");
+            same_task(p2t, bt).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    b
+}
+
+fn threads_of(pid: u32) -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("task dir")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    v.sort();
+    v
+}
+
+fn comm(t: &Task) -> &[u8] {
+    &t.base.as_ref().expect("base").comm
+}
+
+#[test]
+fn every_group_agrees_on_fixture_processes() {
+    let hostile = spawn(&["name", "(a) b)\nc d"], None);
+    let full16 = spawn(&["name", "exactly15chars!x"], None);
+    let threads = spawn(&["threads", "4"], None);
+    let long_argv: Vec<String> = (0..3000)
+        .map(|i| format!("argument-number-{i:05}"))
+        .collect();
+    let mut long_args: Vec<&str> = vec!["sleep"];
+    long_args.extend(long_argv.iter().map(String::as_str));
+    let long = spawn(&long_args, Some("long argv (x) y)"));
+    let title = spawn(
+        &[
+            "proctitle",
+            "myproc: worker process with a rather long title that spills",
+        ],
+        None,
+    );
+    let creds = spawn(&["setuid", "65534", "4,27,100"], None);
+    let stopped = spawn(&["sleep"], None);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(stopped.pid() as i32, libc::SIGSTOP) };
+    let parent = spawn(&["zombie"], None);
+    let traced = spawn(&["sleep"], None);
+    // SAFETY: PTRACE_SEIZE of our own child; it detaches when this test process exits.
+    let r = unsafe { libc::ptrace(libc::PTRACE_SEIZE, traced.pid(), 0, 0) };
+    assert_eq!(r, 0, "PTRACE_SEIZE: {}", std::io::Error::last_os_error());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+
+    let fixtures = [
+        &hostile, &full16, &threads, &long, &title, &creds, &stopped, &parent, &traced,
+    ];
+    let pids: Vec<u32> = fixtures.iter().map(|f| f.pid()).collect();
+    let all = assert_agree(Request::new(Strategy::All, 0, SHOW_SUPPORTED), &pids);
+
+    // And each agrees with what /proc says, read independently of taskdiag's parsers.
+    assert_eq!(comm(&all[&hostile.pid()]), b"(a) b)\nc d");
+    assert_eq!(comm(&all[&full16.pid()]), b"exactly15chars!");
+    assert_eq!(all[&threads.pid()].stat.expect("stat").threads, 5);
+    let raw_cmdline = |pid: u32| std::fs::read(format!("/proc/{pid}/cmdline")).expect("cmdline");
+    for f in [&long, &title, &hostile] {
+        assert_eq!(
+            all[&f.pid()].cmdline.as_deref(),
+            Some(&raw_cmdline(f.pid())[..])
+        );
+    }
+    assert!(all[&long.pid()].cmdline.as_ref().expect("cmdline").len() > 60_000);
+    assert!(all[&long.pid()]
+        .cmdline
+        .as_ref()
+        .expect("cmdline")
+        .starts_with(b"long argv (x) y)\0"));
+    let t = all[&title.pid()].cmdline.as_ref().expect("title");
+    assert!(
+        t.starts_with(b"myproc: worker process"),
+        "{:?}",
+        String::from_utf8_lossy(t)
+    );
+    let c = all[&creds.pid()].cred.as_ref().expect("cred");
+    assert_eq!(
+        (c.rec.uid, c.rec.euid, c.rec.suid, c.rec.fsuid),
+        (65534, 65534, 65534, 65534)
+    );
+    assert_eq!(c.groups, vec![4, 27, 100]);
+    assert_eq!(c.rec.cap_effective, 0);
+    let state =
+        |pid: u32| taskdiag_proto::state_char(all[&pid].base.as_ref().expect("base").rec.state);
+    assert_eq!(state(stopped.pid()), 'T');
+    // TracerPid is the tracing *thread* (this test thread).
+    // SAFETY: gettid has no preconditions.
+    assert_eq!(
+        all[&traced.pid()].base.as_ref().expect("base").rec.tpid,
+        unsafe { libc::gettid() } as u32
+    );
+
+    // The zombie child: no address space, so no STATM and no CMDLINE; state Z.
+    let zombie = all
+        .values()
+        .find(|t| t.base.as_ref().is_some_and(|b| b.rec.ppid == parent.pid()))
+        .expect("zombie child");
+    assert_eq!(state(zombie.pid), 'Z');
+    assert!(zombie.statm.is_none() && zombie.cmdline.is_none());
+
+    // Thread view: every thread of the threaded fixture, with per-thread names and STAT.
+    let tids = threads_of(threads.pid());
+    assert_eq!(tids.len(), 5);
+    let at = assert_agree(Request::new(Strategy::AllThread, 0, SHOW_SUPPORTED), &tids);
+    for (i, tid) in tids.iter().skip(1).enumerate() {
+        assert_eq!(comm(&at[tid]), format!("worker-{i}").as_bytes());
+        assert_eq!(at[tid].tgid, threads.pid());
+    }
+}
+
+#[test]
+fn strategies_select_the_same_tasks_on_both_backends() {
+    let threads = spawn(&["threads", "3"], None);
+    let parent = spawn(&["children", "3"], None);
+    let tids = threads_of(threads.pid());
+    for kind in [BackendKind::Procfs, BackendKind::Bpf] {
+        let show = Group::Base.flag() | Group::Stat.flag();
+        // ONE, by process id and by a thread id.
+        let one = dump(kind, &Request::new(Strategy::One, threads.pid(), show)).expect("one");
+        assert_eq!(one.len(), 1);
+        assert_eq!((one[0].pid, one[0].tgid), (threads.pid(), threads.pid()));
+        assert_eq!(one[0].stat.expect("stat").threads, 4);
+        let one = dump(kind, &Request::new(Strategy::One, tids[2], show)).expect("one tid");
+        assert_eq!((one[0].pid, one[0].tgid), (tids[2], threads.pid()));
+        // THREAD, given any thread of the group.
+        let th = dump(kind, &Request::new(Strategy::Thread, tids[1], show)).expect("thread");
+        assert_eq!(
+            th.iter().map(|t| t.pid).collect::<Vec<_>>(),
+            tids,
+            "{kind:?}"
+        );
+        // CHILDREN.
+        let ch = dump(kind, &Request::new(Strategy::Children, parent.pid(), show)).expect("ch");
+        assert_eq!(ch.len(), 3, "{kind:?}");
+        assert!(ch
+            .iter()
+            .all(|t| t.base.as_ref().expect("base").rec.ppid == parent.pid()));
+        assert!(ch.windows(2).all(|w| w[0].pid < w[1].pid));
+    }
+}
+
+#[test]
+fn missing_pid_is_esrch_on_both_backends() {
+    let max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .expect("pid_max")
+        .trim()
+        .parse()
+        .expect("number");
+    for kind in [BackendKind::Procfs, BackendKind::Bpf] {
+        for s in [Strategy::One, Strategy::Thread, Strategy::Children] {
+            match dump(kind, &Request::new(s, max + 7, Group::Base.flag())) {
+                Err(Error::NoSuchTask { pid }) => assert_eq!(pid, max + 7),
+                other => panic!("{kind:?} {s:?}: expected ESRCH, got {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn ids_agree_for_every_task_on_the_system() {
+    // Identity fields do not change while a task lives, so every task both backends see must
+    // match exactly (names of workqueue kthreads change with their work, so not compared).
+    let req = Request::new(
+        Strategy::AllThread,
+        0,
+        Group::Base.flag() | Group::Cred.flag(),
+    );
+    let p = by_pid(dump(BackendKind::Procfs, &req).expect("procfs"));
+    let b = by_pid(dump(BackendKind::Bpf, &req).expect("bpf"));
+    let mut compared = 0;
+    for (pid, bt) in &b {
+        let Some(pt) = p.get(pid) else { continue };
+        let (x, y) = (
+            &pt.base.as_ref().expect("base").rec,
+            &bt.base.as_ref().expect("base").rec,
+        );
+        if x.start_time_ns != y.start_time_ns {
+            continue; // pid reused between the two dumps
+        }
+        assert_eq!(
+            (pt.tgid, x.ppid, x.sid, x.pgid, x.tty_nr, x.flags),
+            (bt.tgid, y.ppid, y.sid, y.pgid, y.tty_nr, y.flags),
+            "task {pid}"
+        );
+        if x.task_flags & 0x20 == 0 {
+            assert_eq!(comm(pt), comm(bt), "task {pid}");
+        }
+        assert_eq!(pt.cred, bt.cred, "task {pid}");
+        compared += 1;
+    }
+    assert!(compared > 20, "only {compared} tasks compared");
+}
+
+#[test]
+fn churn_never_yields_duplicate_or_garbled_records() {
+    let churn: Vec<Fixture> = (0..2).map(|_| spawn(&["churn"], None)).collect();
+    for round in 0..10 {
+        for kind in [BackendKind::Procfs, BackendKind::Bpf] {
+            for s in [Strategy::All, Strategy::AllThread] {
+                let tasks = dump(kind, &Request::new(s, 0, SHOW_SUPPORTED)).expect("dump");
+                assert!(
+                    tasks.windows(2).all(|w| w[0].pid < w[1].pid),
+                    "{kind:?} {s:?} order"
+                );
+                for t in &tasks {
+                    let b = t.base.as_ref().expect("base");
+                    if s == Strategy::All {
+                        assert_eq!(t.pid, t.tgid);
+                    }
+                    // A churn child is exactly one of: fixture (exec'd) or a fork of it.
+                    if churn.iter().any(|c| c.pid() == b.rec.ppid) {
+                        assert!(comm(t) == b"td_fixture", "round {round}: {t:?}");
+                    }
+                }
+            }
+        }
+    }
+    drop(churn);
+}

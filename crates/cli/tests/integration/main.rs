@@ -1,1 +1,279 @@
-//! CLI integration tests.
+//! Integration tests of the `taskdiag` binary: formats, exit codes, errors, pid namespaces and
+//! unprivileged use (as a real unprivileged user, created if missing). They run as root, as CI
+//! does.
+
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_taskdiag");
+const TEST_USER: &str = "taskdiag-test";
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("run taskdiag")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    stdout(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+/// Creates the unprivileged test user if needed and returns its uid.
+fn test_user() -> u32 {
+    let id = |name: &str| Command::new("id").args(["-u", name]).output().expect("id");
+    let o = id(TEST_USER);
+    if !o.status.success() {
+        let r = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                TEST_USER,
+            ])
+            .status()
+            .expect("useradd");
+        assert!(
+            r.success() || id(TEST_USER).status.success(),
+            "useradd {TEST_USER} failed"
+        );
+    }
+    String::from_utf8_lossy(&id(TEST_USER).stdout)
+        .trim()
+        .parse()
+        .expect("uid")
+}
+
+fn run_as_user(args: &[&str]) -> Output {
+    test_user();
+    Command::new("setpriv")
+        .args([
+            "--reuid",
+            TEST_USER,
+            "--regid",
+            TEST_USER,
+            "--init-groups",
+            "--inh-caps=-all",
+            "--",
+        ])
+        .arg(BIN)
+        .args(args)
+        .output()
+        .expect("setpriv")
+}
+
+#[test]
+fn json_has_every_requested_group_for_this_process() {
+    let me = std::process::id().to_string();
+    for backend in ["bpf", "procfs"] {
+        let o = run(&[
+            "dump", "--pid", &me, "--groups", "all", "--format", "json", "-b", backend,
+        ]);
+        assert!(o.status.success(), "{backend}: {}", stderr(&o));
+        let v = json_lines(&o);
+        assert_eq!(v.len(), 1);
+        let t = &v[0];
+        assert_eq!(t["pid"], std::process::id());
+        assert_eq!(t["tgid"], std::process::id());
+        for g in ["base", "cred", "stat", "statm", "cmdline"] {
+            assert!(t.get(g).is_some(), "{backend}: no {g} in {t}");
+        }
+        assert_eq!(t["base"]["state"].as_str().map(str::len), Some(1));
+        assert_eq!(t["cred"]["cap_effective"].as_str().map(str::len), Some(16));
+        let argv0 = std::env::args().next().expect("argv0");
+        assert_eq!(t["cmdline"][0], argv0.as_str());
+    }
+}
+
+#[test]
+fn raw_stream_decodes_to_the_same_text() {
+    let me = std::process::id().to_string();
+    let args = [
+        "dump",
+        "--pid",
+        &me,
+        "--groups",
+        "base,cred",
+        "-b",
+        "procfs",
+    ];
+    let text = run(&[&args[..], &["--format", "text"]].concat());
+    let raw = run(&[&args[..], &["--format", "raw"]].concat());
+    assert!(raw.status.success());
+    let path = std::env::temp_dir().join(format!("taskdiag-raw-{me}.bin"));
+    std::fs::write(&path, &raw.stdout).expect("write");
+    let dec = run(&["decode", path.to_str().expect("path")]);
+    assert!(dec.status.success(), "{}", stderr(&dec));
+    assert_eq!(stdout(&dec), stdout(&text));
+    // A truncated stream is an error naming the file, not a partial success.
+    std::fs::write(&path, &raw.stdout[..raw.stdout.len() - 8]).expect("write");
+    let dec = run(&["decode", path.to_str().expect("path")]);
+    assert_eq!(dec.status.code(), Some(3));
+    assert!(stderr(&dec).contains("taskdiag-raw-"), "{}", stderr(&dec));
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn exit_codes_and_messages() {
+    let o = run(&["dump", "--pid", "5000000000"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "pid out of range is a usage error: {}",
+        stderr(&o)
+    );
+    let max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .expect("pid_max")
+        .trim()
+        .parse()
+        .expect("number");
+    for backend in ["bpf", "procfs"] {
+        let missing = (max + 1).to_string();
+        let o = run(&["dump", "--pid", &missing, "-b", backend]);
+        assert_eq!(o.status.code(), Some(1), "{backend}");
+        assert!(
+            stderr(&o).contains(&format!("no such process: {missing}")),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let o = run(&["dump", "--groups", "base,bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unknown group 'bogus'"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["dump", "--no-such-flag"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&["dump", "--pid", "1", "--all-threads"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "conflicting selections: {}",
+        stderr(&o)
+    );
+    let o = run(&["dump", "--help"]);
+    assert!(o.status.success() && stdout(&o).contains("EXIT STATUS"));
+}
+
+#[test]
+fn closed_pipe_is_not_an_error() {
+    use std::io::Read;
+    let mut child = Command::new(BIN)
+        .args(["dump", "--all-threads", "--groups", "all"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut first = [0u8; 16];
+    child
+        .stdout
+        .as_mut()
+        .expect("stdout")
+        .read_exact(&mut first)
+        .expect("read");
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("wait");
+    assert!(o.status.success(), "{:?} {}", o.status, stderr(&o));
+}
+
+#[test]
+fn bpf_answers_in_a_new_pid_namespace() {
+    // Without --mount-proc /proc still shows the parent namespace (seed article 002).
+    let o = Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            BIN,
+            "dump",
+            "--format",
+            "json",
+            "--summary",
+        ])
+        .output()
+        .expect("unshare");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("via bpf"), "{}", stderr(&o));
+    let v = json_lines(&o);
+    // Only this namespace's tasks, numbered from 1: taskdiag itself is pid 1 there.
+    assert!(
+        v.len() <= 1,
+        "saw tasks of the parent namespace: {}",
+        v.len()
+    );
+    for t in &v {
+        assert_eq!(t["pid"], 1);
+        assert_eq!(t["base"]["ppid"], 0);
+    }
+    let o = Command::new("unshare")
+        .args([
+            "--pid", "--fork", BIN, "dump", "--pid", "1", "--format", "json",
+        ])
+        .output()
+        .expect("unshare");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(json_lines(&o)[0]["pid"], 1);
+}
+
+#[test]
+fn procfs_refuses_a_proc_of_another_pid_namespace() {
+    let o = Command::new("unshare")
+        .args(["--pid", "--fork", BIN, "dump", "--backend", "procfs"])
+        .output()
+        .expect("unshare");
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        stderr(&o).contains("another pid namespace"),
+        "{}",
+        stderr(&o)
+    );
+    // With its own /proc it answers, in its own numbers.
+    let o = Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            BIN,
+            "dump",
+            "-b",
+            "procfs",
+            "-f",
+            "json",
+        ])
+        .output()
+        .expect("unshare");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_lines(&o);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0]["pid"], 1);
+}
+
+#[test]
+fn unprivileged_user_gets_procfs_and_a_clear_bpf_error() {
+    let uid = test_user();
+    let o = run_as_user(&[
+        "dump",
+        "--groups",
+        "base,cred",
+        "--format",
+        "json",
+        "--summary",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("via procfs"), "{}", stderr(&o));
+    let v = json_lines(&o);
+    let me: Vec<_> = v.iter().filter(|t| t["cred"]["uid"] == uid).collect();
+    assert!(!me.is_empty(), "the user's own taskdiag process is missing");
+    let o = run_as_user(&["dump", "--backend", "bpf"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("CAP_BPF"), "{}", stderr(&o));
+}

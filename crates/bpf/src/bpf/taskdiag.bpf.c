@@ -433,6 +433,97 @@ static __always_inline bool put_stat(struct out *o, struct task_struct *t, bool 
 	return put_attr_hdr(o, sizeof(s), TD_GROUP_STAT) && put(o, &s, sizeof(s));
 }
 
+/*
+ * Per-CPU offsets, for summing percpu_counter deltas as /proc does since 6.16
+ * (get_mm_counter_sum()). BPF has no per_cpu_ptr() for an arbitrary kernel pointer, and the
+ * offsets' usual symbols (__per_cpu_offset, this_cpu_off) are not in kallsyms everywhere. So we
+ * learn them from a per-CPU array of our own: bpf_map_lookup_percpu_elem() returns
+ * base + offset[cpu], and the base is the array's pptrs[0]. Learned once per loaded instance.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} pcpu_probe SEC(".maps");
+
+struct cpu_offsets {
+	__u64 off[TD_BPF_MAX_CPUS];
+	__u64 addr; /* a pointer stored here reads back as a plain number */
+	__u32 ready;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_offsets);
+} cpu_offsets SEC(".maps");
+
+/* A pointer stored in a map value and read back is a plain number (ours to do arithmetic on). */
+static __always_inline __u64 launder(struct cpu_offsets *co, const void *p)
+{
+	co->addr = (__u64)p;
+	return *(volatile __u64 *)&co->addr;
+}
+
+struct off_fill {
+	struct cpu_offsets *co;
+	__u64 base;
+};
+
+static long fill_one_offset(__u64 cpu, struct off_fill *f)
+{
+	__u32 zero = 0;
+	void *p;
+
+	if (cpu >= cfg_nr_cpus || cpu >= TD_BPF_MAX_CPUS)
+		return 1;
+	p = bpf_map_lookup_percpu_elem(&pcpu_probe, &zero, cpu);
+	if (!p)
+		return 0;
+	f->co->off[cpu & (TD_BPF_MAX_CPUS - 1)] = launder(f->co, p) - f->base;
+	return 0;
+}
+
+static __always_inline struct cpu_offsets *cpu_offsets_get(void)
+{
+	__u32 zero = 0;
+	struct cpu_offsets *co = bpf_map_lookup_elem(&cpu_offsets, &zero);
+	struct off_fill f = {};
+
+	if (!co)
+		return 0;
+	if (co->ready)
+		return co;
+	bpf_probe_read_kernel(&f.base, sizeof(f.base),
+			      (void *)launder(co, &pcpu_probe) + bpf_core_field_offset(struct bpf_array, pptrs));
+	if (!f.base)
+		return 0;
+	f.co = co;
+	bpf_loop(TD_BPF_MAX_CPUS, fill_one_offset, &f, 0);
+	co->ready = 1;
+	return co;
+}
+
+struct cpu_sum {
+	struct cpu_offsets *co;
+	__u64 counters;
+	s64 sum;
+};
+
+static long add_cpu(__u64 cpu, struct cpu_sum *s)
+{
+	int v = 0;
+
+	if (cpu >= cfg_nr_cpus)
+		return 1;
+	bpf_probe_read_kernel(&v, sizeof(v),
+			      (void *)(s->counters + s->co->off[cpu & (TD_BPF_MAX_CPUS - 1)]));
+	s->sum += v;
+	return 0;
+}
+
 static __always_inline __u64 mm_counter(struct mm_struct *mm, int i)
 {
 	s64 v;
@@ -447,14 +538,23 @@ static __always_inline __u64 mm_counter(struct mm_struct *mm, int i)
 			  bpf_core_field_offset(struct percpu_counter, count);
 
 		bpf_probe_read_kernel(&v, sizeof(v), p);
+		if (cfg_rss_sum) {
+			struct cpu_sum cs = { .co = cpu_offsets_get(), .sum = v };
+
+			p += bpf_core_field_offset(struct percpu_counter, counters) -
+			     bpf_core_field_offset(struct percpu_counter, count);
+			bpf_probe_read_kernel(&cs.counters, sizeof(cs.counters), p);
+			if (cs.co && cs.counters) {
+				bpf_loop(TD_BPF_MAX_CPUS, add_cpu, &cs, 0);
+				v = cs.sum;
+			}
+		}
 	}
 	return v > 0 ? v : 0;
 }
 
 static __always_inline bool put_statm(struct out *o, struct mm_struct *mm)
 {
-	if (cfg_rss_sum)
-		return needs_procfs(o, TD_GROUP_STATM);
 
 	struct td_statm m = {};
 	__u32 ps = cfg_page_shift & 31;

@@ -34,6 +34,7 @@ enum { false = 0, true = 1 };
 /* Map and program types used by the bpf_helpers.h macros. */
 enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 };
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
@@ -210,6 +211,11 @@ struct task_struct___pre516 {
 /* Before 5.17 (e32cf5dfbe22 "kthread: Generalize pf_io_worker"), struct kthread hung here. */
 struct task_struct___pre517 {
 	int *set_child_tid;
+};
+
+/* Only to find a per-CPU array's per-CPU base pointer (see cpu_offset() in taskdiag.bpf.c). */
+struct bpf_array {
+	void *pptrs[1];
 };
 
 struct seq_file;

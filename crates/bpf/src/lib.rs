@@ -234,6 +234,17 @@ impl TaskIter {
             buf: vec![0; 1 << 16],
         };
         it.features.task_params = it.probe_task_params();
+        // Lets tests run the paths of older kernels on this one: a comma list of features to
+        // treat as missing ("cmdline", "task_params").
+        if let Ok(off) = std::env::var("TASKDIAG_BPF_DISABLE") {
+            for f in off.split(',') {
+                match f.trim() {
+                    "cmdline" => it.features.cmdline = false,
+                    "task_params" => it.features.task_params = false,
+                    _ => {}
+                }
+            }
+        }
         Ok(it)
     }
 
@@ -290,11 +301,56 @@ impl TaskIter {
     }
 
     fn configure(&mut self, strategy: Strategy, show: u64, parent: u32) {
+        self.configure_filter(strategy, show, parent, 0, 0);
+    }
+
+    fn configure_filter(
+        &mut self,
+        strategy: Strategy,
+        show: u64,
+        parent: u32,
+        pid: u32,
+        tgid: u32,
+    ) {
         if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
             b.cfg_strategy = strategy as u32;
             b.cfg_show_flags = show;
             b.cfg_parent = parent;
+            b.cfg_only_pid = pid;
+            b.cfg_only_tgid = tgid;
         }
+    }
+
+    /// Runs `strategy` for one task (`Tid`) or one thread group (`Pid`): through the kernel's
+    /// link parameters when it has them, else by filtering a full walk in the program.
+    fn run_filtered(
+        &mut self,
+        strategy: Strategy,
+        show: u64,
+        cmdline: bool,
+        filter: TaskFilter,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<(u64, bool), BpfError> {
+        if self.features.task_params {
+            self.configure(strategy, show, 0);
+            let link = self.attach(cmdline, filter)?;
+            return self.run(LinkRef::Owned(&link), cmdline, sink);
+        }
+        let (pid, tgid) = match filter {
+            TaskFilter::Tid(t) => (t, 0),
+            TaskFilter::Pid(p) => (0, p),
+            TaskFilter::None => (0, 0),
+        };
+        // A full walk of ALL_THREAD visits every task; the filter keeps the wanted ones.
+        self.configure_filter(Strategy::AllThread, show, 0, pid, tgid);
+        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+            // STAT must still be the thread-group view for ONE.
+            if strategy == Strategy::One {
+                b.cfg_strategy = Strategy::One as u32;
+            }
+        }
+        let link = self.shared_link(cmdline)?;
+        self.run(link, cmdline, sink)
     }
 
     /// Answers `req`, passing chunks of whole TASK messages to `sink`.
@@ -313,13 +369,6 @@ impl TaskIter {
         if want_cmdline && !cmdline {
             report.missing_groups |= Group::Cmdline.flag();
         }
-        if strategy.takes_pid() && !self.features.task_params && strategy != Strategy::Children {
-            // No link parameters: walk everything and keep the one task or thread group.
-            return Err(BpfError::Attach {
-                what: format!("{strategy:?} {}", req.pid),
-                source: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
-            });
-        }
         match strategy {
             Strategy::All | Strategy::AllThread => {
                 self.configure(strategy, req.show_flags, 0);
@@ -337,9 +386,13 @@ impl TaskIter {
                 report.fixups = r.1;
             }
             Strategy::One => {
-                self.configure(strategy, req.show_flags, 0);
-                let link = self.attach(cmdline, TaskFilter::Tid(req.pid))?;
-                let r = self.run(LinkRef::Owned(&link), cmdline, sink)?;
+                let r = self.run_filtered(
+                    strategy,
+                    req.show_flags,
+                    cmdline,
+                    TaskFilter::Tid(req.pid),
+                    sink,
+                )?;
                 if r.0 == 0 {
                     return Err(BpfError::NoSuchTask { pid: req.pid });
                 }
@@ -350,9 +403,13 @@ impl TaskIter {
                 // The kernel's pid parameter wants a thread-group id; task_diag accepts any tid
                 // of the group, so resolve it first.
                 let tgid = self.tgid_of(req.pid)?;
-                self.configure(strategy, req.show_flags, 0);
-                let link = self.attach(cmdline, TaskFilter::Pid(tgid))?;
-                let r = self.run(LinkRef::Owned(&link), cmdline, sink)?;
+                let r = self.run_filtered(
+                    strategy,
+                    req.show_flags,
+                    cmdline,
+                    TaskFilter::Pid(tgid),
+                    sink,
+                )?;
                 if r.0 == 0 {
                     return Err(BpfError::NoSuchTask { pid: req.pid });
                 }
@@ -365,10 +422,8 @@ impl TaskIter {
 
     /// The thread-group id of task `pid` (in the caller's namespace), or NoSuchTask.
     fn tgid_of(&mut self, pid: u32) -> Result<u32, BpfError> {
-        self.configure(Strategy::One, 0, 0);
-        let link = self.attach(false, TaskFilter::Tid(pid))?;
         let mut tgid = None;
-        self.run(LinkRef::Owned(&link), false, &mut |b| {
+        self.run_filtered(Strategy::One, 0, false, TaskFilter::Tid(pid), &mut |b| {
             tgid = MsgHeader::read_from(b).map(|h| h.tgid);
             Ok(())
         })?;

@@ -54,6 +54,9 @@ enum { MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES };
 __u64 cfg_show_flags = 0;
 __u32 cfg_strategy = 0;
 __u32 cfg_parent = 0;
+/* Without iterator link parameters (before 6.1), ONE and THREAD filter a full walk instead. */
+__u32 cfg_only_pid = 0;
+__u32 cfg_only_tgid = 0;
 __u64 cfg_ns_per_tick = 10000000;
 __u32 cfg_page_shift = 12;
 /* /proc sums per-CPU rss counters (6.16+) rather than reading the approximate total. */
@@ -684,6 +687,8 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *t, boo
 	if (!h.pid)
 		return 0;
 	if (strategy == TD_STRATEGY_CHILDREN && task_tgid_nr(BPF_CORE_READ(t, real_parent), &ns) != cfg_parent)
+		return 0;
+	if ((cfg_only_pid && h.pid != cfg_only_pid) || (cfg_only_tgid && h.tgid != cfg_only_tgid))
 		return 0;
 
 	flags = BPF_CORE_READ(t, flags);

@@ -277,3 +277,38 @@ fn unprivileged_user_gets_procfs_and_a_clear_bpf_error() {
     assert_eq!(o.status.code(), Some(3));
     assert!(stderr(&o).contains("CAP_BPF"), "{}", stderr(&o));
 }
+
+#[test]
+fn kernels_without_sleepable_iterators_or_link_params_give_the_same_answers() {
+    // TASKDIAG_BPF_DISABLE makes the BPF backend take the paths of older kernels: CMDLINE
+    // from /proc, ONE/THREAD as a filtered full walk. Answers must not change.
+    let mut child = Command::new("sleep").arg("1000").spawn().expect("sleep");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let pid = child.id().to_string();
+    let dump = |backend: &str, disable: &str, sel: &[&str]| {
+        let o = Command::new(BIN)
+            .env("TASKDIAG_BPF_DISABLE", disable)
+            .args(["dump", "--groups", "all", "--format", "json", "-b", backend])
+            .args(sel)
+            .output()
+            .expect("run");
+        assert!(
+            o.status.success(),
+            "{backend} {disable} {sel:?}: {}",
+            stderr(&o)
+        );
+        json_lines(&o)
+            .into_iter()
+            .filter(|t| t["tgid"] == child.id())
+            .collect::<Vec<_>>()
+    };
+    for sel in [&["--pid", &pid][..], &["--threads-of", &pid], &[]] {
+        let want = dump("procfs", "", sel);
+        assert_eq!(want.len(), 1, "{sel:?}");
+        for disable in ["", "cmdline", "task_params", "cmdline,task_params"] {
+            assert_eq!(dump("bpf", disable, sel), want, "disable={disable} {sel:?}");
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

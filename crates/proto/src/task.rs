@@ -93,9 +93,14 @@ impl Task {
             w.attr(Group::Cmdline as u16, c);
         }
         for e in &self.errors {
-            if let Some(g) = Group::from_u16(e.group) {
-                w.group_error(g, e.errno);
+            let mut b = Vec::with_capacity(GroupErrorRec::SIZE);
+            GroupErrorRec {
+                group: e.group,
+                reserved: 0,
+                errno: e.errno,
             }
+            .write_to(&mut b);
+            w.attr(ATTR_GROUP_ERROR, &b);
         }
         w.finish();
     }

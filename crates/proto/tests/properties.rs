@@ -80,7 +80,18 @@ proptest! {
         t.encode(&mut buf);
         write_done(&mut buf, &Done::default());
         for (pos, val) in flips { let n = buf.len(); buf[pos % n] = val; }
-        let _ = StreamDecoder::decode_all(&buf);
+        // Whatever still decodes re-encodes to the same tasks (the fuzz target's property).
+        if let Ok(events) = StreamDecoder::decode_all(&buf) {
+            let tasks: Vec<Task> = events.into_iter()
+                .filter_map(|e| if let Event::Task(t) = e { Some(t) } else { None }).collect();
+            let mut again = Vec::new();
+            write_start(&mut again, &Start { version: VERSION, ..Default::default() });
+            for t in &tasks { t.encode(&mut again); }
+            write_done(&mut again, &Done::default());
+            let back: Vec<Task> = StreamDecoder::decode_all(&again).unwrap().into_iter()
+                .filter_map(|e| if let Event::Task(t) = e { Some(t) } else { None }).collect();
+            prop_assert_eq!(back, tasks);
+        }
         let cut = buf.len() / 2;
         let _ = StreamDecoder::decode_all(&buf[..cut]);
     }

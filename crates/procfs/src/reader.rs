@@ -747,9 +747,7 @@ impl ProcReader {
             let comm = &st.comm()[..st.comm_len.min(taskdiag_proto::COMM_MAX - 1)];
             rec.comm_len = comm.len() as u16;
             rec.start_time_ns = st.starttime * self.ns_per_tick;
-            let mut b = Vec::with_capacity(BaseRec::SIZE);
-            rec.write_to(&mut b);
-            w.attr_parts(Group::Base as u16, &[&b, comm]);
+            w.attr_parts(Group::Base as u16, &[&rec.to_bytes(), comm]);
         }
         if want(Group::Cred) {
             let rec = CredRec {
@@ -769,12 +767,8 @@ impl ProcReader {
                 ngroups: s.groups.len() as u32,
                 reserved: 0,
             };
-            let mut b = Vec::with_capacity(CredRec::SIZE + 4 * s.groups.len());
-            rec.write_to(&mut b);
-            for g in &s.groups {
-                b.extend_from_slice(&g.to_ne_bytes());
-            }
-            w.attr(Group::Cred as u16, &b);
+            let groups: &[u8] = as_bytes(&s.groups);
+            w.attr_parts(Group::Cred as u16, &[&rec.to_bytes(), groups]);
         }
         if let (true, Some(st)) = (want(Group::Stat), &stat) {
             let _ = whole; // /proc already reports the thread-group or thread view by path.
@@ -797,15 +791,10 @@ impl ProcReader {
                 rt_priority: st.rt_priority,
                 processor: st.processor as i32,
             };
-            let mut b = Vec::with_capacity(StatRec::SIZE);
-            rec.write_to(&mut b);
-            w.attr(Group::Stat as u16, &b);
+            w.attr(Group::Stat as u16, &rec.to_bytes());
         }
         if want(Group::Statm) && status.has_mm {
-            let rec = statm_from_status(&status);
-            let mut b = Vec::with_capacity(StatmRec::SIZE);
-            rec.write_to(&mut b);
-            w.attr(Group::Statm as u16, &b);
+            w.attr(Group::Statm as u16, &statm_from_status(&status).to_bytes());
         }
         if need_cmdline {
             match cmdline_err {
@@ -909,6 +898,13 @@ impl ProcReader {
             result.map(|()| total)
         })
     }
+}
+
+/// The gids as bytes in host order, as CRED carries them.
+fn as_bytes(v: &[u32]) -> &[u8] {
+    // SAFETY: u32 has no padding and any byte pattern is a valid u8; the slice covers exactly
+    // the same memory, with u8's weaker alignment.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
 /// STATM from the status `Vm*` lines (kB to bytes).

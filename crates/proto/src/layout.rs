@@ -79,7 +79,19 @@ macro_rules! wire_structs {
 
                 /// Appends the record's [`Self::SIZE`] bytes to `out`.
                 pub fn write_to(&self, out: &mut Vec<u8>) {
-                    $( out.extend_from_slice(&self.$field.to_ne_bytes()); )*
+                    out.extend_from_slice(&self.to_bytes());
+                }
+
+                /// The record's bytes, without allocating.
+                pub fn to_bytes(&self) -> [u8; $size] {
+                    let mut b = [0u8; $size];
+                    let mut _off = 0usize;
+                    $(
+                        let v = self.$field.to_ne_bytes();
+                        b[_off.._off + v.len()].copy_from_slice(&v);
+                        _off += v.len();
+                    )*
+                    b
                 }
             }
         )*

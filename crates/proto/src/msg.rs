@@ -130,13 +130,6 @@ impl Request {
     pub fn wants(&self, g: Group) -> bool {
         self.show_flags & g.flag() != 0
     }
-
-    /// The request as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(Request::SIZE);
-        self.write_to(&mut v);
-        v
-    }
 }
 
 /// Appends a START message.

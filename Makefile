@@ -3,7 +3,7 @@
 #   make test  set up, build, and run every test
 CARGO ?= cargo
 
-.PHONY: setup build run test bench clean
+.PHONY: setup build run test fuzz clean
 
 setup:
 	@scripts/setup
@@ -16,6 +16,14 @@ run: build
 
 test: setup
 	$(CARGO) test --workspace --release
+
+# Coverage-guided fuzzing of the decoder and request parser (stable Rust; cargo-fuzz is
+# installed on first use). FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd fuzz && $(CARGO) fuzz run -s none decode_stream -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096
+	cd fuzz && $(CARGO) fuzz run -s none parse_request -- -max_total_time=$(FUZZ_SECONDS)
 
 clean:
 	$(CARGO) clean

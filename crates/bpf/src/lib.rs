@@ -211,10 +211,24 @@ fn possible_cpus() -> u32 {
 }
 
 impl TaskIter {
-    /// Loads and verifies the programs.
+    /// Loads and verifies every program.
     pub fn load() -> Result<Self, BpfError> {
-        let (skel, cmdline) = match open_skel(true) {
-            Ok(s) => (s, true),
+        Self::load_for(taskdiag_proto::SHOW_SUPPORTED)
+    }
+
+    /// Loads only the programs that requests for `show_flags` need. Verifying a program is
+    /// most of a one-shot dump's cost, so a command that wants no CMDLINE skips the sleepable
+    /// program. Requests for other groups are still answered (CMDLINE then comes from /proc,
+    /// see [`DumpReport::missing_groups`]).
+    pub fn load_for(show_flags: u64) -> Result<Self, BpfError> {
+        let want_cmdline = show_flags & Group::Cmdline.flag() != 0;
+        let first = if want_cmdline {
+            open_skel(true)
+        } else {
+            open_skel(false)
+        };
+        let (skel, cmdline) = match first {
+            Ok(s) => (s, want_cmdline),
             Err(e) if is_perm(&e) => return Err(BpfError::PermissionDenied(e)),
             // Without sleepable iterators the second program fails to load: go on without it.
             Err(_) => match open_skel(false) {

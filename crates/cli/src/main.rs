@@ -92,6 +92,9 @@ struct DumpArgs {
     /// Print the backend, task count and time taken to standard error.
     #[arg(long, short = 's')]
     summary: bool,
+    /// Benchmarking aid: answer the request N times with the same loaded backend.
+    #[arg(long, value_name = "N", default_value_t = 1, hide = true)]
+    repeat: u32,
 }
 
 #[derive(clap::Args)]
@@ -204,20 +207,26 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
         Backend::Procfs => BackendKind::Procfs,
     };
     let t0 = Instant::now();
-    let mut dumper = Dumper::open(kind).context("opening the backend")?;
+    let mut dumper = Dumper::open_for(kind, show).context("opening the backend")?;
     let t_open = t0.elapsed();
     let stdout = io::stdout();
     let mut w = io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let req = Request::new(strategy, pid, show);
     let t1 = Instant::now();
-    let res = if a.format == Format::Raw {
-        dumper.dump(&req, &mut |b| w.write_all(b))
-    } else {
-        let mut r = render::Renderer::new(a.format == Format::Json);
-        let mut dec = StreamDecoder::new();
-        dumper.dump(&req, &mut |b| feed(&mut dec, &mut r, &mut w, b))
-    };
-    let took = t1.elapsed();
+    let mut res = Ok(0);
+    for _ in 0..a.repeat.max(1) {
+        res = if a.format == Format::Raw {
+            dumper.dump(&req, &mut |b| w.write_all(b))
+        } else {
+            let mut r = render::Renderer::new(a.format == Format::Json);
+            let mut dec = StreamDecoder::new();
+            dumper.dump(&req, &mut |b| feed(&mut dec, &mut r, &mut w, b))
+        };
+        if res.is_err() {
+            break;
+        }
+    }
+    let took = t1.elapsed() / a.repeat.max(1);
     w.flush().context("writing standard output")?;
     if a.summary {
         let n = res.as_ref().copied().unwrap_or(0);

@@ -293,6 +293,16 @@ fn kb(v: &[u8]) -> Result<u64, ParseError> {
 /// Parses /proc/PID/status. Supplementary groups (the `Groups` line) go to `groups`, cleared
 /// first. The `Name` line is not used: its escaping loses bytes, /proc/PID/stat has the name raw.
 pub fn parse_status(buf: &[u8], groups: &mut Vec<u32>) -> Result<Status, ParseError> {
+    parse_status_until(buf, groups, None)
+}
+
+/// Like [`parse_status`], but stops after the line with key `last` (e.g. `b"Uid"` when only
+/// `Tgid`, `TracerPid` and `Uid` are wanted): status is long, and the early lines are cheap.
+pub fn parse_status_until(
+    buf: &[u8],
+    groups: &mut Vec<u32>,
+    last: Option<&[u8]>,
+) -> Result<Status, ParseError> {
     let mut s = Status::default();
     groups.clear();
     let mut seen_uid = false;
@@ -354,6 +364,9 @@ pub fn parse_status(buf: &[u8], groups: &mut Vec<u32>) -> Result<Status, ParseEr
             b"voluntary_ctxt_switches" => s.nvcsw = num()?,
             b"nonvoluntary_ctxt_switches" => s.nivcsw = num()?,
             _ => {}
+        }
+        if last == Some(key) {
+            break;
         }
     }
     if !seen_uid {
@@ -456,5 +469,13 @@ mod tests {
         assert!(g.is_empty());
         assert!(parse_status(b"Name:\tx\n", &mut g).is_err());
         assert!(parse_status(b"Uid:\t1\t2\n", &mut g).is_err());
+    }
+
+    #[test]
+    fn status_prefix_stops_after_the_key() {
+        let mut g = Vec::new();
+        let s = parse_status_until(STATUS, &mut g, Some(b"Uid")).unwrap();
+        assert_eq!((s.tgid, s.tracer_pid, s.uid[0]), (1405, 77, 1000));
+        assert_eq!((s.gid, s.has_mm, s.nvcsw), ([0; 4], false, 0));
     }
 }

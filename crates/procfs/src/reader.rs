@@ -25,7 +25,9 @@ use taskdiag_proto::{
     BASE_F_LEADER,
 };
 
-use crate::parse::{parse_stat, parse_status, ParseError, StatLine, Status, Vm};
+use crate::parse::{
+    parse_stat, parse_status, parse_status_until, ParseError, StatLine, Status, Vm,
+};
 
 /// PF_KTHREAD from include/linux/sched.h.
 const PF_KTHREAD: u32 = 0x0020_0000;
@@ -706,7 +708,10 @@ impl ProcReader {
         }
         drop((status_fd, stat_fd, cmdline_fd));
 
-        let status = parse_status(&s.status, &mut s.groups).map_err(|source| {
+        // BASE alone needs only Tgid, TracerPid (and Uid, to know the file is whole).
+        let base_only = show & !Group::Base.flag() == 0;
+        let last: Option<&[u8]> = if base_only { Some(b"Uid") } else { None };
+        let status = parse_status_until(&s.status, &mut s.groups, last).map_err(|source| {
             s.path.file(b"status");
             ProcfsError::Parse {
                 path: s.path.display(&self.root),

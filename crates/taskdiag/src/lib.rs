@@ -78,8 +78,14 @@ pub struct Dumper {
 }
 
 impl Dumper {
-    /// Opens the backend.
+    /// Opens the backend, ready for any request.
     pub fn open(kind: BackendKind) -> Result<Self, Error> {
+        Self::open_for(kind, taskdiag_proto::SHOW_SUPPORTED)
+    }
+
+    /// Opens the backend, prepared for requests of `show_flags` (other requests still work,
+    /// perhaps more slowly). With BPF this loads only the programs those groups need.
+    pub fn open_for(kind: BackendKind, show_flags: u64) -> Result<Self, Error> {
         match kind {
             BackendKind::Procfs => Ok(Dumper {
                 backend: Backend::Procfs(ProcReader::open()?),
@@ -87,11 +93,11 @@ impl Dumper {
                 bpf_unavailable: None,
             }),
             BackendKind::Bpf => Ok(Dumper {
-                backend: Backend::Bpf(Box::new(TaskIter::load()?)),
+                backend: Backend::Bpf(Box::new(TaskIter::load_for(show_flags)?)),
                 procfs: ProcReader::open().ok(),
                 bpf_unavailable: None,
             }),
-            BackendKind::Auto => match TaskIter::load() {
+            BackendKind::Auto => match TaskIter::load_for(show_flags) {
                 Ok(it) => Ok(Dumper {
                     backend: Backend::Bpf(Box::new(it)),
                     procfs: ProcReader::open().ok(),

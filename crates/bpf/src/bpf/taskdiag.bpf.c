@@ -65,6 +65,9 @@ __u32 cfg_nr_cpus = 1;
 
 struct scratch {
 	__u8 buf[SCRATCH_SIZE];
+	/* Where forget_u32() and as_number() park values (see there). */
+	__u32 off_slot;
+	__u64 addr_slot;
 };
 
 struct {
@@ -79,8 +82,19 @@ static __always_inline __u32 pid_nr_ns(struct pid *pid, __u32 level, struct pid_
 {
 	struct upid up = {};
 
-	if (!pid || BPF_CORE_READ(pid, level) < level)
+	if (!pid || pid->level < level)
 		return 0;
+	if (level == 0) {
+		/* The common case, with plain loads. The barriers keep clang from merging these
+		 * kernel loads with the stack loads below into one instruction, which the
+		 * verifier refuses ("same insn cannot be used with different pointers"). */
+		__u32 nr = pid->numbers[0].nr;
+		struct pid_namespace *pns = pid->numbers[0].ns;
+
+		barrier_var(nr);
+		barrier_var(pns);
+		return pns == ns ? nr : 0;
+	}
 	bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&pid->numbers[level]));
 	return up.ns == ns ? up.nr : 0;
 }
@@ -92,9 +106,9 @@ struct ns_ctx {
 
 static __always_inline __u32 task_tgid_nr(struct task_struct *t, struct ns_ctx *n)
 {
-	if (!t || !BPF_CORE_READ(t, thread_pid))
+	if (!t || !t->thread_pid)
 		return 0;
-	return pid_nr_ns(BPF_CORE_READ(t, signal, pids[PIDTYPE_TGID]), n->level, n->ns);
+	return pid_nr_ns(t->signal->pids[PIDTYPE_TGID], n->level, n->ns);
 }
 
 /* task_state_index() from include/linux/sched.h. */
@@ -104,21 +118,27 @@ static __always_inline __u8 state_index(struct task_struct *t)
 	int i;
 
 	if (bpf_core_field_exists(t->__state)) {
-		st = BPF_CORE_READ(t, __state);
+		st = t->__state;
 	} else {
 		struct task_struct___pre514 *o = (void *)t;
-		st = (__u32)BPF_CORE_READ(o, state);
+		st = (__u32)o->state;
 	}
-	state = (st | (__u32)BPF_CORE_READ(t, exit_state)) & TASK_REPORT;
+	state = (st | (__u32)t->exit_state) & TASK_REPORT;
 	if ((st & TASK_IDLE) == TASK_IDLE)
 		state = TASK_REPORT_IDLE;
 	if ((st & TASK_RTLOCK_WAIT) || (st & TASK_FROZEN))
 		state = 2; /* TASK_UNINTERRUPTIBLE */
-	/* fls() */
-	for (i = 8; i > 0; i--)
-		if (state & (1u << (i - 1)))
-			return i;
-	return 0;
+	/* fls() of a value below 0x100, without branches (each would be a verifier path). */
+	i = 0;
+	i += (state >= 0x01);
+	i += (state >= 0x02);
+	i += (state >= 0x04);
+	i += (state >= 0x08);
+	i += (state >= 0x10);
+	i += (state >= 0x20);
+	i += (state >= 0x40);
+	i += (state >= 0x80);
+	return i;
 }
 
 struct div128 {
@@ -218,11 +238,50 @@ static long sum_one_thread(__u64 i, struct thread_sum *s)
 	return 0;
 }
 
+/*
+ * The offset, masked so the verifier can bound buf + off. Callers have already checked
+ * off <= TD_FIXED_ROOM, so the mask changes nothing; the barrier stops clang from dropping it
+ * on that knowledge, which the verifier does not share.
+ */
+static __always_inline __u32 room_mask(__u32 off)
+{
+	barrier_var(off);
+	return off & (TD_FIXED_ROOM * 2 - 1);
+}
+
 struct out {
 	__u8 *buf;
 	__u32 off;
 	bool fixup;
 };
+
+/*
+ * Makes the verifier forget what it knows about o->off. After each group the offset's range
+ * depends on which groups came before; with that knowledge the verifier would walk every
+ * combination of groups separately (seconds of load time). A value that went through map
+ * memory is just "some u32", bounded again by the checks in put(), so all paths merge.
+ */
+static __always_inline __u32 forget_u32(struct out *o, __u32 v)
+{
+	struct scratch *sc = (void *)o->buf;
+
+	sc->off_slot = v;
+	return *(volatile __u32 *)&sc->off_slot;
+}
+
+/* A pointer as a plain number, for passing to a global function. */
+static __always_inline __u64 as_number(struct out *o, const void *p)
+{
+	struct scratch *sc = (void *)o->buf;
+
+	sc->addr_slot = (__u64)p;
+	return *(volatile __u64 *)&sc->addr_slot;
+}
+
+static __always_inline void forget_off(struct out *o)
+{
+	o->off = forget_u32(o, o->off);
+}
 
 /* Appends @len (a constant) bytes from @src. Returns false if it would overflow. */
 static __always_inline bool put(struct out *o, const void *src, __u32 len)
@@ -231,9 +290,22 @@ static __always_inline bool put(struct out *o, const void *src, __u32 len)
 
 	if (off > TD_FIXED_ROOM)
 		return false;
-	bpf_probe_read_kernel(o->buf + (off & (TD_FIXED_ROOM * 2 - 1)), len, src);
+	bpf_probe_read_kernel(o->buf + (room_mask(off)), len, src);
 	o->off = off + len;
 	return true;
+}
+
+/*
+ * A record is filled in place in the scratch map, not on the stack: the verifier tracks every
+ * constant stored on the stack, so building records there makes it walk each combination of
+ * field values (task states, flags, ...) separately. Map memory it does not track.
+ * Returns NULL when @off is past the room for fixed records.
+ */
+static __always_inline void *rec_at(struct out *o, __u32 off)
+{
+	if (off > TD_FIXED_ROOM)
+		return 0;
+	return o->buf + room_mask(off);
 }
 
 static __always_inline bool put_attr_hdr(struct out *o, __u32 payload_len, __u16 type)
@@ -257,16 +329,24 @@ static __always_inline bool needs_procfs(struct out *o, __u16 group)
 }
 
 /* The name /proc/PID/stat shows: proc_task_name() with wq_worker_comm()/get_kthread_comm(). */
-static __always_inline __u32 put_name(struct out *o, struct task_struct *t, __u32 flags)
+/*
+ * A global (non-static) function is verified once, on its own, and its callers continue on one
+ * path whatever happened inside: this keeps the many naming cases from multiplying the
+ * verifier's work in the rest of the program. So it takes the task as a number and reads it
+ * with probe reads, and finds the scratch buffer itself.
+ */
+__noinline int put_name(__u64 task, __u32 flags, __u32 off)
 {
-	__u32 off = o->off, n;
+	struct task_struct *t = (void *)task;
+	__u32 zero = 0, n;
 	__u8 *dst;
 	void *kt = 0;
 	long r;
 
-	if (off > TD_FIXED_ROOM)
+	dst = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!dst || off > TD_FIXED_ROOM)
 		return 0;
-	dst = o->buf + (off & (TD_FIXED_ROOM * 2 - 1));
+	dst += room_mask(off);
 	if (flags & (PF_KTHREAD | PF_WQ_WORKER)) {
 		if (bpf_core_field_exists(t->worker_private)) {
 			kt = BPF_CORE_READ(t, worker_private);
@@ -309,131 +389,168 @@ static __always_inline __u32 put_name(struct out *o, struct task_struct *t, __u3
 static __always_inline bool put_base(struct out *o, struct task_struct *t, struct ns_ctx *ns,
 				     bool leader)
 {
-	struct td_base b = {};
-	struct signal_struct *sig = BPF_CORE_READ(t, signal);
+	struct td_base *b;
+	struct signal_struct *sig = t->signal;
 	struct tty_struct *tty;
-	__u32 hdr = o->off, flags = BPF_CORE_READ(t, flags), name_len;
+	__u32 hdr = o->off, flags = t->flags, name_len;
 
 	/* Name first, after room for the header and record; then the record with its length. */
-	o->off = hdr + sizeof(struct td_attr) + sizeof(b);
-	name_len = put_name(o, t, flags) & (TD_COMM_MAX - 1);
+	o->off = hdr + sizeof(struct td_attr) + sizeof(*b);
+	name_len = put_name(as_number(o, t), flags, o->off) & (TD_COMM_MAX - 1);
+	b = rec_at(o, hdr + sizeof(struct td_attr));
+	if (!b)
+		return false;
+	__builtin_memset(b, 0, sizeof(*b));
 
-	if (BPF_CORE_READ(t, thread_pid))
-		b.ppid = task_tgid_nr(BPF_CORE_READ(t, real_parent), ns);
-	if (BPF_CORE_READ(t, ptrace)) {
-		struct task_struct *tracer = BPF_CORE_READ(t, parent);
+	if (t->thread_pid)
+		b->ppid = task_tgid_nr(t->real_parent, ns);
+	if (t->ptrace) {
+		struct task_struct *tracer = t->parent;
 
 		if (tracer)
-			b.tpid = pid_nr_ns(BPF_CORE_READ(tracer, thread_pid), ns->level, ns->ns);
+			b->tpid = pid_nr_ns(tracer->thread_pid, ns->level, ns->ns);
 	}
-	b.sid = pid_nr_ns(BPF_CORE_READ(sig, pids[PIDTYPE_SID]), ns->level, ns->ns);
-	b.pgid = pid_nr_ns(BPF_CORE_READ(sig, pids[PIDTYPE_PGID]), ns->level, ns->ns);
-	tty = BPF_CORE_READ(sig, tty);
+	b->sid = pid_nr_ns(sig->pids[PIDTYPE_SID], ns->level, ns->ns);
+	b->pgid = pid_nr_ns(sig->pids[PIDTYPE_PGID], ns->level, ns->ns);
+	tty = sig->tty;
 	if (tty) {
-		__u32 major = BPF_CORE_READ(tty, driver, major);
-		__u32 minor = BPF_CORE_READ(tty, driver, minor_start) + BPF_CORE_READ(tty, index);
+		__u32 major = tty->driver->major;
+		__u32 minor = tty->driver->minor_start + tty->index;
 
-		b.tty_nr = (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
+		b->tty_nr = (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
 	}
-	b.task_flags = flags;
-	b.state = state_index(t);
-	b.flags = ((flags & PF_KTHREAD) ? TD_BASE_F_KTHREAD : 0) | (leader ? TD_BASE_F_LEADER : 0);
-	b.comm_len = name_len;
-	b.start_time_ns = BPF_CORE_READ(t, start_boottime) / cfg_ns_per_tick * cfg_ns_per_tick;
+	b->task_flags = flags;
+	b->state = state_index(t);
+	b->flags = ((flags & PF_KTHREAD) ? TD_BASE_F_KTHREAD : 0) | (leader ? TD_BASE_F_LEADER : 0);
+	b->comm_len = name_len;
+	b->start_time_ns = t->start_boottime / cfg_ns_per_tick * cfg_ns_per_tick;
 
 	o->off = hdr;
-	if (!put_attr_hdr(o, sizeof(b) + name_len, TD_GROUP_BASE) || !put(o, &b, sizeof(b)))
+	if (!put_attr_hdr(o, sizeof(*b) + name_len, TD_GROUP_BASE))
 		return false;
-	o->off += name_len;
+	o->off += sizeof(*b) + name_len;
 	pad4(o);
 	return true;
 }
 
 static __always_inline bool put_cred(struct out *o, struct task_struct *t)
 {
-	const struct cred *c = BPF_CORE_READ(t, real_cred);
-	struct group_info *gi = BPF_CORE_READ(c, group_info);
-	struct td_cred r = {};
-	__u32 n = gi ? BPF_CORE_READ(gi, ngroups) : 0, off;
+	const struct cred *c = t->real_cred;
+	struct group_info *gi = c->group_info;
+	struct td_cred *r = rec_at(o, o->off + sizeof(struct td_attr));
+	__u32 n = gi ? gi->ngroups : 0, off;
+
+	if (!r)
+		return false;
+	__builtin_memset(r, 0, sizeof(*r));
 
 	if (n > TD_BPF_MAX_GROUPS)
 		return needs_procfs(o, TD_GROUP_CRED);
-	r.uid = BPF_CORE_READ(c, uid.val);
-	r.euid = BPF_CORE_READ(c, euid.val);
-	r.suid = BPF_CORE_READ(c, suid.val);
-	r.fsuid = BPF_CORE_READ(c, fsuid.val);
-	r.gid = BPF_CORE_READ(c, gid.val);
-	r.egid = BPF_CORE_READ(c, egid.val);
-	r.sgid = BPF_CORE_READ(c, sgid.val);
-	r.fsgid = BPF_CORE_READ(c, fsgid.val);
-	bpf_probe_read_kernel(&r.cap_inheritable, 8, &c->cap_inheritable);
-	bpf_probe_read_kernel(&r.cap_permitted, 8, &c->cap_permitted);
-	bpf_probe_read_kernel(&r.cap_effective, 8, &c->cap_effective);
-	bpf_probe_read_kernel(&r.cap_bset, 8, &c->cap_bset);
-	bpf_probe_read_kernel(&r.cap_ambient, 8, &c->cap_ambient);
-	r.ngroups = n;
-	if (!put_attr_hdr(o, sizeof(r) + 4 * n, TD_GROUP_CRED) || !put(o, &r, sizeof(r)))
+	r->uid = c->uid.val;
+	r->euid = c->euid.val;
+	r->suid = c->suid.val;
+	r->fsuid = c->fsuid.val;
+	r->gid = c->gid.val;
+	r->egid = c->egid.val;
+	r->sgid = c->sgid.val;
+	r->fsgid = c->fsgid.val;
+	r->cap_inheritable = *(__u64 *)&c->cap_inheritable;
+	r->cap_permitted = *(__u64 *)&c->cap_permitted;
+	r->cap_effective = *(__u64 *)&c->cap_effective;
+	r->cap_bset = *(__u64 *)&c->cap_bset;
+	r->cap_ambient = *(__u64 *)&c->cap_ambient;
+	r->ngroups = n;
+	if (!put_attr_hdr(o, sizeof(*r) + 4 * n, TD_GROUP_CRED))
 		return false;
-	off = o->off;
+	off = o->off + sizeof(*r);
 	if (n && off <= TD_FIXED_ROOM) {
-		bpf_probe_read_kernel(o->buf + (off & (TD_FIXED_ROOM * 2 - 1)),
+		bpf_probe_read_kernel(o->buf + (room_mask(off)),
 				      (4 * n) & (4 * TD_BPF_MAX_GROUPS * 2 - 1), &gi->gid);
 	}
 	o->off = off + 4 * n;
 	return true;
 }
 
+/*
+ * cputime_adjust() for the td_stat record at @off of the scratch buffer, whose utime_ns and
+ * stime_ns hold the previous adjusted values on entry and the result, in whole clock ticks, on
+ * return. Global, so its branches and its 64-step division are verified once.
+ */
+__noinline int adjust_times(__u64 utime, __u64 stime, __u64 rtime, __u32 off)
+{
+	__u32 zero = 0;
+	__u8 *buf = bpf_map_lookup_elem(&scratch_map, &zero);
+	struct td_stat *s;
+	__u64 ut, st, npt = cfg_ns_per_tick;
+
+	if (!buf || off > TD_FIXED_ROOM || !npt)
+		return 0;
+	s = (void *)(buf + room_mask(off));
+	cputime_adjust(utime, stime, rtime, s->utime_ns, s->stime_ns, &ut, &st);
+	s->utime_ns = ut / npt * npt;
+	s->stime_ns = st / npt * npt;
+	return 0;
+}
+
 static __always_inline bool put_stat(struct out *o, struct task_struct *t, bool whole)
 {
-	struct signal_struct *sig = BPF_CORE_READ(t, signal);
-	struct td_stat s = {};
+	struct signal_struct *sig = t->signal;
+	struct td_stat *s = rec_at(o, o->off + sizeof(struct td_attr));
 	__u64 ut, st, rtime, put_ = 0, pst = 0, npt = cfg_ns_per_tick;
 
-	s.cminflt = BPF_CORE_READ(sig, cmin_flt);
-	s.cmajflt = BPF_CORE_READ(sig, cmaj_flt);
-	s.cutime_ns = BPF_CORE_READ(sig, cutime) / npt * npt;
-	s.cstime_ns = BPF_CORE_READ(sig, cstime) / npt * npt;
-	s.threads = BPF_CORE_READ(sig, nr_threads);
+	if (!s)
+		return false;
+	__builtin_memset(s, 0, sizeof(*s));
+
+	s->cminflt = sig->cmin_flt;
+	s->cmajflt = sig->cmaj_flt;
+	s->cutime_ns = sig->cutime / npt * npt;
+	s->cstime_ns = sig->cstime / npt * npt;
+	s->threads = sig->nr_threads;
 	if (whole) {
 		struct thread_sum sum = {};
 
 		sum.head = __builtin_preserve_access_index(&sig->thread_head);
-		sum.pos = BPF_CORE_READ(sig, thread_head.next);
+		sum.pos = sig->thread_head.next;
 		bpf_loop(TD_BPF_MAX_THREADS, sum_one_thread, &sum, 0);
 		if (!sum.done)
 			return needs_procfs(o, TD_GROUP_STAT);
-		s.minflt = BPF_CORE_READ(sig, min_flt) + sum.min_flt;
-		s.majflt = BPF_CORE_READ(sig, maj_flt) + sum.maj_flt;
-		ut = BPF_CORE_READ(sig, utime) + sum.utime;
-		st = BPF_CORE_READ(sig, stime) + sum.stime;
-		rtime = BPF_CORE_READ(sig, sum_sched_runtime) + sum.rtime;
-		put_ = BPF_CORE_READ(sig, prev_cputime.utime);
-		pst = BPF_CORE_READ(sig, prev_cputime.stime);
+		s->minflt = sig->min_flt + sum.min_flt;
+		s->majflt = sig->maj_flt + sum.maj_flt;
+		ut = sig->utime + sum.utime;
+		st = sig->stime + sum.stime;
+		rtime = sig->sum_sched_runtime + sum.rtime;
+		put_ = sig->prev_cputime.utime;
+		pst = sig->prev_cputime.stime;
 	} else {
-		s.minflt = BPF_CORE_READ(t, min_flt);
-		s.majflt = BPF_CORE_READ(t, maj_flt);
-		ut = BPF_CORE_READ(t, utime);
-		st = BPF_CORE_READ(t, stime);
-		rtime = BPF_CORE_READ(t, se.sum_exec_runtime);
-		put_ = BPF_CORE_READ(t, prev_cputime.utime);
-		pst = BPF_CORE_READ(t, prev_cputime.stime);
+		s->minflt = t->min_flt;
+		s->majflt = t->maj_flt;
+		ut = t->utime;
+		st = t->stime;
+		rtime = t->se.sum_exec_runtime;
+		put_ = t->prev_cputime.utime;
+		pst = t->prev_cputime.stime;
 	}
-	cputime_adjust(ut, st, rtime, put_, pst, &ut, &st);
-	s.utime_ns = ut / npt * npt;
-	s.stime_ns = st / npt * npt;
-	s.nvcsw = BPF_CORE_READ(t, nvcsw);
-	s.nivcsw = BPF_CORE_READ(t, nivcsw);
-	s.priority = BPF_CORE_READ(t, prio) - 100;
-	s.nice = BPF_CORE_READ(t, static_prio) - 120;
-	s.policy = BPF_CORE_READ(t, policy);
-	s.rt_priority = BPF_CORE_READ(t, rt_priority);
+	/* adjust_times() reads prev from, and writes the result to, these two fields. */
+	s->utime_ns = put_;
+	s->stime_ns = pst;
+	adjust_times(ut, st, rtime, o->off + sizeof(struct td_attr));
+	s->nvcsw = t->nvcsw;
+	s->nivcsw = t->nivcsw;
+	s->priority = t->prio - 100;
+	s->nice = t->static_prio - 120;
+	s->policy = t->policy;
+	s->rt_priority = t->rt_priority;
 	if (bpf_core_field_exists(t->thread_info.cpu)) {
-		s.processor = BPF_CORE_READ(t, thread_info.cpu);
+		s->processor = t->thread_info.cpu;
 	} else {
 		struct task_struct___pre516 *o516 = (void *)t;
-		s.processor = BPF_CORE_READ(o516, cpu);
+		s->processor = o516->cpu;
 	}
-	return put_attr_hdr(o, sizeof(s), TD_GROUP_STAT) && put(o, &s, sizeof(s));
+	if (!put_attr_hdr(o, sizeof(*s), TD_GROUP_STAT))
+		return false;
+	o->off += sizeof(*s);
+	return true;
 }
 
 /*
@@ -558,34 +675,39 @@ static __always_inline __u64 mm_counter(struct mm_struct *mm, int i)
 
 static __always_inline bool put_statm(struct out *o, struct mm_struct *mm)
 {
-
-	struct td_statm m = {};
+	struct td_statm *m = rec_at(o, o->off + sizeof(struct td_attr));
 	__u32 ps = cfg_page_shift & 31;
 	__u64 anon = mm_counter(mm, MM_ANONPAGES), file = mm_counter(mm, MM_FILEPAGES);
 	__u64 shmem = mm_counter(mm, MM_SHMEMPAGES), total_rss = anon + file + shmem;
-	__u64 total_vm = BPF_CORE_READ(mm, total_vm), hw_vm = BPF_CORE_READ(mm, hiwater_vm);
-	__u64 hw_rss = BPF_CORE_READ(mm, hiwater_rss), exec_vm = BPF_CORE_READ(mm, exec_vm);
-	__u64 page = 1ULL << ps, start_code = BPF_CORE_READ(mm, start_code);
-	__u64 text = ((BPF_CORE_READ(mm, end_code) + page - 1) & ~(page - 1)) - (start_code & ~(page - 1));
+	__u64 total_vm = mm->total_vm, hw_vm = mm->hiwater_vm;
+	__u64 hw_rss = mm->hiwater_rss, exec_vm = mm->exec_vm;
+	__u64 page = 1ULL << ps, start_code = mm->start_code;
+	__u64 text = ((mm->end_code + page - 1) & ~(page - 1)) - (start_code & ~(page - 1));
 
+	if (!m)
+		return false;
+	__builtin_memset(m, 0, sizeof(*m));
 	if (text > exec_vm << ps)
 		text = exec_vm << ps;
-	m.vm_size = total_vm << ps;
-	m.vm_peak = (hw_vm > total_vm ? hw_vm : total_vm) << ps;
-	m.rss_anon = anon << ps;
-	m.rss_file = file << ps;
-	m.rss_shmem = shmem << ps;
-	m.rss_peak = (hw_rss > total_rss ? hw_rss : total_rss) << ps;
-	m.swap = mm_counter(mm, MM_SWAPENTS) << ps;
+	m->vm_size = total_vm << ps;
+	m->vm_peak = (hw_vm > total_vm ? hw_vm : total_vm) << ps;
+	m->rss_anon = anon << ps;
+	m->rss_file = file << ps;
+	m->rss_shmem = shmem << ps;
+	m->rss_peak = (hw_rss > total_rss ? hw_rss : total_rss) << ps;
+	m->swap = mm_counter(mm, MM_SWAPENTS) << ps;
 	/* /proc prints these three from bytes, in whole kB. */
-	m.text = text >> 10 << 10;
-	m.lib = ((exec_vm << ps) - text) >> 10 << 10;
-	m.page_tables = (__u64)BPF_CORE_READ(mm, pgtables_bytes.counter) >> 10 << 10;
-	m.data = BPF_CORE_READ(mm, data_vm) << ps;
-	m.stack = BPF_CORE_READ(mm, stack_vm) << ps;
-	m.locked = BPF_CORE_READ(mm, locked_vm) << ps;
-	m.pinned = (__u64)BPF_CORE_READ(mm, pinned_vm.counter) << ps;
-	return put_attr_hdr(o, sizeof(m), TD_GROUP_STATM) && put(o, &m, sizeof(m));
+	m->text = text >> 10 << 10;
+	m->lib = ((exec_vm << ps) - text) >> 10 << 10;
+	m->page_tables = (__u64)mm->pgtables_bytes.counter >> 10 << 10;
+	m->data = mm->data_vm << ps;
+	m->stack = mm->stack_vm << ps;
+	m->locked = mm->locked_vm << ps;
+	m->pinned = (__u64)mm->pinned_vm.counter << ps;
+	if (!put_attr_hdr(o, sizeof(*m), TD_GROUP_STATM))
+		return false;
+	o->off += sizeof(*m);
+	return true;
 }
 
 struct nul_scan {
@@ -611,8 +733,8 @@ static long find_nul(__u64 i, struct nul_scan *s)
 /* get_mm_cmdline() from fs/proc/base.c, including the setproctitle() case. */
 static __always_inline bool put_cmdline(struct out *o, struct task_struct *t, struct mm_struct *mm)
 {
-	__u64 arg_start = BPF_CORE_READ(mm, arg_start), arg_end = BPF_CORE_READ(mm, arg_end);
-	__u64 env_start = BPF_CORE_READ(mm, env_start), env_end = BPF_CORE_READ(mm, env_end);
+	__u64 arg_start = mm->arg_start, arg_end = mm->arg_end;
+	__u64 env_start = mm->env_start, env_end = mm->env_end;
 	__u64 len = 0, limit;
 	__u32 off;
 	__u8 *dst;
@@ -634,7 +756,7 @@ static __always_inline bool put_cmdline(struct out *o, struct task_struct *t, st
 	off = o->off + sizeof(struct td_attr);
 	if (off > TD_FIXED_ROOM)
 		return false;
-	dst = o->buf + (off & (TD_FIXED_ROOM * 2 - 1));
+	dst = o->buf + (room_mask(off));
 	if (len) {
 		if (bpf_copy_from_user_task(dst, len & (2 * TD_BPF_CMDLINE_MAX - 1), (void *)arg_start,
 					    t, 0))
@@ -657,7 +779,7 @@ static __always_inline bool put_cmdline(struct out *o, struct task_struct *t, st
 static __always_inline int emit(struct seq_file *seq, struct task_struct *t, bool with_cmdline)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
-	struct pid *cur_pid = BPF_CORE_READ(cur, thread_pid);
+	struct pid *cur_pid = cur->thread_pid;
 	struct td_msg h = { .msg_type = TD_MSG_TASK };
 	struct ns_ctx ns = {};
 	struct upid up = {};
@@ -669,7 +791,7 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *t, boo
 
 	if (!t)
 		return 0;
-	is_leader = BPF_CORE_READ(t, group_leader) == t;
+	is_leader = t->group_leader == t;
 	if ((strategy == TD_STRATEGY_ALL || strategy == TD_STRATEGY_CHILDREN) && !is_leader)
 		return 0;
 	o.buf = bpf_map_lookup_elem(&scratch_map, &zero);
@@ -677,32 +799,39 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *t, boo
 		return 0;
 
 	/* The reader's active pid namespace: task_active_pid_ns(current). */
-	lvl = BPF_CORE_READ(cur_pid, level);
-	bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&cur_pid->numbers[lvl]));
+	lvl = cur_pid->level;
+	if (lvl == 0)
+		up.ns = cur_pid->numbers[0].ns;
+	else
+		bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&cur_pid->numbers[lvl]));
 	ns.level = lvl;
 	ns.ns = up.ns;
 
-	h.pid = pid_nr_ns(BPF_CORE_READ(t, thread_pid), ns.level, ns.ns);
+	h.pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
 	h.tgid = task_tgid_nr(t, &ns);
 	if (!h.pid)
 		return 0;
-	if (strategy == TD_STRATEGY_CHILDREN && task_tgid_nr(BPF_CORE_READ(t, real_parent), &ns) != cfg_parent)
+	if (strategy == TD_STRATEGY_CHILDREN && task_tgid_nr(t->real_parent, &ns) != cfg_parent)
 		return 0;
 	if ((cfg_only_pid && h.pid != cfg_only_pid) || (cfg_only_tgid && h.tgid != cfg_only_tgid))
 		return 0;
 
-	flags = BPF_CORE_READ(t, flags);
-	mm = (flags & PF_KTHREAD) ? 0 : BPF_CORE_READ(t, mm);
+	flags = t->flags;
+	mm = (flags & PF_KTHREAD) ? 0 : t->mm;
 	o.off = sizeof(h);
 	if ((show & (1 << TD_GROUP_BASE)) && !put_base(&o, t, &ns, is_leader))
 		return 0;
+	forget_off(&o);
 	if ((show & (1 << TD_GROUP_CRED)) && !put_cred(&o, t))
 		return 0;
+	forget_off(&o);
 	if ((show & (1 << TD_GROUP_STAT)) &&
 	    !put_stat(&o, t, strategy != TD_STRATEGY_THREAD && strategy != TD_STRATEGY_ALL_THREAD))
 		return 0;
+	forget_off(&o);
 	if ((show & (1 << TD_GROUP_STATM)) && mm && !put_statm(&o, mm))
 		return 0;
+	forget_off(&o);
 	if (with_cmdline && (show & (1 << TD_GROUP_CMDLINE)) && mm && !put_cmdline(&o, t, mm))
 		return 0;
 

@@ -102,6 +102,8 @@ pub struct DumpReport {
 /// The loaded task iterator programs. Load once, dump many times.
 pub struct TaskIter {
     skel: TaskdiagSkel<'static>,
+    /// Groups the programs were loaded for.
+    groups: u64,
     features: Features,
     link_all: Option<Link>,
     link_all_cmdline: Option<Link>,
@@ -146,13 +148,16 @@ pub fn may_load_bpf() -> bool {
     has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))
 }
 
-fn open_skel(with_cmdline: bool) -> Result<TaskdiagSkel<'static>, libbpf_rs::Error> {
+fn open_skel(with_cmdline: bool, groups: u64) -> Result<TaskdiagSkel<'static>, libbpf_rs::Error> {
     // The skeleton borrows its object for as long as it lives; a loaded TaskIter is meant to
     // live as long as the process (load once, reuse), so the object is leaked on purpose.
     let obj: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
         Box::leak(Box::new(MaybeUninit::uninit()));
     let mut open = TaskdiagSkelBuilder::default().open(obj)?;
     open.progs.dump_task_cmdline.set_autoload(with_cmdline);
+    if let Some(r) = open.maps.rodata_data.as_deref_mut() {
+        r.ro_groups = groups;
+    }
     // SAFETY: sysconf and getpagesize have no memory-safety preconditions.
     let (tck, page) = unsafe {
         (
@@ -222,16 +227,13 @@ impl TaskIter {
     /// see [`DumpReport::missing_groups`]).
     pub fn load_for(show_flags: u64) -> Result<Self, BpfError> {
         let want_cmdline = show_flags & Group::Cmdline.flag() != 0;
-        let first = if want_cmdline {
-            open_skel(true)
-        } else {
-            open_skel(false)
-        };
+        let groups = show_flags | Group::Base.flag();
+        let first = open_skel(want_cmdline, groups);
         let (skel, cmdline) = match first {
             Ok(s) => (s, want_cmdline),
             Err(e) if is_perm(&e) => return Err(BpfError::PermissionDenied(e)),
             // Without sleepable iterators the second program fails to load: go on without it.
-            Err(_) => match open_skel(false) {
+            Err(_) => match open_skel(false, groups) {
                 Ok(s) => (s, false),
                 Err(e) if is_perm(&e) => return Err(BpfError::PermissionDenied(e)),
                 Err(e) => return Err(BpfError::Load(e)),
@@ -239,6 +241,7 @@ impl TaskIter {
         };
         let mut it = TaskIter {
             skel,
+            groups,
             features: Features {
                 cmdline,
                 task_params: true,
@@ -265,6 +268,16 @@ impl TaskIter {
     /// What this kernel supports.
     pub fn features(&self) -> Features {
         self.features
+    }
+
+    /// Groups of `show_flags` these programs will not produce at all (not loaded for them, or
+    /// beyond this kernel): the caller fills them for every task.
+    pub fn missing_groups(&self, show_flags: u64) -> u64 {
+        let mut have = self.groups;
+        if !self.features.cmdline {
+            have &= !Group::Cmdline.flag();
+        }
+        show_flags & !have
     }
 
     fn probe_task_params(&self) -> bool {
@@ -380,9 +393,7 @@ impl TaskIter {
         let want_cmdline = req.wants(Group::Cmdline);
         let cmdline = want_cmdline && self.features.cmdline;
         let mut report = DumpReport::default();
-        if want_cmdline && !cmdline {
-            report.missing_groups |= Group::Cmdline.flag();
-        }
+        report.missing_groups = self.missing_groups(req.show_flags);
         match strategy {
             Strategy::All | Strategy::AllThread => {
                 self.configure(strategy, req.show_flags, 0);

@@ -150,16 +150,16 @@ impl Dumper {
         let res = match &mut self.backend {
             Backend::Procfs(p) => p.dump(&req, out).map_err(Error::from),
             Backend::Bpf(it) => {
-                let fill_all = req.wants(Group::Cmdline) && !it.features().cmdline;
+                let missing = it.missing_groups(req.show_flags);
                 let procfs = self.procfs.as_ref();
                 let mut fix_err = None;
                 let mut fixed = Vec::new();
                 let r = it.dump(&req, &mut |chunk| {
-                    if !fill_all && !has_fixups(chunk) {
+                    if missing == 0 && !has_fixups(chunk) {
                         return out(chunk);
                     }
                     fixed.clear();
-                    if let Err(e) = complete(chunk, &req, fill_all, procfs, &mut fixed) {
+                    if let Err(e) = complete(chunk, &req, missing, procfs, &mut fixed) {
                         fix_err = Some(e);
                         return Err(io::Error::other("invalid record"));
                     }
@@ -208,7 +208,7 @@ fn has_fixups(chunk: &[u8]) -> bool {
 fn complete(
     chunk: &[u8],
     req: &Request,
-    fill_all: bool,
+    missing: u64,
     procfs: Option<&ProcReader>,
     out: &mut Vec<u8>,
 ) -> Result<(), DecodeError> {
@@ -217,24 +217,27 @@ fn complete(
     for m in Messages::new(chunk) {
         let m = m?;
         let start = out.len();
-        if m.header.flags & MSG_F_FIXUP == 0 && !fill_all {
+        if m.header.flags & MSG_F_FIXUP == 0 && missing == 0 {
             out.extend_from_slice(&chunk[m.offset..m.offset + m.header.len as usize]);
             continue;
         }
         let Some(mut task) = asm.push(&m)? else {
             continue;
         };
-        let mut missing: Vec<Group> = task
+        let mut groups: Vec<Group> = task
             .errors
             .iter()
             .filter(|e| e.errno == ERRNO_NEEDS_PROCFS)
             .filter_map(|e| Group::from_u16(e.group))
             .collect();
         task.errors.retain(|e| e.errno != ERRNO_NEEDS_PROCFS);
-        if fill_all && task.cmdline.is_none() && may_have_cmdline(&task) {
-            missing.push(Group::Cmdline);
+        for g in Group::SUPPORTED {
+            let mm_only = matches!(g, Group::Cmdline | Group::Statm);
+            if missing & g.flag() != 0 && (!mm_only || may_have_cmdline(&task)) {
+                groups.push(g);
+            }
         }
-        fill_from_procfs(&mut task, &missing, per_thread, procfs);
+        fill_from_procfs(&mut task, &groups, per_thread, procfs);
         out.truncate(start);
         task.encode(out);
     }

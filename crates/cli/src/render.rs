@@ -103,6 +103,9 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
             "  cred: uid {} {} {} {} gid {} {} {} {} groups ",
             r.uid, r.euid, r.suid, r.fsuid, r.gid, r.egid, r.sgid, r.fsgid
         )?;
+        if c.groups.is_empty() {
+            write!(w, "-")?;
+        }
         for (i, g) in c.groups.iter().enumerate() {
             write!(w, "{}{g}", if i > 0 { "," } else { "" })?;
         }

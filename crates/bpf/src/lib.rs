@@ -85,6 +85,9 @@ pub struct Features {
     pub cmdline: bool,
     /// Task iterator link parameters (tid/pid), for ONE and THREAD.
     pub task_params: bool,
+    /// Output through a BPF ring buffer (a few read()s per dump) rather than the iterator's
+    /// seq file (one read() per 32 KiB).
+    pub ringbuf: bool,
 }
 
 /// The outcome of a dump.
@@ -155,6 +158,13 @@ fn open_skel(with_cmdline: bool, groups: u64) -> Result<TaskdiagSkel<'static>, l
         Box::leak(Box::new(MaybeUninit::uninit()));
     let mut open = TaskdiagSkelBuilder::default().open(obj)?;
     open.progs.dump_task_cmdline.set_autoload(with_cmdline);
+    // Test hook: a small ring exercises the full-ring/retry path with few tasks.
+    if let Some(size) = std::env::var("TASKDIAG_BPF_RINGBUF_SIZE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        open.maps.out_rb.set_max_entries(size)?;
+    }
     if let Some(r) = open.maps.rodata_data.as_deref_mut() {
         r.ro_groups = groups;
     }
@@ -245,6 +255,7 @@ impl TaskIter {
             features: Features {
                 cmdline,
                 task_params: true,
+                ringbuf: true,
             },
             link_all: None,
             link_all_cmdline: None,
@@ -258,6 +269,7 @@ impl TaskIter {
                 match f.trim() {
                     "cmdline" => it.features.cmdline = false,
                     "task_params" => it.features.task_params = false,
+                    "ringbuf" => it.features.ringbuf = false,
                     _ => {}
                 }
             }
@@ -345,6 +357,7 @@ impl TaskIter {
             b.cfg_parent = parent;
             b.cfg_only_pid = pid;
             b.cfg_only_tgid = tgid;
+            b.cfg_ringbuf = u32::from(self.features.ringbuf);
         }
     }
 
@@ -488,10 +501,85 @@ impl TaskIter {
             what: "bpf_iter_create".into(),
             source: io::Error::other(e),
         })?;
+        if self.features.ringbuf {
+            return read_ringbuf(&mut it, &self.skel.maps.out_rb, sink);
+        }
         let mut buf = std::mem::take(&mut self.buf);
         let r = read_messages(&mut it, &mut buf, sink);
         self.buf = buf;
         r
+    }
+}
+
+/// Counts the messages of a chunk of whole messages, and whether any needs a fixup.
+fn account(chunk: &[u8], offset: usize) -> Result<(u64, bool), BpfError> {
+    let (mut tasks, mut fixups, mut pos) = (0u64, false, 0usize);
+    while pos < chunk.len() {
+        let len = message_len(&chunk[pos..], offset + pos).map_err(BpfError::Decode)?;
+        if pos + len > chunk.len() {
+            let have = chunk.len() - pos;
+            return Err(BpfError::Decode(DecodeError::Truncated {
+                offset: offset + pos,
+                need: len,
+                have,
+            }));
+        }
+        fixups |= u16::from_ne_bytes([chunk[pos + 6], chunk[pos + 7]]) & MSG_F_FIXUP != 0;
+        tasks += 1;
+        pos += len;
+    }
+    Ok((tasks, fixups))
+}
+
+/// Drives an iterator whose program writes to the ring buffer: each read() walks tasks until
+/// the ring is full (EAGAIN) or the walk ends (0); the ring is drained after each.
+fn read_ringbuf(
+    it: &mut Iter,
+    map: &libbpf_rs::MapMut<'_>,
+    sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+) -> Result<(u64, bool), BpfError> {
+    use std::cell::RefCell;
+    let chunk = RefCell::new(Vec::<u8>::with_capacity(1 << 20));
+    let mut builder = libbpf_rs::RingBufferBuilder::new();
+    builder
+        .add(map, |rec: &[u8]| {
+            chunk.borrow_mut().extend_from_slice(rec);
+            0
+        })
+        .map_err(|e| BpfError::Attach {
+            what: "ring buffer".into(),
+            source: io::Error::other(e),
+        })?;
+    let rb = builder.build().map_err(|e| BpfError::Attach {
+        what: "ring buffer".into(),
+        source: io::Error::other(e),
+    })?;
+    let (mut tasks, mut fixups, mut offset) = (0u64, false, 0usize);
+    let mut seq = [0u8; 64];
+    loop {
+        let r = it.read(&mut seq);
+        rb.consume()
+            .map_err(|e| BpfError::Read(io::Error::other(e)))?;
+        let mut c = chunk.borrow_mut();
+        let drained = !c.is_empty();
+        if drained {
+            let (n, f) = account(&c, offset)?;
+            tasks += n;
+            fixups |= f;
+            offset += c.len();
+            sink(&c).map_err(BpfError::Sink)?;
+            c.clear();
+        }
+        match r {
+            Ok(0) => return Ok((tasks, fixups)),
+            // The program writes nothing to the seq file in this mode.
+            Ok(_) => return Err(BpfError::Read(io::Error::other("unexpected seq output"))),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // The ring was full: drained above, and the task is retried by this read().
+            // Or a million tasks were walked without output (the kernel's per-read limit).
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
+            Err(e) => return Err(BpfError::Read(e)),
+        }
     }
 }
 

@@ -69,6 +69,20 @@ __u32 cfg_page_shift = 12;
 __u32 cfg_rss_sum = 0;
 __u32 cfg_nr_cpus = 1;
 
+/*
+ * Output channel. Through the seq file every read() returns at most one 32 KiB buffer, which
+ * costs one system call per ~200 tasks. Through this ring buffer one read() walks as many tasks
+ * as fit (user space sizes it, 4 MiB by default): when it is full the program returns 1, the
+ * kernel ends the read() with EAGAIN and retries that task on the next read(), after user
+ * space has drained the ring.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} out_rb SEC(".maps");
+
+__u32 cfg_ringbuf = 0;
+
 struct scratch {
 	__u8 buf[SCRATCH_SIZE];
 	/* Where forget_u32() and as_number() park values (see there). */
@@ -844,6 +858,8 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *t, boo
 	h.len = o.off;
 	h.flags = o.fixup ? TD_MSG_F_FIXUP : 0;
 	bpf_probe_read_kernel(o.buf, sizeof(h), &h);
+	if (cfg_ringbuf)
+		return bpf_ringbuf_output(&out_rb, o.buf, o.off & (TD_MSG_MAX - 1), BPF_RB_NO_WAKEUP) ? 1 : 0;
 	bpf_seq_write(seq, o.buf, o.off & (TD_MSG_MAX - 1));
 	return 0;
 }

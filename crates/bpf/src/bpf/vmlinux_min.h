@@ -35,6 +35,11 @@ enum { false = 0, true = 1 };
 enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_RINGBUF = 27,
+};
+
+enum {
+	BPF_RB_NO_WAKEUP = 1,
 };
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)

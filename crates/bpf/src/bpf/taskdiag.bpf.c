@@ -764,12 +764,7 @@ static __always_inline bool put_cmdline(struct out *o, struct task_struct *t, st
 		if (env_start != arg_end || env_end < env_start)
 			env_end = arg_end;
 		limit = env_end - arg_start;
-		if (bpf_copy_from_user_task(&last, 1, (void *)(arg_end - 1), t, 0) == 0 && last) {
-			/* setproctitle(): one page from arg_start, up to and including a NUL. */
-			len = limit < 4096 ? limit : 4096;
-		} else {
-			len = arg_end - arg_start;
-		}
+		len = arg_end - arg_start;
 	}
 	if (len > TD_BPF_CMDLINE_MAX)
 		return needs_procfs(o, TD_GROUP_CMDLINE);
@@ -778,10 +773,20 @@ static __always_inline bool put_cmdline(struct out *o, struct task_struct *t, st
 		return false;
 	dst = o->buf + (room_mask(off));
 	if (len) {
+		/* One copy of argv; its last byte then tells the setproctitle() case, in which the
+		 * kernel returns one page from arg_start, up to and including a NUL. */
 		if (bpf_copy_from_user_task(dst, len & (2 * TD_BPF_CMDLINE_MAX - 1), (void *)arg_start,
 					    t, 0))
 			return needs_procfs(o, TD_GROUP_CMDLINE);
+		last = dst[(len - 1) & (2 * TD_BPF_CMDLINE_MAX - 1)];
 		if (last) {
+			__u64 plen = limit < 4096 ? limit : 4096;
+
+			if (plen > len &&
+			    bpf_copy_from_user_task(dst, plen & (2 * TD_BPF_CMDLINE_MAX - 1),
+						    (void *)arg_start, t, 0))
+				return needs_procfs(o, TD_GROUP_CMDLINE);
+			len = plen;
 			struct nul_scan s = { .buf = dst, .len = len, .found = len };
 
 			bpf_loop(TD_BPF_CMDLINE_MAX, find_nul, &s, 0);

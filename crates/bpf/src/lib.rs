@@ -22,8 +22,10 @@ use libbpf_rs::{Iter, Link};
 use taskdiag_proto::msg::{message_len, DecodeError};
 use taskdiag_proto::{Group, MsgHeader, Request, Strategy};
 
+// Generated code.
 #[allow(
     clippy::all,
+    clippy::unwrap_used,
     missing_docs,
     unsafe_op_in_unsafe_fn,
     unused_imports,
@@ -405,8 +407,10 @@ impl TaskIter {
         let strategy = req.strategy().unwrap_or(Strategy::All);
         let want_cmdline = req.wants(Group::Cmdline);
         let cmdline = want_cmdline && self.features.cmdline;
-        let mut report = DumpReport::default();
-        report.missing_groups = self.missing_groups(req.show_flags);
+        let mut report = DumpReport {
+            missing_groups: self.missing_groups(req.show_flags),
+            ..DumpReport::default()
+        };
         match strategy {
             Strategy::All | Strategy::AllThread => {
                 self.configure(strategy, req.show_flags, 0);

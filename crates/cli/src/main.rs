@@ -297,7 +297,7 @@ fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
                     pos += len;
                 }
                 Ok(_) | Err(DecodeError::Truncated { .. }) => break,
-                Err(e) => return Err(e).with_context(|| format!("{name}")),
+                Err(e) => return Err(e).with_context(|| name.clone()),
             }
         }
         buf.drain(..pos);

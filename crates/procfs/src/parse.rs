@@ -9,14 +9,16 @@ use thiserror::Error;
 
 /// What is wrong with a /proc file's text.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{what}")]
+#[error("{what}{}", field.map(|f| format!(" in field {f}")).unwrap_or_default())]
 pub struct ParseError {
     /// Description of the defect.
     pub what: &'static str,
+    /// The /proc/PID/stat field it was found in, if one.
+    pub field: Option<&'static str>,
 }
 
 fn err(what: &'static str) -> ParseError {
-    ParseError { what }
+    ParseError { what, field: None }
 }
 
 /// The fields of /proc/PID/stat that taskdiag uses.
@@ -143,6 +145,58 @@ fn uint(s: &[u8]) -> Option<u64> {
     Some(v)
 }
 
+/// The error for a malformed numeric field of /proc/PID/stat, naming the field (proc(5)).
+fn field_err(n: usize) -> ParseError {
+    const NAMES: [&str; 42] = [
+        "",
+        "pid",
+        "comm",
+        "state",
+        "ppid",
+        "pgrp",
+        "session",
+        "tty_nr",
+        "tpgid",
+        "flags",
+        "minflt",
+        "cminflt",
+        "majflt",
+        "cmajflt",
+        "utime",
+        "stime",
+        "cutime",
+        "cstime",
+        "priority",
+        "nice",
+        "num_threads",
+        "itrealvalue",
+        "starttime",
+        "vsize",
+        "rss",
+        "rsslim",
+        "startcode",
+        "endcode",
+        "startstack",
+        "kstkesp",
+        "kstkeip",
+        "signal",
+        "blocked",
+        "sigignore",
+        "sigcatch",
+        "wchan",
+        "nswap",
+        "cnswap",
+        "exit_signal",
+        "processor",
+        "rt_priority",
+        "policy",
+    ];
+    ParseError {
+        what: "bad number",
+        field: Some(NAMES.get(n).copied().unwrap_or("past 41")),
+    }
+}
+
 /// Parses /proc/PID/stat (or /proc/PID/task/TID/stat).
 pub fn parse_stat(buf: &[u8]) -> Result<StatLine, ParseError> {
     let open = buf
@@ -169,16 +223,17 @@ pub fn parse_stat(buf: &[u8]) -> Result<StatLine, ParseError> {
     // Fields from 3 on, space separated, after ") ".
     let rest = buf.get(close + 2..).ok_or(err("nothing after the name"))?;
     let rest = rest.strip_suffix(b"\n").unwrap_or(rest);
-    let mut n = 3usize;
-    for f in rest.split(|&c| c == b' ') {
-        let u = || uint(f).ok_or(err("bad number"));
-        let i = || int(f).ok_or(err("bad number"));
+    for (n, f) in (3usize..).zip(rest.split(|&c| c == b' ')) {
+        let u = || uint(f).ok_or(field_err(n));
+        let i = || int(f).ok_or(field_err(n));
         let u32_ = || u().and_then(|v| u32::try_from(v).map_err(|_| err("number out of range")));
         match n {
             3 => s.state = *f.first().ok_or(err("empty state"))?,
             4 => s.ppid = u32_()?,
-            5 => s.pgrp = u32_()?,
-            6 => s.session = u32_()?,
+            // A task past exit (state X) has no signal struct and /proc prints -1 for
+            // these; taskdiag reports "none" as 0, as for ids outside the namespace.
+            5 => s.pgrp = u32::try_from(i()?).unwrap_or(0),
+            6 => s.session = u32::try_from(i()?).unwrap_or(0),
             // tty_nr is printed with %d but is a dev_t encoding; keep its bits.
             7 => s.tty_nr = i()? as u32,
             9 => s.flags = u32_()?,
@@ -202,7 +257,6 @@ pub fn parse_stat(buf: &[u8]) -> Result<StatLine, ParseError> {
             }
             _ => {}
         }
-        n += 1;
     }
     Err(err("fewer than 41 fields"))
 }
@@ -413,6 +467,16 @@ mod tests {
         let s = parse_stat(fixed.as_bytes()).unwrap();
         assert_eq!(s.comm(), b"x\ny ) z");
         assert_eq!(s.ppid, 1405);
+    }
+
+    #[test]
+    fn stat_of_a_task_past_exit() {
+        // Captured from a task in EXIT_DEAD during the churn test (Linux 6.18).
+        let dead =
+            b"6770 (td_fixture) X 0 -1 -1 0 -1 4227084 72 0 0 0 0 0 0 0 20 0 0 0 897474 0 0 \
+            0 0 0 0 0 0 0 0 0 0 1 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+        let s = parse_stat(dead).unwrap();
+        assert_eq!((s.state, s.ppid, s.pgrp, s.session), (b'X', 0, 0, 0));
     }
 
     #[test]

@@ -732,26 +732,30 @@ impl ProcReader {
         let this = tid.unwrap_or(pid);
         let mut w = TaskWriter::begin(out, this, status.tgid);
         if let (true, Some(st)) = (want(Group::Base), &stat) {
-            let mut rec = BaseRec::default();
-            rec.ppid = st.ppid;
-            rec.tpid = status.tracer_pid;
-            rec.sid = st.session;
-            rec.pgid = st.pgrp;
-            rec.tty_nr = st.tty_nr;
-            rec.task_flags = st.flags;
-            rec.state = state_index(st.state).unwrap_or(u8::MAX);
-            rec.flags = if st.flags & PF_KTHREAD != 0 {
+            let comm = &st.comm()[..st.comm_len.min(taskdiag_proto::COMM_MAX - 1)];
+            let kthread = if st.flags & PF_KTHREAD != 0 {
                 BASE_F_KTHREAD
             } else {
                 0
-            } | if this == status.tgid {
+            };
+            let leader = if this == status.tgid {
                 BASE_F_LEADER
             } else {
                 0
             };
-            let comm = &st.comm()[..st.comm_len.min(taskdiag_proto::COMM_MAX - 1)];
-            rec.comm_len = comm.len() as u16;
-            rec.start_time_ns = st.starttime * self.ns_per_tick;
+            let rec = BaseRec {
+                ppid: st.ppid,
+                tpid: status.tracer_pid,
+                sid: st.session,
+                pgid: st.pgrp,
+                tty_nr: st.tty_nr,
+                task_flags: st.flags,
+                state: state_index(st.state).unwrap_or(u8::MAX),
+                flags: kthread | leader,
+                comm_len: comm.len() as u16,
+                reserved: 0,
+                start_time_ns: st.starttime * self.ns_per_tick,
+            };
             w.attr_parts(Group::Base as u16, &[&rec.to_bytes(), comm]);
         }
         if want(Group::Cred) {

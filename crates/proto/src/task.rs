@@ -236,6 +236,8 @@ impl TaskAssembler {
 }
 
 /// One event of a decoded stream.
+// Tasks are nearly every event; boxing them would cost an allocation per task.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// The START message.

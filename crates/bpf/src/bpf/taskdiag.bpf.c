@@ -422,14 +422,18 @@ static __always_inline bool put_base(struct out *o, struct task_struct *t, struc
 		return false;
 	__builtin_memset(b, 0, sizeof(*b));
 
-	if (t->thread_pid)
-		b->ppid = task_tgid_nr(t->real_parent, ns);
-	if (t->ptrace) {
+	if (t->thread_pid && t->ptrace) {
 		struct task_struct *tracer = t->parent;
 
 		if (tracer)
 			b->tpid = pid_nr_ns(tracer->thread_pid, ns->level, ns->ns);
 	}
+	/* do_task_stat() reads these under lock_task_sighand(): a task past __exit_signal()
+	 * (no sighand) shows none of them (-1/0 in /proc; 0 here). */
+	if (!t->sighand)
+		goto ids_done;
+	if (t->thread_pid)
+		b->ppid = task_tgid_nr(t->real_parent, ns);
 	b->sid = pid_nr_ns(sig->pids[PIDTYPE_SID], ns->level, ns->ns);
 	b->pgid = pid_nr_ns(sig->pids[PIDTYPE_PGID], ns->level, ns->ns);
 	tty = sig->tty;
@@ -439,6 +443,7 @@ static __always_inline bool put_base(struct out *o, struct task_struct *t, struc
 
 		b->tty_nr = (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
 	}
+ids_done:
 	b->task_flags = flags;
 	b->state = state_index(t);
 	b->flags = ((flags & PF_KTHREAD) ? TD_BASE_F_KTHREAD : 0) | (leader ? TD_BASE_F_LEADER : 0);

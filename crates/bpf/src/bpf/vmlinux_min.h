@@ -176,8 +176,11 @@ struct worker {
 	char desc[32];
 };
 
+struct sighand_struct;
+
 struct task_struct {
 	struct thread_info thread_info;
+	struct sighand_struct *sighand;
 	unsigned int __state;
 	unsigned int flags;
 	unsigned int ptrace;

@@ -324,7 +324,7 @@ impl StreamDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::msg::{write_done, write_start};
+    use crate::msg::{write_done, write_start, TaskWriter};
 
     fn sample(pid: u32, cmd_len: usize) -> Task {
         Task {
@@ -395,6 +395,55 @@ mod tests {
             })
             .collect();
         assert_eq!(got, tasks);
+    }
+
+    #[test]
+    fn unknown_attributes_and_message_types_are_skipped() {
+        // A newer writer: an attribute type and a message type this reader does not know.
+        let t = sample(30, 3);
+        let mut buf = Vec::new();
+        write_start(
+            &mut buf,
+            &Start {
+                version: crate::VERSION,
+                ..Default::default()
+            },
+        );
+        let mut w = TaskWriter::begin(&mut buf, 30, 30);
+        w.attr(40, b"future group");
+        w.finish();
+        let mut known = Vec::new();
+        t.encode(&mut known);
+        // Splice the future attribute into the known message: same task, one more attribute.
+        let fut = &buf[crate::MsgHeader::SIZE + Start::SIZE + crate::MsgHeader::SIZE..];
+        let mut msg = known.clone();
+        msg.extend_from_slice(fut);
+        let len = msg.len() as u32;
+        msg[..4].copy_from_slice(&len.to_ne_bytes());
+        let mut stream = buf[..crate::MsgHeader::SIZE + Start::SIZE].to_vec();
+        stream.extend_from_slice(&msg);
+        // An unknown message type (9) between tasks.
+        let mut odd = crate::MsgHeader {
+            len: 20,
+            msg_type: 9,
+            flags: 0,
+            pid: 0,
+            tgid: 0,
+        }
+        .to_bytes()
+        .to_vec();
+        odd.extend_from_slice(&[0; 4]);
+        stream.extend_from_slice(&odd);
+        write_done(
+            &mut stream,
+            &Done {
+                tasks: 1,
+                ..Default::default()
+            },
+        );
+        let ev = StreamDecoder::decode_all(&stream).unwrap();
+        assert_eq!(ev.len(), 3);
+        assert_eq!(ev[1], Event::Task(t));
     }
 
     #[test]

@@ -411,54 +411,36 @@ impl TaskIter {
             missing_groups: self.missing_groups(req.show_flags),
             ..DumpReport::default()
         };
-        match strategy {
+        let show = req.show_flags;
+        let (tasks, fixups) = match strategy {
             Strategy::All | Strategy::AllThread => {
-                self.configure(strategy, req.show_flags, 0);
+                self.configure(strategy, show, 0);
                 let link = self.shared_link(cmdline)?;
-                let r = self.run(link, cmdline, sink)?;
-                report.tasks = r.0;
-                report.fixups = r.1;
+                self.run(link, cmdline, sink)?
             }
             Strategy::Children => {
                 let tgid = self.tgid_of(req.pid)?;
-                self.configure(strategy, req.show_flags, tgid);
+                self.configure(strategy, show, tgid);
                 let link = self.shared_link(cmdline)?;
-                let r = self.run(link, cmdline, sink)?;
-                report.tasks = r.0;
-                report.fixups = r.1;
+                self.run(link, cmdline, sink)?
             }
-            Strategy::One => {
-                let r = self.run_filtered(
-                    strategy,
-                    req.show_flags,
-                    cmdline,
-                    TaskFilter::Tid(req.pid),
-                    sink,
-                )?;
+            Strategy::One | Strategy::Thread => {
+                // The kernel's pid parameter wants a thread-group id; task_diag's THREAD
+                // accepts any tid of the group, so resolve it first.
+                let filter = if strategy == Strategy::One {
+                    TaskFilter::Tid(req.pid)
+                } else {
+                    TaskFilter::Pid(self.tgid_of(req.pid)?)
+                };
+                let r = self.run_filtered(strategy, show, cmdline, filter, sink)?;
                 if r.0 == 0 {
                     return Err(BpfError::NoSuchTask { pid: req.pid });
                 }
-                report.tasks = r.0;
-                report.fixups = r.1;
+                r
             }
-            Strategy::Thread => {
-                // The kernel's pid parameter wants a thread-group id; task_diag accepts any tid
-                // of the group, so resolve it first.
-                let tgid = self.tgid_of(req.pid)?;
-                let r = self.run_filtered(
-                    strategy,
-                    req.show_flags,
-                    cmdline,
-                    TaskFilter::Pid(tgid),
-                    sink,
-                )?;
-                if r.0 == 0 {
-                    return Err(BpfError::NoSuchTask { pid: req.pid });
-                }
-                report.tasks = r.0;
-                report.fixups = r.1;
-            }
-        }
+        };
+        report.tasks = tasks;
+        report.fixups = fixups;
         Ok(report)
     }
 

@@ -376,7 +376,7 @@ impl TaskIter {
         if self.features.task_params {
             self.configure(strategy, show, 0);
             let link = self.attach(cmdline, filter)?;
-            return self.run(LinkRef::Owned(&link), cmdline, sink);
+            return self.run(LinkRef::Owned(&link), sink);
         }
         let (pid, tgid) = match filter {
             TaskFilter::Tid(t) => (t, 0),
@@ -392,7 +392,7 @@ impl TaskIter {
             }
         }
         let link = self.shared_link(cmdline)?;
-        self.run(link, cmdline, sink)
+        self.run(link, sink)
     }
 
     /// Answers `req`, passing chunks of whole TASK messages to `sink`.
@@ -416,13 +416,13 @@ impl TaskIter {
             Strategy::All | Strategy::AllThread => {
                 self.configure(strategy, show, 0);
                 let link = self.shared_link(cmdline)?;
-                self.run(link, cmdline, sink)?
+                self.run(link, sink)?
             }
             Strategy::Children => {
                 let tgid = self.tgid_of(req.pid)?;
                 self.configure(strategy, show, tgid);
                 let link = self.shared_link(cmdline)?;
-                self.run(link, cmdline, sink)?
+                self.run(link, sink)?
             }
             Strategy::One | Strategy::Thread => {
                 // The kernel's pid parameter wants a thread-group id; task_diag's THREAD
@@ -475,7 +475,6 @@ impl TaskIter {
     fn run(
         &mut self,
         link: LinkRef<'_>,
-        _cmdline: bool,
         sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> Result<(u64, bool), BpfError> {
         let link = match link {

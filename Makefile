@@ -3,7 +3,7 @@
 #   make test  set up, build, and run every test
 CARGO ?= cargo
 
-.PHONY: setup build run test fuzz clean
+.PHONY: setup build run test bench fuzz clean
 
 setup:
 	@scripts/setup
@@ -14,8 +14,13 @@ build: setup
 run: build
 	./target/release/taskdiag dump --groups base,cred --summary
 
+# The task_diag article's table on this machine (root; ~5 min, ~4 GiB): docs/BENCHMARKS.md.
+bench: build
+	./target/release/taskdiag bench --tasks 50000 --runs 5
+
 test: setup
 	$(CARGO) test --workspace --release
+	./target/release/taskdiag bench --quick
 
 # Coverage-guided fuzzing of the decoder and request parser (stable Rust; cargo-fuzz is
 # installed on first use). FUZZ_SECONDS per target.

@@ -6,6 +6,7 @@
 //! Exit status: 0 success; 1 no such process (ONE/THREAD/CHILDREN); 2 usage error;
 //! 3 any other failure (a backend that cannot be used, an I/O error).
 
+mod bench;
 mod render;
 
 use std::io::{self, Read, Write};
@@ -36,6 +37,16 @@ enum Cmd {
     Dump(DumpArgs),
     /// Read a raw stream (from `dump --format raw`) and print it as text or JSON.
     Decode(DecodeArgs),
+    /// Reproduce the task_diag article's measurements on this machine (needs root).
+    ///
+    /// Spawns --tasks sleeping processes, then times, interleaved, loops over /proc files,
+    /// taskdiag with each backend, and procps/psmisc/psutil when installed; reports wall, CPU,
+    /// peak RSS, system calls and kernel allocations (with perf), and ratios to the /proc loops.
+    /// The spawned processes are killed on exit, Ctrl-C or failure.
+    Bench(bench::BenchArgs),
+    /// The /proc baseline loop used by `bench` (internal).
+    #[command(hide = true)]
+    BenchLoop(bench::LoopArgs),
 }
 
 const AFTER_DUMP: &str = "\
@@ -160,6 +171,8 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Dump(a) => dump(a),
         Cmd::Decode(a) => decode(a),
+        Cmd::Bench(a) => bench::bench(a),
+        Cmd::BenchLoop(a) => bench::bench_loop(a),
     };
     match r {
         Ok(code) => code,

@@ -1,0 +1,226 @@
+//! Reports of measured rows: a Markdown table (for docs/BENCHMARKS.md) or JSON.
+
+use std::fmt::Write;
+
+use crate::measure::RowResult;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Summary statistics of a row.
+#[derive(Debug, Clone, Copy)]
+pub struct Stats {
+    /// Median wall time, s.
+    pub wall: f64,
+    /// Fastest run, s.
+    pub min: f64,
+    /// Slowest run, s.
+    pub max: f64,
+    /// Median user CPU, s.
+    pub user: f64,
+    /// Median system CPU, s.
+    pub sys: f64,
+    /// Largest peak RSS, MiB.
+    pub rss: Option<f64>,
+}
+
+/// Statistics of a row with samples.
+pub fn stats(r: &RowResult) -> Option<Stats> {
+    if r.samples.is_empty() {
+        return None;
+    }
+    let w: Vec<f64> = r.samples.iter().map(|s| s.wall).collect();
+    Some(Stats {
+        wall: median(w.clone()),
+        min: w.iter().copied().fold(f64::INFINITY, f64::min),
+        max: w.iter().copied().fold(0.0, f64::max),
+        user: median(r.samples.iter().map(|s| s.user).collect()),
+        sys: median(r.samples.iter().map(|s| s.sys).collect()),
+        rss: r.samples.iter().filter_map(|s| s.rss_mib).reduce(f64::max),
+    })
+}
+
+fn ratio(rows: &[RowResult], r: &RowResult) -> Option<(f64, String)> {
+    let base = r.row.baseline.as_ref()?;
+    let b = rows.iter().find(|x| &x.row.key == base)?;
+    Some((stats(r)?.wall / stats(b)?.wall, base.clone()))
+}
+
+/// The Markdown table.
+pub fn markdown(rows: &[RowResult]) -> String {
+    let mut s = String::from(
+        "| row | command | wall median s | min | max | user s | sys s | peak RSS MiB | syscalls | kmalloc | kmem_cache_alloc | ratio |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let Some(st) = stats(r) else {
+            let why = r.error.as_deref().unwrap_or("no runs");
+            let _ = writeln!(
+                s,
+                "| {} | {} | {why} | | | | | | | | | |",
+                r.row.key, r.row.label
+            );
+            continue;
+        };
+        let c = |f: fn(&crate::measure::Counts) -> u64| {
+            r.counts
+                .as_ref()
+                .map_or("-".to_string(), |c| f(c).to_string())
+        };
+        let rat = ratio(rows, r)
+            .map(|(x, b)| format!("{x:.2}x {b}"))
+            .unwrap_or_default();
+        let rss = st.rss.map_or("-".to_string(), |m| format!("{m:.1}"));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {rss} | {} | {} | {} | {rat} |",
+            r.row.key,
+            r.row.label,
+            st.wall,
+            st.min,
+            st.max,
+            st.user,
+            st.sys,
+            c(|c| c.syscalls),
+            c(|c| c.kmalloc),
+            c(|c| c.kmem_cache_alloc),
+        );
+    }
+    s
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for ch in s.chars() {
+        match ch {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(o, "\\u{:04x}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        "null".into()
+    }
+}
+
+/// The rows as a JSON document: `{"tasks":N,"rows":[{...}]}`.
+pub fn json(rows: &[RowResult], tasks: usize) -> String {
+    let mut s = format!("{{\"tasks\":{tasks},\"rows\":[");
+    for (i, r) in rows.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        let _ = write!(
+            s,
+            "{{\"key\":{},\"label\":{}",
+            json_str(&r.row.key),
+            json_str(&r.row.label)
+        );
+        if let Some(a) = &r.row.argv {
+            let args: Vec<String> = a.iter().map(|x| json_str(x)).collect();
+            let _ = write!(s, ",\"argv\":[{}]", args.join(","));
+        }
+        if let Some(st) = stats(r) {
+            let _ = write!(
+                s,
+                ",\"wall_median_s\":{},\"wall_min_s\":{},\"wall_max_s\":{},\"user_s\":{},\"sys_s\":{},\"runs\":{}",
+                num(st.wall),
+                num(st.min),
+                num(st.max),
+                num(st.user),
+                num(st.sys),
+                r.samples.len()
+            );
+            if let Some(m) = st.rss {
+                let _ = write!(s, ",\"peak_rss_mib\":{}", num(m));
+            }
+        }
+        if let Some(c) = &r.counts {
+            let _ = write!(
+                s,
+                ",\"syscalls\":{},\"kmalloc\":{},\"kmem_cache_alloc\":{}",
+                c.syscalls, c.kmalloc, c.kmem_cache_alloc
+            );
+        }
+        if let Some((x, b)) = ratio(rows, r) {
+            let _ = write!(s, ",\"ratio\":{},\"baseline\":{}", num(x), json_str(&b));
+        }
+        if let Some(e) = &r.error {
+            let _ = write!(s, ",\"error\":{}", json_str(e));
+        }
+        s.push('}');
+    }
+    s.push_str("]}\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::{Row, Sample};
+
+    fn row(key: &str, base: Option<&str>, walls: &[f64]) -> RowResult {
+        RowResult {
+            row: Row {
+                key: key.into(),
+                label: format!("row {key}"),
+                argv: Some(vec!["true".into()]),
+                baseline: base.map(Into::into),
+            },
+            samples: walls
+                .iter()
+                .map(|&wall| Sample {
+                    wall,
+                    user: 0.0,
+                    sys: wall,
+                    rss_mib: Some(1.0),
+                })
+                .collect(),
+            counts: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn medians_ratios_and_missing_tools() {
+        let mut rows = vec![
+            row("A", Some("B"), &[0.3, 0.1, 0.2]),
+            row("B", None, &[0.8, 0.4, 0.6, 1.0]),
+        ];
+        rows.push(RowResult {
+            error: Some("not installed".into()),
+            samples: vec![],
+            ..row("C", None, &[])
+        });
+        let st = stats(&rows[0]).unwrap();
+        assert_eq!((st.wall, st.min, st.max), (0.2, 0.1, 0.3));
+        assert_eq!(stats(&rows[1]).unwrap().wall, 0.7);
+        let (x, b) = ratio(&rows, &rows[0]).unwrap();
+        assert!((x - 0.2 / 0.7).abs() < 1e-12 && b == "B");
+        let md = markdown(&rows);
+        assert!(md.contains("| C | row C | not installed |"), "{md}");
+        assert!(md.contains("0.29x B"), "{md}");
+        let j = json(&rows, 3);
+        assert!(
+            j.starts_with("{\"tasks\":3,\"rows\":[{\"key\":\"A\""),
+            "{j}"
+        );
+        assert!(j.contains("\"error\":\"not installed\""));
+    }
+}

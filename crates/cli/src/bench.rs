@@ -1,0 +1,271 @@
+//! `taskdiag bench`: the seed article's experiments on this machine, in one run.
+//!
+//! Spawns the processes (`taskdiag_bench::spawn`), then measures, interleaved, the procfs floor
+//! (this binary's hidden `bench-loop`, a raw-syscall loop), taskdiag with each backend for the
+//! article's requests, and the tools people use when they are installed. The machinery is in
+//! the `taskdiag-bench` crate; this module only chooses the rows.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context;
+use taskdiag_bench::measure::{run_rows, Row};
+use taskdiag_bench::{baseline, report, spawn};
+
+/// Arguments of `taskdiag bench`.
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Processes to spawn (the article used 50,000).
+    #[arg(long, default_value_t = 50_000)]
+    tasks: usize,
+    /// Threads per spawned process.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Measured runs per row (after one warm-up run).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// A few hundred tasks, one run, no perf counts: a smoke test of the whole bench (CI).
+    #[arg(long)]
+    quick: bool,
+    /// Output: md (a Markdown table) or json.
+    #[arg(long, short = 'f', value_enum, default_value_t = Format::Md)]
+    format: Format,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Md,
+    Json,
+}
+
+/// Arguments of the hidden `bench-loop`.
+#[derive(clap::Args)]
+pub struct LoopArgs {
+    /// Open and close only.
+    #[arg(long)]
+    noread: bool,
+    /// /proc/PID files to read.
+    #[arg(required = true)]
+    files: Vec<String>,
+}
+
+/// Runs the procfs floor loop.
+pub fn bench_loop(a: LoopArgs) -> anyhow::Result<ExitCode> {
+    let files: Vec<&str> = a.files.iter().map(String::as_str).collect();
+    let c = baseline::proc_loop(&files, a.noread).context("/proc")?;
+    eprintln!("tasks: {} (vanished: {})", c.tasks, c.vanished);
+    Ok(ExitCode::SUCCESS)
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn which(tool: &str) -> Option<String> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+}
+
+fn row(key: &str, label: &str, argv: Option<Vec<String>>, baseline: Option<&str>) -> Row {
+    Row {
+        key: key.into(),
+        label: label.into(),
+        argv,
+        baseline: baseline.map(Into::into),
+    }
+}
+
+fn rows(exe: &str) -> Vec<Row> {
+    let s = |v: &[&str]| -> Vec<String> { v.iter().map(|x| x.to_string()).collect() };
+    let lp = |files: &[&str]| -> Vec<String> {
+        [exe, "bench-loop"]
+            .iter()
+            .chain(files)
+            .map(|x| x.to_string())
+            .collect()
+    };
+    let dump = |groups: &str, backend: &str| {
+        s(&[
+            exe,
+            "dump",
+            "--all",
+            "--groups",
+            groups,
+            "--format",
+            "raw",
+            "--backend",
+            backend,
+        ])
+    };
+    let tool = |name: &str, args: &[&str]| which(name).map(|p| [vec![p], s(args)].concat());
+    let psutil = which("python3").filter(|py| {
+        std::process::Command::new(py)
+            .args(["-c", "import psutil"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|st| st.success())
+    });
+    let psutil_code = "import psutil\nfor p in psutil.process_iter(['pid','ppid','name','username','cmdline']): p.info";
+    vec![
+        row(
+            "P0",
+            "C-equivalent loop: open+close /proc/*/stat (--noread)",
+            Some(lp(&["--noread", "stat"])),
+            None,
+        ),
+        row("P1", "loop: /proc/*/stat", Some(lp(&["stat"])), None),
+        row("P2", "loop: /proc/*/status", Some(lp(&["status"])), None),
+        row("P3", "loop: /proc/*/cmdline", Some(lp(&["cmdline"])), None),
+        row(
+            "P4",
+            "loop: /proc/*/stat + cmdline",
+            Some(lp(&["stat", "cmdline"])),
+            None,
+        ),
+        row(
+            "P5",
+            "loop: /proc/*/stat + status",
+            Some(lp(&["stat", "status"])),
+            None,
+        ),
+        row(
+            "B1",
+            "taskdiag bpf base,cred",
+            Some(dump("base,cred", "bpf")),
+            Some("P2"),
+        ),
+        row(
+            "B2",
+            "taskdiag bpf base,cmdline",
+            Some(dump("base,cmdline", "bpf")),
+            Some("P4"),
+        ),
+        row(
+            "B3",
+            "taskdiag bpf base",
+            Some(dump("base", "bpf")),
+            Some("P1"),
+        ),
+        row(
+            "F1",
+            "taskdiag procfs base,cred",
+            Some(dump("base,cred", "procfs")),
+            Some("P2"),
+        ),
+        row(
+            "F2",
+            "taskdiag procfs base,cmdline",
+            Some(dump("base,cmdline", "procfs")),
+            Some("P4"),
+        ),
+        row(
+            "F3",
+            "taskdiag procfs base",
+            Some(dump("base", "procfs")),
+            Some("P5"),
+        ),
+        row(
+            "T1",
+            "procps ps -e -o pid,ppid,pgid,sid,comm",
+            tool("ps", &["-e", "-o", "pid,ppid,pgid,sid,comm"]),
+            Some("P1"),
+        ),
+        row("T2", "procps ps aux", tool("ps", &["aux"]), Some("P1")),
+        row(
+            "T3",
+            "procps top -b -n 1",
+            tool("top", &["-b", "-n", "1"]),
+            Some("P1"),
+        ),
+        row(
+            "T4",
+            "procps pgrep -c -f taskdiag",
+            tool("pgrep", &["-c", "-f", "taskdiag"]),
+            Some("P3"),
+        ),
+        row(
+            "T5",
+            "psmisc pstree -p",
+            tool("pstree", &["-p"]),
+            Some("P1"),
+        ),
+        row(
+            "T6",
+            "psutil process_iter(pid,ppid,name,username,cmdline)",
+            psutil.map(|py| vec![py, "-c".into(), psutil_code.into()]),
+            Some("P5"),
+        ),
+    ]
+}
+
+/// Runs the benchmark.
+pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    let (tasks, runs, perf) = if a.quick {
+        (300, 1, false)
+    } else {
+        (a.tasks, a.runs.max(1), true)
+    };
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let exe = exe.display().to_string();
+    // SAFETY: installing a handler that only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let spawned = spawn::Spawned::new(tasks, a.threads)
+        .with_context(|| format!("spawning {tasks} processes (needs root to raise pid_max)"))?;
+    let in_proc = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .count()
+        })
+        .unwrap_or(0);
+    let results = run_rows(
+        rows(&exe),
+        runs,
+        !a.quick,
+        perf && which("perf").is_some(),
+        &STOP,
+    );
+    drop(spawned);
+    anyhow::ensure!(
+        !STOP.load(Ordering::Relaxed),
+        "interrupted; the spawned processes were killed"
+    );
+    let mut out = std::io::stdout().lock();
+    match a.format {
+        Format::Json => out.write_all(report::json(&results, in_proc).as_bytes())?,
+        Format::Md => {
+            writeln!(
+                out,
+                "{} processes in /proc ({tasks} spawned x {} threads); {runs} run(s) per row{}; \
+                 kernel {}; {} CPUs.\n",
+                in_proc,
+                a.threads.max(1),
+                if a.quick {
+                    ""
+                } else {
+                    ", interleaved, after a warm-up round"
+                },
+                std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                    .unwrap_or_default()
+                    .trim(),
+                std::thread::available_parallelism().map_or(0, |n| n.get()),
+            )?;
+            out.write_all(report::markdown(&results).as_bytes())?;
+        }
+    }
+    let failed: Vec<_> = results
+        .iter()
+        .filter(|r| r.error.as_deref().is_some_and(|e| e != "not installed"))
+        .map(|r| format!("{}: {}", r.row.key, r.error.as_deref().unwrap_or("")))
+        .collect();
+    anyhow::ensure!(failed.is_empty(), "rows failed: {}", failed.join("; "));
+    Ok(ExitCode::SUCCESS)
+}

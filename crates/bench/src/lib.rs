@@ -11,3 +11,4 @@ pub mod baseline;
 pub mod measure;
 pub mod report;
 pub mod spawn;
+pub mod svg;

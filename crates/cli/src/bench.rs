@@ -10,8 +10,9 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
+use taskdiag_bench::measure::RowResult;
 use taskdiag_bench::measure::{run_rows, Row};
-use taskdiag_bench::{baseline, report, spawn};
+use taskdiag_bench::{baseline, report, spawn, svg};
 
 /// Arguments of `taskdiag bench`.
 #[derive(clap::Args)]
@@ -31,6 +32,13 @@ pub struct BenchArgs {
     /// Output: md (a Markdown table) or json.
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Md)]
     format: Format,
+    /// Measure at each of these task counts (comma-separated, e.g. 1000,10000,50000,100000)
+    /// instead of once: the scaling curves. Processes per size = tasks / --threads.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    scale: Vec<usize>,
+    /// With --scale: also write a log-log chart of wall time against tasks to this SVG file.
+    #[arg(long, value_name = "FILE", requires = "scale")]
+    svg: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -204,6 +212,136 @@ fn rows(exe: &str) -> Vec<Row> {
     ]
 }
 
+/// Rows of the scaling curves: the floor loops, taskdiag, and ps (the slow tools would take
+/// minutes at 100,000 tasks).
+const SCALE_ROWS: [&str; 8] = ["P1", "P2", "P4", "B1", "B2", "F1", "F3", "T1"];
+
+fn install_signals() {
+    // SAFETY: installing a handler that only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+fn tasks_in_proc() -> usize {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn measure_at(
+    exe: &str,
+    procs: usize,
+    threads: usize,
+    runs: usize,
+    warmup: bool,
+    perf: bool,
+    only: Option<&[&str]>,
+) -> anyhow::Result<(usize, Vec<RowResult>)> {
+    let spawned = spawn::Spawned::new(procs, threads)
+        .with_context(|| format!("spawning {procs} processes (needs root to raise pid_max)"))?;
+    let in_proc = tasks_in_proc();
+    let rows: Vec<Row> = rows(exe)
+        .into_iter()
+        .filter(|r| only.is_none_or(|o| o.contains(&r.key.as_str())))
+        .collect();
+    let results = run_rows(rows, runs, warmup, perf && which("perf").is_some(), &STOP);
+    drop(spawned);
+    anyhow::ensure!(
+        !STOP.load(Ordering::Relaxed),
+        "interrupted; the spawned processes were killed"
+    );
+    let failed: Vec<_> = results
+        .iter()
+        .filter(|r| r.error.as_deref().is_some_and(|e| e != "not installed"))
+        .map(|r| format!("{}: {}", r.row.key, r.error.as_deref().unwrap_or("")))
+        .collect();
+    anyhow::ensure!(failed.is_empty(), "rows failed: {}", failed.join("; "));
+    Ok((in_proc, results))
+}
+
+fn scaling(a: &BenchArgs, exe: &str) -> anyhow::Result<ExitCode> {
+    let threads = a.threads.max(1);
+    let runs = a.runs.max(1);
+    let mut sizes = Vec::new();
+    for &n in &a.scale {
+        let (in_proc, res) = measure_at(
+            exe,
+            (n / threads).max(1),
+            threads,
+            runs,
+            true,
+            false,
+            Some(&SCALE_ROWS),
+        )?;
+        sizes.push((n, in_proc, res));
+    }
+    let mut out = std::io::stdout().lock();
+    let label = |r: &RowResult| format!("{} {}", r.row.key, r.row.label);
+    if a.format == Format::Json {
+        write!(out, "{{\"threads\":{threads},\"sizes\":[")?;
+        for (i, (n, in_proc, res)) in sizes.iter().enumerate() {
+            let doc = report::json(res, *in_proc);
+            write!(
+                out,
+                "{}{{\"tasks\":{n},\"result\":{}}}",
+                if i > 0 { "," } else { "" },
+                doc.trim_end()
+            )?;
+        }
+        writeln!(out, "]}}")?;
+    } else {
+        writeln!(
+            out,
+            "Median wall time (s), {runs} run(s) per point, {threads} thread(s) per process.\n"
+        )?;
+        write!(out, "| row |")?;
+        for (n, ..) in &sizes {
+            write!(out, " {n} tasks |")?;
+        }
+        writeln!(out, "\n|---|{}", "---|".repeat(sizes.len()))?;
+        if let Some((_, _, first)) = sizes.first() {
+            for (i, r) in first.iter().enumerate() {
+                write!(out, "| {} |", label(r))?;
+                for (_, _, res) in &sizes {
+                    match report::stats(&res[i]) {
+                        Some(st) => write!(out, " {:.4} |", st.wall)?,
+                        None => write!(out, " {} |", res[i].error.as_deref().unwrap_or("-"))?,
+                    }
+                }
+                writeln!(out)?;
+            }
+        }
+    }
+    if let Some(path) = &a.svg {
+        let series: Vec<svg::Series> = sizes
+            .first()
+            .map(|(_, _, first)| {
+                (0..first.len())
+                    .map(|i| svg::Series {
+                        label: label(&first[i]),
+                        points: sizes
+                            .iter()
+                            .filter_map(|(n, _, res)| {
+                                Some((*n as f64, report::stats(&res[i])?.wall))
+                            })
+                            .collect(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let title =
+            format!("taskdiag vs /proc: wall time by task count ({threads} thread(s)/process)");
+        std::fs::write(path, svg::chart(&title, &series))
+            .with_context(|| format!("{}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs the benchmark.
 pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
     let (tasks, runs, perf) = if a.quick {
@@ -213,31 +351,11 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
     };
     let exe = std::env::current_exe().context("finding this executable")?;
     let exe = exe.display().to_string();
-    // SAFETY: installing a handler that only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    install_signals();
+    if !a.scale.is_empty() {
+        return scaling(&a, &exe);
     }
-    let spawned = spawn::Spawned::new(tasks, a.threads)
-        .with_context(|| format!("spawning {tasks} processes (needs root to raise pid_max)"))?;
-    let in_proc = std::fs::read_dir("/proc")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-                .count()
-        })
-        .unwrap_or(0);
-    let results = run_rows(
-        rows(&exe),
-        runs,
-        !a.quick,
-        perf && which("perf").is_some(),
-        &STOP,
-    );
-    drop(spawned);
-    anyhow::ensure!(
-        !STOP.load(Ordering::Relaxed),
-        "interrupted; the spawned processes were killed"
-    );
+    let (in_proc, results) = measure_at(&exe, tasks, a.threads, runs, !a.quick, perf, None)?;
     let mut out = std::io::stdout().lock();
     match a.format {
         Format::Json => out.write_all(report::json(&results, in_proc).as_bytes())?,
@@ -261,11 +379,5 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
             out.write_all(report::markdown(&results).as_bytes())?;
         }
     }
-    let failed: Vec<_> = results
-        .iter()
-        .filter(|r| r.error.as_deref().is_some_and(|e| e != "not installed"))
-        .map(|r| format!("{}: {}", r.row.key, r.error.as_deref().unwrap_or("")))
-        .collect();
-    anyhow::ensure!(failed.is_empty(), "rows failed: {}", failed.join("; "));
     Ok(ExitCode::SUCCESS)
 }

@@ -18,7 +18,7 @@ const COLORS: [&str; 10] = [
 
 /// Renders the chart.
 pub fn chart(title: &str, series: &[Series]) -> String {
-    let (w, h, left, right, top, bottom) = (900.0, 560.0, 80.0, 290.0, 50.0, 60.0);
+    let (w, h, left, right, top, bottom) = (1000.0, 560.0, 80.0, 390.0, 50.0, 60.0);
     let pts = series
         .iter()
         .flat_map(|s| s.points.iter())

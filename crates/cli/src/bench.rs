@@ -142,6 +142,13 @@ fn rows(exe: &str) -> Vec<Row> {
             Some(lp(&["stat", "status"])),
             None,
         ),
+        // The files the procfs backend reads for BASE/CRED (+ CMDLINE): its fair floor.
+        row(
+            "P6",
+            "loop: /proc/*/stat + status + cmdline",
+            Some(lp(&["stat", "status", "cmdline"])),
+            None,
+        ),
         row(
             "B1",
             "taskdiag bpf base,cred",
@@ -164,13 +171,13 @@ fn rows(exe: &str) -> Vec<Row> {
             "F1",
             "taskdiag procfs base,cred",
             Some(dump("base,cred", "procfs")),
-            Some("P2"),
+            Some("P5"),
         ),
         row(
             "F2",
             "taskdiag procfs base,cmdline",
             Some(dump("base,cmdline", "procfs")),
-            Some("P4"),
+            Some("P6"),
         ),
         row(
             "F3",
@@ -214,7 +221,7 @@ fn rows(exe: &str) -> Vec<Row> {
 
 /// Rows of the scaling curves: the floor loops, taskdiag, and ps (the slow tools would take
 /// minutes at 100,000 tasks).
-const SCALE_ROWS: [&str; 8] = ["P1", "P2", "P4", "B1", "B2", "F1", "F3", "T1"];
+const SCALE_ROWS: [&str; 9] = ["P1", "P2", "P4", "P5", "B1", "B2", "F1", "F3", "T1"];
 
 fn install_signals() {
     // SAFETY: installing a handler that only stores to an atomic.

@@ -53,6 +53,9 @@ pub struct LoopArgs {
     /// Open and close only.
     #[arg(long)]
     noread: bool,
+    /// Every thread's files (/proc/PID/task/TID/FILE) instead of every process's.
+    #[arg(long)]
+    threads: bool,
     /// /proc/PID files to read.
     #[arg(required = true)]
     files: Vec<String>,
@@ -61,7 +64,7 @@ pub struct LoopArgs {
 /// Runs the procfs floor loop.
 pub fn bench_loop(a: LoopArgs) -> anyhow::Result<ExitCode> {
     let files: Vec<&str> = a.files.iter().map(String::as_str).collect();
-    let c = baseline::proc_loop(&files, a.noread).context("/proc")?;
+    let c = baseline::proc_loop(&files, a.noread, a.threads).context("/proc")?;
     eprintln!("tasks: {} (vanished: {})", c.tasks, c.vanished);
     Ok(ExitCode::SUCCESS)
 }
@@ -89,11 +92,17 @@ fn row(key: &str, label: &str, argv: Option<Vec<String>>, baseline: Option<&str>
     }
 }
 
-fn rows(exe: &str) -> Vec<Row> {
+/// The rows; `per_thread` makes every row list threads rather than processes (loops over
+/// /proc/PID/task/TID, `dump --all-threads`, `ps -L`, `top -H`).
+fn rows(exe: &str, per_thread: bool) -> Vec<Row> {
     let s = |v: &[&str]| -> Vec<String> { v.iter().map(|x| x.to_string()).collect() };
+    let t = if per_thread { "/task/*" } else { "" };
+    let all = if per_thread { " --all-threads" } else { "" };
     let lp = |files: &[&str]| -> Vec<String> {
+        let mode: &[&str] = if per_thread { &["--threads"] } else { &[] };
         [exe, "bench-loop"]
             .iter()
+            .chain(mode)
             .chain(files)
             .map(|x| x.to_string())
             .collect()
@@ -102,7 +111,7 @@ fn rows(exe: &str) -> Vec<Row> {
         s(&[
             exe,
             "dump",
-            "--all",
+            if per_thread { "--all-threads" } else { "--all" },
             "--groups",
             groups,
             "--format",
@@ -123,79 +132,119 @@ fn rows(exe: &str) -> Vec<Row> {
     vec![
         row(
             "P0",
-            "C-equivalent loop: open+close /proc/*/stat (--noread)",
+            &format!("loop: open+close /proc/*{t}/stat (no read)"),
             Some(lp(&["--noread", "stat"])),
             None,
         ),
-        row("P1", "loop: /proc/*/stat", Some(lp(&["stat"])), None),
-        row("P2", "loop: /proc/*/status", Some(lp(&["status"])), None),
-        row("P3", "loop: /proc/*/cmdline", Some(lp(&["cmdline"])), None),
+        row(
+            "P1",
+            &format!("loop: /proc/*{t}/stat"),
+            Some(lp(&["stat"])),
+            None,
+        ),
+        row(
+            "P2",
+            &format!("loop: /proc/*{t}/status"),
+            Some(lp(&["status"])),
+            None,
+        ),
+        row(
+            "P3",
+            &format!("loop: /proc/*{t}/cmdline"),
+            Some(lp(&["cmdline"])),
+            None,
+        ),
         row(
             "P4",
-            "loop: /proc/*/stat + cmdline",
+            &format!("loop: /proc/*{t}/stat + cmdline"),
             Some(lp(&["stat", "cmdline"])),
             None,
         ),
         row(
             "P5",
-            "loop: /proc/*/stat + status",
+            &format!("loop: /proc/*{t}/stat + status"),
             Some(lp(&["stat", "status"])),
             None,
         ),
         // The files the procfs backend reads for BASE/CRED (+ CMDLINE): its fair floor.
         row(
             "P6",
-            "loop: /proc/*/stat + status + cmdline",
+            &format!("loop: /proc/*{t}/stat + status + cmdline"),
             Some(lp(&["stat", "status", "cmdline"])),
             None,
         ),
         row(
             "B1",
-            "taskdiag bpf base,cred",
+            &format!("taskdiag bpf base,cred{all}"),
             Some(dump("base,cred", "bpf")),
             Some("P2"),
         ),
         row(
             "B2",
-            "taskdiag bpf base,cmdline",
+            &format!("taskdiag bpf base,cmdline{all}"),
             Some(dump("base,cmdline", "bpf")),
             Some("P4"),
         ),
         row(
             "B3",
-            "taskdiag bpf base",
+            &format!("taskdiag bpf base{all}"),
             Some(dump("base", "bpf")),
             Some("P1"),
         ),
         row(
             "F1",
-            "taskdiag procfs base,cred",
+            &format!("taskdiag procfs base,cred{all}"),
             Some(dump("base,cred", "procfs")),
             Some("P5"),
         ),
         row(
             "F2",
-            "taskdiag procfs base,cmdline",
+            &format!("taskdiag procfs base,cmdline{all}"),
             Some(dump("base,cmdline", "procfs")),
             Some("P6"),
         ),
         row(
             "F3",
-            "taskdiag procfs base",
+            &format!("taskdiag procfs base{all}"),
             Some(dump("base", "procfs")),
             Some("P5"),
         ),
         row(
             "T1",
-            "procps ps -e -o pid,ppid,pgid,sid,comm",
-            tool("ps", &["-e", "-o", "pid,ppid,pgid,sid,comm"]),
+            if per_thread {
+                "procps ps -eL -o pid,lwp,ppid,pgid,sid,comm"
+            } else {
+                "procps ps -e -o pid,ppid,pgid,sid,comm"
+            },
+            if per_thread {
+                tool("ps", &["-eL", "-o", "pid,lwp,ppid,pgid,sid,comm"])
+            } else {
+                tool("ps", &["-e", "-o", "pid,ppid,pgid,sid,comm"])
+            },
             Some("P1"),
         ),
-        row("T2", "procps ps aux", tool("ps", &["aux"]), Some("P1")),
+        row(
+            "T2",
+            if per_thread {
+                "procps ps auxH"
+            } else {
+                "procps ps aux"
+            },
+            tool("ps", &[if per_thread { "auxH" } else { "aux" }]),
+            Some("P1"),
+        ),
         row(
             "T3",
-            "procps top -b -n 1",
-            tool("top", &["-b", "-n", "1"]),
+            if per_thread {
+                "procps top -H -b -n 1"
+            } else {
+                "procps top -b -n 1"
+            },
+            if per_thread {
+                tool("top", &["-H", "-b", "-n", "1"])
+            } else {
+                tool("top", &["-b", "-n", "1"])
+            },
             Some("P1"),
         ),
         row(
@@ -252,7 +301,7 @@ fn measure_at(
     let spawned = spawn::Spawned::new(procs, threads)
         .with_context(|| format!("spawning {procs} processes (needs root to raise pid_max)"))?;
     let in_proc = tasks_in_proc();
-    let rows: Vec<Row> = rows(exe)
+    let rows: Vec<Row> = rows(exe, threads > 1)
         .into_iter()
         .filter(|r| only.is_none_or(|o| o.contains(&r.key.as_str())))
         .collect();

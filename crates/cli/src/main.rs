@@ -1,7 +1,10 @@
-//! The `taskdiag` command: dump task information through the best backend, decode raw streams.
+//! The `taskdiag` command: dump task information through the best backend, decode raw streams,
+//! and run the procps/psmisc-compatible tools (`taskdiag ps`, `pstree`, `pgrep`, `pkill`; also
+//! as `ps` etc. when invoked through a symlink of that name).
 //!
 //! This binary parses arguments, builds a request, hands it to `taskdiag::Dumper` and renders
-//! the stream ([`render`]). It holds no knowledge of /proc or BPF.
+//! the stream ([`render`]); the tools live in `taskdiag_tools`. It holds no knowledge of /proc
+//! or BPF.
 //!
 //! Exit status: 0 success; 1 no such process (ONE/THREAD/CHILDREN); 2 usage error;
 //! 3 any other failure (a backend that cannot be used, an I/O error).
@@ -47,6 +50,54 @@ enum Cmd {
     /// The /proc baseline loop used by `bench` (internal).
     #[command(hide = true)]
     BenchLoop(bench::LoopArgs),
+    /// Report a snapshot of the current processes (procps ps options; `ps --help`).
+    #[command(disable_help_flag = true)]
+    Ps(ToolArgs),
+    /// Display a tree of processes (psmisc pstree options; `pstree --help`).
+    #[command(disable_help_flag = true)]
+    Pstree(ToolArgs),
+    /// Look up processes by name and other attributes (procps pgrep options).
+    #[command(disable_help_flag = true)]
+    Pgrep(ToolArgs),
+    /// Signal processes by name and other attributes (procps pkill options).
+    #[command(disable_help_flag = true)]
+    Pkill(ToolArgs),
+    /// Display tasks and what they cost, refreshed (procps top options; `top --help`).
+    #[command(disable_help_flag = true)]
+    Top(ToolArgs),
+}
+
+/// Arguments of a procps/psmisc-compatible tool, passed through untouched: each tool parses
+/// its own syntax (ps mixes UNIX, BSD and GNU options, which no generic parser accepts).
+#[derive(clap::Args)]
+struct ToolArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    args: Vec<std::ffi::OsString>,
+}
+
+/// Runs a tool and turns its status into an exit code.
+fn run_tool(main: fn(&[std::ffi::OsString]) -> i32, args: &[std::ffi::OsString]) -> ExitCode {
+    ExitCode::from(main(args).clamp(0, 255) as u8)
+}
+
+/// When installed as `ps`, `pstree`, `pgrep` or `pkill` (a symlink to this binary), behaves
+/// as that tool.
+fn multi_call() -> Option<ExitCode> {
+    let argv0 = std::env::args_os().next()?;
+    let name = std::path::Path::new(&argv0)
+        .file_name()?
+        .to_str()?
+        .to_string();
+    let rest: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let main: fn(&[std::ffi::OsString]) -> i32 = match name.as_str() {
+        "ps" => taskdiag_tools::ps::ps_main,
+        "pstree" => taskdiag_tools::pstree::pstree_main,
+        "pgrep" => taskdiag_tools::pgrep::pgrep_main,
+        "pkill" => taskdiag_tools::pgrep::pkill_main,
+        "top" => taskdiag_tools::top::top_main,
+        _ => return None,
+    };
+    Some(run_tool(main, &rest))
 }
 
 const AFTER_DUMP: &str = "\
@@ -161,6 +212,9 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_FAILURE: u8 = 3;
 
 fn main() -> ExitCode {
+    if let Some(code) = multi_call() {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -173,6 +227,11 @@ fn main() -> ExitCode {
         Cmd::Decode(a) => decode(a),
         Cmd::Bench(a) => bench::bench(a),
         Cmd::BenchLoop(a) => bench::bench_loop(a),
+        Cmd::Ps(a) => return run_tool(taskdiag_tools::ps::ps_main, &a.args),
+        Cmd::Pstree(a) => return run_tool(taskdiag_tools::pstree::pstree_main, &a.args),
+        Cmd::Pgrep(a) => return run_tool(taskdiag_tools::pgrep::pgrep_main, &a.args),
+        Cmd::Pkill(a) => return run_tool(taskdiag_tools::pgrep::pkill_main, &a.args),
+        Cmd::Top(a) => return run_tool(taskdiag_tools::top::top_main, &a.args),
     };
     match r {
         Ok(code) => code,

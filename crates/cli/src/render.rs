@@ -72,12 +72,13 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
         let r = &b.rec;
         write!(
             w,
-            " ppid {} tpid {} sid {} pgid {} tty {} state {} flags {:#x}{}{} start {}.{:09} comm ",
+            " ppid {} tpid {} sid {} pgid {} tty {} tpgid {} state {} flags {:#x}{}{} start {}.{:09} comm ",
             r.ppid,
             r.tpid,
             r.sid,
             r.pgid,
             r.tty_nr,
+            r.tpgid,
             state_char(r.state),
             r.task_flags,
             if r.flags & taskdiag_proto::BASE_F_KTHREAD != 0 {
@@ -217,13 +218,14 @@ fn json_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
         let r = &b.rec;
         write!(
             w,
-            ",\"base\":{{\"ppid\":{},\"tpid\":{},\"sid\":{},\"pgid\":{},\"tty_nr\":{},\"state\":\"{}\",\
+            ",\"base\":{{\"ppid\":{},\"tpid\":{},\"sid\":{},\"pgid\":{},\"tty_nr\":{},\"tpgid\":{},\"state\":\"{}\",\
              \"task_flags\":{},\"kthread\":{},\"leader\":{},\"start_time_ns\":{},\"comm\":",
             r.ppid,
             r.tpid,
             r.sid,
             r.pgid,
             r.tty_nr,
+            r.tpgid,
             state_char(r.state),
             r.task_flags,
             r.flags & taskdiag_proto::BASE_F_KTHREAD != 0,

@@ -40,6 +40,8 @@ pub struct StatLine {
     pub session: u32,
     /// Field 7.
     pub tty_nr: u32,
+    /// Field 8, the terminal's foreground process group (-1: no terminal).
+    pub tpgid: i32,
     /// Field 9 (PF_* flags).
     pub flags: u32,
     /// Field 10.
@@ -85,6 +87,7 @@ impl Default for StatLine {
             pgrp: 0,
             session: 0,
             tty_nr: 0,
+            tpgid: -1,
             flags: 0,
             minflt: 0,
             cminflt: 0,
@@ -236,6 +239,7 @@ pub fn parse_stat(buf: &[u8]) -> Result<StatLine, ParseError> {
             6 => s.session = u32::try_from(i()?).unwrap_or(0),
             // tty_nr is printed with %d but is a dev_t encoding; keep its bits.
             7 => s.tty_nr = i()? as u32,
+            8 => s.tpgid = i32::try_from(i()?).map_err(|_| err("number out of range"))?,
             9 => s.flags = u32_()?,
             10 => s.minflt = u()?,
             11 => s.cminflt = u()?,
@@ -448,8 +452,8 @@ mod tests {
         assert_eq!(s.comm(), b"(a) b)");
         assert_eq!(s.state, b'S');
         assert_eq!(
-            (s.ppid, s.pgrp, s.session, s.tty_nr),
-            (1405, 4242, 1405, 34816)
+            (s.ppid, s.pgrp, s.session, s.tty_nr, s.tpgid),
+            (1405, 4242, 1405, 34816, 4242)
         );
         assert_eq!(s.flags, 4194560);
         assert_eq!((s.minflt, s.utime, s.stime), (120, 3, 1));

@@ -753,7 +753,7 @@ impl ProcReader {
                 state: state_index(st.state).unwrap_or(u8::MAX),
                 flags: kthread | leader,
                 comm_len: comm.len() as u16,
-                reserved: 0,
+                tpgid: st.tpgid,
                 start_time_ns: st.starttime * self.ns_per_tick,
             };
             w.attr_parts(Group::Base as u16, &[&rec.to_bytes(), comm]);

@@ -199,8 +199,9 @@ wire_structs! {
         flags: u8,
         /// Length of the name that follows the record (at most [`crate::COMM_MAX`]).
         comm_len: u16,
-        /// Reserved, 0.
-        reserved: u32,
+        /// Foreground process group of the controlling terminal (/proc/PID/stat's tpgid): -1
+        /// without a terminal, 0 when that group is outside the caller's pid namespace.
+        tpgid: i32,
         /// Start time since boot in nanoseconds, at clock-tick resolution (as /proc reports it).
         start_time_ns: u64,
     }
@@ -366,7 +367,7 @@ mod tests {
             state: 1,
             flags: 2,
             comm_len: 5,
-            reserved: 0,
+            tpgid: -1,
             start_time_ns: 123_456_789_000,
         };
         let mut v = Vec::new();

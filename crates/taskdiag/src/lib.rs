@@ -154,22 +154,40 @@ impl Dumper {
                 let procfs = self.procfs.as_ref();
                 let mut fix_err = None;
                 let mut fixed = Vec::new();
+                let mut first = true;
+                let mut hidden = Hidden::default();
                 let r = it.dump(&req, &mut |chunk| {
+                    if std::mem::take(&mut first) {
+                        hidden = init_if_hidden(&req, chunk, procfs);
+                    }
                     if missing == 0 && !has_fixups(chunk) {
-                        return out(chunk);
+                        return hidden.merge(chunk, out);
                     }
                     fixed.clear();
                     if let Err(e) = complete(chunk, &req, missing, procfs, &mut fixed) {
                         fix_err = Some(e);
                         return Err(io::Error::other("invalid record"));
                     }
-                    out(&fixed)
+                    hidden.merge(&fixed, out)
                 });
+                let extra = hidden.tasks;
+                let r = match r {
+                    Ok(rep) => hidden.flush(out).map(|()| rep).map_err(BpfError::Sink),
+                    e => e,
+                };
                 match (r, fix_err) {
                     (_, Some(e)) => Err(Error::Internal(e)),
-                    (Ok(rep), None) => Ok(rep.tasks),
+                    (Ok(rep), None) => Ok(rep.tasks + extra),
                     (Err(BpfError::Sink(e)), None) => Err(Error::Sink(e)),
-                    (Err(BpfError::NoSuchTask { pid }), None) => Err(Error::NoSuchTask { pid }),
+                    // A task the iterator cannot see (pid 1 on some hosts) may still be in
+                    // /proc: ask it before answering "no such process".
+                    (Err(BpfError::NoSuchTask { pid }), None) => match procfs {
+                        Some(p) => p.dump(&req, out).map_err(|e| match e {
+                            ProcfsError::NoSuchTask { .. } => Error::NoSuchTask { pid },
+                            e => Error::Procfs(e),
+                        }),
+                        None => Err(Error::NoSuchTask { pid }),
+                    },
                     (Err(e), None) => Err(Error::Bpf(e)),
                 }
             }
@@ -197,6 +215,97 @@ impl Dumper {
         out(&tail).map_err(Error::Sink)?;
         res
     }
+}
+
+/// Messages of tasks the BPF iterator did not show, waiting for their place in the stream.
+#[derive(Default)]
+struct Hidden {
+    /// (pid, message bytes), in decreasing pid order (the next one is last).
+    pending: Vec<(u32, Vec<u8>)>,
+    /// Tasks added.
+    tasks: u64,
+}
+
+impl Hidden {
+    /// Forwards `chunk`, inserting pending messages before the first message with a larger pid.
+    fn merge(
+        &mut self,
+        chunk: &[u8],
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return out(chunk);
+        }
+        let mut from = 0;
+        for m in Messages::new(chunk).flatten() {
+            while self.pending.last().is_some_and(|(pid, _)| *pid < m.header.pid) {
+                if m.offset > from {
+                    out(&chunk[from..m.offset])?;
+                    from = m.offset;
+                }
+                if let Some((_, msg)) = self.pending.pop() {
+                    out(&msg)?;
+                }
+            }
+        }
+        out(&chunk[from..])
+    }
+
+    /// Forwards what is still pending (tasks after the iterator's last one).
+    fn flush(&mut self, out: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+        while let Some((_, msg)) = self.pending.pop() {
+            out(&msg)?;
+        }
+        Ok(())
+    }
+}
+
+/// The pid namespace's init task (and, with threads, its threads), read from /proc when the
+/// task iterator did not show it.
+///
+/// On some hosts the BPF task iterator never yields pid 1's thread group (seen with
+/// firecracker's init). A listing without init would be wrong for every tool (pstree has no
+/// root), so when a whole-system dump's first record (the lowest pid: the iterator walks in
+/// pid order) is not pid 1, its thread group is read from /proc and merged into the stream in
+/// pid order.
+fn init_if_hidden(req: &Request, first_chunk: &[u8], procfs: Option<&ProcReader>) -> Hidden {
+    let mut hidden = Hidden::default();
+    let strategy = match req.strategy() {
+        Some(Strategy::All) => Strategy::One,
+        Some(Strategy::AllThread) => Strategy::Thread,
+        _ => return hidden,
+    };
+    let Some(procfs) = procfs else { return hidden };
+    let first_tgid = Messages::new(first_chunk)
+        .next()
+        .and_then(|m| m.ok())
+        .map(|m| m.header.tgid);
+    if first_tgid == Some(1) {
+        return hidden;
+    }
+    let mut buf = Vec::new();
+    let Ok(n) = procfs.dump(&Request::new(strategy, 1, req.show_flags), &mut |b| {
+        buf.extend_from_slice(b);
+        Ok(())
+    }) else {
+        return hidden;
+    };
+    hidden.tasks = n;
+    // Whole messages, grouped per task (CONTINUED pieces stay with their task).
+    let mut cur: Option<(u32, Vec<u8>)> = None;
+    for m in Messages::new(&buf).flatten() {
+        let bytes = &buf[m.offset..m.offset + m.header.len as usize];
+        match &mut cur {
+            Some((pid, v)) if *pid == m.header.pid => v.extend_from_slice(bytes),
+            _ => {
+                hidden.pending.extend(cur.take());
+                cur = Some((m.header.pid, bytes.to_vec()));
+            }
+        }
+    }
+    hidden.pending.extend(cur);
+    hidden.pending.sort_by(|a, b| b.0.cmp(&a.0));
+    hidden
 }
 
 /// Whether any message in a chunk carries [`MSG_F_FIXUP`].

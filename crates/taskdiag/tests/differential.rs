@@ -293,8 +293,8 @@ fn ids_agree_for_every_task_on_the_system() {
             continue; // pid reused between the two dumps
         }
         assert_eq!(
-            (pt.tgid, x.ppid, x.sid, x.pgid, x.tty_nr, x.flags),
-            (bt.tgid, y.ppid, y.sid, y.pgid, y.tty_nr, y.flags),
+            (pt.tgid, x.ppid, x.sid, x.pgid, x.tty_nr, x.tpgid, x.flags),
+            (bt.tgid, y.ppid, y.sid, y.pgid, y.tty_nr, y.tpgid, y.flags),
             "task {pid}"
         );
         if x.task_flags & 0x20 == 0 {

@@ -406,6 +406,16 @@ __noinline int put_name(__u64 task, __u32 flags, __u32 off)
 	return n;
 }
 
+/* The terminal's foreground process group (tty_get_pgrp() without its lock: a racing change
+ * shows the old or the new group, as a /proc read just before or after it would). Linux 6.0
+ * moved the field into tty->ctrl. */
+static __always_inline struct pid *tty_pgrp(struct tty_struct *tty)
+{
+	if (bpf_core_field_exists(tty->ctrl))
+		return tty->ctrl.pgrp;
+	return ((struct tty_struct___pre60 *)tty)->pgrp;
+}
+
 static __always_inline bool put_base(struct out *o, struct task_struct *t, struct ns_ctx *ns,
 				     bool leader)
 {
@@ -421,6 +431,7 @@ static __always_inline bool put_base(struct out *o, struct task_struct *t, struc
 	if (!b)
 		return false;
 	__builtin_memset(b, 0, sizeof(*b));
+	b->tpgid = -1;
 
 	if (t->thread_pid && t->ptrace) {
 		struct task_struct *tracer = t->parent;
@@ -442,6 +453,7 @@ static __always_inline bool put_base(struct out *o, struct task_struct *t, struc
 		__u32 minor = tty->driver->minor_start + tty->index;
 
 		b->tty_nr = (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
+		b->tpgid = pid_nr_ns(tty_pgrp(tty), ns->level, ns->ns);
 	}
 ids_done:
 	b->task_flags = flags;

@@ -98,6 +98,13 @@ struct tty_driver {
 struct tty_struct {
 	int index;
 	struct tty_driver *driver;
+	struct {
+		struct pid *pgrp;
+	} ctrl;
+};
+
+struct tty_struct___pre60 {
+	struct pid *pgrp;
 };
 
 struct prev_cputime {

@@ -2,6 +2,11 @@
 //! unprivileged use (as a real unprivileged user, created if missing). They run as root, as CI
 //! does.
 
+mod pgrep;
+mod ps;
+mod pstree;
+mod top;
+
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_taskdiag");

@@ -1,0 +1,1 @@
+//! Differential tests of `taskdiag pstree` (being written).

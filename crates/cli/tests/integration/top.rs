@@ -1,0 +1,1 @@
+//! Differential tests of `taskdiag top` (being written).

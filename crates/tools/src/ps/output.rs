@@ -1,0 +1,1048 @@
+//! Printing: one value per column and task exactly as procps ps 4.0.2 formats it
+//! (`pr_*` in ps/output.c), and the line layout of procps' `show_one_proc`: right- and
+//! left-justified columns, columns that borrow space from their neighbours, the last column
+//! taking what is left of the screen width, forest prefixes and repeated headers.
+//!
+//! Values come from decoded taskdiag records ([`Row`]); the few things records do not carry
+//! (the kernel function a task sleeps in, terminal names) are looked up here per task, as
+//! procps does.
+
+use std::io::{self, Write};
+
+use taskdiag_proto::task::Task;
+use taskdiag_proto::{state_char, BaseRec, StatRec, StatmRec};
+
+use super::args::{Col, OUTBUF_SIZE};
+use super::specs::{cf, Pr, Sr};
+use crate::names::{Abbrev, Names, Ttys};
+use crate::snapshot::Machine;
+use crate::text::{lib_escape, out_escape, unvector};
+
+/// procps reads at most this much of a command line.
+const MAX_CMDLINE: usize = 128 * 1024 - 1;
+/// Spaces available before a column's text.
+const SPACE_AMOUNT: i32 = 144;
+
+/// One task as ps sees it.
+pub struct Row<'a> {
+    /// The decoded record.
+    pub t: &'a Task,
+}
+
+static NO_BASE: BaseRec = BaseRec {
+    ppid: 0,
+    tpid: 0,
+    sid: 0,
+    pgid: 0,
+    tty_nr: 0,
+    task_flags: 0,
+    state: 0,
+    flags: 0,
+    comm_len: 0,
+    tpgid: -1,
+    start_time_ns: 0,
+};
+
+impl Row<'_> {
+    fn b(&self) -> &BaseRec {
+        self.t.base.as_ref().map(|b| &b.rec).unwrap_or(&NO_BASE)
+    }
+    fn st(&self) -> StatRec {
+        self.t.stat.unwrap_or_default()
+    }
+    fn sm(&self) -> StatmRec {
+        self.t.statm.unwrap_or_default()
+    }
+    /// Thread id.
+    pub fn tid(&self) -> u32 {
+        self.t.pid
+    }
+    /// Process id.
+    pub fn tgid(&self) -> u32 {
+        self.t.tgid
+    }
+    /// Parent pid.
+    pub fn ppid(&self) -> u32 {
+        self.b().ppid
+    }
+    /// Process group.
+    pub fn pgrp(&self) -> u32 {
+        self.b().pgid
+    }
+    /// Session.
+    pub fn session(&self) -> u32 {
+        self.b().sid
+    }
+    /// Terminal (tty_nr).
+    pub fn tty(&self) -> u32 {
+        self.b().tty_nr
+    }
+    /// Foreground process group of the terminal.
+    pub fn tpgid(&self) -> i32 {
+        self.b().tpgid
+    }
+    /// State letter.
+    pub fn state(&self) -> u8 {
+        state_char(self.b().state) as u8
+    }
+    fn ids(&self) -> [u32; 8] {
+        match &self.t.cred {
+            Some(c) => {
+                let r = &c.rec;
+                [
+                    r.uid, r.euid, r.suid, r.fsuid, r.gid, r.egid, r.sgid, r.fsgid,
+                ]
+            }
+            None => [0; 8],
+        }
+    }
+    /// Real uid.
+    pub fn ruid(&self) -> u32 {
+        self.ids()[0]
+    }
+    /// Effective uid.
+    pub fn euid(&self) -> u32 {
+        self.ids()[1]
+    }
+    /// Saved uid.
+    pub fn suid(&self) -> u32 {
+        self.ids()[2]
+    }
+    /// Filesystem uid.
+    pub fn fuid(&self) -> u32 {
+        self.ids()[3]
+    }
+    /// Real gid.
+    pub fn rgid(&self) -> u32 {
+        self.ids()[4]
+    }
+    /// Effective gid.
+    pub fn egid(&self) -> u32 {
+        self.ids()[5]
+    }
+    /// Saved gid.
+    pub fn sgid(&self) -> u32 {
+        self.ids()[6]
+    }
+    /// Filesystem gid.
+    pub fn fgid(&self) -> u32 {
+        self.ids()[7]
+    }
+    fn ticks(&self, ns: u64, m: &Machine) -> u64 {
+        ns / m.ns_per_tick()
+    }
+    fn utime(&self, m: &Machine) -> u64 {
+        self.ticks(self.st().utime_ns, m)
+    }
+    fn stime(&self, m: &Machine) -> u64 {
+        self.ticks(self.st().stime_ns, m)
+    }
+    fn cutime(&self, m: &Machine) -> u64 {
+        self.ticks(self.st().cutime_ns, m)
+    }
+    fn cstime(&self, m: &Machine) -> u64 {
+        self.ticks(self.st().cstime_ns, m)
+    }
+    /// Start time in clock ticks since boot.
+    pub fn start_ticks(&self, m: &Machine) -> u64 {
+        self.ticks(self.b().start_time_ns, m)
+    }
+    fn nice(&self) -> i32 {
+        self.st().nice
+    }
+    fn priority(&self) -> i32 {
+        self.st().priority
+    }
+    fn nlwp(&self) -> i32 {
+        self.st().threads as i32
+    }
+    fn policy(&self) -> i32 {
+        self.st().policy as i32
+    }
+    fn vm_rss(&self) -> u64 {
+        let s = self.sm();
+        (s.rss_anon + s.rss_file + s.rss_shmem) >> 10
+    }
+    fn vm_size(&self) -> u64 {
+        self.sm().vm_size >> 10
+    }
+    /// The name, escaped as libproc2 escapes it.
+    pub fn cmd(&self, utf8: bool) -> Vec<u8> {
+        let comm = self
+            .t
+            .base
+            .as_ref()
+            .map(|b| b.comm.as_slice())
+            .unwrap_or(b"");
+        lib_escape(comm, utf8)
+    }
+    /// The command line as procps shows it: argv joined and escaped, or `[name]` (with
+    /// ` <defunct>` for zombies) when there is none.
+    pub fn cmdline(&self, utf8: bool) -> Vec<u8> {
+        let joined = self
+            .t
+            .cmdline
+            .as_deref()
+            .map(|c| unvector(c, MAX_CMDLINE))
+            .unwrap_or_default();
+        if !joined.is_empty() {
+            return lib_escape(&joined, utf8);
+        }
+        let mut v = b"[".to_vec();
+        v.extend(self.cmd(utf8));
+        v.push(b']');
+        if self.state() == b'Z' {
+            v.extend_from_slice(b" <defunct>");
+        }
+        v
+    }
+}
+
+/// State shared by all printers of one run.
+pub struct Ctx {
+    /// Machine constants.
+    pub m: Machine,
+    /// Uptime in clock ticks when the tasks were read.
+    pub boot_tics: u64,
+    /// Seconds since the epoch when ps started.
+    pub now: i64,
+    /// UTF-8 locale.
+    pub utf8: bool,
+    /// Name caches.
+    pub names: Names,
+    /// Terminal names.
+    pub ttys: Ttys,
+    /// BSD `S`.
+    pub include_dead_children: bool,
+    /// `-f`.
+    pub unix_f_option: bool,
+    /// BSD `c`.
+    pub bsd_c_option: bool,
+    /// BSD `n`.
+    pub user_is_number: bool,
+    /// BSD `n`.
+    pub wchan_is_number: bool,
+    /// Forest style: 0, 'u', 'b' or 'g'.
+    pub forest_type: u8,
+    /// Forest prefix codes (' ', 'L', '+', '|'), NUL-terminated like procps' buffer.
+    pub forest_prefix: Vec<u8>,
+    max_rightward: i32,
+}
+
+/// Largest forest depth (procps' buffer size).
+pub const FOREST_MAX: usize = 4 * 32 * 1024 + 100;
+
+impl Ctx {
+    /// A context.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(m: Machine, boot_tics: u64, now: i64, utf8: bool) -> Ctx {
+        Ctx {
+            m,
+            boot_tics,
+            now,
+            utf8,
+            names: Names::new(),
+            ttys: Ttys::new(),
+            include_dead_children: false,
+            unix_f_option: false,
+            bsd_c_option: false,
+            user_is_number: false,
+            wchan_is_number: false,
+            forest_type: 0,
+            forest_prefix: vec![0; FOREST_MAX],
+            max_rightward: OUTBUF_SIZE - 1,
+        }
+    }
+
+    fn tics_all(&self, r: &Row) -> u64 {
+        let m = &self.m;
+        let mut t = r.utime(m) + r.stime(m);
+        if self.include_dead_children {
+            t += r.cutime(m) + r.cstime(m);
+        }
+        t
+    }
+
+    /// procps TIME_ELAPSED: seconds since the task started, as a double.
+    fn elapsed(&self, r: &Row) -> f64 {
+        let t = self.boot_tics as f64 - r.start_ticks(&self.m) as f64;
+        if t > 0.0 {
+            t / self.m.hz as f64
+        } else {
+            0.0
+        }
+    }
+
+    fn start_secs(&self, r: &Row) -> i64 {
+        (self.m.boot_time + r.start_ticks(&self.m) / self.m.hz) as i64
+    }
+
+    fn forest_helper(&self, out: &mut Vec<u8>) -> i32 {
+        let mut rightward = self.max_rightward.min(OUTBUF_SIZE - 1);
+        let start = out.len();
+        for &c in self.forest_prefix.iter().take_while(|&&c| c != 0) {
+            if self.forest_type == b'u' {
+                if rightward < 2 {
+                    break;
+                }
+                out.extend_from_slice(b"  ");
+                rightward -= 2;
+            } else {
+                if rightward < 4 {
+                    break;
+                }
+                out.extend_from_slice(match c {
+                    b'L' | b'+' => b" \\_ ",
+                    b'|' => b" |  ",
+                    _ => b"    ",
+                });
+                rightward -= 4;
+            }
+        }
+        (out.len() - start) as i32
+    }
+
+    fn escaped(&self, out: &mut Vec<u8>, s: &[u8], rightward: &mut i32) {
+        if *rightward <= 0 {
+            return;
+        }
+        let used = out_escape(out, s, *rightward as usize, self.utf8);
+        *rightward -= used as i32;
+    }
+
+    fn do_pr_name(&self, out: &mut Vec<u8>, name: &str, id: u32) -> i32 {
+        if !self.user_is_number {
+            let mut buf = Vec::new();
+            let len = out_escape(&mut buf, name.as_bytes(), OUTBUF_SIZE as usize, self.utf8) as i32;
+            if len <= self.max_rightward {
+                out.extend_from_slice(&buf);
+                return len;
+            }
+            let mr = self.max_rightward as usize;
+            if mr >= 1 && buf.get(mr - 1).is_some_and(|&c| c < 127) {
+                out.extend_from_slice(&buf[..mr - 1]);
+                out.push(b'+');
+                return mr as i32;
+            }
+        }
+        let s = id.to_string();
+        out.extend_from_slice(s.as_bytes());
+        s.len() as i32
+    }
+
+    /// Prints column `pr` of `r` into `out`; returns the screen cells used.
+    pub fn print(&mut self, pr: Pr, r: &Row, out: &mut Vec<u8>) -> i32 {
+        let start = out.len();
+        let m = self.m;
+        macro_rules! w {
+            ($($a:tt)*) => {{
+                let _ = write!(out, $($a)*);
+                (out.len() - start) as i32
+            }};
+        }
+        match pr {
+            Pr::Nop | Pr::Unsupported => w!("-"),
+            Pr::Args | Pr::Comm => {
+                let mut rightward = self.max_rightward;
+                rightward -= self.forest_helper(out);
+                let long = match pr {
+                    Pr::Args => !self.bsd_c_option,
+                    _ => self.unix_f_option,
+                };
+                let s = if long {
+                    r.cmdline(self.utf8)
+                } else {
+                    r.cmd(self.utf8)
+                };
+                self.escaped(out, &s, &mut rightward);
+                self.max_rightward - rightward
+            }
+            Pr::Fname => {
+                let mut rightward = self.max_rightward;
+                rightward -= self.forest_helper(out);
+                rightward = rightward.min(8);
+                let s = r.cmd(self.utf8);
+                self.escaped(out, &s, &mut rightward);
+                // As procps: measured against max_rightward, not the clamped 8.
+                self.max_rightward - rightward
+            }
+            Pr::Etime => {
+                let mut t = self.elapsed(r) as u64;
+                let ss = t % 60;
+                t /= 60;
+                let mm = t % 60;
+                t /= 60;
+                let hh = t % 24;
+                let dd = t / 24;
+                if dd > 0 {
+                    let _ = write!(out, "{dd}-");
+                }
+                if dd > 0 || hh > 0 {
+                    let _ = write!(out, "{hh:02}:");
+                }
+                w!("{mm:02}:{ss:02}")
+            }
+            Pr::Etimes => w!("{}", self.elapsed(r) as u32),
+            Pr::C | Pr::Pcpu | Pr::Cp => {
+                let total = self.tics_all(r);
+                let jiffies = (self.elapsed(r) * m.hz as f64) as u64;
+                let scale = if pr == Pr::C { 100 } else { 1000 };
+                let mut pcpu = (total * scale).checked_div(jiffies).unwrap_or(0);
+                match pr {
+                    Pr::C => w!("{:2}", pcpu.min(99) as u32),
+                    Pr::Cp => {
+                        pcpu = pcpu.min(999);
+                        w!("{:3}", pcpu)
+                    }
+                    _ if pcpu > 999 => w!("{}", (pcpu / 10) as u32),
+                    _ => w!("{}.{}", pcpu / 10, pcpu % 10),
+                }
+            }
+            Pr::Pgid => w!("{}", r.pgrp()),
+            Pr::Ppid => w!("{}", r.ppid()),
+            Pr::Time | Pr::Times => {
+                let mut t = ((r.utime(&m) as f64 + r.stime(&m) as f64) / m.hz as f64) as u64;
+                if pr == Pr::Times {
+                    return w!("{t}");
+                }
+                let ss = t % 60;
+                t /= 60;
+                let mm = t % 60;
+                t /= 60;
+                let hh = t % 24;
+                let dd = t / 24;
+                if dd > 0 {
+                    let _ = write!(out, "{dd}-");
+                }
+                w!("{hh:02}:{mm:02}:{ss:02}")
+            }
+            Pr::Vsz => w!("{}", r.vm_size()),
+            Pr::Priority => w!("{}", r.priority()),
+            Pr::Opri => w!("{}", 60 + r.priority()),
+            Pr::PriFoo => w!("{}", r.priority() - 20),
+            Pr::PriBar => w!("{}", r.priority() + 1),
+            Pr::PriBaz => w!("{}", r.priority() + 100),
+            Pr::Pri => w!("{}", 39 - r.priority()),
+            Pr::PriApi => w!("{}", -1 - r.priority()),
+            Pr::Nice => {
+                let p = r.policy();
+                if p != 0 && p != 3 && p != -1 {
+                    w!("-")
+                } else {
+                    w!("{}", r.nice())
+                }
+            }
+            Pr::Class => w!("{}", sched_class(r.policy())),
+            Pr::Rtprio => {
+                let p = r.policy();
+                if p == 0 || p == -1 {
+                    w!("-")
+                } else {
+                    w!("{}", r.st().rt_priority as i32)
+                }
+            }
+            Pr::Sched => w!("{}", r.policy()),
+            Pr::Wchan => {
+                let name = wchan(r.tid());
+                let len = name.len().min(self.max_rightward.max(0) as usize);
+                out.extend_from_slice(&name.as_bytes()[..len]);
+                len as i32
+            }
+            Pr::Tty4 | Pr::Tty8 => {
+                let ab = if pr == Pr::Tty4 {
+                    Abbrev::All
+                } else {
+                    Abbrev::Dev
+                };
+                let name = self.ttys.name(r.tty(), r.tid(), 64, ab);
+                w!("{name}")
+            }
+            Pr::Stat => {
+                let mut s = vec![r.state()];
+                if r.nice() < 0 {
+                    s.push(b'<');
+                }
+                if r.nice() > 0 {
+                    s.push(b'N');
+                }
+                if r.sm().locked != 0 {
+                    s.push(b'L');
+                }
+                if r.session() == r.tgid() {
+                    s.push(b's');
+                }
+                if r.nlwp() > 1 {
+                    s.push(b'l');
+                }
+                if r.pgrp() as i64 == r.tpgid() as i64 {
+                    s.push(b'+');
+                }
+                out.extend_from_slice(&s);
+                s.len() as i32
+            }
+            Pr::S => {
+                out.push(r.state());
+                1
+            }
+            Pr::Flag => w!("{:o}", (r.b().task_flags >> 6) & 7),
+            Pr::Bsdtime => {
+                let u = self.tics_all(r) / m.hz;
+                w!("{:3}:{:02}", u / 60, u % 60)
+            }
+            Pr::Bsdstart => {
+                let start = self.start_secs(r);
+                let ago = (self.now - start).max(0);
+                let c = ctime(start);
+                let s = if ago > 3600 * 24 {
+                    &c[4..10]
+                } else {
+                    &c[10..16]
+                };
+                out.extend_from_slice(s.as_bytes());
+                6
+            }
+            Pr::Sz => w!("{}", r.vm_size() / (m.page_size / 1024)),
+            Pr::Swapable => w!("{}", (r.sm().data + r.sm().stack) >> 10),
+            Pr::Size => w!("{}", r.sm().vm_size),
+            Pr::Majflt => {
+                let s = r.st();
+                w!(
+                    "{}",
+                    if self.include_dead_children {
+                        s.majflt + s.cmajflt
+                    } else {
+                        s.majflt
+                    }
+                )
+            }
+            Pr::Minflt => {
+                let s = r.st();
+                w!(
+                    "{}",
+                    if self.include_dead_children {
+                        s.minflt + s.cminflt
+                    } else {
+                        s.minflt
+                    }
+                )
+            }
+            Pr::Psr => w!("{}", r.st().processor),
+            Pr::Rss => w!("{}", r.vm_rss()),
+            Pr::Pmem => {
+                let pmem = (r.vm_rss() * 1000 / m.mem_total_kib.max(1)).min(999);
+                w!("{:2}.{}", pmem / 10, pmem % 10)
+            }
+            Pr::Lstart => {
+                let s = strftime(self.start_secs(r), "%a %b %e %H:%M:%S %Y");
+                w!("{s}")
+            }
+            Pr::Stime => {
+                let now = localtime(self.now);
+                let t = self.start_secs(r);
+                let pt = localtime(t);
+                let mut fmt = "%H:%M";
+                if now.tm_yday != pt.tm_yday {
+                    fmt = "%b%d";
+                }
+                if now.tm_year != pt.tm_year {
+                    fmt = "%Y";
+                }
+                let s = strftime(t, fmt);
+                w!("{s}")
+            }
+            Pr::Start => {
+                let t = self.start_secs(r);
+                let mut c = ctime(t).into_bytes();
+                if c[8] == b' ' {
+                    c[8] = b'0';
+                }
+                if c[11] == b' ' {
+                    c[11] = b'0';
+                }
+                let c = String::from_utf8_lossy(&c).into_owned();
+                if t + 60 * 60 * 24 > self.now {
+                    w!("{}", &c[11..19])
+                } else {
+                    w!("  {}", &c[4..10])
+                }
+            }
+            Pr::Egid => w!("{}", r.egid() as i32),
+            Pr::Rgid => w!("{}", r.rgid() as i32),
+            Pr::Sgid => w!("{}", r.sgid() as i32),
+            Pr::Fgid => w!("{}", r.fgid() as i32),
+            Pr::Euid => w!("{}", r.euid() as i32),
+            Pr::Ruid => w!("{}", r.ruid() as i32),
+            Pr::Suid => w!("{}", r.suid() as i32),
+            Pr::Fuid => w!("{}", r.fuid() as i32),
+            Pr::Euser | Pr::Ruser | Pr::Suser | Pr::Fuser => {
+                let id = match pr {
+                    Pr::Euser => r.euid(),
+                    Pr::Ruser => r.ruid(),
+                    Pr::Suser => r.suid(),
+                    _ => r.fuid(),
+                };
+                let name = self.names.user(id).to_string();
+                self.do_pr_name(out, &name, id)
+            }
+            Pr::Egroup | Pr::Rgroup | Pr::Sgroup | Pr::Fgroup => {
+                let id = match pr {
+                    Pr::Egroup => r.egid(),
+                    Pr::Rgroup => r.rgid(),
+                    Pr::Sgroup => r.sgid(),
+                    _ => r.fgid(),
+                };
+                let name = self.names.group(id).to_string();
+                self.do_pr_name(out, &name, id)
+            }
+            Pr::Pid => w!("{}", r.tgid()),
+            Pr::Tid => w!("{}", r.tid()),
+            Pr::Nlwp => w!("{}", r.nlwp()),
+            Pr::Sess => w!("{}", r.session()),
+            Pr::Tpgid => w!("{}", r.tpgid()),
+            Pr::SgiP => {
+                if r.state() == b'R' {
+                    w!("{}", r.st().processor as u32)
+                } else {
+                    w!("*")
+                }
+            }
+            Pr::Supgid | Pr::Supgrp => {
+                let gids: Vec<u32> =
+                    r.t.cred
+                        .as_ref()
+                        .map(|c| c.groups.clone())
+                        .unwrap_or_default();
+                let text = if gids.is_empty() {
+                    "-".to_string()
+                } else if pr == Pr::Supgid {
+                    gids.iter()
+                        .map(|g| g.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                } else {
+                    gids.iter()
+                        .map(|&g| self.names.group(g).to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
+                let mut rightward = self.max_rightward;
+                if pr == Pr::Supgid {
+                    let n = text.len().min(rightward.max(0) as usize);
+                    out.extend_from_slice(&text.as_bytes()[..n]);
+                    return n as i32;
+                }
+                self.escaped(out, text.as_bytes(), &mut rightward);
+                self.max_rightward - rightward
+            }
+        }
+    }
+
+    /// The value `r` sorts by for `sr`.
+    pub fn sort_value(&mut self, sr: Sr, r: &Row) -> SortVal {
+        let m = self.m;
+        let sm = r.sm();
+        let st = r.st();
+        use SortVal::*;
+        match sr {
+            Sr::Noop | Sr::Unsupported => I(0),
+            Sr::Utilization => {
+                let t = self.boot_tics as f64 - r.start_ticks(&m) as f64;
+                if t > 0.0 {
+                    F((((r.utime(&m) + r.stime(&m)) as f32) * 100.0f32) as f64 / t)
+                } else {
+                    F(0.0)
+                }
+            }
+            Sr::VmRss => U(r.vm_rss()),
+            Sr::Cmdline => S(r.cmdline(self.utf8)),
+            Sr::Cmd => S(r.cmd(self.utf8)),
+            Sr::TimeAll => F((r.utime(&m) as f64 + r.stime(&m) as f64) / m.hz as f64),
+            Sr::TicsAll => U(r.utime(&m) + r.stime(&m)),
+            Sr::TicsBegan => U(r.start_ticks(&m)),
+            Sr::SchedClassStr => S(sched_class(r.policy()).as_bytes().to_vec()),
+            Sr::SchedClass => I(r.policy() as i64),
+            Sr::TicsUser => U(r.utime(&m)),
+            Sr::TicsUserC => U(r.utime(&m) + r.cutime(&m)),
+            Sr::TicsSystemC => U(r.stime(&m) + r.cstime(&m)),
+            Sr::IdEgid => U(r.egid() as u64),
+            Sr::IdRgid => U(r.rgid() as u64),
+            Sr::IdSgid => U(r.sgid() as u64),
+            Sr::IdFgid => U(r.fgid() as u64),
+            Sr::IdEuid => U(r.euid() as u64),
+            Sr::IdRuid => U(r.ruid() as u64),
+            Sr::IdSuid => U(r.suid() as u64),
+            Sr::IdFuid => U(r.fuid() as u64),
+            Sr::IdEuser => S(self.names.user(r.euid()).as_bytes().to_vec()),
+            Sr::IdRuser => S(self.names.user(r.ruid()).as_bytes().to_vec()),
+            Sr::IdSuser => S(self.names.user(r.suid()).as_bytes().to_vec()),
+            Sr::IdFuser => S(self.names.user(r.fuid()).as_bytes().to_vec()),
+            Sr::IdEgroup => S(self.names.group(r.egid()).as_bytes().to_vec()),
+            Sr::IdRgroup => S(self.names.group(r.rgid()).as_bytes().to_vec()),
+            Sr::IdSgroup => S(self.names.group(r.sgid()).as_bytes().to_vec()),
+            Sr::IdFgroup => S(self.names.group(r.fgid()).as_bytes().to_vec()),
+            Sr::IdPgrp => I(r.pgrp() as i32 as i64),
+            Sr::IdPid => I(r.tid() as i32 as i64),
+            Sr::IdTgid => I(r.tgid() as i32 as i64),
+            Sr::IdPpid => I(r.ppid() as i32 as i64),
+            Sr::IdSession => I(r.session() as i32 as i64),
+            Sr::IdTpgid => I(r.tpgid() as i64),
+            Sr::TimeElapsed => F(self.elapsed(r)),
+            Sr::Flags => U(r.b().task_flags as u64),
+            Sr::Priority => I(r.priority() as i64),
+            Sr::PriorityRt => I(st.rt_priority as i32 as i64),
+            Sr::Processor => I(st.processor as i64),
+            Sr::TtyName => S(self
+                .ttys
+                .name(r.tty(), r.tid(), 64, Abbrev::Dev)
+                .into_bytes()),
+            Sr::FltMaj => U(st.majflt),
+            Sr::FltMin => U(st.minflt),
+            Sr::FltMajC => U(st.majflt + st.cmajflt),
+            Sr::FltMinC => U(st.minflt + st.cminflt),
+            Sr::MemResPgs => U((sm.rss_anon + sm.rss_file + sm.rss_shmem) / m.page_size),
+            Sr::MemShrPgs => U((sm.rss_file + sm.rss_shmem) / m.page_size),
+            Sr::VsizeBytes => U(sm.vm_size),
+            Sr::Nice => I(r.nice() as i64),
+            Sr::Nlwp => I(r.nlwp() as i64),
+            Sr::State => I(r.state() as i64),
+            Sr::Supgids | Sr::Supgroups => {
+                let g: Vec<String> =
+                    r.t.cred
+                        .as_ref()
+                        .map(|c| c.groups.iter().map(|g| g.to_string()).collect())
+                        .unwrap_or_default();
+                S(if g.is_empty() {
+                    b"-".to_vec()
+                } else {
+                    g.join(",").into_bytes()
+                })
+            }
+            Sr::VmSize => U(r.vm_size()),
+            Sr::VmData => U(sm.data >> 10),
+            Sr::VmExe => U(sm.text >> 10),
+            Sr::VmLib => U(sm.lib >> 10),
+            Sr::VmLock => U(sm.locked >> 10),
+            Sr::VmStack => U(sm.stack >> 10),
+            Sr::WchanName => S(wchan(r.tid()).into_bytes()),
+        }
+    }
+}
+
+/// A value to sort by, compared as procps compares its result types.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SortVal {
+    /// Signed integers (procps compares by subtraction).
+    I(i64),
+    /// Unsigned integers.
+    U(u64),
+    /// Doubles.
+    F(f64),
+    /// Strings, compared with strcoll.
+    S(Vec<u8>),
+}
+
+impl SortVal {
+    /// procps' comparison of two results of the same item.
+    pub fn compare(&self, other: &SortVal) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        match (self, other) {
+            (SortVal::I(a), SortVal::I(b)) => a.cmp(b),
+            (SortVal::U(a), SortVal::U(b)) => a.cmp(b),
+            (SortVal::F(a), SortVal::F(b)) => a.partial_cmp(b).unwrap_or(Ordering::Equal),
+            (SortVal::S(a), SortVal::S(b)) => strcoll(a, b),
+            _ => Ordering::Equal,
+        }
+    }
+}
+
+fn strcoll(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let (Ok(a), Ok(b)) = (std::ffi::CString::new(a), std::ffi::CString::new(b)) else {
+        return a.cmp(b);
+    };
+    // SAFETY: both are valid NUL-terminated strings.
+    let r = unsafe { libc::strcoll(a.as_ptr(), b.as_ptr()) };
+    r.cmp(&0)
+}
+
+/// procps' scheduling class abbreviations.
+fn sched_class(policy: i32) -> &'static str {
+    match policy {
+        -1 => "-",
+        0 => "TS",
+        1 => "FF",
+        2 => "RR",
+        3 => "B",
+        4 => "ISO",
+        5 => "IDL",
+        6 => "DLN",
+        _ => "?",
+    }
+}
+
+/// The kernel function task `tid` sleeps in, as procps' lookup_wchan: "-" when running,
+/// "?" when unreadable.
+pub fn wchan(tid: u32) -> String {
+    let Some(raw) = crate::snapshot::proc_file(tid, "wchan") else {
+        return "?".into();
+    };
+    let raw = &raw[..raw.len().min(63)];
+    if raw.is_empty() {
+        return "?".into();
+    }
+    if raw[0] == b'0' {
+        return "-".into();
+    }
+    let mut s = raw;
+    if s.first() == Some(&b'.') {
+        s = &s[1..];
+    }
+    while s.first() == Some(&b'_') {
+        s = &s[1..];
+    }
+    let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+    String::from_utf8_lossy(&s[..end]).into_owned()
+}
+
+fn localtime(t: i64) -> libc::tm {
+    // SAFETY: an all-zero tm is a valid out-parameter.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let tt: libc::time_t = t as libc::time_t;
+    // SAFETY: both pointers are valid for the call.
+    unsafe { libc::localtime_r(&tt, &mut tm) };
+    tm
+}
+
+fn strftime(t: i64, fmt: &str) -> String {
+    let tm = localtime(t);
+    let Ok(f) = std::ffi::CString::new(fmt) else {
+        return String::new();
+    };
+    let mut buf = [0u8; 240];
+    // SAFETY: buf is writable for its length, f is NUL-terminated, tm is initialized.
+    let n = unsafe { libc::strftime(buf.as_mut_ptr().cast(), buf.len(), f.as_ptr(), &tm) };
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// `ctime(3)` text (always English, as asctime is): "Wed Jun 30 21:49:08 1993\n".
+fn ctime(t: i64) -> String {
+    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+    const MONS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let tm = localtime(t);
+    format!(
+        "{} {}{:3} {:02}:{:02}:{:02} {}\n",
+        DAYS[tm.tm_wday.rem_euclid(7) as usize],
+        MONS[tm.tm_mon.rem_euclid(12) as usize],
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        1900 + tm.tm_year
+    )
+}
+
+/// Lays out lines like procps' show_one_proc.
+pub struct Printer<W: Write> {
+    cols: Vec<Col>,
+    active_cols: i32,
+    lines_to_next_header: i64,
+    header_gap: i64,
+    did_stuff: bool,
+    buf: Vec<u8>,
+    out: W,
+}
+
+impl<W: Write> Printer<W> {
+    /// A printer for `cols` on a screen `screen_cols` wide.
+    pub fn new(cols: Vec<Col>, screen_cols: i32, out: W) -> Self {
+        // check_header_width
+        let mut total: i64 = 0;
+        let mut was_normal = 0;
+        for (i, c) in cols.iter().enumerate() {
+            let last = i + 1 == cols.len();
+            if c.spec.is_none() {
+                total += c.width as i64;
+                was_normal = 0;
+                continue;
+            }
+            match c.flags & cf::JUST_MASK {
+                cf::UNLIMITED => total += if last { 3 } else { c.width as i64 },
+                _ => total += c.width as i64,
+            }
+            total += was_normal;
+            was_normal = 1;
+        }
+        let mut i = 0i64;
+        let mut active;
+        loop {
+            i += 1;
+            active = screen_cols as i64 * i;
+            if active >= total || active >= (OUTBUF_SIZE / 2) as i64 {
+                break;
+            }
+        }
+        Printer {
+            cols,
+            active_cols: active as i32,
+            lines_to_next_header: 1,
+            header_gap: -1,
+            did_stuff: false,
+            buf: Vec::with_capacity(1 << 16),
+            out,
+        }
+    }
+
+    /// Header every `gap` lines (`--headers`).
+    pub fn set_header_gap(&mut self, gap: i64) {
+        self.header_gap = gap;
+    }
+
+    /// No header at all.
+    pub fn no_header(&mut self) {
+        self.lines_to_next_header = -1;
+    }
+
+    /// Whether any line was printed.
+    pub fn printed(&self) -> bool {
+        self.did_stuff
+    }
+
+    /// Prints one task (after a header when one is due).
+    pub fn show(&mut self, ctx: &mut Ctx, row: &Row) -> io::Result<()> {
+        self.lines_to_next_header -= 1;
+        if self.lines_to_next_header == 0 {
+            self.lines_to_next_header = self.header_gap;
+            self.line(ctx, None)?;
+        }
+        self.line(ctx, Some(row))
+    }
+
+    /// At the end: when nothing was printed, the header alone (if due). Returns whether
+    /// anything was ever printed.
+    pub fn finish(&mut self, ctx: &mut Ctx) -> io::Result<bool> {
+        if !self.did_stuff {
+            self.lines_to_next_header -= 1;
+            if self.lines_to_next_header == 0 {
+                self.line(ctx, None)?;
+            }
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+            self.out.flush()?;
+            return Ok(false);
+        }
+        self.out.write_all(&self.buf)?;
+        self.buf.clear();
+        self.out.flush()?;
+        Ok(true)
+    }
+
+    fn line(&mut self, ctx: &mut Ctx, row: Option<&Row>) -> io::Result<()> {
+        self.did_stuff = true;
+        let (mut correct, mut actual, mut dospace) = (0i32, 0i32, 0i32);
+        let n = self.cols.len();
+        let mut data = Vec::with_capacity(256);
+        for i in 0..n {
+            let c = &self.cols[i];
+            let last = i + 1 == n;
+            let tmpspace;
+            let mut maxr;
+            if !last {
+                maxr = c.width;
+                tmpspace = 0;
+            } else {
+                let t = correct - actual;
+                if t < 1 {
+                    tmpspace = dospace;
+                    maxr = self.active_cols - actual - tmpspace;
+                } else {
+                    tmpspace = t;
+                    maxr = self.active_cols - correct.max(actual);
+                }
+            }
+            maxr = maxr.clamp(0, OUTBUF_SIZE - 1);
+            ctx.max_rightward = maxr;
+            data.clear();
+            let mut amount = match (row, c.pr()) {
+                (Some(r), Some(pr)) => ctx.print(pr, r, &mut data),
+                _ => {
+                    data.extend_from_slice(&c.name);
+                    c.name.len() as i32
+                }
+            };
+            if amount < 0 {
+                amount = 0;
+                data.clear();
+            }
+            let just = if c.spec.is_none() {
+                0
+            } else {
+                c.flags & cf::JUST_MASK
+            };
+            let mut leftpad = 0;
+            match just {
+                cf::RIGHT => leftpad = (c.width - amount).max(0),
+                cf::USER if ctx.user_is_number => leftpad = (c.width - amount).max(0),
+                cf::WCHAN => {
+                    if ctx.wchan_is_number {
+                        leftpad = (c.width - amount).max(0);
+                    } else if self.active_cols - actual - tmpspace < 1 {
+                        data.truncate(1);
+                    }
+                }
+                cf::UNLIMITED if self.active_cols - actual - tmpspace < 1 => data.truncate(1),
+                _ => {}
+            }
+            let mut space = correct - actual + leftpad;
+            if space < 1 {
+                space = dospace;
+            }
+            space = space.min(SPACE_AMOUNT);
+            self.buf
+                .extend(std::iter::repeat_n(b' ', space.max(0) as usize));
+            self.buf.extend_from_slice(&data);
+            if last {
+                self.buf.push(b'\n');
+                break;
+            }
+            actual += space + amount;
+            correct += c.width;
+            if c.spec.is_some() && self.cols[i + 1].spec.is_some() {
+                correct += 1;
+                dospace = 1;
+            } else {
+                dospace = 0;
+            }
+        }
+        if self.buf.len() >= 1 << 16 {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ctime_has_the_fixed_layout() {
+        let s = ctime(0);
+        assert_eq!(s.len(), 25);
+        assert!(s.ends_with('\n'));
+        assert_eq!(&s[3..4], " ");
+    }
+
+    #[test]
+    fn sched_classes_are_procps_abbreviations() {
+        assert_eq!(sched_class(0), "TS");
+        assert_eq!(sched_class(6), "DLN");
+        assert_eq!(sched_class(9), "?");
+    }
+
+    #[test]
+    fn wchan_of_a_missing_task_is_unknown() {
+        assert_eq!(wchan(u32::MAX - 1), "?");
+    }
+}

@@ -1,0 +1,284 @@
+//! One look at the tasks: a batched dump decoded into [`Task`] records, plus the few
+//! machine-wide values (clock ticks, page size, total memory, boot time, uptime) that turn
+//! those records into what procps prints.
+//!
+//! The backend comes from `TASKDIAG_BACKEND` (`auto`, `bpf` or `procfs`; default `auto`: BPF
+//! when this process may load it, else /proc), so every tool can be pinned to a backend for
+//! tests and comparisons. Records come out sorted like a /proc directory listing: processes
+//! in pid order, and with threads, each process's leader first and then its threads by tid.
+//!
+//! Reading the records is `taskdiag`'s job; what the tools make of them is theirs.
+
+use std::ffi::CString;
+use std::io;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use taskdiag::{BackendKind, Dumper, Group, Request, Strategy};
+use taskdiag_proto::msg::Messages;
+pub use taskdiag_proto::task::Task;
+use taskdiag_proto::task::{Event, StreamDecoder};
+
+/// Errors of taking a snapshot.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// `TASKDIAG_BACKEND` names no backend.
+    #[error("TASKDIAG_BACKEND={0:?}: expected auto, bpf or procfs")]
+    BadBackend(String),
+    /// The backend could not be opened.
+    #[error("opening the {backend} backend: {source}")]
+    Open {
+        /// Which backend.
+        backend: &'static str,
+        /// Why.
+        #[source]
+        source: taskdiag::Error,
+    },
+    /// The dump failed.
+    #[error("reading tasks: {0}")]
+    Dump(#[source] taskdiag::Error),
+    /// A machine-wide file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: &'static str,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A machine-wide file has an unexpected format.
+    #[error("{path}: {what}")]
+    Parse {
+        /// The file.
+        path: &'static str,
+        /// What is wrong.
+        what: &'static str,
+    },
+}
+
+/// The backend `TASKDIAG_BACKEND` asks for (`auto` when unset or empty).
+pub fn backend_from_env() -> Result<BackendKind, Error> {
+    match std::env::var("TASKDIAG_BACKEND").as_deref() {
+        Err(_) | Ok("") | Ok("auto") => Ok(BackendKind::Auto),
+        Ok("bpf") => Ok(BackendKind::Bpf),
+        Ok("procfs") => Ok(BackendKind::Procfs),
+        Ok(other) => Err(Error::BadBackend(other.to_string())),
+    }
+}
+
+/// Machine-wide constants, read once.
+#[derive(Debug, Clone, Copy)]
+pub struct Machine {
+    /// Clock ticks per second (`sysconf(_SC_CLK_TCK)`, USER_HZ).
+    pub hz: u64,
+    /// Page size in bytes.
+    pub page_size: u64,
+    /// MemTotal from /proc/meminfo, KiB.
+    pub mem_total_kib: u64,
+    /// Boot time, seconds since the epoch (`btime` in /proc/stat).
+    pub boot_time: u64,
+}
+
+fn read_file(path: &'static str) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|source| Error::Read { path, source })
+}
+
+/// The number after `key` on the line starting with `key` in `text`.
+fn field(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+impl Machine {
+    /// Reads the constants.
+    pub fn read() -> Result<Machine, Error> {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        // SAFETY: as above.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        let meminfo = read_file("/proc/meminfo")?;
+        let stat = read_file("/proc/stat")?;
+        Ok(Machine {
+            hz: u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100),
+            page_size: u64::try_from(page).ok().filter(|&p| p > 0).unwrap_or(4096),
+            mem_total_kib: field(&meminfo, "MemTotal:").ok_or(Error::Parse {
+                path: "/proc/meminfo",
+                what: "no MemTotal line",
+            })?,
+            boot_time: field(&stat, "btime ").ok_or(Error::Parse {
+                path: "/proc/stat",
+                what: "no btime line",
+            })?,
+        })
+    }
+
+    /// Nanoseconds per clock tick.
+    pub fn ns_per_tick(&self) -> u64 {
+        1_000_000_000 / self.hz
+    }
+}
+
+/// Seconds since boot as /proc/uptime reports them (centisecond resolution), the clock
+/// procps measures elapsed times and %CPU against.
+pub fn uptime() -> Result<f64, Error> {
+    let text = read_file("/proc/uptime")?;
+    text.split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .ok_or(Error::Parse {
+            path: "/proc/uptime",
+            what: "not a number",
+        })
+}
+
+/// Seconds since the epoch, now.
+pub fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Which tasks and groups a tool needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Query {
+    /// Every thread instead of one record per process.
+    pub threads: bool,
+    /// Show flags (`Group::flag()` bits); BASE is always included.
+    pub groups: u64,
+}
+
+/// A loaded backend, ready to take snapshots (a long-running tool such as `top` keeps one).
+pub struct Source {
+    dumper: Dumper,
+}
+
+impl Source {
+    /// Opens the backend named by `TASKDIAG_BACKEND`, prepared for `groups`.
+    pub fn open(groups: u64) -> Result<Source, Error> {
+        let kind = backend_from_env()?;
+        let name = match kind {
+            BackendKind::Auto => "auto",
+            BackendKind::Bpf => "bpf",
+            BackendKind::Procfs => "procfs",
+        };
+        let dumper =
+            Dumper::open_for(kind, groups | Group::Base.flag()).map_err(|source| Error::Open {
+                backend: name,
+                source,
+            })?;
+        Ok(Source { dumper })
+    }
+
+    /// The backend answering, by name.
+    pub fn backend_name(&self) -> &'static str {
+        self.dumper.backend().name()
+    }
+
+    /// Dumps the tasks of `q`, sorted like /proc lists them.
+    pub fn take(&mut self, q: &Query) -> Result<Vec<Task>, Error> {
+        let strategy = if q.threads {
+            Strategy::AllThread
+        } else {
+            Strategy::All
+        };
+        let req = Request::new(strategy, 0, q.groups | Group::Base.flag());
+        let mut dec = StreamDecoder::new();
+        let mut tasks = Vec::new();
+        let mut bad = None;
+        let res = self.dumper.dump(&req, &mut |chunk| {
+            for m in Messages::new(chunk) {
+                let ev = m.and_then(|m| dec.push(&m));
+                match ev {
+                    Ok(Some(Event::Task(t))) => tasks.push(t),
+                    Ok(_) => {}
+                    Err(e) => {
+                        bad = Some(e);
+                        return Err(io::Error::other("invalid record"));
+                    }
+                }
+            }
+            Ok(())
+        });
+        if let Some(e) = bad {
+            return Err(Error::Dump(taskdiag::Error::Internal(e)));
+        }
+        res.map_err(Error::Dump)?;
+        sort_like_proc(&mut tasks);
+        Ok(tasks)
+    }
+}
+
+/// Sorts processes by pid and, within a process, the leader first and then threads by tid.
+pub fn sort_like_proc(tasks: &mut [Task]) {
+    tasks.sort_by_key(|t| (t.tgid, t.pid != t.tgid, t.pid));
+}
+
+/// Opens a source for `q` and takes one snapshot.
+pub fn take(q: &Query) -> Result<Vec<Task>, Error> {
+    Source::open(q.groups)?.take(q)
+}
+
+/// Reads a small text file of a task (`/proc/PID/wchan`, say) as bytes; `None` if it cannot
+/// be read.
+pub fn proc_file(pid: u32, name: &str) -> Option<Vec<u8>> {
+    std::fs::read(format!("/proc/{pid}/{name}")).ok()
+}
+
+/// `stat(2)` of a path: (st_mode, st_rdev) when it exists.
+pub fn stat_dev(path: &str) -> Option<(u32, u64)> {
+    let c = CString::new(path).ok()?;
+    // SAFETY: an all-zero `stat` is a valid value for the out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and `st` is a valid, writable stat buffer.
+    let r = unsafe { libc::stat(c.as_ptr(), &mut st) };
+    (r == 0).then_some((st.st_mode, st.st_rdev))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(pid: u32, tgid: u32) -> Task {
+        Task {
+            pid,
+            tgid,
+            ..Task::default()
+        }
+    }
+
+    #[test]
+    fn threads_follow_their_leader() {
+        let mut v = vec![
+            task(12, 10),
+            task(5, 5),
+            task(10, 10),
+            task(11, 10),
+            task(3, 3),
+        ];
+        sort_like_proc(&mut v);
+        let order: Vec<u32> = v.iter().map(|t| t.pid).collect();
+        assert_eq!(order, [3, 5, 10, 11, 12]);
+        // A leader whose tid is larger than its threads' (pid wrap) still comes first.
+        let mut v = vec![task(7, 900), task(900, 900)];
+        sort_like_proc(&mut v);
+        assert_eq!(v[0].pid, 900);
+    }
+
+    #[test]
+    fn machine_constants_are_sane() {
+        let m = Machine::read().expect("machine");
+        assert!(m.hz >= 100 && m.page_size >= 4096 && m.mem_total_kib > 0);
+        assert!(m.boot_time > 1_000_000_000 && (m.boot_time as i64) < now());
+        assert!(uptime().expect("uptime") > 0.0);
+    }
+
+    #[test]
+    fn field_finds_the_number_after_a_key() {
+        assert_eq!(field("a 1\nMemTotal:  24 kB\n", "MemTotal:"), Some(24));
+        assert_eq!(field("btime 17\n", "btime "), Some(17));
+        assert_eq!(field("x 1\n", "btime "), None);
+    }
+}

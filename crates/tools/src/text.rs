@@ -1,0 +1,208 @@
+//! Text handling shared by the tools: the C locale's character tests, procps' escaping of
+//! untrusted names and command lines, and the joining of argv vectors.
+//!
+//! Process names and arguments are bytes chosen by whoever started the process: they may hold
+//! control characters, escape sequences or invalid UTF-8. Nothing from a task reaches a
+//! terminal without passing through one of these functions.
+
+use std::ffi::CStr;
+
+extern "C" {
+    fn wcwidth(c: libc::wchar_t) -> libc::c_int;
+    fn iswprint(c: u32) -> libc::c_int;
+    fn mbrtowc(
+        pwc: *mut libc::wchar_t,
+        s: *const libc::c_char,
+        n: libc::size_t,
+        ps: *mut libc::mbstate_t,
+    ) -> libc::size_t;
+}
+
+/// Sets the C library's locale from the environment (`setlocale(LC_ALL, "")`, as procps
+/// does) and reports whether its character set is UTF-8.
+pub fn init_locale() -> bool {
+    // SAFETY: the argument is a NUL-terminated empty string; called before other threads
+    // exist (the tools are single-threaded when they start).
+    unsafe { libc::setlocale(libc::LC_ALL, c"".as_ptr()) };
+    // SAFETY: nl_langinfo returns a pointer to a static NUL-terminated string (or NULL).
+    let enc = unsafe { libc::nl_langinfo(libc::CODESET) };
+    if enc.is_null() {
+        return false;
+    }
+    // SAFETY: non-null, NUL-terminated, valid until the next setlocale.
+    let enc = unsafe { CStr::from_ptr(enc) };
+    enc.to_bytes().eq_ignore_ascii_case(b"UTF-8")
+}
+
+/// Length of a UTF-8 sequence from its lead byte (-1: not a lead byte), as procps' table.
+fn utf8_len(b: u8) -> i32 {
+    match b {
+        0x00..=0x7f => 1,
+        0xc2..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf4 => 4,
+        _ => -1,
+    }
+}
+
+/// procps' library escaping of names and command lines (`escape_str` in libproc2): in a
+/// UTF-8 locale control characters become '?', and from the first malformed sequence on,
+/// controls become '.' and non-ASCII bytes '?'; in other locales every non-ASCII byte
+/// becomes '?' and every control character '.'. Stops at the first NUL.
+pub fn lib_escape(src: &[u8], utf8: bool) -> Vec<u8> {
+    let end = src.iter().position(|&c| c == 0).unwrap_or(src.len());
+    let mut s = src[..end].to_vec();
+    let esc_all = |s: &mut [u8]| {
+        for c in s {
+            if *c < 0x20 || *c == 0x7f {
+                *c = b'.';
+            } else if *c >= 0x80 {
+                *c = b'?';
+            }
+        }
+    };
+    if !utf8 {
+        esc_all(&mut s);
+        return s;
+    }
+    let len = s.len();
+    let mut i = 0;
+    while i < len {
+        let n = utf8_len(s[i]);
+        if n < 0 || i + n as usize > len {
+            esc_all(&mut s[i..]);
+            break;
+        }
+        if s[i] < 0x20 || s[i] == 0x7f {
+            s[i] = b'?';
+        }
+        i += n as usize;
+    }
+    s
+}
+
+/// Joins /proc/PID/cmdline like procps' `read_unvectored`: NULs and newlines between
+/// arguments become spaces, trailing NULs end the string, a final space is dropped; at most
+/// `max` bytes are read (procps reads 128 KiB - 1).
+pub fn unvector(raw: &[u8], max: usize) -> Vec<u8> {
+    let mut v = raw[..raw.len().min(max)].to_vec();
+    let n = v.len();
+    if n == 0 {
+        return v;
+    }
+    let mut i = n;
+    while i > 0 && v[i - 1] == 0 {
+        i -= 1;
+    }
+    for c in &mut v[..i] {
+        if *c == b'\n' || *c == 0 {
+            *c = b' ';
+        }
+    }
+    if v[n - 1] == b' ' {
+        v[n - 1] = 0;
+    }
+    let end = v.iter().position(|&c| c == 0).unwrap_or(n);
+    v.truncate(end);
+    v
+}
+
+/// ps's output escaping (`escape_str` in ps/output.c): copies `src` into `out` using at
+/// most `max_cells` screen cells. In UTF-8 locales valid printable characters are kept
+/// (their width per `wcwidth`), anything else is '?'; otherwise controls are '.' and bytes
+/// above 0x7f are '?'. Returns the cells used.
+pub fn out_escape(out: &mut Vec<u8>, src: &[u8], max_cells: usize, utf8: bool) -> usize {
+    let end = src.iter().position(|&c| c == 0).unwrap_or(src.len());
+    let src = &src[..end];
+    let mut cells = 0usize;
+    if !utf8 {
+        for &c in src.iter().take(max_cells) {
+            out.push(match c {
+                0x00..=0x1f | 0x7f => b'.',
+                0x80..=0xff => b'?',
+                c => c,
+            });
+            cells += 1;
+        }
+        return cells;
+    }
+    // SAFETY: an all-zero mbstate_t is the initial conversion state.
+    let mut st: libc::mbstate_t = unsafe { std::mem::zeroed() };
+    let mut i = 0usize;
+    while i < src.len() && cells < max_cells {
+        let mut wc: libc::wchar_t = 0;
+        let rest = &src[i..];
+        // SAFETY: `rest` is valid for `rest.len()` bytes; wc and st are valid out-params.
+        let len = unsafe { mbrtowc(&mut wc, rest.as_ptr().cast(), rest.len().min(6), &mut st) };
+        if len == 0 {
+            break;
+        }
+        if len == usize::MAX || len == usize::MAX - 1 {
+            // SAFETY: resetting the conversion state to the initial state.
+            st = unsafe { std::mem::zeroed() };
+            out.push(b'?');
+            i += 1;
+            cells += 1;
+        } else if len == 1 {
+            let c = src[i];
+            out.push(if (0x20..0x7f).contains(&c) { c } else { b'?' });
+            i += 1;
+            cells += 1;
+        } else {
+            // SAFETY: pure functions of a wide character.
+            let printable = unsafe { iswprint(wc as u32) } != 0;
+            if !printable {
+                out.push(b'?');
+                i += len;
+                cells += 1;
+                continue;
+            }
+            // SAFETY: as above.
+            let w = unsafe { wcwidth(wc) };
+            if w > 0 && w as usize > max_cells - cells {
+                break;
+            }
+            out.extend_from_slice(&src[i..i + len]);
+            i += len;
+            if w > 0 {
+                cells += w as usize;
+            }
+        }
+    }
+    cells
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lib_escape_replaces_controls() {
+        assert_eq!(lib_escape(b"a\x1bb\x7f", true), b"a?b?");
+        assert_eq!(lib_escape(b"a\x1bb\xc3\xa9", false), b"a.b??");
+        // Valid UTF-8 stays; a stray continuation byte starts the fallback.
+        assert_eq!(lib_escape("é\u{1}".as_bytes(), true), "é?".as_bytes());
+        assert_eq!(lib_escape(b"x\x80\x01y", true), b"x?.y");
+        assert_eq!(lib_escape(b"ab\0cd", true), b"ab");
+    }
+
+    #[test]
+    fn unvector_joins_arguments() {
+        assert_eq!(unvector(b"sleep\x00100\x00", 1000), b"sleep 100");
+        assert_eq!(unvector(b"a\nb\0c", 1000), b"a b c");
+        assert_eq!(unvector(b"title with spaces ", 1000), b"title with spaces");
+        assert_eq!(unvector(b"x\0\0\0", 1000), b"x");
+        assert_eq!(unvector(b"", 1000), b"");
+        assert_eq!(unvector(b"abcdef", 3), b"abc");
+    }
+
+    #[test]
+    fn out_escape_in_the_c_locale() {
+        let mut o = Vec::new();
+        assert_eq!(out_escape(&mut o, b"a\tb\xff", 10, false), 4);
+        assert_eq!(o, b"a.b?");
+        o.clear();
+        assert_eq!(out_escape(&mut o, b"abcdef", 3, false), 3);
+        assert_eq!(o, b"abc");
+    }
+}

@@ -265,12 +265,36 @@ fn rows(exe: &str, per_thread: bool) -> Vec<Row> {
             psutil.map(|py| vec![py, "-c".into(), psutil_code.into()]),
             Some("P5"),
         ),
+        row(
+            "D1",
+            if per_thread {
+                "taskdiag ps -eL -o pid,lwp,ppid,pgid,sid,comm"
+            } else {
+                "taskdiag ps -e -o pid,ppid,pgid,sid,comm"
+            },
+            Some(if per_thread {
+                s(&[exe, "ps", "-eL", "-o", "pid,lwp,ppid,pgid,sid,comm"])
+            } else {
+                s(&[exe, "ps", "-e", "-o", "pid,ppid,pgid,sid,comm"])
+            }),
+            Some("T1"),
+        ),
+        row(
+            "D2",
+            if per_thread {
+                "taskdiag ps auxH"
+            } else {
+                "taskdiag ps aux"
+            },
+            Some(s(&[exe, "ps", if per_thread { "auxH" } else { "aux" }])),
+            Some("T2"),
+        ),
     ]
 }
 
 /// Rows of the scaling curves: the floor loops, taskdiag, and ps (the slow tools would take
 /// minutes at 100,000 tasks).
-const SCALE_ROWS: [&str; 9] = ["P1", "P2", "P4", "P5", "B1", "B2", "F1", "F3", "T1"];
+const SCALE_ROWS: [&str; 10] = ["P1", "P2", "P4", "P5", "B1", "B2", "F1", "F3", "T1", "D1"];
 
 fn install_signals() {
     // SAFETY: installing a handler that only stores to an atomic.

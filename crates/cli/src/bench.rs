@@ -39,6 +39,10 @@ pub struct BenchArgs {
     /// With --scale: also write a log-log chart of wall time against tasks to this SVG file.
     #[arg(long, value_name = "FILE", requires = "scale")]
     svg: Option<std::path::PathBuf>,
+    /// Measure only these rows (comma-separated keys such as T1,D1; include the rows named in
+    /// the ratio column to get ratios).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    rows: Vec<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -292,8 +296,8 @@ fn rows(exe: &str, per_thread: bool) -> Vec<Row> {
     ]
 }
 
-/// Rows of the scaling curves: the floor loops, taskdiag, and ps (the slow tools would take
-/// minutes at 100,000 tasks).
+/// Rows of the scaling curves unless --rows says otherwise: the floor loops, taskdiag, and ps
+/// (the slow tools would take minutes at 100,000 tasks).
 const SCALE_ROWS: [&str; 10] = ["P1", "P2", "P4", "P5", "B1", "B2", "F1", "F3", "T1", "D1"];
 
 fn install_signals() {
@@ -348,6 +352,11 @@ fn scaling(a: &BenchArgs, exe: &str) -> anyhow::Result<ExitCode> {
     let threads = a.threads.max(1);
     let runs = a.runs.max(1);
     let mut sizes = Vec::new();
+    let only: Vec<&str> = if a.rows.is_empty() {
+        SCALE_ROWS.to_vec()
+    } else {
+        a.rows.iter().map(String::as_str).collect()
+    };
     for &n in &a.scale {
         let (in_proc, res) = measure_at(
             exe,
@@ -356,7 +365,7 @@ fn scaling(a: &BenchArgs, exe: &str) -> anyhow::Result<ExitCode> {
             runs,
             true,
             false,
-            Some(&SCALE_ROWS),
+            Some(&only),
         )?;
         sizes.push((n, in_proc, res));
     }
@@ -435,7 +444,9 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<ExitCode> {
     if !a.scale.is_empty() {
         return scaling(&a, &exe);
     }
-    let (in_proc, results) = measure_at(&exe, tasks, a.threads, runs, !a.quick, perf, None)?;
+    let only: Vec<&str> = a.rows.iter().map(String::as_str).collect();
+    let only = (!only.is_empty()).then_some(only.as_slice());
+    let (in_proc, results) = measure_at(&exe, tasks, a.threads, runs, !a.quick, perf, only)?;
     let mut out = std::io::stdout().lock();
     match a.format {
         Format::Json => out.write_all(report::json(&results, in_proc).as_bytes())?,

@@ -235,7 +235,14 @@ fn needed_groups(o: &Opts) -> u64 {
     let stat = Group::Stat.flag();
     let statm = Group::Statm.flag();
     let cmdline = Group::Cmdline.flag();
-    if o.select_my_euid || !o.selection.is_empty() {
+    // Selections by user or group (-e/-A select everything without looking).
+    let by_id = o.selection.iter().any(|s| {
+        matches!(
+            s.kind,
+            SelKind::Ruid | SelKind::Euid | SelKind::Rgid | SelKind::Egid
+        )
+    });
+    if by_id || (o.select_my_euid && !o.all_processes) {
         g |= cred;
     }
     for c in &o.format {

@@ -304,7 +304,7 @@ fn init_if_hidden(req: &Request, first_chunk: &[u8], procfs: Option<&ProcReader>
         }
     }
     hidden.pending.extend(cur);
-    hidden.pending.sort_by(|a, b| b.0.cmp(&a.0));
+    hidden.pending.sort_by_key(|p| std::cmp::Reverse(p.0));
     hidden
 }
 

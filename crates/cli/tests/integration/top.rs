@@ -1,1 +1,992 @@
-//! Differential tests of `taskdiag top` (being written).
+//! Tests of `taskdiag top`: batch output compared with procps top and with /proc for fixture
+//! processes (a CPU burner, sleepers, a threaded process) on both backends, as an
+//! unprivileged user and in a child pid namespace; and the interactive screen driven as a
+//! person drives it, through tmux (keys in, screen captured), including that the terminal
+//! is given back on `q` and on SIGTERM.
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{stderr, stdout, test_user, BIN, TEST_USER};
+
+const BACKENDS: [&str; 2] = ["bpf", "procfs"];
+
+/// A process of ours in its own session, killed and reaped on drop.
+struct Fixture {
+    child: Child,
+}
+
+impl Fixture {
+    /// Spawns `cmd` and waits until the process is named `comm` (it has exec'd).
+    fn spawn(cmd: &mut Command, comm: &str) -> Fixture {
+        // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn fixture");
+        let f = Fixture { child };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let now =
+                std::fs::read_to_string(format!("/proc/{}/comm", f.pid())).unwrap_or_default();
+            if now.trim_end() == comm {
+                return f;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("fixture {cmd:?} never became {comm}");
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the process to end, up to `secs`; its status if it did.
+    fn wait_exit(&mut self, secs: u64) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn burner() -> Fixture {
+    Fixture::spawn(Command::new("sh").args(["-c", "while :; do :; done"]), "sh")
+}
+
+fn sleeper() -> Fixture {
+    Fixture::spawn(Command::new("sleep").arg("1000"), "sleep")
+}
+
+fn user_sleeper() -> Fixture {
+    test_user();
+    Fixture::spawn(
+        Command::new("setpriv").args([
+            "--reuid",
+            TEST_USER,
+            "--regid",
+            TEST_USER,
+            "--init-groups",
+            "--",
+            "sleep",
+            "1000",
+        ]),
+        "sleep",
+    )
+}
+
+/// A python process named `tdtopthr` with three extra threads (all named alike).
+fn threaded() -> Fixture {
+    let f = Fixture::spawn(
+        Command::new("python3").args([
+            "-c",
+            "import threading,time\n\
+         open('/proc/self/comm','w').write('tdtopthr')\n\
+         [threading.Thread(target=time.sleep,args=(1000,),daemon=True).start() for _ in range(3)]\n\
+         time.sleep(1000)",
+        ]),
+        "tdtopthr",
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && tids(f.pid()).len() < 4 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(tids(f.pid()).len(), 4, "threads of the fixture");
+    // Let every thread reach its sleep, so their CPU times stay put.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let all_asleep = tids(f.pid()).iter().all(|t| {
+            std::fs::read_to_string(format!("/proc/{}/task/{t}/stat", f.pid())).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('S'))
+            })
+        });
+        if all_asleep {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    f
+}
+
+fn tids(pid: u32) -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
+/// Fields of /proc/PID/stat after the name (field 3 is index 0).
+fn proc_stat(pid: u32) -> Vec<String> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let close = s.rfind(')').expect(")");
+    s[close + 1..]
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+fn comm(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .expect("comm")
+        .trim_end()
+        .to_string()
+}
+
+fn top(backend: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .env("TASKDIAG_BACKEND", backend)
+        .arg("top")
+        .args(args)
+        .output()
+        .expect("taskdiag top")
+}
+
+fn procps_top(args: &[&str]) -> Output {
+    Command::new("top").args(args).output().expect("procps top")
+}
+
+/// A task line of top's table.
+#[derive(Debug, Clone, PartialEq)]
+struct TRow {
+    pid: u32,
+    user: String,
+    pr: String,
+    ni: String,
+    res: String,
+    state: String,
+    cpu: f64,
+    time: String,
+    command: String,
+    line: String,
+}
+
+fn parse_row(line: &str) -> Option<TRow> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    if f.len() < 12 {
+        return None;
+    }
+    Some(TRow {
+        pid: f[0].parse().ok()?,
+        user: f[1].into(),
+        pr: f[2].into(),
+        ni: f[3].into(),
+        res: f[5].into(),
+        state: f[7].into(),
+        cpu: f[8].parse().ok()?,
+        time: f[10].into(),
+        command: f[11..].join(" "),
+        line: line.to_string(),
+    })
+}
+
+/// The rows of the last frame of batch output.
+fn last_frame_rows(out: &str) -> Vec<TRow> {
+    let at = out.rfind("  PID USER").expect("heading");
+    out[at..].lines().skip(1).filter_map(parse_row).collect()
+}
+
+/// The line of `what` in the last frame (the summary line starting so).
+fn last_line<'a>(out: &'a str, what: &str) -> &'a str {
+    out.lines()
+        .rev()
+        .find(|l| l.starts_with(what))
+        .unwrap_or("")
+}
+
+#[test]
+fn batch_rows_match_procps_top_and_proc() {
+    let s1 = sleeper();
+    let s2 = sleeper();
+    let list = format!("{},{}", s1.pid(), s2.pid());
+    for backend in BACKENDS {
+        let mut ok = false;
+        for _try in 0..3 {
+            let ours = top(backend, &["-b", "-n", "1", "-w", "200", "-p", &list]);
+            let theirs = procps_top(&["-b", "-n", "1", "-w", "200", "-p", &list]);
+            assert!(ours.status.success(), "{backend}: {}", stderr(&ours));
+            let (o, t) = (stdout(&ours), stdout(&theirs));
+            // Everything but the clock, CPU and memory summary lines must be the same bytes:
+            // task counts, heading and both sleepers' lines (ties in -p order).
+            let strip = |s: &str| -> Vec<String> {
+                s.lines()
+                    .filter(|l| {
+                        !l.starts_with("top -") && !l.starts_with("%Cpu") && !l.starts_with("MiB")
+                    })
+                    .map(String::from)
+                    .collect()
+            };
+            assert!(o.ends_with('\n') && !o.ends_with("\n\n"), "{o:?}");
+            if strip(&o) != strip(&t) {
+                eprintln!("{backend}: retrying\n{o}\n---\n{t}");
+                continue;
+            }
+            // The summary lines have procps' shape; uptime and users agree.
+            let up = |s: &str| -> String {
+                let l = s.lines().next().unwrap_or("");
+                l.split_once(" up ")
+                    .and_then(|(_, r)| r.split_once(",  load average: "))
+                    .map(|(u, _)| u.to_string())
+                    .unwrap_or_default()
+            };
+            if up(&o) != up(&t) {
+                continue;
+            }
+            for (prefix, words) in [
+                (
+                    "%Cpu(s):",
+                    &[
+                        " us,", " sy,", " ni,", " id,", " wa,", " hi,", " si,", " st ",
+                    ][..],
+                ),
+                (
+                    "MiB Mem : ",
+                    &["total,", "free,", "used,", "buff/cache     "],
+                ),
+                ("MiB Swap: ", &["total,", "free,", "used.", "avail Mem "]),
+            ] {
+                let ol = last_line(&o, prefix);
+                let tl = last_line(&t, prefix);
+                assert_eq!(ol.len(), tl.len(), "{backend}: {ol:?} vs {tl:?}");
+                for w in words {
+                    assert_eq!(ol.find(w), tl.find(w), "{backend}: {w} in {ol:?} vs {tl:?}");
+                }
+            }
+            let total = last_line(&o, "MiB Mem : ")
+                .split_whitespace()
+                .nth(3)
+                .unwrap_or("");
+            assert_eq!(
+                total,
+                last_line(&t, "MiB Mem : ")
+                    .split_whitespace()
+                    .nth(3)
+                    .unwrap_or("")
+            );
+            ok = true;
+            break;
+        }
+        assert!(ok, "{backend}: output differs from procps top");
+        // And the numbers are those of /proc.
+        let out = stdout(&top(backend, &["-b", "-n", "1", "-p", &list]));
+        let rows = last_frame_rows(&out);
+        assert_eq!(rows.len(), 2, "{out}");
+        for r in &rows {
+            let st = proc_stat(r.pid);
+            assert_eq!(r.state, st[0], "{r:?}");
+            assert_eq!(r.pr, st[15], "{r:?}");
+            assert_eq!(r.ni, st[16], "{r:?}");
+            assert_eq!(r.user, "root");
+            assert_eq!(r.command, comm(r.pid));
+            assert_eq!(r.cpu, 0.0, "a sleeper uses no CPU: {r:?}");
+            let rss_kib = std::fs::read_to_string(format!("/proc/{}/statm", r.pid))
+                .ok()
+                .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .map(|pages| pages * 4)
+                .expect("statm");
+            assert_eq!(r.res, rss_kib.to_string(), "{r:?}");
+        }
+    }
+}
+
+#[test]
+fn batch_burner_uses_cpu_and_sleeper_none() {
+    let b = burner();
+    let s = sleeper();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let ticks = |pid: u32| -> f64 {
+        let st = proc_stat(pid);
+        st[11].parse::<f64>().expect("utime") + st[12].parse::<f64>().expect("stime")
+    };
+    let list = format!("{},{}", b.pid(), s.pid());
+    for backend in BACKENDS {
+        let (t0, c0) = (Instant::now(), ticks(b.pid()));
+        let o = top(backend, &["-b", "-n", "2", "-d", "0.5", "-p", &list]);
+        let truth = (ticks(b.pid()) - c0) * 100.0 / hz / t0.elapsed().as_secs_f64();
+        assert!(o.status.success(), "{backend}: {}", stderr(&o));
+        let out = stdout(&o);
+        assert_eq!(out.matches("  PID USER").count(), 2, "two frames: {out}");
+        assert!(out.contains(" zombie\n%Cpu(s):"), "{out}");
+        let rows = last_frame_rows(&out);
+        let br = rows.iter().find(|r| r.pid == b.pid()).expect("burner row");
+        let sr = rows.iter().find(|r| r.pid == s.pid()).expect("sleeper row");
+        eprintln!(
+            "{backend}: burner {} %CPU, measured from /proc {truth:.1}",
+            br.cpu
+        );
+        assert_eq!(br.state, "R", "{br:?}");
+        assert_eq!(br.command, "sh");
+        assert_eq!(sr.cpu, 0.0, "{sr:?}");
+        assert_eq!(sr.state, "S");
+        // The burner is first (sorted by %CPU) and close to what /proc says it used; on an
+        // idle enough machine that is most of a CPU.
+        assert_eq!(rows[0].pid, b.pid(), "{out}");
+        assert!(
+            (br.cpu - truth).abs() < 30.0,
+            "{backend}: {} vs {truth}",
+            br.cpu
+        );
+        if truth > 70.0 {
+            assert!(br.cpu > 50.0, "{backend}: {br:?}");
+        }
+        assert!(br.cpu > 5.0, "{backend}: {br:?}");
+        let tasks = last_line(&out, "Tasks:");
+        assert!(
+            tasks.contains("  2 total") && tasks.contains("  1 running"),
+            "{tasks}"
+        );
+    }
+}
+
+#[test]
+fn batch_shows_kernel_threads_and_threads_with_h() {
+    // A kernel thread from /proc (PF_KTHREAD in the flags).
+    let kthread = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|_| {
+                proc_stat(p)
+                    .get(6)
+                    .and_then(|f| f.parse::<u64>().ok())
+                    .is_some_and(|fl| fl & 0x0020_0000 != 0)
+            }) && p > 1
+        })
+        .expect("a kernel thread");
+    let th = threaded();
+    for backend in BACKENDS {
+        let out = stdout(&top(backend, &["-b", "-n", "1", "-w", "512"]));
+        let rows = last_frame_rows(&out);
+        let k = rows
+            .iter()
+            .find(|r| r.pid == kthread)
+            .unwrap_or_else(|| panic!("{backend}: kernel thread {kthread} missing"));
+        assert_eq!(k.command, comm(kthread));
+        assert_eq!(k.res, "0");
+        let total: usize = last_line(&out, "Tasks:")
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .expect("total");
+        // (Pids wider than pid_max's digits end in '+', as with procps, so count lines.)
+        let at = out.rfind("  PID USER").expect("heading");
+        let lines = out[at..].lines().skip(1).filter(|l| !l.is_empty()).count();
+        assert_eq!(total, lines, "{backend}: every task has a line");
+        assert!(rows.len() + 10 > lines, "{backend}: unreadable lines");
+        // With -c, kernel threads show [name].
+        let out = stdout(&top(
+            backend,
+            &[
+                "-b",
+                "-n",
+                "1",
+                "-c",
+                "-w",
+                "512",
+                "-p",
+                &kthread.to_string(),
+            ],
+        ));
+        assert_eq!(
+            last_frame_rows(&out)[0].command,
+            format!("[{}]", comm(kthread))
+        );
+        // -H: one line per thread, as procps top shows them.
+        let pid = th.pid().to_string();
+        let mut ok = false;
+        for _ in 0..3 {
+            let ours = stdout(&top(
+                backend,
+                &["-b", "-n", "1", "-H", "-w", "200", "-p", &pid],
+            ));
+            let theirs = stdout(&procps_top(&[
+                "-b", "-n", "1", "-H", "-w", "200", "-p", &pid,
+            ]));
+            let rows = last_frame_rows(&ours);
+            let got: Vec<u32> = rows.iter().map(|r| r.pid).collect();
+            let mut sorted = got.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, tids(th.pid()), "{backend}: {ours}");
+            assert!(rows.iter().all(|r| r.command == "tdtopthr"), "{ours}");
+            assert!(last_line(&ours, "Threads:").contains("  4 total"), "{ours}");
+            let body = |s: &str| s.lines().skip(5).map(String::from).collect::<Vec<_>>();
+            if body(&ours) == body(&theirs) {
+                ok = true;
+                break;
+            }
+            eprintln!("{backend}: retrying\n{ours}\n---\n{theirs}");
+        }
+        assert!(ok, "{backend}: -H lines differ from procps top");
+        // Without -H, the process is one line.
+        let out = stdout(&top(backend, &["-b", "-n", "1", "-p", &pid]));
+        assert_eq!(last_frame_rows(&out).len(), 1);
+    }
+}
+
+#[test]
+fn batch_options_and_errors() {
+    let s = sleeper();
+    let pid = s.pid().to_string();
+    for backend in BACKENDS {
+        // Sorting by PID lowest first; user filter; iterations.
+        let out = stdout(&top(backend, &["-b", "-n", "1", "-o", "-PID", "-w", "300"]));
+        let pids: Vec<u32> = last_frame_rows(&out).iter().map(|r| r.pid).collect();
+        assert!(
+            pids.windows(2).all(|w| w[0] < w[1]),
+            "{backend}: not by pid"
+        );
+        let out = stdout(&top(backend, &["-b", "-n", "1", "-u", TEST_USER]));
+        assert!(
+            last_frame_rows(&out).iter().all(|r| r.user == "taskdia+"),
+            "{out}"
+        );
+        let out = stdout(&top(backend, &["-b", "-n", "3", "-d", "0.1", "-p", &pid]));
+        assert_eq!(out.matches("\ntop - ").count() + 1, 3, "{out}");
+        assert!(
+            out.contains(" sleep\n\ntop - "),
+            "frames separated by one blank line: {out}"
+        );
+        // -w: lines are cut to the width, and a long COMMAND ends in '+'.
+        let out = stdout(&top(backend, &["-b", "-n", "1", "-w", "70", "-p", &pid]));
+        assert!(out.lines().all(|l| l.len() <= 70), "{out}");
+        // Just wide enough for COMMAND's 8 cells: "sleep 1000" becomes "sleep 1+".
+        let pid_w = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .map(|s| s.trim().len().max(5))
+            .expect("pid_max");
+        let w = (pid_w + 73).to_string();
+        let out = stdout(&top(
+            backend,
+            &["-b", "-n", "1", "-c", "-w", &w, "-p", &pid],
+        ));
+        assert_eq!(last_frame_rows(&out)[0].command, "sleep 1+", "{out}");
+    }
+    let bad = |args: &[&str], code: i32, msg: &str| {
+        let o = top("procfs", args);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(msg), "{args:?}: {}", stderr(&o));
+        let p = procps_top(args);
+        assert_eq!(p.status.code(), Some(code), "procps {args:?}");
+    };
+    bad(&["-b", "-n", "0"], 1, "bad iterations argument '0'");
+    bad(&["-b", "-d", "-1"], 1, "-d requires positive argument");
+    bad(&["-b", "-p", "abc"], 1, "bad pid 'abc'");
+    bad(&["-b", "-u", "no-such-user-here"], 1, "Invalid user");
+    bad(&["-b", "-o", "NOPE"], 1, "unrecognized field name 'NOPE'");
+    bad(&["-b", "-x"], 0, "invalid option");
+    let h = top("procfs", &["--help"]);
+    assert!(h.status.success() && stdout(&h).contains("INTERACTIVE COMMANDS"));
+    // Interactive mode needs a terminal.
+    let o = Command::new(BIN)
+        .args(["top"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("top");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("failed tty get"), "{}", stderr(&o));
+}
+
+#[test]
+fn batch_as_unprivileged_user_and_in_a_pid_namespace() {
+    let uid = test_user();
+    let us = user_sleeper();
+    let pid = us.pid().to_string();
+    let as_user = |prog: &str, args: &[&str]| -> Output {
+        Command::new("setpriv")
+            .args([
+                "--reuid",
+                TEST_USER,
+                "--regid",
+                TEST_USER,
+                "--init-groups",
+                "--inh-caps=-all",
+                "--",
+            ])
+            .arg(prog)
+            .args(args)
+            .output()
+            .expect("setpriv")
+    };
+    // auto picks /proc for an unprivileged user; the user's own tasks are there.
+    let o = as_user(BIN, &["top", "-b", "-n", "1", "-w", "200"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = last_frame_rows(&stdout(&o));
+    let mine = rows
+        .iter()
+        .find(|r| r.pid == us.pid())
+        .expect("the user's sleeper");
+    assert_eq!(
+        (mine.user.as_str(), mine.command.as_str()),
+        ("taskdia+", "sleep")
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.command == "taskdiag" && r.user == "taskdia+"),
+        "top itself"
+    );
+    let _ = uid;
+    // Same line as procps top run by the same user.
+    let mut same = false;
+    for _ in 0..3 {
+        let ours = as_user(BIN, &["top", "-b", "-n", "1", "-w", "200", "-p", &pid]);
+        let theirs = as_user("top", &["-b", "-n", "1", "-w", "200", "-p", &pid]);
+        let a = last_frame_rows(&stdout(&ours));
+        let b = last_frame_rows(&stdout(&theirs));
+        if a.len() == 1 && a == b {
+            same = true;
+            break;
+        }
+    }
+    assert!(same, "unprivileged line differs from procps top");
+    let o = as_user(BIN, &["top", "-b", "-n", "1"]);
+    assert!(o.status.success());
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid",
+            TEST_USER,
+            "--regid",
+            TEST_USER,
+            "--init-groups",
+            "--inh-caps=-all",
+            "--",
+        ])
+        .env("TASKDIAG_BACKEND", "bpf")
+        .args([BIN, "top", "-b", "-n", "1"])
+        .output()
+        .expect("setpriv");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("top: opening the bpf backend"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A child pid namespace: only its tasks, in its numbers, like procps top there.
+    for backend in BACKENDS {
+        let script = format!(
+            "sleep 100 & a=$!; sleep 100 & b=$!; sleep 0.2; \
+             TASKDIAG_BACKEND={backend} {BIN} top -b -n 1 -w 200; echo ===; \
+             TASKDIAG_BACKEND={backend} {BIN} top -b -n 1 -w 200 -p $a,$b; echo ===; \
+             top -b -n 1 -w 200 -p $a,$b; kill $a $b"
+        );
+        let o = Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script])
+            .output()
+            .expect("unshare");
+        assert!(o.status.success(), "{backend}: {}", stderr(&o));
+        let out = stdout(&o);
+        let parts: Vec<&str> = out.split("===\n").collect();
+        assert_eq!(parts.len(), 3, "{out}");
+        let rows = last_frame_rows(parts[0]);
+        assert!(
+            rows.iter().all(|r| r.pid < 20),
+            "{backend}: tasks of the parent namespace: {out}"
+        );
+        let sleeps: Vec<u32> = rows
+            .iter()
+            .filter(|r| r.command == "sleep")
+            .map(|r| r.pid)
+            .collect();
+        assert_eq!(sleeps, [2, 3], "{backend}: {out}");
+        assert!(rows.iter().any(|r| r.command == "taskdiag"), "{out}");
+        let body = |s: &str| s.lines().skip(5).map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            body(parts[1]),
+            body(parts[2]),
+            "{backend}: differs from procps top"
+        );
+    }
+}
+
+/// A tmux server of our own running one pane; killed on drop.
+struct Tmux {
+    socket: String,
+    conf: std::path::PathBuf,
+}
+
+impl Tmux {
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.socket, "-f"]).arg(&self.conf);
+        c
+    }
+
+    /// Starts `shell_cmd` in a 160x50 pane.
+    fn start(tag: &str, shell_cmd: &str) -> Tmux {
+        if !Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            let ok = Command::new("apt-get")
+                .args(["install", "-y", "tmux"])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "tmux is missing and could not be installed");
+        }
+        let socket = format!("taskdiag-top-{tag}-{}", std::process::id());
+        let conf = std::env::temp_dir().join(format!("{socket}.conf"));
+        std::fs::write(&conf, "set -g remain-on-exit on\nset -g status off\n").expect("conf");
+        let t = Tmux { socket, conf };
+        let o = t
+            .cmd()
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                "t",
+                "-x",
+                "160",
+                "-y",
+                "50",
+                shell_cmd,
+            ])
+            .output()
+            .expect("tmux");
+        assert!(o.status.success(), "tmux: {}", stderr(&o));
+        t
+    }
+
+    fn screen(&self) -> String {
+        let o = self
+            .cmd()
+            .args(["capture-pane", "-p", "-t", "t"])
+            .output()
+            .expect("capture");
+        stdout(&o)
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let o = self
+            .cmd()
+            .args(["send-keys", "-t", "t"])
+            .args(keys)
+            .output()
+            .expect("keys");
+        assert!(o.status.success(), "send-keys {keys:?}");
+        std::thread::sleep(Duration::from_millis(150));
+    }
+
+    /// Types `text` literally.
+    fn type_text(&self, text: &str) {
+        let o = self
+            .cmd()
+            .args(["send-keys", "-t", "t", "-l", text])
+            .output()
+            .expect("keys");
+        assert!(o.status.success());
+        std::thread::sleep(Duration::from_millis(150));
+    }
+
+    fn var(&self, name: &str) -> String {
+        let o = self
+            .cmd()
+            .args(["display-message", "-p", "-t", "t", &format!("#{{{name}}}")])
+            .output()
+            .expect("display");
+        stdout(&o).trim().to_string()
+    }
+
+    /// Waits until the screen satisfies `pred`; the last screen either way.
+    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut s = self.screen();
+        while !pred(&s) {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+            s = self.screen();
+        }
+        s
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").output();
+        let _ = std::fs::remove_file(&self.conf);
+    }
+}
+
+/// Task rows on a captured screen (below the heading).
+fn screen_rows(screen: &str) -> Vec<TRow> {
+    match screen.find("  PID USER") {
+        Some(at) => screen[at..].lines().skip(1).filter_map(parse_row).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// RES as KiB (with procps' m/g/t suffixes).
+fn res_kib(s: &str) -> f64 {
+    let (num, mul) = match s.chars().last() {
+        Some('m') => (&s[..s.len() - 1], 1024.0),
+        Some('g') => (&s[..s.len() - 1], 1024.0 * 1024.0),
+        Some('t') => (&s[..s.len() - 1], 1024.0 * 1024.0 * 1024.0),
+        _ => (s, 1.0),
+    };
+    num.parse::<f64>().unwrap_or(f64::NAN) * mul
+}
+
+/// TIME+ as seconds (m:ss.hh, m:ss or h,mm).
+fn time_secs(s: &str) -> f64 {
+    if let Some((m, rest)) = s.split_once(':') {
+        return m.parse::<f64>().unwrap_or(0.0) * 60.0 + rest.parse::<f64>().unwrap_or(0.0);
+    }
+    if let Some((h, m)) = s.split_once(',') {
+        return h.parse::<f64>().unwrap_or(0.0) * 3600.0 + m.parse::<f64>().unwrap_or(0.0) * 60.0;
+    }
+    f64::MAX
+}
+
+/// A process named `name` below `root` in the process tree.
+fn descendant(root: u32, name: &str) -> Option<u32> {
+    let ppid = |p: u32| -> Option<u32> {
+        let s = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        s[s.rfind(')')? + 1..]
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .find(|&p| {
+            let mut q = p;
+            for _ in 0..10 {
+                match ppid(q) {
+                    Some(pp) if pp == root => return true,
+                    Some(pp) if pp > 1 => q = pp,
+                    _ => return false,
+                }
+            }
+            false
+        })
+}
+
+/// Starts `taskdiag top -d 0.5` in tmux under a shell that reports how the terminal was
+/// left when top ends.
+fn interactive(backend: &str, tag: &str) -> (Tmux, u32) {
+    let cmd = format!(
+        "sh -c 'echo BEFORE-TOP; TASKDIAG_BACKEND={backend} {BIN} top -d 0.5; \
+         echo \"TOP-EXIT=$?\"; stty -a | tr \" ;\" \"\\n\\n\" | grep -Ex -- \"-?(icanon|echo)\"; sleep 600'"
+    );
+    let t = Tmux::start(tag, &cmd);
+    t.wait_for("the task table", |s| {
+        s.contains("  PID USER") && s.contains("Tasks:") && screen_rows(s).len() > 3
+    });
+    let shell: u32 = t.var("pane_pid").parse().expect("pane pid");
+    let top = descendant(shell, "taskdiag").expect("top under the shell");
+    (t, top)
+}
+
+/// After top ended: it exited 0, the shell's screen is back (not the alternate one) with
+/// the cursor shown and the terminal out of raw mode.
+fn assert_restored(t: &Tmux) {
+    let s = t.wait_for("top to exit", |s| s.contains("TOP-EXIT="));
+    assert!(s.contains("TOP-EXIT=0"), "{s}");
+    assert!(
+        s.contains("BEFORE-TOP"),
+        "the screen before top is back: {s}"
+    );
+    assert!(!s.contains("  PID USER"), "top's screen is gone: {s}");
+    let s = t.wait_for("stty", |s| s.contains("icanon"));
+    assert!(
+        s.lines().any(|l| l.trim() == "icanon") && s.lines().any(|l| l.trim() == "echo"),
+        "cooked mode: {s}"
+    );
+    assert_eq!(t.var("alternate_on"), "0");
+    assert_eq!(t.var("cursor_flag"), "1", "cursor shown");
+    assert_eq!(t.var("pane_dead"), "0");
+}
+
+#[test]
+fn interactive_keys_as_a_person_uses_them() {
+    let b = burner();
+    let th = threaded();
+    let us = user_sleeper();
+    for backend in BACKENDS {
+        let mut victim = sleeper();
+        let renicee = sleeper();
+        let (t, _top) = interactive(backend, &format!("keys-{backend}"));
+        let s = t.screen();
+        assert!(s.starts_with("top - "), "{s}");
+        assert!(
+            s.contains("%Cpu(s):") && s.contains("MiB Mem :") && s.contains("MiB Swap:"),
+            "{s}"
+        );
+
+        // P: busiest first; the burner is near the top with a real share of a CPU.
+        t.keys(&["P"]);
+        let s = t.wait_for("the burner near the top", |s| {
+            screen_rows(s)
+                .iter()
+                .take(15)
+                .any(|r| r.pid == b.pid() && r.cpu > 5.0)
+        });
+        let cpus: Vec<f64> = screen_rows(&s).iter().map(|r| r.cpu).collect();
+        assert!(
+            cpus.windows(2).all(|w| w[0] + 1.0 >= w[1]),
+            "not by %CPU: {s}"
+        );
+
+        // M: by resident memory.
+        t.keys(&["M"]);
+        let s = t.wait_for("memory order", |s| {
+            let r: Vec<f64> = screen_rows(s).iter().map(|r| res_kib(&r.res)).collect();
+            r.len() > 3 && r.windows(2).all(|w| w[0] >= w[1])
+        });
+        assert!(screen_rows(&s).len() > 10, "{s}");
+        // T: by CPU time; N: by pid; R: reversed.
+        t.keys(&["T"]);
+        t.wait_for("time order", |s| {
+            let r: Vec<f64> = screen_rows(s).iter().map(|r| time_secs(&r.time)).collect();
+            r.len() > 3 && r.windows(2).all(|w| w[0] >= w[1])
+        });
+        t.keys(&["N"]);
+        t.wait_for("pid order", |s| {
+            let r: Vec<u32> = screen_rows(s).iter().map(|r| r.pid).collect();
+            r.len() > 3 && r.windows(2).all(|w| w[0] > w[1])
+        });
+        t.keys(&["R"]);
+        t.wait_for("reversed pid order", |s| {
+            let r: Vec<u32> = screen_rows(s).iter().map(|r| r.pid).collect();
+            r.len() > 3 && r.windows(2).all(|w| w[0] < w[1])
+        });
+        t.keys(&["R", "P"]);
+
+        // o: a filter on the command; H: the threads of the threaded fixture.
+        t.keys(&["o"]);
+        t.wait_for("the filter prompt", |s| s.contains("add filter #1"));
+        t.type_text("COMMAND=tdtopthr");
+        t.keys(&["Enter"]);
+        let s = t.wait_for("the filtered process", |s| {
+            let r = screen_rows(s);
+            r.len() == 1 && r[0].pid == th.pid()
+        });
+        assert!(s.contains("Tasks:"), "{s}");
+        t.keys(&["H"]);
+        let s = t.wait_for("its threads", |s| {
+            let mut p: Vec<u32> = screen_rows(s).iter().map(|r| r.pid).collect();
+            p.sort_unstable();
+            p == tids(th.pid())
+        });
+        assert!(s.contains("Threads:"), "{s}");
+        t.keys(&["H", "="]);
+        t.wait_for("all tasks again", |s| {
+            s.contains("Tasks:") && screen_rows(s).len() > 10
+        });
+
+        // u: one user's tasks.
+        t.keys(&["u"]);
+        t.wait_for("the user prompt", |s| {
+            s.contains("Which user (blank for all)")
+        });
+        t.type_text(TEST_USER);
+        t.keys(&["Enter"]);
+        let s = t.wait_for("the user's tasks", |s| {
+            let r = screen_rows(s);
+            !r.is_empty()
+                && r.iter().all(|r| r.user == "taskdia+")
+                && r.iter().any(|r| r.pid == us.pid())
+        });
+        assert!(!screen_rows(&s).iter().any(|r| r.pid == b.pid()), "{s}");
+        t.keys(&["u", "Enter"]);
+        t.wait_for("everyone again", |s| {
+            screen_rows(s).iter().any(|r| r.user == "root")
+        });
+
+        // r: renice a fixture.
+        t.keys(&["r"]);
+        t.wait_for("the renice prompt", |s| {
+            s.contains("PID to renice [default pid = ")
+        });
+        t.type_text(&renicee.pid().to_string());
+        t.keys(&["Enter"]);
+        t.wait_for("the value prompt", |s| {
+            s.contains(&format!("Renice PID {} to value", renicee.pid()))
+        });
+        t.type_text("7");
+        t.keys(&["Enter"]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while proc_stat(renicee.pid())[16] != "7" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(proc_stat(renicee.pid())[16], "7", "renice took effect");
+
+        // k: kill a fixture (default signal SIGTERM).
+        t.keys(&["k"]);
+        t.wait_for("the kill prompt", |s| {
+            s.contains("PID to signal/kill [default pid = ")
+        });
+        t.type_text(&victim.pid().to_string());
+        t.keys(&["Enter"]);
+        t.wait_for("the signal prompt", |s| {
+            s.contains(&format!("Send pid {} signal [15/sigterm]", victim.pid()))
+        });
+        t.keys(&["Enter"]);
+        let st = victim.wait_exit(10).expect("the victim died");
+        assert_eq!(st.signal(), Some(libc::SIGTERM));
+
+        // d: delay, shown on the help screen; h and any key back.
+        t.keys(&["d"]);
+        t.wait_for("the delay prompt", |s| {
+            s.contains("Change delay from 0.5 to")
+        });
+        t.type_text("1.5");
+        t.keys(&["Enter", "h"]);
+        t.wait_for("help", |s| {
+            s.contains("Help for Interactive Commands") && s.contains("Delay 1.5 secs")
+        });
+        t.keys(&["Space"]);
+        t.wait_for("the table again", |s| s.contains("  PID USER"));
+        t.keys(&["Z"]);
+        t.wait_for("a message for an unsupported key", |s| {
+            s.contains("'Z' is not available in taskdiag top")
+        });
+
+        // q: quit, and the terminal is as it was.
+        t.keys(&["q"]);
+        assert_restored(&t);
+    }
+}
+
+#[test]
+fn interactive_sigterm_restores_the_terminal() {
+    for backend in BACKENDS {
+        let (t, top) = interactive(backend, &format!("term-{backend}"));
+        // SAFETY: kill has no memory-safety preconditions; `top` is our child's child.
+        assert_eq!(unsafe { libc::kill(top as i32, libc::SIGTERM) }, 0);
+        assert_restored(&t);
+    }
+}

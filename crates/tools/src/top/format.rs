@@ -1,0 +1,525 @@
+//! Text of top's screen, laid out as procps-ng 4.0.2 lays it out: the summary lines, the
+//! column heading and one line per task, with procps' scaling of memory (KiB, then `m`, `g`,
+//! ... when a number does not fit), of percentages and of CPU time (`mm:ss.hh`, then coarser
+//! units), and its truncation marker `+` for text that does not fit a column.
+//!
+//! Batch mode prints these lines as they are; the interactive screen draws the same lines
+//! through the terminal library. Which rows appear and in what order is [`super::model`]'s
+//! business.
+
+use std::io::Write;
+
+use super::model::{command, Col, Counts, Frame, Row};
+use super::sys::{CpuPct, Mem};
+use crate::text;
+
+/// Memory scales, as `-E`/`-e` and `E`/`e` choose them.
+pub const SCALE_SUFFIX: &[u8; 6] = b"kmgtpe";
+
+/// Column positions for a screen width.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// The columns that fit, in order.
+    pub cols: Vec<Col>,
+    /// The width of each (the last may be COMMAND's variable width).
+    pub widths: Vec<usize>,
+    /// The heading line (not trimmed).
+    pub header: String,
+}
+
+/// Fixed width of a column (`None`: COMMAND, which takes what is left).
+pub fn fixed_width(c: Col, pid_w: usize) -> Option<usize> {
+    Some(match c {
+        Col::Pid => pid_w,
+        Col::User => 8,
+        Col::Pr | Col::Ni => 3,
+        Col::Virt => 7,
+        Col::Res | Col::Shr => 6,
+        Col::S => 1,
+        Col::Cpu | Col::Mem => 5,
+        Col::Time => 9,
+        Col::Command => return None,
+    })
+}
+
+/// Right-justified columns (numbers); USER and COMMAND are left-justified.
+fn right(c: Col) -> bool {
+    !matches!(c, Col::User | Col::Command)
+}
+
+/// Lays out the default columns for `screen_cols`: columns are taken left to right while
+/// they fit, and COMMAND gets the rest of the line.
+pub fn layout(screen_cols: usize, pid_w: usize) -> Layout {
+    let mut cols = Vec::new();
+    let mut widths = Vec::new();
+    let mut used = 0usize;
+    let mut var = false;
+    for c in Col::ALL {
+        let len = fixed_width(c, pid_w).unwrap_or(c.name().len()) + 1;
+        if used + len > screen_cols {
+            break;
+        }
+        used += len;
+        cols.push(c);
+        widths.push(fixed_width(c, pid_w).unwrap_or(c.name().len()));
+        var |= c == Col::Command;
+    }
+    if var {
+        if let Some(w) = widths.last_mut() {
+            *w += screen_cols - used;
+        }
+    }
+    let mut header = String::new();
+    for (c, w) in cols.iter().zip(&widths) {
+        if right(*c) {
+            header.push_str(&format!("{:>w$} ", c.name(), w = *w));
+        } else {
+            header.push_str(&format!("{:<w$} ", c.name(), w = *w));
+        }
+    }
+    Layout {
+        cols,
+        widths,
+        header,
+    }
+}
+
+/// Pads `s` (ASCII) to `w` on the left or right, then a space.
+fn pad(out: &mut Vec<u8>, s: &[u8], w: usize, right: bool) {
+    let fill = w.saturating_sub(s.len());
+    if right {
+        out.resize(out.len() + fill, b' ');
+        out.extend_from_slice(s);
+    } else {
+        out.extend_from_slice(s);
+        out.resize(out.len() + fill, b' ');
+    }
+    out.push(b' ');
+}
+
+/// procps' `make_num`: a number, its last fitting character replaced by `+` when too wide.
+fn num(v: i64, w: usize) -> Vec<u8> {
+    let mut s = v.to_string().into_bytes();
+    if s.len() > w && w > 0 {
+        s.truncate(w);
+        s[w - 1] = b'+';
+    }
+    s
+}
+
+/// procps' `scale_mem`: `kib` at the `target` scale or the first larger one that fits.
+pub fn scale_mem(target: usize, kib: u64, w: usize) -> Vec<u8> {
+    let mut num = kib as f32;
+    for (i, &sfx) in SCALE_SUFFIX.iter().enumerate().take(5) {
+        if i >= target {
+            let s = if i == 0 {
+                // `num` is a whole number (KiB as f32), so this is "%.0f" without the float
+                // formatter.
+                (num as u64).to_string()
+            } else {
+                format!("{num:.1}{}", sfx as char)
+            };
+            if s.len() <= w {
+                return s.into_bytes();
+            }
+        }
+        num /= 1024.0;
+    }
+    b"?".to_vec()
+}
+
+/// procps' `scale_pcnt`: one decimal when it fits, else none.
+pub fn scale_pcnt(v: f32, w: usize) -> Vec<u8> {
+    if v == 0.0 && w >= 3 {
+        // Most tasks, most of the time.
+        return b"0.0".to_vec();
+    }
+    let s = format!("{v:.1}");
+    if s.len() <= w {
+        return s.into_bytes();
+    }
+    let s = format!("{v:>w$.0}");
+    if s.len() <= w {
+        return s.into_bytes();
+    }
+    b"?".to_vec()
+}
+
+/// procps' `scale_tics` for TIME+: `m:ss.hh` up to 6 hours, then `m:ss`, `h,mm` (up to 4
+/// days), `Dd+Hh`, `Dd` (up to 2 weeks), `Ww+Dd`, `Ww`: the first that fits `w`.
+pub fn scale_tics(tics: u64, hz: u64, w: usize) -> Vec<u8> {
+    let nt = tics.saturating_mul(100) / hz.max(1);
+    let cent = nt % 100;
+    let secs = nt / 100;
+    let mins = secs / 60;
+    let hour = mins / 60;
+    let days = hour / 24;
+    let week = days / 7;
+    let mut tries: Vec<String> = Vec::with_capacity(7);
+    if mins <= 360 {
+        tries.push(format!("{}:{:02}.{:02}", mins, secs % 60, cent));
+        tries.push(format!("{}:{:02}", mins, secs % 60));
+    }
+    if hour <= 96 {
+        tries.push(format!("{},{:02}", hour, mins % 60));
+    }
+    if days <= 14 {
+        tries.push(format!("{}d+{}h", days, hour % 24));
+        tries.push(format!("{days}d"));
+    }
+    tries.push(format!("{}w+{}d", week, days % 7));
+    tries.push(format!("{week}w"));
+    tries
+        .into_iter()
+        .find(|s| s.len() <= w)
+        .map(String::into_bytes)
+        .unwrap_or_else(|| b"?".to_vec())
+}
+
+/// Text `s` in at most `w` screen cells: as is when it fits, else cut to `w - 1` cells and
+/// `+`. Returns the cells used.
+fn fit(out: &mut Vec<u8>, s: &[u8], w: usize, utf8: bool) -> usize {
+    let start = out.len();
+    // Two cells of slack: a too-long text shows more than `w` cells even when its next
+    // character is a wide one.
+    let cells = text::out_escape(out, s, w + 2, utf8);
+    if cells <= w {
+        return cells;
+    }
+    out.truncate(start);
+    let cells = text::out_escape(out, s, w.saturating_sub(1), utf8);
+    out.push(b'+');
+    cells + 1
+}
+
+/// What formatting a row needs besides the row.
+pub struct RowCtx<'a> {
+    /// The refresh's table.
+    pub frame: &'a Frame,
+    /// %CPU per tick of delta (`100 / (hz * et)`, divided by the CPU count outside Irix mode).
+    pub etscale: f32,
+    /// Highest %CPU shown.
+    pub pmax: f32,
+    /// MemTotal, KiB.
+    pub mem_total: u64,
+    /// Clock ticks per second.
+    pub hz: u64,
+    /// Memory scale of VIRT, RES and SHR (index into [`SCALE_SUFFIX`]).
+    pub task_scale: usize,
+    /// COMMAND shows command lines.
+    pub cmdline: bool,
+    /// TIME+ includes children.
+    pub cumulative: bool,
+    /// The locale is UTF-8.
+    pub utf8: bool,
+}
+
+impl RowCtx<'_> {
+    /// %CPU of a row, capped as procps caps it.
+    pub fn pcpu(&self, r: &Row) -> f32 {
+        let mut u = r.delta as f32 * self.etscale;
+        let n = r.nlwp.max(1) as f32;
+        if u > 100.0 * n {
+            u = 100.0 * n;
+        }
+        if u > self.pmax {
+            u = self.pmax;
+        }
+        u
+    }
+
+    /// One cell, as text (for other-filters).
+    pub fn cell(&self, r: &Row, c: Col, w: usize) -> Vec<u8> {
+        match c {
+            Col::Pid => num(r.pid as i64, w),
+            Col::User => {
+                let mut v = Vec::new();
+                let name = self
+                    .frame
+                    .users
+                    .get(r.user as usize)
+                    .map(String::as_bytes)
+                    .unwrap_or(b"?");
+                fit(&mut v, name, w, self.utf8);
+                v
+            }
+            Col::Pr if r.pr < -99 || r.pr > 999 => b"rt".to_vec(),
+            Col::Pr => num(r.pr as i64, w),
+            Col::Ni => num(r.ni as i64, w),
+            Col::Virt => scale_mem(self.task_scale, r.virt, w),
+            Col::Res => scale_mem(self.task_scale, r.res, w),
+            Col::Shr => scale_mem(self.task_scale, r.shr, w),
+            Col::S => vec![r.state],
+            Col::Cpu => scale_pcnt(self.pcpu(r), w),
+            Col::Mem => {
+                let pct = r.res as f32 * 100.0 / self.mem_total.max(1) as f32;
+                scale_pcnt(pct, w)
+            }
+            Col::Time => {
+                let t = if self.cumulative { r.ctics } else { r.tics };
+                scale_tics(t, self.hz, w)
+            }
+            Col::Command => {
+                let cmd = command(&self.frame.tasks, r, self.cmdline, self.utf8);
+                let mut v = Vec::new();
+                fit(&mut v, &cmd, w, self.utf8);
+                v
+            }
+        }
+    }
+
+    /// Appends the line of row `r` (not trimmed, no newline).
+    pub fn row(&self, out: &mut Vec<u8>, l: &Layout, r: &Row) {
+        for (c, &w) in l.cols.iter().zip(&l.widths) {
+            match c {
+                Col::User | Col::Command => {
+                    let cell = self.cell(r, *c, w);
+                    // The cell is `w` cells or fewer, but may hold multi-byte characters.
+                    let cells = text_cells(&cell, self.utf8);
+                    out.extend_from_slice(&cell);
+                    out.resize(out.len() + w.saturating_sub(cells), b' ');
+                    out.push(b' ');
+                }
+                _ => pad(out, &self.cell(r, *c, w), w, right(*c)),
+            }
+        }
+    }
+}
+
+/// Screen cells of already-escaped text.
+fn text_cells(s: &[u8], utf8: bool) -> usize {
+    if !utf8 || s.is_ascii() {
+        return s.len();
+    }
+    let mut scratch = Vec::with_capacity(s.len());
+    text::out_escape(&mut scratch, s, usize::MAX, utf8)
+}
+
+/// What the summary lines show.
+pub struct Summary<'a> {
+    /// Local time.
+    pub hms: (i32, i32, i32),
+    /// Seconds since boot.
+    pub uptime: f64,
+    /// Logged-in users.
+    pub users: u32,
+    /// Load averages.
+    pub load: [f64; 3],
+    /// Task counts.
+    pub counts: Counts,
+    /// Threads rather than processes are counted.
+    pub threads: bool,
+    /// CPU percentages: the total first, then each CPU.
+    pub cpus: &'a [CpuPct],
+    /// Show each CPU instead of the total.
+    pub per_cpu: bool,
+    /// Memory.
+    pub mem: Mem,
+    /// Memory scale (index into [`SCALE_SUFFIX`]).
+    pub mem_scale: usize,
+}
+
+/// The uptime line, as procps-ng 4.0.2 words it.
+pub fn uptime_line(hms: (i32, i32, i32), uptime: f64, users: u32, load: [f64; 3]) -> String {
+    let up = uptime as u64;
+    let days = up / 86400;
+    let hours = up / 3600 % 24;
+    let mins = up / 60 % 60;
+    let mut s = format!("top - {:02}:{:02}:{:02} up ", hms.0, hms.1, hms.2);
+    if days > 0 {
+        s.push_str(&format!(
+            "{days} {}, ",
+            if days > 1 { "days" } else { "day" }
+        ));
+    }
+    if hours > 0 {
+        s.push_str(&format!("{hours:2}:{mins:02}, "));
+    } else {
+        s.push_str(&format!("{mins} min, "));
+    }
+    s.push_str(&format!(
+        "{users:2} {},  load average: {:.2}, {:.2}, {:.2}",
+        if users > 1 { "users" } else { "user" },
+        load[0],
+        load[1],
+        load[2]
+    ));
+    s
+}
+
+/// One memory amount for the summary: `%.0f`/`%#.1f` plus a space, in 9 characters (`+`
+/// marks a cut).
+fn mem_amount(kib: u64, scale: usize) -> String {
+    let div = (1u64 << (10 * scale.min(5))) as f32;
+    let v = kib as f32 / div;
+    let mut s = if scale == 0 {
+        format!("{v:.0} ")
+    } else {
+        format!("{v:.1} ")
+    };
+    if s.len() > 9 {
+        s.truncate(9);
+        s.replace_range(8..9, "+");
+    }
+    format!("{s:>9}")
+}
+
+const MEM_LABELS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+
+impl Summary<'_> {
+    /// The summary lines as procps prints them (the CPU and memory lines keep their trailing
+    /// spaces), each cut to `cols` characters.
+    pub fn lines(
+        &self,
+        show_load: bool,
+        show_states: bool,
+        show_mem: bool,
+        cols: usize,
+    ) -> Vec<String> {
+        let mut v = Vec::new();
+        if show_load {
+            v.push(uptime_line(self.hms, self.uptime, self.users, self.load));
+        }
+        if show_states {
+            let c = self.counts;
+            v.push(format!(
+                "{}: {:3} total, {:3} running, {:3} sleeping, {:3} stopped, {:3} zombie",
+                if self.threads { "Threads" } else { "Tasks" },
+                c.total,
+                c.running,
+                c.sleeping,
+                c.stopped,
+                c.zombie
+            ));
+            for c in self.cpus.iter().filter(|c| c.id.is_some() == self.per_cpu) {
+                let label = match c.id {
+                    None => "%Cpu(s):".to_string(),
+                    Some(id) => format!("%Cpu{id:<3}:"),
+                };
+                let p = c.pct;
+                v.push(format!(
+                    "{label}{:5.1} us,{:5.1} sy,{:5.1} ni,{:5.1} id,{:5.1} wa,{:5.1} hi,{:5.1} si,{:5.1} st ",
+                    p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+                ));
+            }
+        }
+        if show_mem {
+            let m = self.mem;
+            let sc = self.mem_scale.min(5);
+            let a = |k: u64| mem_amount(k, sc);
+            v.push(format!(
+                "{} Mem : {}total, {}free, {}used, {}buff/cache     ",
+                MEM_LABELS[sc],
+                a(m.total),
+                a(m.free),
+                a(m.used),
+                a(m.buff_cache)
+            ));
+            v.push(format!(
+                "{} Swap: {}total, {}free, {}used. {}avail Mem ",
+                MEM_LABELS[sc],
+                a(m.swap_total),
+                a(m.swap_free),
+                a(m.swap_used),
+                a(m.avail)
+            ));
+        }
+        for l in &mut v {
+            if l.len() > cols {
+                let mut cut = cols;
+                while !l.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                l.truncate(cut);
+            }
+        }
+        v
+    }
+}
+
+/// Removes trailing spaces, as procps does for heading and task lines in batch mode.
+pub fn trim_end(line: &mut Vec<u8>) {
+    while line.last() == Some(&b' ') {
+        line.pop();
+    }
+}
+
+/// Writes `s` and a newline.
+pub fn put_line(out: &mut impl Write, s: &[u8]) -> std::io::Result<()> {
+    out.write_all(s)?;
+    out.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_scales_like_procps() {
+        assert_eq!(scale_mem(0, 12345, 7), b"12345");
+        assert_eq!(scale_mem(0, 123_456_789, 7), b"117.7g");
+        assert_eq!(scale_mem(0, 12_345_678, 7), b"11.8g");
+        assert_eq!(scale_mem(0, 1_234_567, 6), b"1.2g");
+        assert_eq!(scale_mem(0, 1_234_567, 7), b"1234567");
+        assert_eq!(scale_mem(1, 2048, 6), b"2.0m");
+        assert_eq!(scale_mem(0, 0, 6), b"0");
+    }
+
+    #[test]
+    fn percentages_and_times() {
+        assert_eq!(scale_pcnt(99.96, 5), b"100.0");
+        assert_eq!(scale_pcnt(0.0, 5), b"0.0");
+        assert_eq!(scale_pcnt(1234.4, 5), b" 1234");
+        assert_eq!(scale_tics(0, 100, 9), b"0:00.00");
+        assert_eq!(scale_tics(12345, 100, 9), b"2:03.45");
+        // 10 hours: minutes beyond the 6-hour limit.
+        assert_eq!(scale_tics(100 * 36000, 100, 9), b"10,00");
+        assert_eq!(scale_tics(100 * 86400 * 5, 100, 9), b"5d+0h");
+        assert_eq!(scale_tics(100 * 86400 * 10, 100, 9), b"10d+0h");
+        assert_eq!(scale_tics(100 * 86400 * 30, 100, 9), b"4w+2d");
+    }
+
+    #[test]
+    fn numbers_and_text_that_do_not_fit_end_in_plus() {
+        assert_eq!(num(1234567, 6), b"12345+");
+        assert_eq!(num(-20, 3), b"-20");
+        let mut v = Vec::new();
+        assert_eq!(fit(&mut v, b"taskdiag-test", 8, false), 8);
+        assert_eq!(v, b"taskdia+");
+        v.clear();
+        assert_eq!(fit(&mut v, b"root", 8, false), 4);
+    }
+
+    #[test]
+    fn layout_fills_the_line() {
+        let l = layout(80, 6);
+        assert_eq!(l.cols.len(), 12);
+        assert_eq!(l.header.len(), 80);
+        assert_eq!(
+            l.header.trim_end(),
+            "   PID USER      PR  NI    VIRT    RES    SHR S  %CPU  %MEM     TIME+ COMMAND"
+        );
+        let narrow = layout(30, 5);
+        assert_eq!(narrow.cols, [Col::Pid, Col::User, Col::Pr, Col::Ni]);
+    }
+
+    #[test]
+    fn summary_words() {
+        assert_eq!(
+            uptime_line((10, 5, 9), 23.0 * 60.0 + 5.0, 0, [1.0, 0.5, 0.25]),
+            "top - 10:05:09 up 23 min,  0 user,  load average: 1.00, 0.50, 0.25"
+        );
+        assert_eq!(
+            uptime_line(
+                (1, 2, 3),
+                86400.0 * 3.0 + 3600.0 * 2.0 + 60.0 * 7.0,
+                2,
+                [0.0; 3]
+            ),
+            "top - 01:02:03 up 3 days,  2:07,  2 users,  load average: 0.00, 0.00, 0.00"
+        );
+        assert_eq!(mem_amount(24_684_092, 1), " 24105.6 ");
+        assert_eq!(mem_amount(0, 1), "     0.0 ");
+        assert_eq!(mem_amount(2_000_000_000, 0), "20000000+");
+    }
+}

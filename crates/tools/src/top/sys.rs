@@ -1,0 +1,357 @@
+//! Machine-wide numbers for top's summary area: the clock, uptime and logged-in users, the
+//! load averages (/proc/loadavg), CPU time per state (/proc/stat, turned into percentages of
+//! the interval between two readings) and memory (/proc/meminfo).
+//!
+//! One small file each, read once per refresh; nothing here is per task. How the numbers are
+//! laid out on screen is [`super::format`]'s job.
+
+use std::ffi::CStr;
+
+/// CPU time of one /proc/stat `cpu` line, in clock ticks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTicks {
+    /// `cpu` for the total line, else the CPU number.
+    pub id: Option<u32>,
+    /// user, nice, system, idle, iowait, irq, softirq, steal.
+    pub t: [u64; 8],
+}
+
+/// The `cpu` lines of /proc/stat: the total first, then one per online CPU.
+pub fn read_cpu() -> Vec<CpuTicks> {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    parse_cpu(&text)
+}
+
+fn parse_cpu(text: &str) -> Vec<CpuTicks> {
+    let mut v = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("cpu") else {
+            break;
+        };
+        let mut it = rest.split_ascii_whitespace();
+        let id = if rest.starts_with(' ') {
+            None
+        } else {
+            match it.next().and_then(|n| n.parse().ok()) {
+                Some(n) => Some(n),
+                None => continue,
+            }
+        };
+        let mut t = [0u64; 8];
+        for (slot, f) in t.iter_mut().zip(it) {
+            *slot = f.parse().unwrap_or(0);
+        }
+        v.push(CpuTicks { id, t });
+    }
+    v
+}
+
+/// Percentages of one CPU line over an interval: us sy ni id wa hi si st.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuPct {
+    /// CPU number, `None` for the all-CPU line.
+    pub id: Option<u32>,
+    /// user, system, nice, idle, iowait, irq, softirq, steal (top's order).
+    pub pct: [f32; 8],
+}
+
+/// The percentages between two readings, line by line (lines matched by CPU number).
+pub fn cpu_pct(prev: &[CpuTicks], cur: &[CpuTicks]) -> Vec<CpuPct> {
+    cur.iter()
+        .map(|c| {
+            let p = prev
+                .iter()
+                .find(|p| p.id == c.id)
+                .copied()
+                .unwrap_or_default();
+            let d: Vec<i64> = (0..8)
+                .map(|i| c.t[i].saturating_sub(p.t[i]) as i64)
+                .collect();
+            let mut tot: i64 = d.iter().sum();
+            let mut idle = d[3];
+            if tot < 1 {
+                idle = 1;
+                tot = 1;
+            }
+            let scale = 100.0f32 / tot as f32;
+            let f = |x: i64| x as f32 * scale;
+            CpuPct {
+                id: c.id,
+                // /proc/stat: user nice system idle iowait irq softirq steal.
+                pct: [
+                    f(d[0]),
+                    f(d[2]),
+                    f(d[1]),
+                    f(idle),
+                    f(d[4]),
+                    f(d[5]),
+                    f(d[6]),
+                    f(d[7]),
+                ],
+            }
+        })
+        .collect()
+}
+
+/// Memory figures, KiB, as procps-ng 4.0.2 derives them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mem {
+    /// MemTotal.
+    pub total: u64,
+    /// MemFree.
+    pub free: u64,
+    /// MemTotal - MemAvailable.
+    pub used: u64,
+    /// Buffers + Cached + SReclaimable.
+    pub buff_cache: u64,
+    /// MemAvailable.
+    pub avail: u64,
+    /// SwapTotal.
+    pub swap_total: u64,
+    /// SwapFree.
+    pub swap_free: u64,
+    /// SwapTotal - SwapFree.
+    pub swap_used: u64,
+}
+
+/// Reads /proc/meminfo.
+pub fn read_mem() -> Mem {
+    parse_mem(&std::fs::read_to_string("/proc/meminfo").unwrap_or_default())
+}
+
+fn parse_mem(text: &str) -> Mem {
+    let get = |key: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|r| r.strip_prefix(':'))
+            .and_then(|r| r.split_ascii_whitespace().next())
+            .and_then(|v| v.parse().ok())
+    };
+    let total = get("MemTotal").unwrap_or(0);
+    let free = get("MemFree").unwrap_or(0);
+    let buffers = get("Buffers").unwrap_or(0);
+    let cached = get("Cached").unwrap_or(0) + get("SReclaimable").unwrap_or(0);
+    // Inside some containers MemAvailable exceeds MemTotal; procps then uses MemFree.
+    let avail = get("MemAvailable").filter(|&a| a <= total).unwrap_or(free);
+    let swap_total = get("SwapTotal").unwrap_or(0);
+    let swap_free = get("SwapFree").unwrap_or(0);
+    Mem {
+        total,
+        free,
+        used: total.saturating_sub(avail),
+        buff_cache: buffers + cached,
+        avail,
+        swap_total,
+        swap_free,
+        swap_used: swap_total.saturating_sub(swap_free),
+    }
+}
+
+/// The three load averages of /proc/loadavg.
+pub fn read_loadavg() -> [f64; 3] {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut v = [0.0; 3];
+    for (slot, f) in v.iter_mut().zip(text.split_ascii_whitespace()) {
+        *slot = f.parse().unwrap_or(0.0);
+    }
+    v
+}
+
+/// Users logged in: utmp entries of type USER_PROCESS with a name, as procps counts them
+/// when systemd-logind is not running.
+pub fn count_users() -> u32 {
+    let mut n = 0;
+    // SAFETY: the utmpx functions have no preconditions; the returned pointer is valid until
+    // the next call, and we only read from it before that.
+    unsafe {
+        libc::setutxent();
+        loop {
+            let ent = libc::getutxent();
+            if ent.is_null() {
+                break;
+            }
+            if (*ent).ut_type == libc::USER_PROCESS && (*ent).ut_user[0] != 0 {
+                n += 1;
+            }
+        }
+        libc::endutxent();
+    }
+    n
+}
+
+/// Local wall-clock time as (hour, minute, second).
+pub fn local_hms() -> (i32, i32, i32) {
+    // SAFETY: time(NULL) has no preconditions.
+    let now = unsafe { libc::time(std::ptr::null_mut()) };
+    // SAFETY: an all-zero tm is a valid out-parameter.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid for the call.
+    let ok = unsafe { !libc::localtime_r(&now, &mut tm).is_null() };
+    if ok {
+        (tm.tm_hour, tm.tm_min, tm.tm_sec)
+    } else {
+        (0, 0, 0)
+    }
+}
+
+/// Nanoseconds since boot on CLOCK_BOOTTIME, the clock task start times count on.
+pub fn boottime_ns() -> u64 {
+    // SAFETY: an all-zero timespec is a valid out-parameter.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` is valid and writable.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Digits of /proc/sys/kernel/pid_max, the PID column's width (at least 5).
+pub fn pid_width() -> usize {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .map(|s| s.trim_end_matches('\n').len())
+        .ok()
+        .filter(|&n| n > 5 && n <= 10)
+        .unwrap_or(5)
+}
+
+/// The name of signal `sig` without the SIG prefix (for messages), or its number.
+pub fn signal_name(sig: i32) -> String {
+    SIGNALS
+        .iter()
+        .find(|(_, n)| *n == sig)
+        .map(|(name, _)| (*name).to_string())
+        .unwrap_or_else(|| sig.to_string())
+}
+
+/// Signal names top accepts, without the SIG prefix.
+const SIGNALS: &[(&str, i32)] = &[
+    ("HUP", libc::SIGHUP),
+    ("INT", libc::SIGINT),
+    ("QUIT", libc::SIGQUIT),
+    ("ILL", libc::SIGILL),
+    ("TRAP", libc::SIGTRAP),
+    ("ABRT", libc::SIGABRT),
+    ("IOT", libc::SIGIOT),
+    ("BUS", libc::SIGBUS),
+    ("FPE", libc::SIGFPE),
+    ("KILL", libc::SIGKILL),
+    ("USR1", libc::SIGUSR1),
+    ("SEGV", libc::SIGSEGV),
+    ("USR2", libc::SIGUSR2),
+    ("PIPE", libc::SIGPIPE),
+    ("ALRM", libc::SIGALRM),
+    ("TERM", libc::SIGTERM),
+    ("STKFLT", libc::SIGSTKFLT),
+    ("CHLD", libc::SIGCHLD),
+    ("CLD", libc::SIGCHLD),
+    ("CONT", libc::SIGCONT),
+    ("STOP", libc::SIGSTOP),
+    ("TSTP", libc::SIGTSTP),
+    ("TTIN", libc::SIGTTIN),
+    ("TTOU", libc::SIGTTOU),
+    ("URG", libc::SIGURG),
+    ("XCPU", libc::SIGXCPU),
+    ("XFSZ", libc::SIGXFSZ),
+    ("VTALRM", libc::SIGVTALRM),
+    ("PROF", libc::SIGPROF),
+    ("WINCH", libc::SIGWINCH),
+    ("IO", libc::SIGIO),
+    ("POLL", libc::SIGPOLL),
+    ("PWR", libc::SIGPWR),
+    ("SYS", libc::SIGSYS),
+];
+
+/// A signal given as a number, a name (`TERM`, `SIGTERM`, any case) or `RTMIN+n`.
+pub fn parse_signal(s: &str) -> Option<i32> {
+    let s = s.trim();
+    if let Ok(n) = s.parse::<i32>() {
+        return (0..=libc::SIGRTMAX()).contains(&n).then_some(n);
+    }
+    let up = s.to_ascii_uppercase();
+    let name = up.strip_prefix("SIG").unwrap_or(&up);
+    if let Some((_, n)) = SIGNALS.iter().find(|(k, _)| *k == name) {
+        return Some(*n);
+    }
+    let rt = |base: i32, rest: &str, sign: i32| -> Option<i32> {
+        let off: i32 = if rest.is_empty() {
+            0
+        } else {
+            rest.parse().ok()?
+        };
+        let n = base + sign * off;
+        (libc::SIGRTMIN()..=libc::SIGRTMAX())
+            .contains(&n)
+            .then_some(n)
+    };
+    if let Some(r) = name.strip_prefix("RTMIN") {
+        return rt(libc::SIGRTMIN(), r.strip_prefix('+').unwrap_or(r), 1);
+    }
+    if let Some(r) = name.strip_prefix("RTMAX") {
+        return rt(libc::SIGRTMAX(), r.strip_prefix('-').unwrap_or(r), -1);
+    }
+    None
+}
+
+/// `strerror(errno)` for an error number.
+pub fn strerror(errno: i32) -> String {
+    // SAFETY: strerror returns a pointer to a NUL-terminated string valid until the next
+    // call; we copy it at once.
+    let p = unsafe { libc::strerror(errno) };
+    if p.is_null() {
+        return format!("error {errno}");
+    }
+    // SAFETY: non-null and NUL-terminated (see above).
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lines_parse_and_give_percentages() {
+        let a = parse_cpu(
+            "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0\ncpu1 5 0 5 40 0 0 0 0\nintr 1\n",
+        );
+        assert_eq!(a.len(), 3);
+        assert_eq!(a[0].id, None);
+        assert_eq!(a[2].id, Some(1));
+        let b = parse_cpu(
+            "cpu  60 0 10 130 0 0 0 0 0 0\ncpu0 55 0 5 40 0 0 0 0\ncpu1 5 0 5 90 0 0 0 0\n",
+        );
+        let p = cpu_pct(&a, &b);
+        assert_eq!(p[0].pct[0], 50.0);
+        assert_eq!(p[0].pct[3], 50.0);
+        assert_eq!(p[1].pct[0], 100.0);
+        assert_eq!(p[2].pct[3], 100.0);
+        // No time passed: all idle, as procps shows it.
+        let p = cpu_pct(&b, &b);
+        assert_eq!(p[0].pct[3], 100.0);
+    }
+
+    #[test]
+    fn meminfo_derivations() {
+        let m = parse_mem(
+            "MemTotal: 1000 kB\nMemFree: 300 kB\nMemAvailable: 600 kB\nBuffers: 10 kB\n\
+             Cached: 100 kB\nSwapCached: 7 kB\nSReclaimable: 50 kB\nSwapTotal: 64 kB\n\
+             SwapFree: 60 kB\n",
+        );
+        assert_eq!(
+            (m.total, m.free, m.used, m.buff_cache, m.avail),
+            (1000, 300, 400, 160, 600)
+        );
+        assert_eq!((m.swap_total, m.swap_free, m.swap_used), (64, 60, 4));
+    }
+
+    #[test]
+    fn signals_by_name_and_number() {
+        assert_eq!(parse_signal("9"), Some(9));
+        assert_eq!(parse_signal("kill"), Some(libc::SIGKILL));
+        assert_eq!(parse_signal("SIGterm"), Some(libc::SIGTERM));
+        assert_eq!(parse_signal("RTMIN+1"), Some(libc::SIGRTMIN() + 1));
+        assert_eq!(parse_signal("bogus"), None);
+        assert_eq!(parse_signal("-3"), None);
+        assert_eq!(signal_name(15), "TERM");
+    }
+}

@@ -1,0 +1,916 @@
+//! top's interactive screen: the summary, a message/prompt line, the column heading and as
+//! many tasks as fit, redrawn with ratatui (crossterm backend) every refresh and after each
+//! key; keys and prompts work as in procps top (see `taskdiag top --help`).
+//!
+//! The terminal is put in raw mode on the alternate screen and always given back: on `q`,
+//! on Ctrl-C, on SIGINT, SIGTERM, SIGHUP and SIGQUIT (a flag the loop checks at least ten
+//! times a second), on Ctrl-Z (restored, stopped, then set up again) and on a panic (a hook
+//! restores it before the panic message is printed).
+//!
+//! What is shown comes from [`super::model`] and [`super::format`]; this module owns input,
+//! prompts, messages and scrolling.
+
+use std::cell::Cell;
+use std::io::{self, Stdout};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::crossterm::{cursor, execute, terminal};
+use ratatui::layout::Position;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Terminal;
+
+use super::act::{self, ActError};
+use super::format::{self, layout, RowCtx, Summary};
+use super::model::{Col, Filter, Frame, UserSel};
+use super::sys::{self, CpuPct, Mem};
+use super::{pcpu_max, select_and_sort, Opts, Sampler, Width};
+
+type Term = Terminal<CrosstermBackend<Stdout>>;
+
+/// The last terminating signal received (0: none).
+static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+/// The terminal is in raw mode on the alternate screen.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNALLED.store(sig, Ordering::SeqCst);
+}
+
+/// Makes SIGINT, SIGTERM, SIGHUP and SIGQUIT set [`SIGNALLED`] instead of killing us, so the
+/// main loop can restore the terminal first.
+fn install_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+        // SAFETY: an all-zero sigaction is valid; the handler only does an atomic store,
+        // which is async-signal-safe.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            sa.sa_flags = 0;
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Raw mode, alternate screen, hidden cursor.
+fn enter() -> io::Result<()> {
+    terminal::enable_raw_mode()?;
+    ACTIVE.store(true, Ordering::SeqCst);
+    execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)
+}
+
+/// Gives the terminal back as it was (once; safe to call again).
+fn leave() {
+    if ACTIVE.swap(false, Ordering::SeqCst) {
+        let _ = execute!(io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
+        let _ = terminal::disable_raw_mode();
+    }
+}
+
+/// A panic restores the terminal before its message is printed.
+fn install_panic_hook() {
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        leave();
+        prev(info);
+    }));
+}
+
+/// What a prompt's answer is for.
+#[derive(Debug, Clone, Copy)]
+enum Then {
+    Delay,
+    User { any: bool },
+    Filter { ignore_case: bool },
+    KillPid { def: u32 },
+    KillSig { pid: u32 },
+    RenicePid { def: u32 },
+    Nice { pid: u32 },
+    MaxTasks,
+}
+
+#[derive(Debug)]
+struct Prompt {
+    label: String,
+    input: String,
+    then: Then,
+}
+
+#[derive(Debug)]
+enum Mode {
+    Normal,
+    Help,
+    Prompt(Prompt),
+}
+
+/// What a key asks of the main loop beyond the app's own state.
+enum After {
+    Nothing,
+    Quit,
+    Suspend,
+    Redraw,
+}
+
+struct App {
+    o: Opts,
+    filters: Vec<Filter>,
+    max_tasks: usize,
+    show_load: bool,
+    show_states: bool,
+    show_mem: bool,
+    irix: bool,
+    hirows: bool,
+    s: Sampler,
+    frame: Option<Frame>,
+    cpus: Vec<CpuPct>,
+    ncpu: usize,
+    mem: Mem,
+    order: Vec<u32>,
+    begtask: usize,
+    /// Task lines on the screen at the last draw (for paging).
+    page: Cell<usize>,
+    /// Columns on the screen at the last draw.
+    cols: Cell<usize>,
+    mode: Mode,
+    msg: Option<(String, Instant)>,
+    next_refresh: Instant,
+    frames: u64,
+    utf8: bool,
+    pid_w: usize,
+    dirty: bool,
+}
+
+/// How long a message stays.
+const MSG_TIME: Duration = Duration::from_millis(1500);
+
+impl App {
+    fn new(o: Opts, s: Sampler, utf8: bool) -> App {
+        App {
+            o,
+            filters: Vec::new(),
+            max_tasks: 0,
+            show_load: true,
+            show_states: true,
+            show_mem: true,
+            irix: true,
+            hirows: true,
+            s,
+            frame: None,
+            cpus: Vec::new(),
+            ncpu: 1,
+            mem: Mem::default(),
+            order: Vec::new(),
+            begtask: 0,
+            page: Cell::new(1),
+            cols: Cell::new(80),
+            mode: Mode::Normal,
+            msg: None,
+            next_refresh: Instant::now(),
+            frames: 0,
+            utf8,
+            pid_w: sys::pid_width(),
+            dirty: true,
+        }
+    }
+
+    fn message(&mut self, m: impl Into<String>) {
+        self.msg = Some((m.into(), Instant::now() + MSG_TIME));
+        self.dirty = true;
+    }
+
+    fn delay(&self) -> Duration {
+        Duration::from_secs_f32(self.o.delay.clamp(0.0, 1e6))
+    }
+
+    /// A new snapshot.
+    fn refresh(&mut self) {
+        match self.s.sample(&self.o) {
+            Ok((f, cpus, ncpu)) => {
+                self.frame = Some(f);
+                self.cpus = cpus;
+                self.ncpu = ncpu;
+                self.mem = sys::read_mem();
+                self.frames += 1;
+            }
+            Err(e) => self.message(e.to_string()),
+        }
+        self.rebuild();
+        self.next_refresh = Instant::now() + self.delay();
+    }
+
+    /// Starts over after a switch between processes and threads (procps does the same).
+    fn reprime(&mut self) {
+        if let Err(e) = self.s.prime(&self.o) {
+            self.message(e.to_string());
+        }
+        self.begtask = 0;
+        self.refresh();
+    }
+
+    fn row_ctx<'a>(&self, f: &'a Frame) -> RowCtx<'a> {
+        let hz = self.s.machine.hz;
+        let mut etscale = 100.0 / (hz as f32 * f.et);
+        if !self.irix {
+            etscale /= self.ncpu as f32;
+        }
+        RowCtx {
+            frame: f,
+            etscale,
+            pmax: pcpu_max(self.irix, self.ncpu, self.o.threads),
+            mem_total: if self.mem.total > 0 {
+                self.mem.total
+            } else {
+                self.s.machine.mem_total_kib
+            },
+            hz,
+            task_scale: self.o.task_scale,
+            cmdline: self.o.cmdline,
+            cumulative: self.o.cumulative,
+            utf8: self.utf8,
+        }
+    }
+
+    /// Recomputes which rows show, in which order.
+    fn rebuild(&mut self) {
+        let order = match &self.frame {
+            None => Vec::new(),
+            Some(f) => {
+                let ctx = self.row_ctx(f);
+                let filters = &self.filters;
+                select_and_sort(f, &self.o, self.utf8, |r| {
+                    filters.iter().all(|flt| {
+                        let w = format::fixed_width(flt.col, self.pid_w).unwrap_or(1 << 20);
+                        let w = if flt.col == Col::User { 1 << 20 } else { w };
+                        flt.matches(&String::from_utf8_lossy(&ctx.cell(r, flt.col, w)))
+                    })
+                })
+            }
+        };
+        self.order = order;
+        if self.begtask >= self.order.len() {
+            self.begtask = self.order.len().saturating_sub(1);
+        }
+        self.dirty = true;
+    }
+
+    /// The pid the `k` and `r` prompts offer: the first task shown.
+    fn default_pid(&self) -> u32 {
+        match (&self.frame, self.order.get(self.begtask)) {
+            (Some(f), Some(&i)) => f.rows.get(i as usize).map_or(0, |r| r.pid),
+            _ => 0,
+        }
+    }
+
+    fn prompt(&mut self, label: String, then: Then) {
+        self.mode = Mode::Prompt(Prompt {
+            label,
+            input: String::new(),
+            then,
+        });
+        self.msg = None;
+        self.dirty = true;
+    }
+
+    /// The process a pid the user typed stands for, and the start time it must have:
+    /// a thread stands for its process (kill(2) on a thread id signals the process).
+    fn target_of(&self, pid: u32) -> (u32, Option<(u64, u64)>) {
+        let tick = self.s.machine.ns_per_tick();
+        if let Some(f) = &self.frame {
+            if let Some(r) = f.rows.iter().find(|r| r.pid == pid) {
+                let tg = r.tgid;
+                let leader = f.rows.iter().find(|x| x.pid == tg);
+                return (tg, leader.map(|l| (l.start_ns, tick)));
+            }
+        }
+        (pid, None)
+    }
+
+    fn fail_text(e: &ActError) -> String {
+        match e {
+            ActError::Sys { source, .. } => source
+                .raw_os_error()
+                .map(sys::strerror)
+                .unwrap_or_else(|| source.to_string()),
+            other => other.to_string(),
+        }
+    }
+
+    /// The answer to a prompt.
+    fn answer(&mut self, then: Then, input: String) {
+        let line = input.trim();
+        let int = |s: &str| -> Result<Option<i64>, ()> {
+            if s.is_empty() {
+                Ok(None)
+            } else {
+                super::mkwhole(s).map(Some).ok_or(())
+            }
+        };
+        match then {
+            Then::Delay => {
+                if line.is_empty() {
+                    return;
+                }
+                match super::mkfloat(line).filter(|d| *d >= 0.0) {
+                    Some(d) => {
+                        self.o.delay = d;
+                        self.next_refresh = Instant::now() + self.delay();
+                    }
+                    None => self.message("Unacceptable floating point"),
+                }
+            }
+            Then::User { any } => {
+                self.o.pids.clear();
+                if line.is_empty() {
+                    self.o.user = None;
+                } else {
+                    match UserSel::parse(line, any) {
+                        Ok(u) => self.o.user = Some(u),
+                        Err(m) => {
+                            self.o.user = None;
+                            self.message(m);
+                        }
+                    }
+                }
+                self.begtask = 0;
+                self.rebuild();
+            }
+            Then::Filter { ignore_case } => {
+                if line.is_empty() {
+                    return;
+                }
+                match Filter::parse(line, ignore_case) {
+                    Ok(f) if self.filters.contains(&f) => {
+                        self.message("duplicate filter was ignored")
+                    }
+                    Ok(f) => {
+                        self.filters.push(f);
+                        self.begtask = 0;
+                        self.rebuild();
+                    }
+                    Err(m) => self.message(m),
+                }
+            }
+            Then::KillPid { def } => match int(line) {
+                Err(()) => self.message("Unacceptable integer"),
+                Ok(v) => {
+                    let pid = v.unwrap_or(def as i64);
+                    if pid <= 0 || pid > u32::MAX as i64 {
+                        self.message("Unacceptable integer");
+                        return;
+                    }
+                    let pid = pid as u32;
+                    self.prompt(
+                        format!("Send pid {pid} signal [{}/sigterm]", libc::SIGTERM),
+                        Then::KillSig { pid },
+                    );
+                }
+            },
+            Then::KillSig { pid } => {
+                let sig = if line.is_empty() {
+                    libc::SIGTERM
+                } else {
+                    match sys::parse_signal(line) {
+                        Some(s) => s,
+                        None => {
+                            self.message("Invalid signal");
+                            return;
+                        }
+                    }
+                };
+                if sig == 0 {
+                    return;
+                }
+                let (target, expect) = self.target_of(pid);
+                match act::signal(target, sig, expect) {
+                    Ok(()) => self.refresh(),
+                    Err(e @ ActError::Reused { .. }) => self.message(e.to_string()),
+                    Err(e) => self.message(format!(
+                        "Failed signal pid '{pid}' with '{sig}': {}",
+                        Self::fail_text(&e)
+                    )),
+                }
+            }
+            Then::RenicePid { def } => match int(line) {
+                Err(()) => self.message("Unacceptable integer"),
+                Ok(v) => {
+                    let pid = v.unwrap_or(def as i64);
+                    if pid <= 0 || pid > u32::MAX as i64 {
+                        self.message("Unacceptable integer");
+                        return;
+                    }
+                    let pid = pid as u32;
+                    self.prompt(format!("Renice PID {pid} to value"), Then::Nice { pid });
+                }
+            },
+            Then::Nice { pid } => match int(line) {
+                Err(()) => self.message("Unacceptable integer"),
+                Ok(None) => {}
+                Ok(Some(v)) => {
+                    let v = v.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+                    match act::renice(pid, v) {
+                        Ok(()) => self.refresh(),
+                        Err(e) => self.message(format!(
+                            "Failed renice of PID {pid} to {v}: {}",
+                            Self::fail_text(&e)
+                        )),
+                    }
+                }
+            },
+            Then::MaxTasks => match int(line) {
+                Err(()) => self.message("Unacceptable integer"),
+                Ok(None) => {}
+                Ok(Some(v)) if v < 0 => self.message("Invalid maximum"),
+                Ok(Some(v)) => {
+                    self.max_tasks = v as usize;
+                    self.dirty = true;
+                }
+            },
+        }
+    }
+
+    fn on_off(b: bool) -> &'static str {
+        if b {
+            "On"
+        } else {
+            "Off"
+        }
+    }
+
+    /// Moves the sort column left (`-1`) or right (`1`) among the columns shown.
+    fn move_sort(&mut self, dir: isize) {
+        let cols = layout(self.cols.get(), self.pid_w).cols;
+        if let Some(at) = cols.iter().position(|&c| c == self.o.sort) {
+            let to = at as isize + dir;
+            if to >= 0 && (to as usize) < cols.len() {
+                self.o.sort = cols[to as usize];
+                self.rebuild();
+            }
+        }
+    }
+
+    fn key(&mut self, k: KeyEvent) -> After {
+        self.dirty = true;
+        if let Mode::Prompt(p) = &mut self.mode {
+            match k.code {
+                KeyCode::Esc => self.mode = Mode::Normal,
+                KeyCode::Enter => {
+                    let Mode::Prompt(p) = std::mem::replace(&mut self.mode, Mode::Normal) else {
+                        return After::Nothing;
+                    };
+                    self.answer(p.then, p.input);
+                }
+                KeyCode::Backspace => {
+                    p.input.pop();
+                }
+                KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
+                    return After::Quit
+                }
+                KeyCode::Char(c)
+                    if !k.modifiers.contains(KeyModifiers::CONTROL) && p.input.len() < 250 =>
+                {
+                    p.input.push(c);
+                }
+                _ => {}
+            }
+            return After::Nothing;
+        }
+        if matches!(self.mode, Mode::Help) {
+            self.mode = Mode::Normal;
+            if k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL) {
+                return After::Quit;
+            }
+            return After::Nothing;
+        }
+        self.msg = None;
+        if k.modifiers.contains(KeyModifiers::CONTROL) {
+            return match k.code {
+                KeyCode::Char('c') => After::Quit,
+                KeyCode::Char('z') => After::Suspend,
+                KeyCode::Char('l') => After::Redraw,
+                KeyCode::Char('o') => {
+                    let mut list: Vec<String> =
+                        self.filters.iter().map(|f| f.raw.clone()).collect();
+                    if let Some(u) = self.o.user {
+                        list.push(format!(
+                            "{}user{}{}",
+                            if u.any { "any " } else { "" },
+                            if u.exclude { "!=" } else { "=" },
+                            u.uid
+                        ));
+                    }
+                    let text = if list.is_empty() {
+                        "none".to_string()
+                    } else {
+                        list.join(", ")
+                    };
+                    self.message(format!("filters: {text}"));
+                    After::Nothing
+                }
+                KeyCode::Char(x) => {
+                    self.message(format!(
+                        "Ctrl-{} is not available in taskdiag top (see 'h')",
+                        x.to_ascii_uppercase()
+                    ));
+                    After::Nothing
+                }
+                _ => After::Nothing,
+            };
+        }
+        let page = self.page.get().max(1);
+        match k.code {
+            KeyCode::Up => self.begtask = self.begtask.saturating_sub(1),
+            KeyCode::Down if self.begtask + 1 < self.order.len() => self.begtask += 1,
+            KeyCode::PageUp => self.begtask = self.begtask.saturating_sub(page),
+            KeyCode::PageDown => {
+                self.begtask = (self.begtask + page).min(self.order.len().saturating_sub(1))
+            }
+            KeyCode::Home => self.begtask = 0,
+            KeyCode::End => self.begtask = self.order.len().saturating_sub(page),
+            KeyCode::Enter => self.refresh(),
+            KeyCode::Esc => {}
+            KeyCode::Char(c) => return self.command(c),
+            _ => {}
+        }
+        After::Nothing
+    }
+
+    /// A one-letter command.
+    fn command(&mut self, c: char) -> After {
+        let secure = |app: &mut App| {
+            if app.o.secure {
+                app.message("Unavailable in secure mode");
+            }
+            app.o.secure
+        };
+        match c {
+            'q' => return After::Quit,
+            'h' | '?' => self.mode = Mode::Help,
+            ' ' => self.refresh(),
+            'd' | 's' => {
+                if !secure(self) {
+                    self.prompt(
+                        format!("Change delay from {:.1} to", self.o.delay),
+                        Then::Delay,
+                    );
+                }
+            }
+            'P' | 'M' | 'T' | 'N' => {
+                self.o.sort = match c {
+                    'P' => Col::Cpu,
+                    'M' => Col::Mem,
+                    'T' => Col::Time,
+                    _ => Col::Pid,
+                };
+                self.rebuild();
+            }
+            '<' => self.move_sort(-1),
+            '>' => self.move_sort(1),
+            'R' => {
+                self.o.ascending = !self.o.ascending;
+                self.rebuild();
+            }
+            'H' => {
+                self.o.threads = !self.o.threads;
+                self.reprime();
+            }
+            'c' => {
+                self.o.cmdline = !self.o.cmdline;
+                if self.o.cmdline {
+                    self.refresh();
+                } else {
+                    self.rebuild();
+                }
+            }
+            'i' => {
+                self.o.idle = !self.o.idle;
+                self.begtask = 0;
+                self.rebuild();
+            }
+            'S' => {
+                self.o.cumulative = !self.o.cumulative;
+                self.rebuild();
+                self.message(format!(
+                    "Cumulative time {}",
+                    Self::on_off(self.o.cumulative)
+                ));
+            }
+            'u' | 'U' => self.prompt(
+                "Which user (blank for all)".into(),
+                Then::User { any: c == 'U' },
+            ),
+            'o' | 'O' => {
+                let ignore_case = c == 'o';
+                self.prompt(
+                    format!(
+                        "add filter #{} ({}) as: [!]FLD?VAL",
+                        self.filters.len() + 1,
+                        if ignore_case {
+                            "ignoring case"
+                        } else {
+                            "case sensitive"
+                        }
+                    ),
+                    Then::Filter { ignore_case },
+                );
+            }
+            '=' => {
+                self.filters.clear();
+                self.o.user = None;
+                self.o.pids.clear();
+                self.max_tasks = 0;
+                self.o.idle = true;
+                self.begtask = 0;
+                self.rebuild();
+            }
+            'n' | '#' => self.prompt(
+                format!(
+                    "Maximum tasks = {}, change to (0 is unlimited)",
+                    self.max_tasks
+                ),
+                Then::MaxTasks,
+            ),
+            'k' => {
+                if !secure(self) {
+                    let def = self.default_pid();
+                    self.prompt(
+                        format!("PID to signal/kill [default pid = {def}]"),
+                        Then::KillPid { def },
+                    );
+                }
+            }
+            'r' => {
+                if !secure(self) {
+                    let def = self.default_pid();
+                    self.prompt(
+                        format!("PID to renice [default pid = {def}]"),
+                        Then::RenicePid { def },
+                    );
+                }
+            }
+            'l' => self.show_load = !self.show_load,
+            't' => self.show_states = !self.show_states,
+            'm' => self.show_mem = !self.show_mem,
+            '1' => {
+                self.o.per_cpu = !self.o.per_cpu;
+                self.show_states = true;
+            }
+            'I' => {
+                if self.ncpu > 1 {
+                    self.irix = !self.irix;
+                    self.message(format!("Irix mode {}", Self::on_off(self.irix)));
+                } else {
+                    self.message("Only 1 cpu detected");
+                }
+            }
+            'E' => self.o.summ_scale = (self.o.summ_scale + 1) % 6,
+            'e' => self.o.task_scale = (self.o.task_scale + 1) % 5,
+            'y' => self.hirows = !self.hirows,
+            'A' | 'a' | 'B' | 'b' | 'C' | 'F' | 'f' | 'G' | 'g' | 'J' | 'j' | 'L' | '&' | 'V'
+            | 'v' | 'W' | 'w' | 'X' | 'x' | 'Y' | 'Z' | 'z' | '0' | '2' | '3' | '4' | '5' | '!'
+            | '+' | '-' | '_' => {
+                self.message(format!("'{c}' is not available in taskdiag top (see 'h')"));
+            }
+            _ => self.message("Unknown command - try 'h' for help"),
+        }
+        After::Nothing
+    }
+
+    /// Columns of the screen, capped by `-w N`.
+    fn screen_cols(&self, width: u16) -> usize {
+        let mut cols = width as usize;
+        if let Some(Width::Cols(n)) = self.o.width {
+            cols = cols.min(n);
+        }
+        cols.clamp(3, 512)
+    }
+
+    fn render(&self, fr: &mut ratatui::Frame) {
+        let area = fr.area();
+        let cols = self.screen_cols(area.width);
+        self.cols.set(cols);
+        let rows = area.height as usize;
+        if matches!(self.mode, Mode::Help) {
+            let lines: Vec<Line> = help_text(self.o.delay, self.o.secure)
+                .lines()
+                .map(|l| Line::raw(l.to_string()))
+                .collect();
+            fr.render_widget(Paragraph::new(lines), area);
+            return;
+        }
+        let summary = Summary {
+            hms: sys::local_hms(),
+            uptime: crate::snapshot::uptime().unwrap_or(0.0),
+            users: sys::count_users(),
+            load: sys::read_loadavg(),
+            counts: self.frame.as_ref().map(|f| f.counts).unwrap_or_default(),
+            threads: self.o.threads,
+            cpus: &self.cpus,
+            per_cpu: self.o.per_cpu,
+            mem: self.mem,
+            mem_scale: self.o.summ_scale,
+        };
+        let mut lines: Vec<Line> = summary
+            .lines(self.show_load, self.show_states, self.show_mem, cols)
+            .into_iter()
+            .map(Line::raw)
+            .collect();
+        let msg_row = lines.len();
+        let mut cursor = None;
+        match (&self.mode, &self.msg) {
+            (Mode::Prompt(p), _) => {
+                let label = format!("{} ", p.label);
+                let x = label.chars().count() + p.input.chars().count();
+                cursor = Some(Position::new(
+                    x.min(cols.saturating_sub(1)) as u16,
+                    msg_row as u16,
+                ));
+                lines.push(Line::from(vec![
+                    Span::styled(label, Style::new().add_modifier(Modifier::BOLD)),
+                    Span::raw(p.input.clone()),
+                ]));
+            }
+            (_, Some((m, _))) => lines.push(Line::styled(
+                format!(" {m} "),
+                Style::new().add_modifier(Modifier::REVERSED),
+            )),
+            _ => lines.push(Line::raw("")),
+        }
+        let l = layout(cols, self.pid_w);
+        let mut header = l.header.clone();
+        header.truncate(cols);
+        lines.push(Line::styled(
+            header,
+            Style::new().add_modifier(Modifier::REVERSED),
+        ));
+        let mut avail = rows.saturating_sub(lines.len());
+        if self.max_tasks > 0 {
+            avail = avail.min(self.max_tasks);
+        }
+        self.page.set(avail);
+        if let Some(f) = &self.frame {
+            let ctx = self.row_ctx(f);
+            let mut buf = Vec::with_capacity(cols * 2);
+            for &i in self.order.iter().skip(self.begtask).take(avail) {
+                let Some(r) = f.rows.get(i as usize) else {
+                    continue;
+                };
+                buf.clear();
+                ctx.row(&mut buf, &l, r);
+                format::trim_end(&mut buf);
+                let style = if self.hirows && r.state == b'R' {
+                    Style::new().add_modifier(Modifier::BOLD)
+                } else {
+                    Style::new()
+                };
+                lines.push(Line::styled(
+                    String::from_utf8_lossy(&buf).into_owned(),
+                    style,
+                ));
+            }
+        }
+        fr.render_widget(Paragraph::new(lines), area);
+        if let Some(c) = cursor {
+            fr.set_cursor_position(c);
+        }
+    }
+
+    fn main_loop(&mut self, term: &mut Term) -> io::Result<()> {
+        term.clear()?;
+        if let Err(e) = self.s.prime(&self.o) {
+            return Err(io::Error::other(e.to_string()));
+        }
+        self.refresh();
+        loop {
+            if SIGNALLED.load(Ordering::SeqCst) != 0 {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if matches!(self.mode, Mode::Normal) && now >= self.next_refresh {
+                self.refresh();
+            }
+            if self.msg.as_ref().is_some_and(|(_, until)| now >= *until) {
+                self.msg = None;
+                self.dirty = true;
+            }
+            if self.dirty {
+                term.draw(|fr| self.render(fr))?;
+                self.dirty = false;
+            }
+            if self.o.iterations.is_some_and(|n| self.frames >= n) {
+                return Ok(());
+            }
+            let mut timeout = Duration::from_millis(100);
+            if matches!(self.mode, Mode::Normal) {
+                timeout = timeout.min(self.next_refresh.saturating_duration_since(Instant::now()));
+            }
+            let ready = match event::poll(timeout) {
+                Ok(r) => r,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
+                Err(e) => return Err(e),
+            };
+            if !ready {
+                continue;
+            }
+            let ev = match event::read() {
+                Ok(ev) => ev,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            match ev {
+                Event::Key(k) if k.kind != KeyEventKind::Release => match self.key(k) {
+                    After::Nothing => {}
+                    After::Quit => return Ok(()),
+                    After::Redraw => {
+                        term.clear()?;
+                        self.dirty = true;
+                    }
+                    After::Suspend => {
+                        leave();
+                        // SAFETY: raise has no memory-safety preconditions; SIGTSTP's
+                        // default action stops us until SIGCONT.
+                        unsafe { libc::raise(libc::SIGTSTP) };
+                        enter()?;
+                        term.clear()?;
+                        self.dirty = true;
+                    }
+                },
+                Event::Resize(..) => self.dirty = true,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The `h` screen.
+fn help_text(delay: f32, secure: bool) -> String {
+    format!(
+        "\
+Help for Interactive Commands - taskdiag top
+Delay {delay:.1} secs; Secure mode {}.
+
+  Enter,Space  refresh now           d,s  change the delay        q  quit
+  P,M,T,N      sort by %CPU, %MEM, TIME+, PID
+  <,>          sort by the column to the left or right            R  reverse the order
+  H            threads on/off        c    command lines on/off
+  i            idle tasks on/off     S    cumulative time on/off
+  u,U          one user's tasks (effective / any uid); blank for all
+  o,O          add a filter [!]FIELD=TEXT, FIELD<N, FIELD>N (o ignores case); Ctrl-O lists
+  =            remove filters (u, o, -p, n) and show idle tasks
+  n,#          maximum number of tasks shown
+  k            send a signal (pid, then signal; default SIGTERM) through a pidfd
+  r            renice (pid, then nice value)
+  l,t,m        uptime, task/CPU, memory lines on/off    1  each CPU on/off
+  I            Irix mode on/off      E,e  summary / task memory unit
+  y            running tasks in bold on/off
+  Up,Down,PgUp,PgDn,Home,End  scroll the tasks
+
+Type any key to continue ",
+        App::on_off(secure)
+    )
+}
+
+/// Runs the interactive screen until the user quits; returns the exit status.
+pub fn run(o: Opts, utf8: bool) -> i32 {
+    // SAFETY: isatty has no memory-safety preconditions.
+    if unsafe { libc::isatty(0) } != 1 {
+        eprintln!("top: failed tty get");
+        return 1;
+    }
+    let s = match Sampler::open(o.cmdline) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("top: {e}");
+            return 1;
+        }
+    };
+    install_signals();
+    install_panic_hook();
+    if let Err(e) = enter() {
+        leave();
+        eprintln!("top: {e}");
+        return 1;
+    }
+    let mut term = match Terminal::new(CrosstermBackend::new(io::stdout())) {
+        Ok(t) => t,
+        Err(e) => {
+            leave();
+            eprintln!("top: {e}");
+            return 1;
+        }
+    };
+    let mut app = App::new(o, s, utf8);
+    let r = app.main_loop(&mut term);
+    leave();
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("top: {e}");
+            1
+        }
+    }
+}

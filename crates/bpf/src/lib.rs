@@ -238,6 +238,7 @@ impl TaskIter {
     /// program. Requests for other groups are still answered (CMDLINE then comes from /proc,
     /// see [`DumpReport::missing_groups`]).
     pub fn load_for(show_flags: u64) -> Result<Self, BpfError> {
+        quiet_libbpf();
         let want_cmdline = show_flags & Group::Cmdline.flag() != 0;
         let groups = show_flags | Group::Base.flag();
         let first = open_skel(want_cmdline, groups);
@@ -638,4 +639,17 @@ enum TaskFilter {
     None,
     Tid(u32),
     Pid(u32),
+}
+
+/// Routes libbpf's own messages to standard error only when `TASKDIAG_DEBUG` is set. Failures
+/// reach callers as [`BpfError`]s; libbpf's lines ("failed to load BPF skeleton ...") would
+/// otherwise reach the terminal of every unprivileged user whose `auto` backend falls back to
+/// /proc.
+fn quiet_libbpf() {
+    fn print(_level: libbpf_rs::PrintLevel, msg: String) {
+        if std::env::var_os("TASKDIAG_DEBUG").is_some() {
+            eprint!("{msg}");
+        }
+    }
+    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, print)));
 }

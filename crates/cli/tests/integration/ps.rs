@@ -312,13 +312,13 @@ fn ps_answers_as_an_unprivileged_user_and_in_a_child_pid_namespace() {
             .env("TASKDIAG_BACKEND", "auto")
             .output()
             .expect("setpriv");
-        (o.stdout, o.status.code())
+        (o.stdout, o.stderr, o.status.code())
     };
     let mut same = false;
     for _ in 0..5 {
         let theirs = as_user(&["/usr/bin/ps"]);
         let ours = as_user(&[BIN, "ps"]);
-        assert_eq!(ours.1, Some(0), "{}", String::from_utf8_lossy(&ours.0));
+        assert_eq!(ours.2, Some(0), "{}", String::from_utf8_lossy(&ours.1));
         if theirs == ours {
             same = true;
             break;

@@ -1,1 +1,806 @@
-//! Differential tests of `taskdiag pstree` (being written).
+//! Differential tests of `taskdiag pstree` against psmisc pstree 23.6 (/usr/bin/pstree): the
+//! same arguments and environment on a fixture tree of processes in awkward states (names
+//! with spaces, parentheses, backslashes, control characters, non-ASCII and invalid UTF-8,
+//! 15- and 16-byte names; identical sibling subtrees; threads with their own names; processes
+//! of another user, one that changed uid without exec; long and odd command lines; a zombie; a
+//! deep chain wider than the screen), must print the same bytes and exit with the same status,
+//! on both backends, in the C and a UTF-8 locale, at several widths, on a terminal, as an
+//! unprivileged user and in a child pid namespace.
+//!
+//! Trees are rooted at the fixture (or, with -s, trimmed to its ancestors) because the rest of
+//! the system changes between two runs; each comparison is retried a few times in case the
+//! system changed between the two runs anyway.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use super::BIN;
+
+const BACKENDS: [&str; 2] = ["bpf", "procfs"];
+
+/// The fixture: builds the tree, waits until every process and thread has its final name and
+/// every exec has happened, then prints "ready".
+const FIXTURE: &str = r#"
+import ctypes, os, signal, sys, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15
+rd, wr = os.pipe()
+def setname(n):
+    libc.prctl(PR_SET_NAME, ctypes.c_char_p(n), 0, 0, 0)
+def ready():
+    os.write(wr, b"x")
+def forever():
+    while True:
+        time.sleep(1000)
+def fork(fn):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            fn()
+        finally:
+            os._exit(0)
+    return pid
+# Specs: ("named", name, [kids]) | ("threads", name, [thread names]) | ("setuid", name)
+#      | ("zparent",)
+def count(spec):
+    if spec[0] == "named":
+        return 1 + sum(count(k) for k in spec[2])
+    if spec[0] == "threads":
+        return 1 + len(spec[2])
+    return 1
+def run(spec):
+    kind = spec[0]
+    if kind == "named":
+        setname(spec[1])
+        for k in spec[2]:
+            fork(lambda k=k: run(k))
+        ready()
+    elif kind == "threads":
+        setname(spec[1])
+        def t(n):
+            setname(n)
+            ready()
+            forever()
+        for n in spec[2]:
+            threading.Thread(target=t, args=(n,), daemon=True).start()
+        ready()
+    elif kind == "setuid":
+        os.setgid(65534)
+        os.setuid(65534)
+        setname(spec[1])
+        ready()
+    elif kind == "zparent":
+        setname(b"zparent")
+        z = fork(lambda: None)
+        while True:
+            with open("/proc/%d/stat" % z, "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    break
+            time.sleep(0.01)
+        ready()
+    forever()
+def leaf(n):
+    return ("named", n, [])
+specs = [
+    ("named", b"twin", [leaf(b"leafa"), leaf(b"leafb")]),
+    ("named", b"twin", [leaf(b"leafa"), leaf(b"leafb")]),
+    ("named", b"twin", [leaf(b"leafa")]),
+    ("named", b"branchy", [
+        ("named", b"b2", [leaf(b"b3"), leaf(b"b3"), ("named", b"b3", [leaf(b"b4")])]),
+        ("named", b"c2", [("named", b"c3", [leaf(b"c4"), leaf(b"c4x")])]),
+    ]),
+    leaf(b"a b"), leaf(b"x(y)z"), leaf(b"back\\slash"), leaf(b"new\nline"), leaf(b"tab\tx"),
+    leaf(b"\x1b[1mesc"), leaf(b"fifteen_chars_x"), leaf(b"sixteen_chars_xy"),
+    leaf("é名字ü".encode()), leaf(b"\xff\xfe"), leaf(b"a"), leaf(b"-"),
+    ("threads", b"threaded", [b"worker-1", b"worker-1", b"worker-2", b"io thread", b"x(y)",
+                              "thré".encode()]),
+    ("threads", b"solo", [b"solo"]),
+    ("setuid", b"nobody-noexec"),
+    ("zparent",),
+]
+chain = leaf(b"a_fairly_long_process_name")
+for _ in range(8):
+    chain = ("named", b"a_fairly_long_process_name", [chain])
+specs.append(chain)
+setname(b"fixture-root")
+libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+expected = 0
+for s in specs:
+    expected += count(s)
+    fork(lambda s=s: run(s))
+py = sys.executable
+execs = []
+def execer(argv, uid=None):
+    def f():
+        if uid is not None:
+            os.setgid(uid)
+            os.setuid(uid)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        os.execv(argv[0], argv)
+    execs.append((fork(f), os.path.basename(argv[0])[:15].encode()))
+sleep = "/usr/bin/sleep" if os.path.exists("/usr/bin/sleep") else "/bin/sleep"
+# The other user's sleep first: only the uid orders it after root's (psmisc sorts equal
+# names by uid).
+execer([sleep, "100001"], 65534)
+for _ in range(3):
+    execer([sleep, "100000"])
+odd = ["a b", "", "", "back\\slash", "tab\there", "\x1b[31mred", "é", "new\nline"]
+execer([py, "-c", "import time\ntime.sleep(1e6)"] + odd + ["arg%d" % i for i in range(40)])
+execer([py, "-c", "import time; time.sleep(1e6)", "y" * 9000, "end"])
+execer([py, "-c", "import time; time.sleep(1e6)", "short", ""])
+got = 0
+while got < expected:
+    got += len(os.read(rd, 4096))
+for pid, comm in execs:
+    while True:
+        with open("/proc/%d/comm" % pid, "rb") as f:
+            if f.read().rstrip(b"\n") == comm:
+                break
+        time.sleep(0.01)
+print("ready", flush=True)
+forever()
+"#;
+
+fn python() -> &'static str {
+    static PY: OnceLock<String> = OnceLock::new();
+    PY.get_or_init(|| {
+        let o = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .expect("python3");
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    })
+}
+
+fn ensure_psmisc() {
+    if std::path::Path::new("/usr/bin/pstree").exists() {
+        return;
+    }
+    let ok = Command::new("apt-get")
+        .args(["install", "-y", "psmisc"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "/usr/bin/pstree is missing and could not be installed");
+}
+
+/// Waits for the fixture's "ready" line.
+fn wait_ready(child: &mut Child) {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("fixture line");
+    assert_eq!(line.trim(), "ready", "the fixture failed to start");
+}
+
+/// The fixture in a session of its own; killed with its whole process group on drop.
+struct Fixture {
+    child: Child,
+}
+
+impl Fixture {
+    fn start() -> Fixture {
+        ensure_psmisc();
+        let mut child = Command::new("setsid")
+            .args([python(), "-c", FIXTURE])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the fixture");
+        wait_ready(&mut child);
+        Fixture { child }
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // setsid made the fixture the leader of its own process group: the group is ours.
+        let pgid = self.child.id() as i32;
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+/// One run's stdout, stderr and exit status.
+#[derive(PartialEq, Eq)]
+struct Run {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    status: Option<i32>,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "status {:?}\n--- stdout ---\n{}--- stderr ---\n{}",
+            self.status,
+            String::from_utf8_lossy(&self.stdout),
+            String::from_utf8_lossy(&self.stderr)
+        )
+    }
+}
+
+/// How to run both tools: through a wrapper command (setpriv, nsenter, script) and with an
+/// environment.
+#[derive(Clone, Copy)]
+struct How<'a> {
+    wrap: &'a [&'a str],
+    env: &'a [(&'a str, &'a str)],
+    backend: &'a str,
+}
+
+fn run_one(how: How, tool: &[&str], args: &[&str]) -> Run {
+    let mut cmd = Command::new(how.wrap.first().copied().unwrap_or(tool[0]));
+    if !how.wrap.is_empty() {
+        cmd.args(&how.wrap[1..]).arg(tool[0]);
+    }
+    cmd.args(&tool[1..])
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+        .env("TASKDIAG_BACKEND", how.backend);
+    for (k, v) in how.env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().expect("run pstree");
+    Run {
+        stdout: o.stdout,
+        stderr: o.stderr,
+        status: o.status.code(),
+    }
+}
+
+/// psmisc (as `pstree`, found on PATH, so messages name it alike) and taskdiag.
+fn both(how: How, args: &[&str]) -> (Run, Run) {
+    (
+        run_one(how, &["pstree"], args),
+        run_one(how, &[BIN, "pstree"], args),
+    )
+}
+
+fn assert_same(how: How, args: &[&str]) {
+    let mut last = None;
+    for _ in 0..5 {
+        let (theirs, ours) = both(how, args);
+        if theirs == ours {
+            return;
+        }
+        last = Some((theirs, ours));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    if let Some((theirs, ours)) = last {
+        panic!(
+            "pstree {args:?} differs ({}, env {:?}, wrap {:?})\n=== psmisc ===\n{theirs:?}\n=== taskdiag ===\n{ours:?}",
+            how.backend, how.env, how.wrap
+        );
+    }
+}
+
+/// Option sets compared on the fixture.
+const FORMS: &[&[&str]] = &[
+    &[],
+    &["-p"],
+    &["-a"],
+    &["-u"],
+    &["-c"],
+    &["-l"],
+    &["-n"],
+    &["-g"],
+    &["-t"],
+    &["-T"],
+    &["-A"],
+    &["-U"],
+    &["-G"],
+    &["-ap"],
+    &["-au"],
+    &["-apu"],
+    &["-acl"],
+    &["-al"],
+    &["-at"],
+    &["-aT"],
+    &["-pn"],
+    &["-pg"],
+    &["-pt"],
+    &["-ut"],
+    &["-un"],
+    &["-cu"],
+    &["-Tu"],
+    &["-nl"],
+    &["-U", "-p"],
+    &["-G", "-a"],
+    &["-G", "-l"],
+    &["--arguments", "--show-pids", "--uid-changes"],
+    &["--compact-not", "--thread-names", "--numeric-sort"],
+];
+
+#[test]
+fn pstree_is_byte_identical_to_psmisc_on_a_fixture_tree() {
+    let fx = Fixture::start();
+    let root = fx.pid();
+    // The fixture exercises what it is meant to (psmisc's own output shows it).
+    let how = How {
+        wrap: &[],
+        env: &[("LANG", "C")],
+        backend: "procfs",
+    };
+    let show = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.push(&root);
+        String::from_utf8_lossy(&run_one(how, &["pstree"], &a).stdout).into_owned()
+    };
+    let plain = show(&[]);
+    for part in [
+        "2*[twin-+-leafa]",
+        "`-leafb]",
+        "4*[sleep]",
+        "6*[{threaded}]",
+        "a b",
+        "x(y)z",
+        "back\\\\slash",
+        "new\\012line",
+        "\\303\\251",
+        "\\377\\376",
+        "sixteen_chars_x\n",
+        "zparent---zparent",
+        "+\n",
+    ] {
+        assert!(plain.contains(part), "fixture lacks {part:?}:\n{plain}");
+    }
+    assert!(show(&["-t"]).contains("2*[{worker-1}]"));
+    let u = show(&["-u"]);
+    assert!(
+        u.contains("sleep(nobody)") && u.contains("nobody-noexec(nobody)"),
+        "{u}"
+    );
+    let a = show(&["-a"]);
+    assert!(
+        a.contains("(zparent)") && a.contains("...") && a.contains("a b   back"),
+        "{a}"
+    );
+    for backend in BACKENDS {
+        for lang in ["C.UTF-8", "C"] {
+            let env = [("LANG", lang)];
+            let how = How {
+                wrap: &[],
+                env: &env,
+                backend,
+            };
+            let few: &[&[&str]] = &[&[], &["-a"], &["-apu"], &["-U"], &["-G"]];
+            for form in if lang == "C" { few } else { FORMS } {
+                let mut a = form.to_vec();
+                a.push(&root);
+                assert_same(how, &a);
+            }
+        }
+        // Widths from $COLUMNS (read by strtol with base 0), narrow to wider than any line.
+        for cols in ["1", "40", "57", "200", "0x50", "010", "junk"] {
+            let env = [("LANG", "C.UTF-8"), ("COLUMNS", cols)];
+            let how = How {
+                wrap: &[],
+                env: &env,
+                backend,
+            };
+            for form in [
+                &[][..],
+                &["-p"],
+                &["-a"],
+                &["-apu"],
+                &["-U"],
+                &["-G"],
+                &["-aU"],
+                &["-l"],
+                &["-al"],
+            ] {
+                let mut a = form.to_vec();
+                a.push(&root);
+                assert_same(how, &a);
+            }
+        }
+    }
+}
+
+#[test]
+fn pstree_operands_parents_users_and_threads_match_psmisc() {
+    let fx = Fixture::start();
+    let root = fx.pid();
+    // A thread of the fixture's threaded process, and a process deep in the tree.
+    let tasks = |pid: &str| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .expect("task dir")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .collect();
+        v.sort_by_key(|t| t.parse::<u32>().unwrap_or(0));
+        v
+    };
+    let children = |pid: &str| -> Vec<String> {
+        let mut v = Vec::new();
+        for t in tasks(pid) {
+            let c = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/children"))
+                .unwrap_or_default();
+            v.extend(c.split_whitespace().map(str::to_string));
+        }
+        v
+    };
+    let comm = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let kids = children(&root);
+    let threaded = kids
+        .iter()
+        .find(|p| comm(p) == "threaded\n")
+        .expect("threaded process")
+        .clone();
+    let thread = tasks(&threaded).last().expect("a thread").clone();
+    assert_ne!(thread, threaded);
+    let branchy = kids
+        .iter()
+        .find(|p| comm(p) == "branchy\n")
+        .expect("branchy process")
+        .clone();
+    let deep = children(&children(&branchy)[0])[0].clone();
+    let max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .expect("pid_max")
+        .trim()
+        .parse()
+        .expect("pid_max");
+    let missing = (max + 1).to_string();
+    // -s reaches process 1; some machines hide it from BPF task iterators.
+    let pid1_visible_to_bpf = Command::new(BIN)
+        .args(["dump", "--pid", "1", "-b", "bpf"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    for backend in BACKENDS {
+        let env = [("LANG", "C.UTF-8")];
+        let how = How {
+            wrap: &[],
+            env: &env,
+            backend,
+        };
+        for a in [
+            vec![thread.as_str()],
+            vec!["-p", &thread],
+            vec!["-t", &thread],
+            vec!["-a", &thread],
+            vec!["-p", &deep],
+            vec!["-T", &thread],
+            vec![&missing],
+            vec!["-p", &missing],
+            vec!["-s", &missing],
+            vec!["-s", "99999999999999999999"],
+            vec!["99999999999999999999"],
+            vec![&root, "-p"],
+            vec!["--", &root],
+            vec!["-psu", "nobody"],
+            vec!["nobody"],
+            vec!["-u", "nobody"],
+            vec!["-ap", "nobody"],
+        ] {
+            assert_same(how, &a);
+        }
+        if backend == "bpf" && !pid1_visible_to_bpf {
+            eprintln!("pstree -s on bpf skipped: process 1 is hidden from BPF task iterators");
+            continue;
+        }
+        for a in [
+            vec!["-s", &deep],
+            vec!["-sp", &deep],
+            vec!["-sa", &deep],
+            vec!["-sA", &thread],
+            vec!["-spu", &root],
+        ] {
+            assert_same(how, &a);
+        }
+    }
+}
+
+#[test]
+fn pstree_highlight_color_and_terminal_drawing_match_psmisc() {
+    let fx = Fixture::start();
+    let root = fx.pid();
+    let target = (fx.child.id() + 3).to_string();
+    for backend in BACKENDS {
+        for term in ["xterm", "vt100", "linux", "dumb"] {
+            let env = [("LANG", "C.UTF-8"), ("TERM", term)];
+            let how = How {
+                wrap: &[],
+                env: &env,
+                backend,
+            };
+            for a in [
+                vec!["-H", &target, &root],
+                vec!["-H", &root, "-ap", &root],
+                vec!["-h", &root],
+                vec!["-C", "age", &root],
+                vec!["-C", "AGE", "-H", &root, "-p", &root],
+            ] {
+                assert_same(how, &a);
+            }
+        }
+        // Without TERM or with an unknown terminal, -H fails and -h is ignored.
+        for env in [&[][..], &[("TERM", "no-such-terminal")], &[("TERM", "")]] {
+            let how = How {
+                wrap: &[],
+                env,
+                backend,
+            };
+            assert_same(how, &["-H", "1", &root]);
+            assert_same(how, &["-h", &root]);
+        }
+        // On a terminal: the default line drawing follows the locale.
+        let script = |args: &str| format!("pstree {args} {root}");
+        for lang in ["C", "C.UTF-8"] {
+            for args in ["", "-a", "-p", "-A", "-G", "-u"] {
+                let env = [("LANG", lang), ("TERM", "xterm"), ("COLUMNS", "100")];
+                // script runs the command through a shell: the same line for both tools,
+                // with the binary's directory first on PATH for ours.
+                let mut last = None;
+                for _ in 0..5 {
+                    let line = script(args);
+                    let theirs = run_one(
+                        How {
+                            wrap: &["script", "-qec", &line],
+                            env: &env,
+                            backend,
+                        },
+                        &["/dev/null"],
+                        &[],
+                    );
+                    let ours = run_one(
+                        How {
+                            wrap: &["script", "-qec", &format!("{BIN} {line}")],
+                            env: &env,
+                            backend,
+                        },
+                        &["/dev/null"],
+                        &[],
+                    );
+                    if theirs == ours {
+                        last = None;
+                        break;
+                    }
+                    last = Some((theirs, ours));
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                if let Some((t, o)) = last {
+                    panic!("on a terminal, {lang} {args}: psmisc\n{t:?}\ntaskdiag\n{o:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn pstree_errors_and_exit_statuses_match_psmisc() {
+    ensure_psmisc();
+    let how = How {
+        wrap: &[],
+        env: &[("LANG", "C")],
+        backend: "procfs",
+    };
+    // Same first line of the message (getopt's wording) and the same status.
+    for a in [
+        &["-x"][..],
+        &["--bogus"],
+        &["--bogus=1"],
+        &["--show-p"],
+        &["--long=1"],
+        &["-H"],
+        &["--highlight-pid"],
+        &["-pX"],
+    ] {
+        let (theirs, ours) = both(how, a);
+        let first = |r: &Run| {
+            String::from_utf8_lossy(&r.stderr)
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert_eq!(theirs.status, Some(1), "{a:?}: psmisc {theirs:?}");
+        assert_eq!(ours.status, theirs.status, "{a:?}: {ours:?}");
+        assert_eq!(first(&ours), first(&theirs), "{a:?}");
+        assert!(ours.stdout.is_empty());
+    }
+    // Usage errors without a message of their own: same status, a usage on stderr.
+    for a in [
+        &["1", "2"][..],
+        &["12a"],
+        &["-C", "size"],
+        &["-h", "-h"],
+        &["-H", "1", "-H", "2"],
+        &["-N", "bogus"],
+    ] {
+        let env = [("TERM", "xterm")];
+        let (theirs, ours) = both(How { env: &env, ..how }, a);
+        assert_eq!(theirs.status, Some(1), "{a:?}: psmisc {theirs:?}");
+        assert_eq!(ours.status, theirs.status, "{a:?}: {ours:?}");
+        assert!(String::from_utf8_lossy(&ours.stderr).contains("Usage: pstree"));
+        assert!(ours.stdout.is_empty());
+    }
+    // Messages that are psmisc's own: the whole output and status.
+    for a in [&["no-such-user-xyz"][..], &[""]] {
+        assert_same(how, a);
+    }
+    // -V: version on stderr, status 0, even before a bad option.
+    for a in [&["-V"][..], &["--version"], &["-V", "-x"]] {
+        let (theirs, ours) = both(how, a);
+        assert_eq!((ours.status, theirs.status), (Some(0), Some(0)), "{a:?}");
+        assert!(ours.stdout.is_empty() && !ours.stderr.is_empty(), "{a:?}");
+    }
+    // What taskdiag does not implement is refused by name, with psmisc's usage status.
+    for (a, name) in [
+        (&["-S"][..], "-S"),
+        (&["--ns-changes"], "-S"),
+        (&["-Z"], "-Z"),
+        (&["-N", "pid"], "-N"),
+    ] {
+        let o = run_one(how, &[BIN, "pstree"], a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status, Some(1), "{a:?}");
+        assert!(err.contains(name) && err.contains("not supported"), "{err}");
+    }
+    // --help is ours: a manual on stdout, status 0.
+    let o = run_one(how, &[BIN, "pstree"], &["--help"]);
+    assert_eq!(o.status, Some(0));
+    let help = String::from_utf8_lossy(&o.stdout);
+    for word in [
+        "--show-pids",
+        "EXIT STATUS",
+        "COLUMNS",
+        "-s, --show-parents",
+    ] {
+        assert!(help.contains(word), "help lacks {word}");
+    }
+}
+
+#[test]
+fn pstree_as_an_unprivileged_user_matches_psmisc() {
+    let user = super::TEST_USER;
+    super::test_user();
+    let fx = Fixture::start();
+    let root = fx.pid();
+    let wrap = [
+        "setpriv",
+        "--reuid",
+        user,
+        "--regid",
+        user,
+        "--init-groups",
+        "--inh-caps=-all",
+        "--",
+    ];
+    let forms: [&[&str]; 7] = [
+        &[],
+        &["-p"],
+        &["-apu"],
+        &["-t"],
+        &["-aT"],
+        &["-s"],
+        &["-u", "nobody"],
+    ];
+    let with_root = |a: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+        if a.last().map(String::as_str) != Some("nobody") {
+            a.push(root.clone());
+        }
+        a
+    };
+    let how = How {
+        wrap: &wrap,
+        env: &[("LANG", "C.UTF-8")],
+        backend: "procfs",
+    };
+    for a in forms {
+        let a = with_root(a);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        assert_same(how, &a);
+    }
+    // The unprivileged user has no BPF: auto falls back to procfs. (libbpf reports its
+    // failed attempt on stderr; that is taskdiag's backend selection, not pstree's output.)
+    let how = How {
+        backend: "auto",
+        ..how
+    };
+    for a in forms {
+        let a = with_root(a);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let mut last = None;
+        for _ in 0..5 {
+            let (theirs, ours) = both(how, &a);
+            let noise = String::from_utf8_lossy(&ours.stderr)
+                .lines()
+                .all(|l| l.starts_with("libbpf: "));
+            if theirs.stdout == ours.stdout && theirs.status == ours.status && noise {
+                last = None;
+                break;
+            }
+            last = Some((theirs, ours));
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        if let Some((t, o)) = last {
+            panic!("auto as {user}: {a:?}\n=== psmisc ===\n{t:?}\n=== taskdiag ===\n{o:?}");
+        }
+    }
+    // Asking for BPF is refused clearly.
+    let o = run_one(
+        How {
+            wrap: &wrap,
+            env: &[],
+            backend: "bpf",
+        },
+        &[BIN, "pstree"],
+        &[&root],
+    );
+    assert_eq!(o.status, Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("bpf"), "{o:?}");
+}
+
+/// The fixture as process 1 of a new pid namespace with its own /proc.
+struct NsFixture {
+    child: Child,
+    init: u32,
+}
+
+impl NsFixture {
+    fn start() -> NsFixture {
+        ensure_psmisc();
+        let mut child = Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", python(), "-c", FIXTURE])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("unshare");
+        wait_ready(&mut child);
+        // The namespace's init is unshare's only child.
+        let me = child.id();
+        let init = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children"))
+            .expect("children")
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("init pid");
+        NsFixture { child, init }
+    }
+}
+
+impl Drop for NsFixture {
+    fn drop(&mut self) {
+        // Killing a namespace's init kills every process in it.
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(self.init as i32, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn pstree_in_a_child_pid_namespace_matches_psmisc_there() {
+    let ns = NsFixture::start();
+    let target = ns.init.to_string();
+    let wrap = ["nsenter", "--target", &target, "--pid", "--mount", "--"];
+    for backend in BACKENDS {
+        let how = How {
+            wrap: &wrap,
+            env: &[("LANG", "C.UTF-8")],
+            backend,
+        };
+        for a in [
+            &[][..],
+            &["-p", "1"],
+            &["-a", "1"],
+            &["-apu", "1"],
+            &["-pt", "1"],
+            &["-spa", "5"],
+        ] {
+            assert_same(how, a);
+        }
+        let (_, ours) = both(how, &["-p", "1"]);
+        assert!(
+            String::from_utf8_lossy(&ours.stdout).starts_with("fixture-root(1)"),
+            "{ours:?}"
+        );
+    }
+}

@@ -1,0 +1,327 @@
+//! `taskdiag pstree`: psmisc-compatible process trees from one batched dump.
+//!
+//! psmisc pstree opens /proc/PID/stat, stats /proc/PID, lists /proc/PID/task and, with
+//! `-a`, reads /proc/PID/cmdline for every process, then builds its tree with a linear
+//! search per process; at tens of thousands of processes that takes seconds. This one asks
+//! taskdiag for BASE (plus CRED for owners, CMDLINE only with `-a`, and threads unless
+//! `-T`) in one dump, builds the same tree in O(n log n) ([`tree`]) and prints it byte for
+//! byte as psmisc 23.6 does ([`render`]), with the same options and exit statuses
+//! ([`opts`]). The differential tests in the CLI crate hold it to that.
+//!
+//! Known differences: `-S`, `-N` (namespaces) and `-Z` (security contexts) are refused by
+//! name, as taskdiag does not carry that data; `--help` prints our manual instead of an
+//! error; `-V` names this implementation; usage errors print our own short usage after
+//! getopt's message. Process owners are effective uids, which is what psmisc's stat of the
+//! /proc/PID directory reports (the kernel gives world-readable /proc directories the
+//! task's euid even when it is not dumpable). `-h`/`-H` get their terminal strings from the
+//! system's terminfo library, loaded only then ([`term`]).
+//!
+//! This module owns pstree's entry point, help and environment (width, locale, terminal);
+//! the snapshot, names and text helpers are shared with the other tools.
+
+pub mod opts;
+pub mod render;
+pub mod term;
+pub mod tree;
+
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+
+use taskdiag::Group;
+
+use self::opts::{Action, Env, Opts, Target};
+use self::render::{Out, Printer};
+use self::tree::{Build, Tree};
+use crate::snapshot::{self, Query};
+
+/// `taskdiag pstree --help`.
+pub const HELP: &str = "\
+Usage: pstree [-aAcglnpsStTuUZ] [-C age] [-G] [-h | -H PID] [PID | USER]
+       pstree -V
+
+Display the processes as a tree: each process under its parent, threads in braces under
+their process, siblings sorted by name. Output is byte for byte that of psmisc pstree 23.6
+for the same processes, read from one batched taskdiag dump instead of /proc file by file.
+
+Identical sibling subtrees are shown once, prefixed with their count: 3*[sleep] stands for
+three sleep processes, 4*[{worker}] for four threads of that name.
+
+OPERAND
+  PID                 show the tree rooted at this process (or thread) instead of at
+                      process 1 (0 where /proc/0 exists); a missing PID shows nothing
+  USER                show every tree rooted at a process of this user, one after another
+
+OPTIONS
+  -a, --arguments     show each process's command line; processes without one (kernel
+                      threads, zombies) in parentheses; turns off merging of processes
+  -A, --ascii         draw lines with ASCII characters
+  -c, --compact-not   do not merge identical subtrees
+  -C, --color=age     color names by process age: green under a minute, yellow under an
+                      hour, red older
+  -g, --show-pgids    show process group ids in parentheses
+  -G, --vt100         draw lines with the VT100 graphics character set
+  -h, --highlight-all highlight this pstree process and its ancestors (needs TERM)
+  -H, --highlight-pid=PID
+                      highlight process PID and its ancestors (needs TERM)
+  -l, --long          do not cut lines (or command lines) at the output width
+  -n, --numeric-sort  sort siblings by pid instead of by name
+  -p, --show-pids     show pids in parentheses; turns off merging
+  -s, --show-parents  show the ancestors of PID too
+  -t, --thread-names  show threads under their own names instead of their process's
+  -T, --hide-threads  show processes only
+  -u, --uid-changes   show the user in parentheses where it differs from the parent's
+  -U, --unicode       draw lines with UTF-8 box-drawing characters
+  -V, --version       show the version (on standard error) and exit
+      --help          show this help and exit
+
+  Not supported (taskdiag does not carry the data): -N/--ns-sort and -S/--ns-changes
+  (namespaces), -Z/--security-context.
+
+OUTPUT
+  Names and arguments are escaped: a backslash doubles, and bytes outside printable ASCII
+  appear as \\ooo (octal). Lines are cut at the output width with a final '+', unless -l is
+  given; the width is $COLUMNS, else the terminal's width, else 132. Lines are drawn with
+  UTF-8 characters when the output is a terminal and the locale uses UTF-8, else ASCII.
+
+ENVIRONMENT
+  COLUMNS             output width
+  TERM                terminal type, for -h and -H
+  TASKDIAG_BACKEND    auto (default), bpf or procfs
+
+EXIT STATUS
+  0 the tree was shown (also when PID does not exist), 1 a usage error, an unknown user, no
+  process of USER, -s with a missing PID, or a failure to read the processes.
+
+EXAMPLES
+  pstree -p $$        the tree under this shell, with pids
+  pstree -aps $$      this shell's ancestors and descendants with their command lines
+  pstree -u root      every tree of root's processes, with user changes
+";
+
+const USAGE: &str = "\
+Usage: pstree [-aAcglnpsStTuUZ] [-C age] [-G] [-h | -H PID] [PID | USER]
+       pstree -V
+Try 'pstree --help' for more information.
+";
+
+/// psmisc's output width: `$COLUMNS` (a whole number as `strtol` with base 0 reads it),
+/// else the terminal's width, else 132.
+fn output_width() -> usize {
+    if let Some(v) = std::env::var_os("COLUMNS").filter(|v| !v.is_empty()) {
+        if let Some(t) = strtol0(v.as_bytes()) {
+            if t > 0 && t < 0x7fff_ffff {
+                return t as usize;
+            }
+        }
+    }
+    // SAFETY: an all-zero winsize is a valid out-parameter for TIOCGWINSZ.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: fd 1 and a valid winsize pointer; the ioctl only writes the struct.
+    let r = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) };
+    if r >= 0 && ws.ws_col > 0 {
+        return usize::from(ws.ws_col);
+    }
+    132
+}
+
+/// `strtol(s, &end, 0)` when it consumes all of `s`; saturates like strtol.
+fn strtol0(s: &[u8]) -> Option<i64> {
+    let mut i = 0;
+    while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+        i += 1;
+    }
+    let mut neg = false;
+    if let Some(&c) = s.get(i).filter(|&&c| c == b'+' || c == b'-') {
+        neg = c == b'-';
+        i += 1;
+    }
+    let hex_digit = |c: Option<&u8>| c.is_some_and(u8::is_ascii_hexdigit);
+    let base: u32 = if s.get(i) == Some(&b'0')
+        && matches!(s.get(i + 1), Some(b'x' | b'X'))
+        && hex_digit(s.get(i + 2))
+    {
+        i += 2;
+        16
+    } else if s.get(i) == Some(&b'0') {
+        8
+    } else {
+        10
+    };
+    let start = i;
+    let mut v: i64 = 0;
+    while let Some(d) = s.get(i).and_then(|&c| char::from(c).to_digit(base)) {
+        v = v
+            .saturating_mul(i64::from(base))
+            .saturating_add(i64::from(d));
+        i += 1;
+    }
+    (i > start && i == s.len()).then_some(if neg { -v } else { v })
+}
+
+fn isatty(fd: i32) -> bool {
+    // SAFETY: isatty has no memory-safety preconditions.
+    unsafe { libc::isatty(fd) == 1 }
+}
+
+fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
+}
+
+/// Runs `taskdiag pstree`; returns the exit status.
+pub fn pstree_main(args: &[OsString]) -> i32 {
+    let width = output_width();
+    let utf8 = crate::text::init_locale();
+    let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+    let term = std::env::var_os("TERM");
+    let user_uid = |name: &[u8]| {
+        std::str::from_utf8(name)
+            .ok()
+            .and_then(crate::names::uid_of)
+    };
+    let env = Env {
+        tty: isatty(1),
+        utf8,
+        term: term.as_deref().map(|t| t.as_bytes()),
+        posixly_correct: std::env::var_os("POSIXLY_CORRECT").is_some(),
+        self_pid: std::process::id() as i32,
+        load_caps: &term::load,
+        user_uid: &user_uid,
+    };
+    let o = match opts::parse(&args, &env) {
+        Action::Run(o) => o,
+        Action::Help => {
+            let mut out = io::stdout().lock();
+            return match out.write_all(HELP.as_bytes()).and_then(|()| out.flush()) {
+                Ok(()) => 0,
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => 0,
+                Err(_) => 1,
+            };
+        }
+        Action::Version => {
+            eprintln!(
+                "pstree (taskdiag {}), compatible with pstree (PSmisc) 23.6",
+                env!("CARGO_PKG_VERSION")
+            );
+            return 0;
+        }
+        Action::Fail { msg, usage, code } => {
+            if !msg.is_empty() {
+                eprintln!("{msg}");
+            }
+            if usage {
+                eprint!("{USAGE}");
+            }
+            return code;
+        }
+    };
+    match run(&o, width) {
+        Ok(code) => code,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("pstree: {e}");
+            1
+        }
+    }
+}
+
+/// The groups the options need: owners order same-named siblings, so CRED is needed
+/// unless siblings sort by pid and no option shows or selects owners.
+fn groups(o: &Opts) -> u64 {
+    let mut g = Group::Base.flag();
+    if !o.by_pid || o.user_change || matches!(o.target, Target::User(_)) {
+        g |= Group::Cred.flag();
+    }
+    if o.args {
+        g |= Group::Cmdline.flag();
+    }
+    g
+}
+
+fn run(o: &Opts, width: usize) -> io::Result<i32> {
+    let q = Query {
+        threads: !o.hide_threads,
+        groups: groups(o),
+    };
+    let tasks = snapshot::take(&q).map_err(io::Error::other)?;
+    let root_pid = if std::fs::symlink_metadata("/proc/0").is_ok() {
+        0
+    } else {
+        1
+    };
+    let clock = if o.color_age {
+        Some((snapshot::uptime().map_err(io::Error::other)?, clock_ticks()))
+    } else {
+        None
+    };
+    let mut tree = Tree::build(
+        &tasks,
+        &Build {
+            args: o.args,
+            trunc_width: o.trunc.then_some(width),
+            thread_names: o.thread_names,
+            by_pid: o.by_pid,
+            root_pid,
+            clock,
+        },
+    );
+    drop(tasks);
+    if o.highlight != 0 {
+        tree.highlight(o.highlight);
+    }
+    let mut start = match o.target {
+        Target::Pid(p) => p,
+        _ => root_pid,
+    };
+    if o.show_parents {
+        if let Target::Pid(p) = o.target {
+            let Some(n) = tree.find(p) else {
+                eprintln!("Process {p} not found.");
+                return Ok(1);
+            };
+            tree.trim_to_ancestors(n);
+            start = root_pid;
+        }
+    }
+    let out = Out::new(io::stdout().lock(), width, o.trunc);
+    let mut p = Printer::new(out, &tree, o);
+    let mut code = 0;
+    match o.target {
+        Target::User(uid) => {
+            let root = tree.find(root_pid);
+            if !root.is_some_and(|r| p.dump_by_user(r, uid)) {
+                code = 1;
+            }
+        }
+        _ => {
+            if let Some(n) = tree.find(start) {
+                p.dump(n, 0);
+            }
+        }
+    }
+    drop(p.out.finish()?);
+    if code == 1 {
+        eprintln!("No processes found.");
+    }
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_parse_like_strtol_base_0() {
+        assert_eq!(strtol0(b"80"), Some(80));
+        assert_eq!(strtol0(b" +80"), Some(80));
+        assert_eq!(strtol0(b"010"), Some(8));
+        assert_eq!(strtol0(b"0x50"), Some(80));
+        assert_eq!(strtol0(b"0"), Some(0));
+        assert_eq!(strtol0(b"0x"), None);
+        assert_eq!(strtol0(b"80x"), None);
+        assert_eq!(strtol0(b" "), None);
+        assert_eq!(strtol0(b"99999999999999999999999"), Some(i64::MAX));
+    }
+}

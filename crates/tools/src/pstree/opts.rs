@@ -1,0 +1,568 @@
+//! Command-line parsing for `taskdiag pstree`: psmisc 23.6's options with GNU `getopt_long`
+//! rules (clustered short options, unambiguous prefixes of long options, options after the
+//! operand, `--`), its error messages and its exit statuses.
+//!
+//! This module only turns arguments into [`Opts`]; it reads nothing from the system except
+//! through the [`Env`] it is given (terminal capabilities for `-h`/`-H`, user names for a USER
+//! operand). Building and printing the tree is left to the other modules.
+
+use std::fmt::Write as _;
+
+use super::term::Caps;
+
+/// Line-drawing characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sym {
+    /// `|-`, `` `- ``, `-+-`.
+    Ascii,
+    /// Box-drawing characters in UTF-8.
+    Utf,
+    /// The VT100 graphics character set, switched in and out around each symbol.
+    Vt100,
+}
+
+/// What the tree starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The root process (1, or 0 where /proc/0 exists).
+    Root,
+    /// A PID operand (as psmisc converts it: `strtol`, then truncated to `pid_t`).
+    Pid(i32),
+    /// A USER operand: every tree rooted at a process of this user.
+    User(u32),
+}
+
+/// Parsed options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opts {
+    /// `-a`: command lines.
+    pub args: bool,
+    /// Merge identical sibling subtrees (cleared by `-c` and `-p`).
+    pub compact: bool,
+    /// `-u`: uid transitions.
+    pub user_change: bool,
+    /// `-p`: pids.
+    pub pids: bool,
+    /// `-g`: process group ids.
+    pub pgids: bool,
+    /// `-s`: ancestors of the PID operand.
+    pub show_parents: bool,
+    /// `-n`: siblings by pid instead of by name.
+    pub by_pid: bool,
+    /// Truncate lines to the output width (cleared by `-l`).
+    pub trunc: bool,
+    /// `-t`: threads under their own names.
+    pub thread_names: bool,
+    /// `-T`: no threads.
+    pub hide_threads: bool,
+    /// Line-drawing characters.
+    pub sym: Sym,
+    /// `-C age`: color by process age.
+    pub color_age: bool,
+    /// `-h`/`-H PID`: the process to highlight with its ancestors (0: none).
+    pub highlight: i32,
+    /// Terminal strings for highlighting, when highlighting.
+    pub caps: Option<Caps>,
+    /// What to show.
+    pub target: Target,
+}
+
+/// What the caller must do after parsing.
+#[derive(Debug)]
+pub enum Action {
+    /// Build and print the tree.
+    Run(Box<Opts>),
+    /// Print `text` on standard output and exit 0 (`--help`).
+    Help,
+    /// Print the version on standard error and exit 0 (`-V`, as psmisc).
+    Version,
+    /// Print `msg` on standard error; with `usage`, the short usage too; exit with `code`.
+    Fail {
+        /// The message (may be empty).
+        msg: String,
+        /// Print the usage summary after it.
+        usage: bool,
+        /// Exit status.
+        code: i32,
+    },
+}
+
+/// The parts of the environment parsing depends on.
+pub struct Env<'a> {
+    /// Standard output is a terminal.
+    pub tty: bool,
+    /// The locale's character set is UTF-8.
+    pub utf8: bool,
+    /// `$TERM`, if set.
+    pub term: Option<&'a [u8]>,
+    /// `$POSIXLY_CORRECT` is set (options end at the first operand).
+    pub posixly_correct: bool,
+    /// The pid of this process (what `-h` highlights).
+    pub self_pid: i32,
+    /// Loads terminal capabilities (`tgetent`); `None` when the terminal is unknown.
+    pub load_caps: &'a dyn Fn(&[u8]) -> Option<Caps>,
+    /// Looks up a user name (`getpwnam`).
+    pub user_uid: &'a dyn Fn(&[u8]) -> Option<u32>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum HasArg {
+    No,
+    Yes,
+}
+
+/// Long options: (name, short equivalent, argument). `help` is ours; psmisc has none.
+const LONG: &[(&str, char, HasArg)] = &[
+    ("arguments", 'a', HasArg::No),
+    ("ascii", 'A', HasArg::No),
+    ("compact-not", 'c', HasArg::No),
+    ("color", 'C', HasArg::Yes),
+    ("vt100", 'G', HasArg::No),
+    ("highlight-all", 'h', HasArg::No),
+    ("highlight-pid", 'H', HasArg::Yes),
+    ("long", 'l', HasArg::No),
+    ("numeric-sort", 'n', HasArg::No),
+    ("ns-sort", 'N', HasArg::Yes),
+    ("show-pids", 'p', HasArg::No),
+    ("show-pgids", 'g', HasArg::No),
+    ("show-parents", 's', HasArg::No),
+    ("ns-changes", 'S', HasArg::No),
+    ("thread-names", 't', HasArg::No),
+    ("hide-threads", 'T', HasArg::No),
+    ("uid-changes", 'u', HasArg::No),
+    ("unicode", 'U', HasArg::No),
+    ("version", 'V', HasArg::No),
+    ("security-context", 'Z', HasArg::No),
+    ("help", '\u{1}', HasArg::No),
+];
+
+/// Short options and whether they take an argument.
+fn short(c: u8) -> Option<HasArg> {
+    match c {
+        b'C' | b'H' | b'N' => Some(HasArg::Yes),
+        b'a' | b'A' | b'c' | b'G' | b'h' | b'n' | b'p' | b'g' | b'l' | b's' | b'S' | b't'
+        | b'T' | b'u' | b'U' | b'V' | b'Z' => Some(HasArg::No),
+        _ => None,
+    }
+}
+
+const PROG: &str = "pstree";
+
+fn usage_fail(msg: String) -> Action {
+    Action::Fail {
+        msg,
+        usage: true,
+        code: 1,
+    }
+}
+
+fn fail(msg: String) -> Action {
+    Action::Fail {
+        msg,
+        usage: false,
+        code: 1,
+    }
+}
+
+/// The leading number of `s` as C's `atoi` reads it (whitespace, sign, digits; wraps).
+pub fn atoi(s: &[u8]) -> i32 {
+    let mut i = 0;
+    while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+        i += 1;
+    }
+    let neg = match s.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let mut v: i64 = 0;
+    while let Some(d) = s.get(i).filter(|c| c.is_ascii_digit()) {
+        v = v.saturating_mul(10).saturating_add(i64::from(d - b'0'));
+        i += 1;
+    }
+    (if neg { -v } else { v }) as i32
+}
+
+/// One option, decoded.
+enum Got<'a> {
+    Opt(char, Option<&'a [u8]>),
+    Err(Action),
+}
+
+/// GNU getopt_long over `args`: options in order, then the operands.
+struct Getopt<'a> {
+    args: &'a [Vec<u8>],
+    i: usize,
+    /// Position inside a cluster of short options (0: not in one).
+    sub: usize,
+    operands: Vec<&'a [u8]>,
+    posixly: bool,
+    done: bool,
+}
+
+impl<'a> Getopt<'a> {
+    fn next(&mut self) -> Option<Got<'a>> {
+        loop {
+            if self.sub > 0 {
+                return Some(self.short_at());
+            }
+            if self.done || self.i >= self.args.len() {
+                if self.i < self.args.len() {
+                    self.operands
+                        .extend(self.args[self.i..].iter().map(Vec::as_slice));
+                    self.i = self.args.len();
+                }
+                return None;
+            }
+            let a = &self.args[self.i];
+            if a.as_slice() == b"--" {
+                self.i += 1;
+                self.done = true;
+                continue;
+            }
+            if a.len() < 2 || a[0] != b'-' {
+                if self.posixly {
+                    self.done = true;
+                    continue;
+                }
+                self.operands.push(a);
+                self.i += 1;
+                continue;
+            }
+            if a[1] == b'-' {
+                self.i += 1;
+                return Some(self.long(&a[2..]));
+            }
+            self.sub = 1;
+        }
+    }
+
+    fn short_at(&mut self) -> Got<'a> {
+        let a = &self.args[self.i];
+        let c = a[self.sub];
+        self.sub += 1;
+        let at_end = self.sub >= a.len();
+        if at_end {
+            self.sub = 0;
+            self.i += 1;
+        }
+        let ch = char::from(c);
+        match short(c) {
+            None => Got::Err(usage_fail(format!(
+                "{PROG}: invalid option -- '{}'",
+                String::from_utf8_lossy(&[c])
+            ))),
+            Some(HasArg::No) => Got::Opt(ch, None),
+            Some(HasArg::Yes) => {
+                if !at_end {
+                    let v = &a[self.sub..];
+                    self.sub = 0;
+                    self.i += 1;
+                    Got::Opt(ch, Some(v))
+                } else if let Some(v) = self.args.get(self.i) {
+                    self.i += 1;
+                    Got::Opt(ch, Some(v))
+                } else {
+                    Got::Err(usage_fail(format!(
+                        "{PROG}: option requires an argument -- '{ch}'"
+                    )))
+                }
+            }
+        }
+    }
+
+    fn long(&mut self, body: &'a [u8]) -> Got<'a> {
+        let (name, value) = match body.iter().position(|&c| c == b'=') {
+            Some(p) => (&body[..p], Some(&body[p + 1..])),
+            None => (body, None),
+        };
+        let shown = String::from_utf8_lossy(body);
+        let found = match LONG.iter().find(|o| o.0.as_bytes() == name) {
+            Some(o) => *o,
+            None => {
+                let cands: Vec<_> = LONG
+                    .iter()
+                    .filter(|o| o.0.as_bytes().starts_with(name))
+                    .collect();
+                match cands.len() {
+                    0 => {
+                        return Got::Err(usage_fail(format!(
+                            "{PROG}: unrecognized option '--{shown}'"
+                        )))
+                    }
+                    1 => *cands[0],
+                    _ => {
+                        let mut m =
+                            format!("{PROG}: option '--{shown}' is ambiguous; possibilities:");
+                        for o in cands {
+                            let _ = write!(m, " '--{}'", o.0);
+                        }
+                        return Got::Err(usage_fail(m));
+                    }
+                }
+            }
+        };
+        let (lname, ch, has) = found;
+        match (has, value) {
+            (HasArg::No, Some(_)) => Got::Err(usage_fail(format!(
+                "{PROG}: option '--{lname}' doesn't allow an argument"
+            ))),
+            (HasArg::No, None) => Got::Opt(ch, None),
+            (HasArg::Yes, Some(v)) => Got::Opt(ch, Some(v)),
+            (HasArg::Yes, None) => match self.args.get(self.i) {
+                Some(v) => {
+                    self.i += 1;
+                    Got::Opt(ch, Some(v))
+                }
+                None => Got::Err(usage_fail(format!(
+                    "{PROG}: option '--{lname}' requires an argument"
+                ))),
+            },
+        }
+    }
+}
+
+fn unsupported(what: &str) -> Action {
+    fail(format!(
+        "{PROG}: {what} is not supported by taskdiag pstree (see pstree --help)"
+    ))
+}
+
+/// Parses the arguments (without the program name).
+pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
+    let mut o = Opts {
+        args: false,
+        compact: true,
+        user_change: false,
+        pids: false,
+        pgids: false,
+        show_parents: false,
+        by_pid: false,
+        trunc: true,
+        thread_names: false,
+        hide_threads: false,
+        // psmisc's default: UTF-8 symbols on a terminal in a UTF-8 locale, else ASCII (it
+        // considers VT100 graphics and then deliberately keeps ASCII).
+        sym: if env.tty && env.utf8 {
+            Sym::Utf
+        } else {
+            Sym::Ascii
+        },
+        color_age: false,
+        highlight: 0,
+        caps: None,
+        target: Target::Root,
+    };
+    let mut g = Getopt {
+        args,
+        i: 0,
+        sub: 0,
+        operands: Vec::new(),
+        posixly: env.posixly_correct,
+        done: false,
+    };
+    while let Some(got) = g.next() {
+        let (c, val) = match got {
+            Got::Opt(c, v) => (c, v),
+            Got::Err(a) => return a,
+        };
+        let val = val.unwrap_or_default();
+        match c {
+            'a' => o.args = true,
+            'A' => o.sym = Sym::Ascii,
+            'c' => o.compact = false,
+            'C' if val.eq_ignore_ascii_case(b"age") => o.color_age = true,
+            'C' => return usage_fail(String::new()),
+            'G' => o.sym = Sym::Vt100,
+            'h' => {
+                if o.highlight != 0 {
+                    return usage_fail(String::new());
+                }
+                if let Some(caps) = env.term.and_then(|t| (env.load_caps)(t)) {
+                    o.highlight = env.self_pid;
+                    o.caps = Some(caps);
+                }
+            }
+            'H' => {
+                if o.highlight != 0 {
+                    return usage_fail(String::new());
+                }
+                let Some(term) = env.term else {
+                    return fail("TERM is not set".into());
+                };
+                let Some(caps) = (env.load_caps)(term) else {
+                    return fail("Can't get terminal capabilities".into());
+                };
+                o.highlight = atoi(val);
+                if o.highlight == 0 {
+                    return usage_fail(String::new());
+                }
+                o.caps = Some(caps);
+            }
+            'l' => o.trunc = false,
+            'n' => o.by_pid = true,
+            'N' => {
+                const NS: [&[u8]; 8] = [
+                    b"cgroup", b"ipc", b"mnt", b"net", b"pid", b"user", b"uts", b"time",
+                ];
+                if !NS.contains(&val) {
+                    return usage_fail(String::new());
+                }
+                return unsupported("-N (--ns-sort, sorting by namespace)");
+            }
+            'p' => {
+                o.pids = true;
+                o.compact = false;
+            }
+            'g' => o.pgids = true,
+            's' => o.show_parents = true,
+            'S' => return unsupported("-S (--ns-changes, namespace transitions)"),
+            't' => o.thread_names = true,
+            'T' => o.hide_threads = true,
+            'u' => o.user_change = true,
+            'U' => o.sym = Sym::Utf,
+            'V' => return Action::Version,
+            'Z' => return unsupported("-Z (--security-context, security attributes)"),
+            '\u{1}' => return Action::Help,
+            _ => return usage_fail(String::new()),
+        }
+    }
+    match g.operands.as_slice() {
+        [] => {}
+        [one] => {
+            if one.first().is_some_and(u8::is_ascii_digit) {
+                if !one.iter().all(u8::is_ascii_digit) {
+                    return usage_fail(String::new());
+                }
+                // strtol saturates at LONG_MAX; the result is then stored in a pid_t.
+                let mut v: i64 = 0;
+                for d in one.iter() {
+                    v = v.saturating_mul(10).saturating_add(i64::from(d - b'0'));
+                }
+                o.target = Target::Pid(v as i32);
+            } else {
+                match (env.user_uid)(one) {
+                    Some(uid) => o.target = Target::User(uid),
+                    None => {
+                        return fail(format!(
+                            "No such user name: {}",
+                            String::from_utf8_lossy(one)
+                        ))
+                    }
+                }
+            }
+        }
+        _ => return usage_fail(String::new()),
+    }
+    Action::Run(Box::new(o))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(_: &[u8]) -> Option<Caps> {
+        Some(Caps::default())
+    }
+
+    fn user(n: &[u8]) -> Option<u32> {
+        (n == b"root").then_some(0)
+    }
+
+    fn run(args: &[&str]) -> Action {
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let env = Env {
+            tty: false,
+            utf8: true,
+            term: Some(b"xterm"),
+            posixly_correct: false,
+            self_pid: 77,
+            load_caps: &caps,
+            user_uid: &user,
+        };
+        parse(&args, &env)
+    }
+
+    fn opts(args: &[&str]) -> Opts {
+        match run(args) {
+            Action::Run(o) => *o,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    fn failure(args: &[&str]) -> (String, bool, i32) {
+        match run(args) {
+            Action::Fail { msg, usage, code } => (msg, usage, code),
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn clusters_long_prefixes_and_permutation() {
+        let o = opts(&["-apu", "--numeric", "42", "-l"]);
+        assert!(o.args && o.pids && !o.compact && o.user_change && o.by_pid && !o.trunc);
+        assert_eq!(o.target, Target::Pid(42));
+        assert_eq!(failure(&["--", "-5"]).0, "No such user name: -5");
+        let o = opts(&["-H1", "-Cage"]);
+        assert_eq!((o.highlight, o.color_age), (1, true));
+        assert_eq!(opts(&["--highlight-pid", "9"]).highlight, 9);
+        assert_eq!(opts(&["-h"]).highlight, 77);
+        assert_eq!(opts(&["root"]).target, Target::User(0));
+        assert_eq!(opts(&["-A", "-U"]).sym, Sym::Utf);
+        assert_eq!(opts(&["-U", "-G"]).sym, Sym::Vt100);
+    }
+
+    #[test]
+    fn pid_operands_convert_like_strtol_into_pid_t() {
+        assert_eq!(opts(&["99999999999999999999"]).target, Target::Pid(-1));
+        assert_eq!(opts(&["4294967297"]).target, Target::Pid(1));
+        assert_eq!(failure(&["12a"]).2, 1);
+    }
+
+    #[test]
+    fn errors_read_like_getopt_and_exit_1() {
+        assert_eq!(
+            failure(&["-x"]),
+            ("pstree: invalid option -- 'x'".into(), true, 1)
+        );
+        assert!(failure(&["--show-p"])
+            .0
+            .contains("is ambiguous; possibilities:"));
+        assert_eq!(
+            failure(&["--long=3"]).0,
+            "pstree: option '--long' doesn't allow an argument"
+        );
+        assert_eq!(
+            failure(&["-H"]).0,
+            "pstree: option requires an argument -- 'H'"
+        );
+        assert_eq!(
+            failure(&["--color"]).0,
+            "pstree: option '--color' requires an argument"
+        );
+        assert_eq!(failure(&["nosuch"]).0, "No such user name: nosuch");
+        assert!(failure(&["1", "2"]).1);
+        assert!(failure(&["-h", "-h"]).1);
+        assert!(failure(&["-H", "0"]).1);
+        assert!(failure(&["-C", "size"]).1);
+        assert!(failure(&["-S"]).0.contains("not supported"));
+        assert!(failure(&["-Z"]).0.contains("-Z"));
+        assert!(failure(&["-N", "pid"]).0.contains("not supported"));
+        assert!(failure(&["-N", "bogus"]).1);
+        assert!(matches!(run(&["-V", "-x"]), Action::Version));
+        assert!(matches!(run(&["--help"]), Action::Help));
+    }
+
+    #[test]
+    fn atoi_reads_a_leading_number() {
+        assert_eq!(atoi(b" 12x"), 12);
+        assert_eq!(atoi(b"-3"), -3);
+        assert_eq!(atoi(b"x"), 0);
+    }
+}

@@ -293,6 +293,46 @@ fn rows(exe: &str, per_thread: bool) -> Vec<Row> {
             Some(s(&[exe, "ps", if per_thread { "auxH" } else { "aux" }])),
             Some("T2"),
         ),
+        row(
+            "D3",
+            if per_thread {
+                "taskdiag top -H -b -n 1"
+            } else {
+                "taskdiag top -b -n 1"
+            },
+            Some(if per_thread {
+                s(&[exe, "top", "-H", "-b", "-n", "1"])
+            } else {
+                s(&[exe, "top", "-b", "-n", "1"])
+            }),
+            Some("T3"),
+        ),
+        row(
+            "D4",
+            "taskdiag pgrep -c -f taskdiag",
+            Some(s(&[exe, "pgrep", "-c", "-f", "taskdiag"])),
+            Some("T4"),
+        ),
+        row(
+            "D5",
+            "taskdiag pstree -p",
+            Some(s(&[exe, "pstree", "-p"])),
+            Some("T5"),
+        ),
+        // Steady state of a refreshing top: four frames a second apart; the CPU of three
+        // refreshes is this row's CPU minus the one-frame row's.
+        row(
+            "T7",
+            "procps top -b -n 4 -d 1",
+            tool("top", &["-b", "-n", "4", "-d", "1"]),
+            Some("T3"),
+        ),
+        row(
+            "D7",
+            "taskdiag top -b -n 4 -d 1",
+            Some(s(&[exe, "top", "-b", "-n", "4", "-d", "1"])),
+            Some("T7"),
+        ),
     ]
 }
 

@@ -878,6 +878,9 @@ impl ProcReader {
                 });
             }
             drop(tx);
+            // Owned here, so a panic in `sink` drops the receiver and the workers' sends fail
+            // instead of blocking forever (which would turn the panic into a hang at scope end).
+            let rx = rx;
             let mut pending = BTreeMap::new();
             let mut want = 0usize;
             let mut total = 0u64;

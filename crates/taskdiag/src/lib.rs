@@ -238,7 +238,11 @@ impl Hidden {
         }
         let mut from = 0;
         for m in Messages::new(chunk).flatten() {
-            while self.pending.last().is_some_and(|(pid, _)| *pid < m.header.pid) {
+            while self
+                .pending
+                .last()
+                .is_some_and(|(pid, _)| *pid < m.header.pid)
+            {
                 if m.offset > from {
                     out(&chunk[from..m.offset])?;
                     from = m.offset;

@@ -14,6 +14,7 @@ pub mod names;
 pub mod pgrep;
 pub mod ps;
 pub mod pstree;
+pub mod signal;
 pub mod snapshot;
 pub mod text;
 pub mod top;

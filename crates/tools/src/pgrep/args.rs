@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::OpenOptionsExt;
 
-use super::kill::{atoi, is_space, signal_number};
+use crate::signal::{atoi, is_space, signal_number};
 
 /// Exit status of a usage error.
 pub const EXIT_USAGE: i32 = 2;

@@ -16,7 +16,7 @@
 //! escaping of names and command lines is [`crate::text`]'.
 
 pub mod args;
-pub mod kill;
+use crate::signal as kill;
 pub mod regex;
 
 use std::collections::{HashMap, HashSet};

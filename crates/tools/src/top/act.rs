@@ -7,7 +7,8 @@
 //! `kill(2)`, as procps does.
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+
+use crate::signal::{pidfd_open, pidfd_send, proc_start_ticks};
 
 /// Errors of signalling or renicing a task.
 #[derive(Debug, thiserror::Error)]
@@ -27,43 +28,6 @@ pub enum ActError {
         #[source]
         source: io::Error,
     },
-}
-
-/// Start time of `pid` in clock ticks since boot (/proc/PID/stat field 22).
-fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let close = stat.iter().rposition(|&c| c == b')')?;
-    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
-    // Field 3 (state) is the first after the name; field 22 is 19 further on.
-    rest.split_ascii_whitespace().nth(19)?.parse().ok()
-}
-
-fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0 as libc::c_uint) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
-}
-
-fn pidfd_send_signal(fd: &OwnedFd, sig: i32) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a valid pidfd, a signal number, a null siginfo (as kill(2)) and no flags.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            fd.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            0 as libc::c_uint,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Sends `sig` to process `pid`. When `expect` gives the task's start time (ns since boot, at
@@ -86,12 +50,12 @@ pub fn signal(pid: u32, sig: i32, expect: Option<(u64, u64)>) -> Result<(), ActE
     };
     if let Some((start_ns, ns_per_tick)) = expect {
         let want = start_ns / ns_per_tick.max(1);
-        match start_ticks(pid) {
+        match proc_start_ticks(pid) {
             Some(t) if t == want => {}
             _ => return Err(ActError::Reused { pid }),
         }
     }
-    pidfd_send_signal(&fd, sig).map_err(sys)
+    pidfd_send(&fd, sig, None).map_err(sys)
 }
 
 /// Sets the nice value of process `pid` (`setpriority(PRIO_PROCESS, ...)`).
@@ -117,7 +81,7 @@ mod tests {
         let mut child = Command::new("sleep").arg("100").spawn().expect("sleep");
         let pid = child.id();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let ticks = start_ticks(pid).expect("start time");
+        let ticks = proc_start_ticks(pid).expect("start time");
         // SAFETY: sysconf has no preconditions.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
         let tick = 1_000_000_000 / hz;

@@ -1,5 +1,5 @@
-//! Signals for `taskdiag pkill`: signal names as procps spells them, and delivery through
-//! pidfds so that a pid reused since the snapshot is never signalled.
+//! Signals for `taskdiag pkill` and `top`: signal names as procps spells them, and delivery
+//! through pidfds so that a pid reused since the snapshot is never signalled.
 //!
 //! Delivery opens a pidfd for the pid (`pidfd_open`), then checks that the process holding
 //! the pid *after* the pidfd was opened is still the one the snapshot saw (same start time).

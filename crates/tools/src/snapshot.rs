@@ -37,6 +37,9 @@ pub enum Error {
     /// The dump failed.
     #[error("reading tasks: {0}")]
     Dump(#[source] taskdiag::Error),
+    /// The consumer of a streamed dump failed (writing the output, say).
+    #[error("{0}")]
+    Sink(#[source] io::Error),
     /// A machine-wide file could not be read.
     #[error("{path}: {source}")]
     Read {
@@ -175,6 +178,47 @@ impl Source {
     /// The backend answering, by name.
     pub fn backend_name(&self) -> &'static str {
         self.dumper.backend().name()
+    }
+
+    /// Hands each process of a whole-system dump to `f` as it is decoded, in pid order (the
+    /// order both backends produce for processes), without collecting them: for tools that
+    /// print a plain listing. An error from `f` stops the dump and is returned as
+    /// [`Error::Sink`].
+    pub fn for_each_process(
+        &mut self,
+        groups: u64,
+        f: &mut dyn FnMut(Task) -> io::Result<()>,
+    ) -> Result<(), Error> {
+        let req = Request::new(Strategy::All, 0, groups | Group::Base.flag());
+        let mut dec = StreamDecoder::new();
+        let mut bad = None;
+        let mut sink_err = None;
+        let res = self.dumper.dump(&req, &mut |chunk| {
+            for m in Messages::new(chunk) {
+                match m.and_then(|m| dec.push(&m)) {
+                    Ok(Some(Event::Task(t))) => {
+                        if let Err(e) = f(t) {
+                            let kind = e.kind();
+                            sink_err = Some(e);
+                            return Err(io::Error::from(kind));
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        bad = Some(e);
+                        return Err(io::Error::other("invalid record"));
+                    }
+                }
+            }
+            Ok(())
+        });
+        if let Some(e) = sink_err {
+            return Err(Error::Sink(e));
+        }
+        if let Some(e) = bad {
+            return Err(Error::Dump(taskdiag::Error::Internal(e)));
+        }
+        res.map(|_| ()).map_err(Error::Dump)
     }
 
     /// Dumps the tasks of `q`, sorted like /proc lists them.

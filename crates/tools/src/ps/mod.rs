@@ -430,24 +430,7 @@ fn run(o: &Opts, utf8: bool) -> io::Result<bool> {
         groups: needed_groups(o),
     };
     let mut source = snapshot::Source::open(q.groups).map_err(io::Error::other)?;
-    let mut tasks = source.take(&q).map_err(io::Error::other)?;
-    if threads && q.groups & Group::Stat.flag() != 0 {
-        // procps reads a thread-group leader's line from /proc/PID, not /proc/PID/task/PID:
-        // its times and fault counts are the whole process's.
-        let procs = source
-            .take(&Query {
-                threads: false,
-                groups: Group::Base.flag() | Group::Stat.flag(),
-            })
-            .map_err(io::Error::other)?;
-        let start = |t: &snapshot::Task| t.base.as_ref().map(|b| b.rec.start_time_ns);
-        let totals: HashMap<u32, &snapshot::Task> = procs.iter().map(|t| (t.tgid, t)).collect();
-        for t in tasks.iter_mut().filter(|t| t.pid == t.tgid) {
-            if let Some(p) = totals.get(&t.tgid).filter(|p| start(p) == start(t)) {
-                t.stat = p.stat;
-            }
-        }
-    }
+    // procps reads the uptime just before reading the tasks.
     let up = snapshot::uptime().map_err(io::Error::other)?;
     let boot_tics = (up * m.hz as f64) as u64;
     let mut ctx = Ctx::new(m, boot_tics, now, utf8);
@@ -474,10 +457,44 @@ fn run(o: &Opts, utf8: bool) -> io::Result<bool> {
             }
         }
     }
+    let quick = o.selection.iter().find(|s| s.kind == SelKind::PidQuick);
+    if !threads && o.sort.is_empty() && o.forest_type == 0 && quick.is_none() {
+        // A plain listing: print each process as it is decoded, in pid order.
+        let res = source.for_each_process(q.groups, &mut |t| {
+            let r = Row { t: &t };
+            if want(o, &r, utf8) {
+                p.show(&mut ctx, &r)?;
+            }
+            Ok(())
+        });
+        return match res {
+            Ok(()) => p.finish(&mut ctx),
+            Err(snapshot::Error::Sink(e)) => Err(e),
+            Err(e) => Err(io::Error::other(e)),
+        };
+    }
+    let mut tasks = source.take(&q).map_err(io::Error::other)?;
+    if threads && q.groups & Group::Stat.flag() != 0 {
+        // procps reads a thread-group leader's line from /proc/PID, not /proc/PID/task/PID:
+        // its times and fault counts are the whole process's.
+        let procs = source
+            .take(&Query {
+                threads: false,
+                groups: Group::Base.flag() | Group::Stat.flag(),
+            })
+            .map_err(io::Error::other)?;
+        let start = |t: &snapshot::Task| t.base.as_ref().map(|b| b.rec.start_time_ns);
+        let totals: HashMap<u32, &snapshot::Task> = procs.iter().map(|t| (t.tgid, t)).collect();
+        for t in tasks.iter_mut().filter(|t| t.pid == t.tgid) {
+            if let Some(p) = totals.get(&t.tgid).filter(|p| start(p) == start(t)) {
+                t.stat = p.stat;
+            }
+        }
+    }
     let rows: Vec<Row> = tasks.iter().map(|t| Row { t }).collect();
     if o.forest_type != 0 || !o.sort.is_empty() {
         fancy(o, &mut ctx, &mut p, &rows)?;
-    } else if let Some(q) = o.selection.iter().find(|s| s.kind == SelKind::PidQuick) {
+    } else if let Some(q) = quick {
         for &pid in &q.ids {
             for r in rows.iter().filter(|r| r.tgid() == pid) {
                 if (threads || r.tid() == r.tgid()) && want(o, r, utf8) {

@@ -990,3 +990,25 @@ fn interactive_sigterm_restores_the_terminal() {
         assert_restored(&t);
     }
 }
+
+#[test]
+fn interactive_top_exits_when_its_terminal_goes_away() {
+    // Closing the terminal (here: killing the tmux session) must end top, not leave it
+    // polling a hung-up descriptor forever.
+    let (t, top) = interactive("procfs", "hangup");
+    drop(t);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{top}")).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let alive = std::fs::read_to_string(format!("/proc/{top}/comm"))
+        .is_ok_and(|c| c.trim_end() == "taskdiag");
+    if alive {
+        // SAFETY: kill has no memory-safety preconditions; `top` is the top we started.
+        unsafe { libc::kill(top as i32, libc::SIGKILL) };
+    }
+    assert!(
+        !alive,
+        "top (pid {top}) still runs after its terminal went away"
+    );
+}

@@ -38,6 +38,12 @@ static SIGNALLED: AtomicI32 = AtomicI32::new(0);
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(sig: libc::c_int) {
+    // A hang-up with the terminal gone: there is nothing to restore, and the main loop may be
+    // inside crossterm reading end-of-file from the dead terminal, never to check the flag.
+    if sig == libc::SIGHUP && terminal_hung_up() {
+        // SAFETY: _exit is async-signal-safe and ends the process at once.
+        unsafe { libc::_exit(128 + libc::SIGHUP) };
+    }
     SIGNALLED.store(sig, Ordering::SeqCst);
 }
 
@@ -808,6 +814,11 @@ impl App {
             if matches!(self.mode, Mode::Normal) {
                 timeout = timeout.min(self.next_refresh.saturating_duration_since(Instant::now()));
             }
+            if terminal_hung_up() {
+                // The terminal is gone (its emulator or tmux session was closed): nobody can
+                // see us or press q, so stop instead of polling a dead descriptor forever.
+                return Ok(());
+            }
             let ready = match event::poll(timeout) {
                 Ok(r) => r,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
@@ -815,6 +826,11 @@ impl App {
             };
             if !ready {
                 continue;
+            }
+            // A hang-up makes the terminal readable with nothing to read: crossterm's read()
+            // would then loop on end-of-file forever.
+            if terminal_hung_up() {
+                return Ok(());
             }
             let ev = match event::read() {
                 Ok(ev) => ev,
@@ -844,6 +860,19 @@ impl App {
             }
         }
     }
+}
+
+/// Whether the terminal on standard input has hung up (its master side closed). Only
+/// poll(2) (async-signal-safe): also called from the signal handler.
+fn terminal_hung_up() -> bool {
+    let mut p = libc::pollfd {
+        fd: 0,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd; a zero timeout never blocks.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r > 0 && p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
 }
 
 /// The `h` screen.

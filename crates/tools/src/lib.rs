@@ -10,6 +10,7 @@
 //! `taskdiag_proto`, backends to `taskdiag`, and process-wide concerns (argv[0] dispatch, the
 //! exit status of a broken pipe) to the `taskdiag` binary.
 
+pub mod cnum;
 pub mod names;
 pub mod pgrep;
 pub mod ps;

@@ -10,6 +10,8 @@
 //! sent. Which processes to signal, and what to print, is the caller's business.
 
 use std::collections::HashMap;
+
+use crate::cnum::strtol;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -51,45 +53,6 @@ const SIGNALS: &[(&str, i32)] = &[
     ("XFSZ", libc::SIGXFSZ),
 ];
 
-/// C `isspace` in the C locale.
-pub(crate) fn is_space(c: u8) -> bool {
-    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
-}
-
-/// `strtol(s, &end, 10)`: the value (clamped to the i64 range) and how many bytes were
-/// used; 0 bytes when there is no number.
-pub(crate) fn strtol(s: &[u8]) -> (i64, usize) {
-    let mut i = 0;
-    while i < s.len() && is_space(s[i]) {
-        i += 1;
-    }
-    let mut neg = false;
-    if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
-        neg = s[i] == b'-';
-        i += 1;
-    }
-    let digits = i;
-    let mut v: i128 = 0;
-    while i < s.len() && s[i].is_ascii_digit() {
-        v = (v * 10 + i128::from(s[i] - b'0')).min(i128::from(i64::MAX) + 1);
-        i += 1;
-    }
-    if i == digits {
-        return (0, 0);
-    }
-    let v = if neg { -v } else { v };
-    (
-        v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
-        i,
-    )
-}
-
-/// C `atoi`: leading blanks, a sign, digits; anything after is ignored; 0 when no number.
-pub(crate) fn atoi(s: &[u8]) -> i32 {
-    // glibc's atoi is (int) strtol(s, NULL, 10): the clamped long, truncated to int.
-    strtol(s).0 as i32
-}
-
 /// A signal name or number as procps reads it (`HUP`, `SIGHUP`, `hup`, `1`, `RTMIN+2`,
 /// `CLD`, `IO`, `IOT`, `EXIT`/`NULL` for 0); -1 when it is not one.
 pub fn signal_number(name: &[u8]) -> i32 {
@@ -122,7 +85,7 @@ pub fn signal_number(name: &[u8]) -> i32 {
         name = &name[6..];
         offset = rtmin;
     }
-    let (val, used) = strtol(name);
+    let (val, used) = strtol(name, 10);
     if used == 0 || used != name.len() {
         return -1;
     }
@@ -292,16 +255,6 @@ mod tests {
         assert_eq!(signal_number(b"93"), 93);
         assert_eq!(signal_number(b"94"), -1);
         assert_eq!(signal_number(b"-5"), -5);
-    }
-
-    #[test]
-    fn c_number_parsing() {
-        assert_eq!(strtol(b"  -12x"), (-12, 5));
-        assert_eq!(strtol(b"x"), (0, 0));
-        assert_eq!(strtol(b"+"), (0, 0));
-        assert_eq!(atoi(b"17 apples"), 17);
-        assert_eq!(atoi(b"apples"), 0);
-        assert_eq!(atoi(b"99999999999999999999"), -1);
     }
 
     struct Child(std::process::Child);

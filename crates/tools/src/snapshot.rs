@@ -98,13 +98,11 @@ impl Machine {
     /// Reads the constants.
     pub fn read() -> Result<Machine, Error> {
         // SAFETY: sysconf has no memory-safety preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        // SAFETY: as above.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         let meminfo = read_file("/proc/meminfo")?;
         let stat = read_file("/proc/stat")?;
         Ok(Machine {
-            hz: u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100),
+            hz: clock_ticks(),
             page_size: u64::try_from(page).ok().filter(|&p| p > 0).unwrap_or(4096),
             mem_total_kib: field(&meminfo, "MemTotal:").ok_or(Error::Parse {
                 path: "/proc/meminfo",
@@ -121,6 +119,13 @@ impl Machine {
     pub fn ns_per_tick(&self) -> u64 {
         1_000_000_000 / self.hz
     }
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`, USER_HZ; 100 if it cannot be read).
+pub fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
 }
 
 /// Seconds since boot as /proc/uptime reports them (centisecond resolution), the clock

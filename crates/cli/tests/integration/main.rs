@@ -57,22 +57,26 @@ fn test_user() -> u32 {
         .expect("uid")
 }
 
-fn run_as_user(args: &[&str]) -> Output {
+/// A command running `prog` as the unprivileged test user (created if missing), with no
+/// capabilities to inherit.
+fn as_test_user(prog: &str) -> Command {
     test_user();
-    Command::new("setpriv")
-        .args([
-            "--reuid",
-            TEST_USER,
-            "--regid",
-            TEST_USER,
-            "--init-groups",
-            "--inh-caps=-all",
-            "--",
-        ])
-        .arg(BIN)
-        .args(args)
-        .output()
-        .expect("setpriv")
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid",
+        TEST_USER,
+        "--regid",
+        TEST_USER,
+        "--init-groups",
+        "--inh-caps=-all",
+        "--",
+        prog,
+    ]);
+    c
+}
+
+fn run_as_user(args: &[&str]) -> Output {
+    as_test_user(BIN).args(args).output().expect("setpriv")
 }
 
 #[test]

@@ -325,18 +325,8 @@ fn command(prog: &str, args: &[String], who: Who) -> Command {
             c
         }
         Who::User => {
-            let mut c = Command::new("setpriv");
-            c.args([
-                "--reuid",
-                TEST_USER,
-                "--regid",
-                TEST_USER,
-                "--init-groups",
-                "--inh-caps=-all",
-                "--",
-                prog,
-            ])
-            .args(args);
+            let mut c = super::as_test_user(prog);
+            c.args(args);
             c
         }
     }

@@ -296,17 +296,8 @@ fn ps_answers_as_an_unprivileged_user_and_in_a_child_pid_namespace() {
     let sid = fx.sid.to_string();
     super::test_user();
     let as_user = |prog: &[&str]| {
-        let o = Command::new("setpriv")
-            .args([
-                "--reuid",
-                super::TEST_USER,
-                "--regid",
-                super::TEST_USER,
-                "--init-groups",
-                "--inh-caps=-all",
-                "--",
-            ])
-            .args(prog)
+        let o = super::as_test_user(prog[0])
+            .args(&prog[1..])
             .args(["-o", "pid,user,stat,comm,args", "--sid", &sid])
             .env("LC_ALL", "C")
             .env("TASKDIAG_BACKEND", "auto")

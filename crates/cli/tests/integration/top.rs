@@ -78,20 +78,7 @@ fn sleeper() -> Fixture {
 }
 
 fn user_sleeper() -> Fixture {
-    test_user();
-    Fixture::spawn(
-        Command::new("setpriv").args([
-            "--reuid",
-            TEST_USER,
-            "--regid",
-            TEST_USER,
-            "--init-groups",
-            "--",
-            "sleep",
-            "1000",
-        ]),
-        "sleep",
-    )
+    Fixture::spawn(super::as_test_user("sleep").arg("1000"), "sleep")
 }
 
 /// A python process named `tdtopthr` with three extra threads (all named alike).
@@ -517,17 +504,7 @@ fn batch_as_unprivileged_user_and_in_a_pid_namespace() {
     let us = user_sleeper();
     let pid = us.pid().to_string();
     let as_user = |prog: &str, args: &[&str]| -> Output {
-        Command::new("setpriv")
-            .args([
-                "--reuid",
-                TEST_USER,
-                "--regid",
-                TEST_USER,
-                "--init-groups",
-                "--inh-caps=-all",
-                "--",
-            ])
-            .arg(prog)
+        super::as_test_user(prog)
             .args(args)
             .output()
             .expect("setpriv")
@@ -565,18 +542,9 @@ fn batch_as_unprivileged_user_and_in_a_pid_namespace() {
     assert!(same, "unprivileged line differs from procps top");
     let o = as_user(BIN, &["top", "-b", "-n", "1"]);
     assert!(o.status.success());
-    let o = Command::new("setpriv")
-        .args([
-            "--reuid",
-            TEST_USER,
-            "--regid",
-            TEST_USER,
-            "--init-groups",
-            "--inh-caps=-all",
-            "--",
-        ])
+    let o = super::as_test_user(BIN)
         .env("TASKDIAG_BACKEND", "bpf")
-        .args([BIN, "top", "-b", "-n", "1"])
+        .args(["top", "-b", "-n", "1"])
         .output()
         .expect("setpriv");
     assert_eq!(o.status.code(), Some(1));

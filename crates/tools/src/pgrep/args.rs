@@ -12,7 +12,8 @@ use std::io::{Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::OpenOptionsExt;
 
-use crate::signal::{atoi, is_space, signal_number};
+use crate::cnum::{atoi, is_space};
+use crate::signal::signal_number;
 
 /// Exit status of a usage error.
 pub const EXIT_USAGE: i32 = 2;

@@ -144,13 +144,6 @@ fn ancestors(tasks: &[Task], me: u32) -> HashSet<u32> {
     out
 }
 
-/// Clock ticks per second.
-fn hz() -> u64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
-}
-
 /// Everything selection needs besides the options.
 struct Selector<'a> {
     o: &'a Opts,
@@ -389,7 +382,7 @@ fn run(mode: Mode, argv: &[OsString]) -> i32 {
             return EXIT_FATAL;
         }
     };
-    let hz = hz();
+    let hz = crate::snapshot::clock_ticks();
     let ns_per_tick = (1_000_000_000 / hz).max(1);
     let clock = if o.older != 0 {
         match snapshot::uptime() {

@@ -9,6 +9,7 @@
 //! [`ArgError::Unsupported`] naming the option: never a silently different listing.
 
 use super::specs::{self, Pr, Spec, Sr};
+use crate::cnum;
 use crate::names::{self, Ttys};
 
 /// procps' output buffer size; also the width of "unlimited" output.
@@ -283,72 +284,15 @@ pub struct Env {
     pub pid_width: i32,
 }
 
-/// `strtoul(s, &end, 0)`: (value, whether all of `s` was consumed). Overflow saturates.
+/// `strtoul(s, &end, 0)`: (value, whether all of `s` was consumed).
 pub fn strtoul0(s: &[u8]) -> (u64, bool) {
-    let mut i = 0;
-    while i < s.len() && (s[i] == b' ' || (9..=13).contains(&s[i])) {
-        i += 1;
-    }
-    let mut neg = false;
-    if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
-        neg = s[i] == b'-';
-        i += 1;
-    }
-    let mut base = 10u64;
-    if i + 1 < s.len()
-        && s[i] == b'0'
-        && (s[i + 1] | 0x20) == b'x'
-        && s.get(i + 2).is_some_and(|c| c.is_ascii_hexdigit())
-    {
-        base = 16;
-        i += 2;
-    } else if i < s.len() && s[i] == b'0' {
-        base = 8;
-    }
-    let start = i;
-    let mut v: u64 = 0;
-    let mut overflow = false;
-    while i < s.len() {
-        let d = match s[i] {
-            c @ b'0'..=b'9' => (c - b'0') as u64,
-            c @ b'a'..=b'f' => (c - b'a' + 10) as u64,
-            c @ b'A'..=b'F' => (c - b'A' + 10) as u64,
-            _ => break,
-        };
-        if d >= base {
-            break;
-        }
-        match v.checked_mul(base).and_then(|x| x.checked_add(d)) {
-            Some(x) => v = x,
-            None => overflow = true,
-        }
-        i += 1;
-    }
-    if i == start {
-        // No digits: strtoul consumes nothing.
-        return (0, s.is_empty());
-    }
-    if overflow {
-        v = u64::MAX;
-    } else if neg {
-        v = v.wrapping_neg();
-    }
-    (v, i == s.len())
+    let (v, used) = cnum::strtoul(s, 0);
+    (v, used == s.len())
 }
 
 /// `strtol(s, &end, 0)` for the width options: Some when all of `s` is a number.
 fn strtol0(s: &[u8]) -> Option<i64> {
-    let t: &[u8] = s;
-    let neg = t.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b'-');
-    let (v, all) = strtoul0(s);
-    if !all || s.is_empty() {
-        return None;
-    }
-    Some(if neg {
-        -(v.wrapping_neg() as i64)
-    } else {
-        v as i64
-    })
+    cnum::strtol_whole(s, 0)
 }
 
 impl Opts {

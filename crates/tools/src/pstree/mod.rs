@@ -33,6 +33,7 @@ use taskdiag::Group;
 use self::opts::{Action, Env, Opts, Target};
 use self::render::{Out, Printer};
 use self::tree::{Build, Tree};
+use crate::cnum::strtol_whole;
 use crate::snapshot::{self, Query};
 
 /// `taskdiag pstree --help`.
@@ -109,7 +110,7 @@ Try 'pstree --help' for more information.
 /// else the terminal's width, else 132.
 fn output_width() -> usize {
     if let Some(v) = std::env::var_os("COLUMNS").filter(|v| !v.is_empty()) {
-        if let Some(t) = strtol0(v.as_bytes()) {
+        if let Some(t) = strtol_whole(v.as_bytes(), 0) {
             if t > 0 && t < 0x7fff_ffff {
                 return t as usize;
             }
@@ -125,49 +126,9 @@ fn output_width() -> usize {
     132
 }
 
-/// `strtol(s, &end, 0)` when it consumes all of `s`; saturates like strtol.
-fn strtol0(s: &[u8]) -> Option<i64> {
-    let mut i = 0;
-    while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
-        i += 1;
-    }
-    let mut neg = false;
-    if let Some(&c) = s.get(i).filter(|&&c| c == b'+' || c == b'-') {
-        neg = c == b'-';
-        i += 1;
-    }
-    let hex_digit = |c: Option<&u8>| c.is_some_and(u8::is_ascii_hexdigit);
-    let base: u32 = if s.get(i) == Some(&b'0')
-        && matches!(s.get(i + 1), Some(b'x' | b'X'))
-        && hex_digit(s.get(i + 2))
-    {
-        i += 2;
-        16
-    } else if s.get(i) == Some(&b'0') {
-        8
-    } else {
-        10
-    };
-    let start = i;
-    let mut v: i64 = 0;
-    while let Some(d) = s.get(i).and_then(|&c| char::from(c).to_digit(base)) {
-        v = v
-            .saturating_mul(i64::from(base))
-            .saturating_add(i64::from(d));
-        i += 1;
-    }
-    (i > start && i == s.len()).then_some(if neg { -v } else { v })
-}
-
 fn isatty(fd: i32) -> bool {
     // SAFETY: isatty has no memory-safety preconditions.
     unsafe { libc::isatty(fd) == 1 }
-}
-
-fn clock_ticks() -> u64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
 }
 
 /// Runs `taskdiag pstree`; returns the exit status.
@@ -252,7 +213,10 @@ fn run(o: &Opts, width: usize) -> io::Result<i32> {
         1
     };
     let clock = if o.color_age {
-        Some((snapshot::uptime().map_err(io::Error::other)?, clock_ticks()))
+        Some((
+            snapshot::uptime().map_err(io::Error::other)?,
+            snapshot::clock_ticks(),
+        ))
     } else {
         None
     };
@@ -314,14 +278,14 @@ mod tests {
 
     #[test]
     fn columns_parse_like_strtol_base_0() {
-        assert_eq!(strtol0(b"80"), Some(80));
-        assert_eq!(strtol0(b" +80"), Some(80));
-        assert_eq!(strtol0(b"010"), Some(8));
-        assert_eq!(strtol0(b"0x50"), Some(80));
-        assert_eq!(strtol0(b"0"), Some(0));
-        assert_eq!(strtol0(b"0x"), None);
-        assert_eq!(strtol0(b"80x"), None);
-        assert_eq!(strtol0(b" "), None);
-        assert_eq!(strtol0(b"99999999999999999999999"), Some(i64::MAX));
+        assert_eq!(strtol_whole(b"80", 0), Some(80));
+        assert_eq!(strtol_whole(b" +80", 0), Some(80));
+        assert_eq!(strtol_whole(b"010", 0), Some(8));
+        assert_eq!(strtol_whole(b"0x50", 0), Some(80));
+        assert_eq!(strtol_whole(b"0", 0), Some(0));
+        assert_eq!(strtol_whole(b"0x", 0), None);
+        assert_eq!(strtol_whole(b"80x", 0), None);
+        assert_eq!(strtol_whole(b" ", 0), None);
+        assert_eq!(strtol_whole(b"99999999999999999999999", 0), Some(i64::MAX));
     }
 }

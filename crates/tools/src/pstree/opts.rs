@@ -164,31 +164,6 @@ fn fail(msg: String) -> Action {
     }
 }
 
-/// The leading number of `s` as C's `atoi` reads it (whitespace, sign, digits; wraps).
-pub fn atoi(s: &[u8]) -> i32 {
-    let mut i = 0;
-    while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
-        i += 1;
-    }
-    let neg = match s.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
-    let mut v: i64 = 0;
-    while let Some(d) = s.get(i).filter(|c| c.is_ascii_digit()) {
-        v = v.saturating_mul(10).saturating_add(i64::from(d - b'0'));
-        i += 1;
-    }
-    (if neg { -v } else { v }) as i32
-}
-
 /// One option, decoded.
 enum Got<'a> {
     Opt(char, Option<&'a [u8]>),
@@ -399,7 +374,7 @@ pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
                 let Some(caps) = (env.load_caps)(term) else {
                     return fail("Can't get terminal capabilities".into());
                 };
-                o.highlight = atoi(val);
+                o.highlight = crate::cnum::atoi(val);
                 if o.highlight == 0 {
                     return usage_fail(String::new());
                 }
@@ -557,12 +532,5 @@ mod tests {
         assert!(failure(&["-N", "bogus"]).1);
         assert!(matches!(run(&["-V", "-x"]), Action::Version));
         assert!(matches!(run(&["--help"]), Action::Help));
-    }
-
-    #[test]
-    fn atoi_reads_a_leading_number() {
-        assert_eq!(atoi(b" 12x"), 12);
-        assert_eq!(atoi(b"-3"), -3);
-        assert_eq!(atoi(b"x"), 0);
     }
 }

@@ -82,8 +82,7 @@ mod tests {
         let pid = child.id();
         std::thread::sleep(std::time::Duration::from_millis(20));
         let ticks = proc_start_ticks(pid).expect("start time");
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        let hz = crate::snapshot::clock_ticks();
         let tick = 1_000_000_000 / hz;
         let wrong = signal(pid, libc::SIGTERM, Some(((ticks + 5) * tick, tick)));
         assert!(matches!(wrong, Err(ActError::Reused { .. })), "{wrong:?}");

@@ -18,7 +18,8 @@ run: build
 bench: build
 	./target/release/taskdiag bench --tasks 50000 --runs 5
 
-test: setup
+test:
+	@scripts/setup --test
 	$(CARGO) test --workspace --release
 	./target/release/taskdiag bench --quick
 

@@ -104,8 +104,30 @@ pub struct DumpReport {
     pub fixups: bool,
 }
 
+/// A pid namespace, as the kernel names it: the inode number of its `/proc/PID/ns/pid` link
+/// and its level (0 for the initial namespace).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PidNs {
+    /// Inode number.
+    pub inum: u32,
+    /// Nesting level.
+    pub level: u32,
+}
+
+/// For whom a dump is made, when it is not the reading process itself (a server answering a
+/// client: taskdiagd). The default is the reader's own view.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct View {
+    /// Answer in this pid namespace (a descendant of the reader's) instead of the reader's:
+    /// ids are numbered there and tasks outside it are skipped.
+    pub pidns: Option<PidNs>,
+    /// Add the internal ACCESS attribute ([`taskdiag_proto::AccessRec`]) to every message.
+    pub access: bool,
+}
+
 /// The loaded task iterator programs. Load once, dump many times.
 pub struct TaskIter {
+    view: View,
     skel: TaskdiagSkel<'static>,
     /// Groups the programs were loaded for.
     groups: u64,
@@ -253,6 +275,7 @@ impl TaskIter {
             },
         };
         let mut it = TaskIter {
+            view: View::default(),
             skel,
             groups,
             features: Features {
@@ -278,6 +301,11 @@ impl TaskIter {
             }
         }
         Ok(it)
+    }
+
+    /// Makes the following dumps for `view` (until changed).
+    pub fn set_view(&mut self, view: View) {
+        self.view = view;
     }
 
     /// What this kernel supports.
@@ -361,6 +389,10 @@ impl TaskIter {
             b.cfg_only_pid = pid;
             b.cfg_only_tgid = tgid;
             b.cfg_ringbuf = u32::from(self.features.ringbuf);
+            let ns = self.view.pidns;
+            b.cfg_target_ns_inum = ns.map_or(0, |n| n.inum);
+            b.cfg_target_ns_level = ns.map_or(0, |n| n.level);
+            b.cfg_access = u32::from(self.view.access);
         }
     }
 
@@ -374,7 +406,9 @@ impl TaskIter {
         filter: TaskFilter,
         sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> Result<(u64, bool), BpfError> {
-        if self.features.task_params {
+        // The link parameters name tasks in the reader's namespace; for another namespace the
+        // program filters on the numbers it computes there.
+        if self.features.task_params && self.view.pidns.is_none() {
             self.configure(strategy, show, 0);
             let link = self.attach(cmdline, filter)?;
             return self.run(LinkRef::Owned(&link), sink);

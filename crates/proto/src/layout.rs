@@ -276,6 +276,42 @@ wire_structs! {
         processor: i32,
     }
 
+    /// Payload of an ACCESS attribute ([`crate::ATTR_ACCESS`]): what procfs's permission
+    /// checks look at, for a server that answers on behalf of another caller (taskdiagd). Asked
+    /// for by the library, never sent to clients.
+    struct AccessRec = "td_access", size 56 {
+        /// Task id in the pid namespace of the process that read the iterator.
+        reader_pid: u32,
+        /// Thread-group id in that namespace.
+        reader_tgid: u32,
+        /// Real uid (kernel id, as in the initial user namespace).
+        uid: u32,
+        /// Effective uid.
+        euid: u32,
+        /// Saved uid.
+        suid: u32,
+        /// Real gid.
+        gid: u32,
+        /// Effective gid.
+        egid: u32,
+        /// Saved gid.
+        sgid: u32,
+        /// Permitted capability set.
+        cap_permitted: u64,
+        /// Inode number of the user namespace of the task's credentials.
+        userns: u32,
+        /// Inode number of the user namespace of its address space (0 without one).
+        mm_userns: u32,
+        /// Inode number of the task's pid namespace.
+        pidns: u32,
+        /// Level of that pid namespace (0: the initial one).
+        pidns_level: u16,
+        /// get_dumpable(): 0 SUID_DUMP_DISABLE, 1 SUID_DUMP_USER, 2 SUID_DUMP_ROOT.
+        dumpable: u8,
+        /// 1 if the task has an address space (not a kernel thread, not exiting).
+        has_mm: u8,
+    }
+
     /// STATM group: memory use in bytes (as /proc/PID/status Vm* and Rss* lines).
     struct StatmRec = "td_statm", size 112 {
         /// VmSize.

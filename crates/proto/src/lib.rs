@@ -28,7 +28,8 @@ pub mod msg;
 pub mod task;
 
 pub use layout::{
-    AttrHeader, BaseRec, CredRec, Done, GroupErrorRec, MsgHeader, Request, Start, StatRec, StatmRec,
+    AccessRec, AttrHeader, BaseRec, CredRec, Done, GroupErrorRec, MsgHeader, Request, Start,
+    StatRec, StatmRec,
 };
 
 /// Version of the format described here. Carried in requests and START messages.
@@ -45,6 +46,15 @@ pub const MSG_F_CONTINUED: u16 = 1;
 
 /// Attribute type of a [`GroupErrorRec`]: a requested group is missing for this task, and why.
 pub const ATTR_GROUP_ERROR: u16 = 64;
+
+/// Attribute type of an [`AccessRec`]: the task's credentials as procfs's permission checks see
+/// them. Internal to a server and its library (the daemon asks for it, checks it, and removes it
+/// before a message leaves); never part of a client's stream.
+pub const ATTR_ACCESS: u16 = 65;
+
+/// Attribute type of a DONE message's optional text: why a request failed, in UTF-8 (netlink's
+/// extended ack, NLMSGERR_ATTR_MSG). Follows the [`Done`] payload.
+pub const ATTR_MESSAGE: u16 = 66;
 
 /// BASE flag: the task is a kernel thread (PF_KTHREAD).
 pub const BASE_F_KTHREAD: u8 = 1;
@@ -257,6 +267,7 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_MSG_DONE", MsgType::Done as i64),
     ("TD_MSG_F_CONTINUED", MSG_F_CONTINUED as i64),
     ("TD_ATTR_GROUP_ERROR", ATTR_GROUP_ERROR as i64),
+    ("TD_ATTR_ACCESS", ATTR_ACCESS as i64),
     ("TD_GROUP_BASE", Group::Base as i64),
     ("TD_GROUP_CRED", Group::Cred as i64),
     ("TD_GROUP_VMA", Group::Vma as i64),

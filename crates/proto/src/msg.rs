@@ -7,7 +7,7 @@
 
 use crate::{
     align4, AttrHeader, Done, Group, GroupErrorRec, MsgHeader, MsgType, Request, Start, Strategy,
-    ATTR_GROUP_ERROR, MSG_F_CONTINUED, MSG_MAX, SHOW_SUPPORTED, VERSION,
+    ATTR_GROUP_ERROR, ATTR_MESSAGE, MSG_F_CONTINUED, MSG_MAX, SHOW_SUPPORTED, VERSION,
 };
 
 /// What is wrong with a byte stream, and where.
@@ -142,6 +142,39 @@ pub fn write_start(out: &mut Vec<u8>, start: &Start) {
 pub fn write_done(out: &mut Vec<u8>, done: &Done) {
     write_header(out, MsgHeader::SIZE + Done::SIZE, MsgType::Done, 0, 0, 0);
     done.write_to(out);
+}
+
+/// Appends a DONE message carrying an error and its explanation (an [`ATTR_MESSAGE`] attribute
+/// after the payload), the way a server refuses a request. `error` is a negative errno.
+pub fn write_done_error(out: &mut Vec<u8>, error: i32, text: &str) {
+    // An attribute's length is a u16; no explanation needs more.
+    let text = &text.as_bytes()[..text.len().min(1024)];
+    let len = MsgHeader::SIZE + Done::SIZE + AttrHeader::SIZE + align4(text.len());
+    write_header(out, len, MsgType::Done, 0, 0, 0);
+    Done {
+        error,
+        reserved: 0,
+        tasks: 0,
+    }
+    .write_to(out);
+    AttrHeader {
+        len: (AttrHeader::SIZE + text.len()) as u16,
+        attr_type: ATTR_MESSAGE,
+    }
+    .write_to(out);
+    out.extend_from_slice(text);
+    out.resize(align4(out.len()), 0);
+}
+
+/// The explanation a DONE message carries after its payload, if any (see [`write_done_error`]).
+pub fn done_text<'a>(m: &Message<'a>) -> Option<&'a str> {
+    let rest = m.payload.get(Done::SIZE..)?;
+    let a = AttrHeader::read_from(rest)?;
+    if a.attr_type != ATTR_MESSAGE {
+        return None;
+    }
+    let text = rest.get(AttrHeader::SIZE..a.len as usize)?;
+    std::str::from_utf8(text).ok()
 }
 
 fn write_header(out: &mut Vec<u8>, len: usize, t: MsgType, flags: u16, pid: u32, tgid: u32) {

@@ -6,8 +6,8 @@
 
 use crate::msg::{DecodeError, Message, Messages, TaskWriter};
 use crate::{
-    BaseRec, CredRec, Done, Group, GroupErrorRec, MsgType, Start, StatRec, StatmRec,
-    ATTR_GROUP_ERROR, COMM_MAX,
+    AccessRec, BaseRec, CredRec, Done, Group, GroupErrorRec, MsgType, Start, StatRec, StatmRec,
+    ATTR_ACCESS, ATTR_GROUP_ERROR, COMM_MAX,
 };
 
 /// BASE: the record and the task's name.
@@ -56,6 +56,8 @@ pub struct Task {
     pub cmdline: Option<Vec<u8>>,
     /// Requested groups the backend could not read for this task.
     pub errors: Vec<GroupError>,
+    /// The internal ACCESS attribute ([`crate::ATTR_ACCESS`]), when the library asked for it.
+    pub access: Option<AccessRec>,
 }
 
 impl Task {
@@ -102,6 +104,9 @@ impl Task {
             .write_to(&mut b);
             w.attr(ATTR_GROUP_ERROR, &b);
         }
+        if let Some(a) = &self.access {
+            w.attr(ATTR_ACCESS, &a.to_bytes());
+        }
         w.finish();
     }
 }
@@ -113,6 +118,7 @@ pub struct TaskAssembler {
     parts: [Vec<u8>; 7],
     seen: u8,
     errors: Vec<GroupError>,
+    access: Option<AccessRec>,
 }
 
 impl TaskAssembler {
@@ -150,6 +156,8 @@ impl TaskAssembler {
                     group: r.group,
                     errno: r.errno,
                 });
+            } else if a.attr_type == ATTR_ACCESS {
+                self.access = AccessRec::read_from(a.payload);
             }
             // Unknown attribute types are skipped: newer writers may add groups.
         }
@@ -173,6 +181,7 @@ impl TaskAssembler {
         }
         self.seen = 0;
         self.errors.clear();
+        self.access = None;
     }
 
     fn has(&self, g: Group) -> bool {
@@ -189,6 +198,7 @@ impl TaskAssembler {
             pid,
             tgid,
             errors: std::mem::take(&mut self.errors),
+            access: self.access.take(),
             ..Task::default()
         };
         if self.has(Group::Base) {
@@ -282,6 +292,15 @@ impl StreamDecoder {
                 self.started = true;
                 Ok(Some(Event::Start(s)))
             }
+            // A refused request is answered by a lone DONE carrying the error.
+            Some(MsgType::Done) if !self.started => {
+                let d = Done::read_from(m.payload).ok_or(bad("short DONE"))?;
+                if d.error == 0 {
+                    return Err(bad("stream does not begin with START"));
+                }
+                self.done = true;
+                Ok(Some(Event::Done(d)))
+            }
             _ if !self.started => Err(bad("stream does not begin with START")),
             Some(MsgType::Task) => Ok(self.tasks.push(m)?.map(Event::Task)),
             Some(MsgType::Done) => {
@@ -359,6 +378,7 @@ mod tests {
                 group: Group::Statm as u16,
                 errno: 13,
             }],
+            access: None,
         }
     }
 

@@ -48,6 +48,7 @@ fn task() -> impl Strategy<Value = Task> {
             }),
             cmdline,
             errors: vec![],
+            access: None,
         })
 }
 

@@ -11,7 +11,8 @@
  * Every value is computed the way fs/proc computes it (fs/proc/array.c do_task_stat and
  * proc_pid_status, fs/proc/task_mmu.c task_mem, fs/proc/base.c get_mm_cmdline,
  * kernel/sched/cputime.c cputime_adjust), so the BPF and procfs backends agree field for field.
- * Ids are translated into the reader's pid namespace (the iterator only walks that namespace).
+ * Ids are translated into the reader's pid namespace (the iterator only walks that namespace), or
+ * into a descendant namespace named by cfg_target_ns_* (a server answering a caller there).
  *
  * A message must fit the iterator's 32 KiB seq buffer. When a task's record would not (more than
  * TD_BPF_MAX_GROUPS supplementary groups, a command line over TD_BPF_CMDLINE_MAX bytes, more
@@ -68,6 +69,15 @@ __u32 cfg_page_shift = 12;
 /* /proc sums per-CPU rss counters (6.16+) rather than reading the approximate total. */
 __u32 cfg_rss_sum = 0;
 __u32 cfg_nr_cpus = 1;
+/*
+ * The pid namespace to answer in, for a server answering a caller in another namespace
+ * (taskdiagd): its inode number and level. 0: the reader's own namespace. Tasks without a pid
+ * there are skipped, as that namespace's /proc does not list them.
+ */
+__u32 cfg_target_ns_inum = 0;
+__u32 cfg_target_ns_level = 0;
+/* Add a td_access attribute (what procfs's permission checks look at) to every message. */
+__u32 cfg_access = 0;
 
 /*
  * Output channel. Through the seq file every read() returns at most one 32 KiB buffer, which
@@ -508,6 +518,62 @@ static __always_inline bool put_cred(struct out *o, struct task_struct *t)
 	return true;
 }
 
+/* get_dumpable(): the low bits of the first word of mm->flags (a bitmap since 6.18). */
+static __always_inline __u8 mm_dumpable(struct mm_struct *mm)
+{
+	unsigned long w = 0;
+
+	if (bpf_core_field_exists(mm->flags.__mm_flags))
+		w = mm->flags.__mm_flags[0];
+	else if (bpf_core_field_exists(((struct mm_struct___word_flags *)mm)->flags))
+		w = ((struct mm_struct___word_flags *)mm)->flags;
+	return w & 3;
+}
+
+static __always_inline __u32 userns_inum(struct user_namespace *ns)
+{
+	return ns ? ns->ns.inum : 0;
+}
+
+/*
+ * The internal ACCESS attribute: the task's objective credentials, namespaces and dumpability
+ * (what __ptrace_may_access() and has_pid_permissions() look at), and its ids in the reader's
+ * pid namespace (to complete the record from the reader's /proc).
+ */
+static __always_inline bool put_access(struct out *o, struct task_struct *t, struct mm_struct *mm,
+				       __u32 reader_pid, __u32 reader_tgid, struct ns_ctx *ns)
+{
+	const struct cred *c = t->real_cred;
+	struct pid_namespace *pns = ns->ns;
+	struct td_access *a = rec_at(o, o->off + sizeof(struct td_attr));
+
+	if (!a)
+		return false;
+	__builtin_memset(a, 0, sizeof(*a));
+	a->reader_pid = reader_pid;
+	a->reader_tgid = reader_tgid;
+	a->uid = c->uid.val;
+	a->euid = c->euid.val;
+	a->suid = c->suid.val;
+	a->gid = c->gid.val;
+	a->egid = c->egid.val;
+	a->sgid = c->sgid.val;
+	a->cap_permitted = *(__u64 *)&c->cap_permitted;
+	a->userns = userns_inum(c->user_ns);
+	if (pns)
+		a->pidns = BPF_CORE_READ(pns, ns.inum);
+	a->pidns_level = ns->level;
+	if (mm) {
+		a->has_mm = 1;
+		a->mm_userns = userns_inum(mm->user_ns);
+		a->dumpable = mm_dumpable(mm);
+	}
+	if (!put_attr_hdr(o, sizeof(*a), TD_ATTR_ACCESS))
+		return false;
+	o->off += sizeof(*a);
+	return true;
+}
+
 /*
  * cputime_adjust() for the td_stat record at @off of the scratch buffer, whose utime_ns and
  * stime_ns hold the previous adjusted values on entry and the result, in whole clock ticks, on
@@ -844,7 +910,7 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	struct upid up = {};
 	struct mm_struct *mm;
 	struct out o = {};
-	__u32 zero = 0, strategy = cfg_strategy, flags, lvl;
+	__u32 zero = 0, strategy = cfg_strategy, flags, lvl, reader_pid, reader_tgid;
 	__u64 show = cfg_show_flags & ro_groups;
 	bool is_leader;
 
@@ -870,9 +936,27 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 		bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&cur_pid->numbers[lvl]));
 	ns.level = lvl;
 	ns.ns = up.ns;
+	reader_pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
+	reader_tgid = task_tgid_nr(t, &ns);
 
-	h.pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
-	h.tgid = task_tgid_nr(t, &ns);
+	if (cfg_target_ns_inum) {
+		/* Another namespace: the task's own number at that level names it, if it is there. */
+		struct pid *tp = t->thread_pid;
+
+		lvl = cfg_target_ns_level & 31;
+		if (!tp || tp->level < lvl)
+			return 0;
+		bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&tp->numbers[lvl]));
+		if (!up.ns || BPF_CORE_READ(up.ns, ns.inum) != cfg_target_ns_inum)
+			return 0;
+		ns.level = lvl;
+		ns.ns = up.ns;
+		h.pid = up.nr;
+		h.tgid = task_tgid_nr(t, &ns);
+	} else {
+		h.pid = reader_pid;
+		h.tgid = reader_tgid;
+	}
 	if (!h.pid)
 		return 0;
 	if (strategy == TD_STRATEGY_CHILDREN && task_tgid_nr(t->real_parent, &ns) != cfg_parent)
@@ -884,6 +968,9 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	mm = (flags & PF_KTHREAD) ? 0 : t->mm;
 	o.off = sizeof(h);
 	if ((show & (1 << TD_GROUP_BASE)) && !put_base(&o, t, &ns, is_leader))
+		return 0;
+	forget_off(&o);
+	if (cfg_access && !put_access(&o, t, mm, reader_pid, reader_tgid, &ns))
 		return 0;
 	forget_off(&o);
 	if ((show & (1 << TD_GROUP_CRED)) && !put_cred(&o, t))

@@ -70,7 +70,18 @@ typedef struct {
 	u64 val;
 } kernel_cap_t;
 
-struct pid_namespace;
+struct ns_common {
+	unsigned int inum;
+};
+
+struct pid_namespace {
+	struct ns_common ns;
+	unsigned int level;
+};
+
+struct user_namespace {
+	struct ns_common ns;
+};
 
 struct upid {
 	int nr;
@@ -133,12 +144,17 @@ struct cred {
 	kgid_t gid, sgid, egid, fsgid;
 	kernel_cap_t cap_inheritable, cap_permitted, cap_effective, cap_bset, cap_ambient;
 	struct group_info *group_info;
+	struct user_namespace *user_ns;
 };
 
 struct percpu_counter {
 	s64 count;
 	s32 *counters;
 };
+
+typedef struct {
+	unsigned long __mm_flags[1];
+} mm_flags_t;
 
 /* Since 6.2 (f1a7941243c1 "mm: convert mm's rss stats into percpu_counter"). */
 struct mm_struct {
@@ -149,6 +165,14 @@ struct mm_struct {
 	unsigned long start_code, end_code;
 	unsigned long arg_start, arg_end, env_start, env_end;
 	struct percpu_counter rss_stat[4];
+	struct user_namespace *user_ns;
+	mm_flags_t flags;
+};
+
+/* Before 6.18 ("mm: convert mm->flags to a bitmap") mm->flags was one word. The dumpable bits
+ * are the low bits of the first word either way. */
+struct mm_struct___word_flags {
+	unsigned long flags;
 };
 
 /* Before 6.2: struct mm_rss_stat { atomic_long_t count[NR_MM_COUNTERS]; }. */

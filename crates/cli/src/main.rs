@@ -113,9 +113,15 @@ GROUPS:
 
 BACKENDS:
   auto     bpf when this process may load BPF programs (root, or CAP_BPF+CAP_PERFMON),
-           else procfs
+           else the daemon when its socket answers, else procfs
   bpf      eBPF task iterators
+  daemon   taskdiagd (see taskdiagd --help): BPF speed for unprivileged users, showing
+           exactly what their /proc would show them
   procfs   /proc, read with the fewest system calls possible
+
+ENVIRONMENT:
+  TASKDIAG_SOCKET   taskdiagd's socket when --socket is not given (default
+                    /run/taskdiag.sock)
 
 EXIT STATUS:
   0 success, 1 no such process, 2 usage error, 3 other failure
@@ -148,6 +154,10 @@ struct DumpArgs {
     /// Which backend answers.
     #[arg(long, short = 'b', value_enum, default_value_t = Backend::Auto)]
     backend: Backend,
+    /// taskdiagd's socket, for the daemon backend [default: $TASKDIAG_SOCKET, else
+    /// /run/taskdiag.sock].
+    #[arg(long, value_name = "PATH")]
+    socket: Option<std::path::PathBuf>,
     /// Output format: text, json (JSON Lines, one object per task) or raw (the binary stream).
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -172,6 +182,7 @@ struct DecodeArgs {
 enum Backend {
     Auto,
     Bpf,
+    Daemon,
     Procfs,
 }
 
@@ -277,9 +288,11 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
         Backend::Auto => BackendKind::Auto,
         Backend::Bpf => BackendKind::Bpf,
         Backend::Procfs => BackendKind::Procfs,
+        Backend::Daemon => BackendKind::Daemon,
     };
     let t0 = Instant::now();
-    let mut dumper = Dumper::open_for(kind, show).context("opening the backend")?;
+    let mut dumper =
+        Dumper::open_with(kind, show, a.socket.as_deref()).context("opening the backend")?;
     let t_open = t0.elapsed();
     let stdout = io::stdout();
     let mut w = io::BufWriter::with_capacity(1 << 16, stdout.lock());

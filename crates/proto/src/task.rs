@@ -64,6 +64,9 @@ impl Task {
     /// Appends the task as TASK message(s).
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = TaskWriter::begin(out, self.pid, self.tgid);
+        if let Some(a) = &self.access {
+            w.attr(ATTR_ACCESS, &a.to_bytes());
+        }
         if let Some(b) = &self.base {
             let mut rec = b.rec;
             rec.comm_len = b.comm.len() as u16;
@@ -103,9 +106,6 @@ impl Task {
             }
             .write_to(&mut b);
             w.attr(ATTR_GROUP_ERROR, &b);
-        }
-        if let Some(a) = &self.access {
-            w.attr(ATTR_ACCESS, &a.to_bytes());
         }
         w.finish();
     }

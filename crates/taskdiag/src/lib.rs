@@ -5,8 +5,15 @@
 //! one TASK message per task, DONE. This crate chooses the backend and hides the difference:
 //!
 //! * [`BackendKind::Bpf`]: eBPF task iterators (`taskdiag_bpf`), for callers that may load BPF.
+//! * [`BackendKind::Daemon`]: taskdiagd over its Unix socket ([`client`]), for callers that may
+//!   not, with what their /proc would show them.
 //! * [`BackendKind::Procfs`]: the /proc reader (`taskdiag_procfs`), for everyone else.
-//! * [`BackendKind::Auto`]: BPF when it loads, else procfs.
+//! * [`BackendKind::Auto`]: BPF when it loads, else the daemon when its socket answers, else
+//!   procfs.
+//!
+//! A server answering for someone else (the daemon) calls [`Dumper::dump_for`] with a
+//! [`view::Viewer`]: the stream is then numbered in the caller's pid namespace and filtered and
+//! rewritten by procfs's permission rules for that caller.
 //!
 //! Whatever the BPF programs cannot put in a message (a group this kernel lacks, a record too big
 //! for the iterator's buffer) is filled here from /proc, per group and per task, after checking
@@ -16,14 +23,21 @@
 //! Decoding a stream is `taskdiag_proto::task::StreamDecoder`'s job; rendering is the CLI's.
 
 use std::io;
+use std::path::{Path, PathBuf};
 
+pub mod client;
+pub mod view;
+
+use client::DaemonClient;
+pub use taskdiag_bpf::PidNs;
 use taskdiag_bpf::{BpfError, TaskIter, MSG_F_FIXUP};
 use taskdiag_procfs::{ProcReader, ProcfsError};
 pub use taskdiag_proto as proto;
 use taskdiag_proto::msg::{write_done, write_start, DecodeError, Messages};
 use taskdiag_proto::task::{Task, TaskAssembler};
 pub use taskdiag_proto::{BackendId, Group, Request, Strategy};
-use taskdiag_proto::{Done, Start, ERRNO_NEEDS_PROCFS, VERSION};
+use taskdiag_proto::{Done, MsgType, Start, ERRNO_NEEDS_PROCFS, VERSION};
+use view::Viewer;
 
 /// Which backend to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +46,8 @@ pub enum BackendKind {
     Auto,
     /// eBPF task iterators; fails without the privilege to load them.
     Bpf,
+    /// taskdiagd, over its Unix socket ([`client::socket_path`]).
+    Daemon,
     /// /proc.
     Procfs,
 }
@@ -61,11 +77,34 @@ pub enum Error {
     /// Writing the output failed.
     #[error("writing the output: {0}")]
     Sink(#[source] io::Error),
+    /// Talking to taskdiagd failed.
+    #[error("taskdiagd at {}: {source}", socket.display())]
+    Daemon {
+        /// The daemon's socket.
+        socket: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// taskdiagd refused the request.
+    #[error("taskdiagd at {}: {message}", socket.display())]
+    Refused {
+        /// The daemon's socket.
+        socket: PathBuf,
+        /// Positive errno.
+        errno: i32,
+        /// The daemon's explanation.
+        message: String,
+    },
+    /// The request cannot be answered by this backend (say, for another caller without BPF).
+    #[error("{0}")]
+    Unsupported(&'static str),
 }
 
 enum Backend {
     Bpf(Box<TaskIter>),
     Procfs(ProcReader),
+    Daemon(DaemonClient),
 }
 
 /// Answers requests with one backend, loaded once.
@@ -86,7 +125,23 @@ impl Dumper {
     /// Opens the backend, prepared for requests of `show_flags` (other requests still work,
     /// perhaps more slowly). With BPF this loads only the programs those groups need.
     pub fn open_for(kind: BackendKind, show_flags: u64) -> Result<Self, Error> {
+        Self::open_with(kind, show_flags, None)
+    }
+
+    /// Like [`Dumper::open_for`], with the daemon's socket given explicitly (a `--socket`
+    /// option); `None` means [`client::socket_path`]'s default.
+    pub fn open_with(
+        kind: BackendKind,
+        show_flags: u64,
+        socket: Option<&Path>,
+    ) -> Result<Self, Error> {
+        let daemon = || DaemonClient::connect(&client::socket_path(socket));
         match kind {
+            BackendKind::Daemon => Ok(Dumper {
+                backend: Backend::Daemon(daemon()?),
+                procfs: None,
+                bpf_unavailable: None,
+            }),
             BackendKind::Procfs => Ok(Dumper {
                 backend: Backend::Procfs(ProcReader::open()?),
                 procfs: None,
@@ -104,7 +159,10 @@ impl Dumper {
                     bpf_unavailable: None,
                 }),
                 Err(e) => Ok(Dumper {
-                    backend: Backend::Procfs(ProcReader::open()?),
+                    backend: match daemon() {
+                        Ok(c) => Backend::Daemon(c),
+                        Err(_) => Backend::Procfs(ProcReader::open()?),
+                    },
                     procfs: None,
                     bpf_unavailable: Some(e.to_string()),
                 }),
@@ -117,6 +175,7 @@ impl Dumper {
         match self.backend {
             Backend::Bpf(_) => BackendId::Bpf,
             Backend::Procfs(_) => BackendId::Procfs,
+            Backend::Daemon(_) => BackendId::Daemon,
         }
     }
 
@@ -134,12 +193,42 @@ impl Dumper {
         out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> Result<u64, Error> {
         let req = Request::parse(&req.to_bytes())?;
+        if let Backend::Daemon(c) = &mut self.backend {
+            return c.dump(&req, out);
+        }
+        self.answer(&req, None, out)
+    }
+
+    /// Answers `req` for another process, `viewer`: numbered in its pid namespace and showing
+    /// exactly what its /proc would show it (see [`view`]). The START message names the daemon
+    /// as the backend. Needs the BPF backend when the viewer's view differs from ours.
+    pub fn dump_for(
+        &mut self,
+        req: &Request,
+        viewer: &Viewer,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, Error> {
+        let req = Request::parse(&req.to_bytes())?;
+        self.answer(&req, Some(viewer), out)
+    }
+
+    fn answer(
+        &mut self,
+        req: &Request,
+        viewer: Option<&Viewer>,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, Error> {
         let mut head = Vec::with_capacity(64);
+        let backend = if viewer.is_some() {
+            BackendId::Daemon
+        } else {
+            self.backend()
+        };
         write_start(
             &mut head,
             &Start {
                 version: VERSION,
-                backend: self.backend() as u16,
+                backend: backend as u16,
                 strategy: req.strategy,
                 show_flags: req.show_flags,
                 pid: req.pid,
@@ -147,50 +236,9 @@ impl Dumper {
             },
         );
         out(&head).map_err(Error::Sink)?;
-        let res = match &mut self.backend {
-            Backend::Procfs(p) => p.dump(&req, out).map_err(Error::from),
-            Backend::Bpf(it) => {
-                let missing = it.missing_groups(req.show_flags);
-                let procfs = self.procfs.as_ref();
-                let mut fix_err = None;
-                let mut fixed = Vec::new();
-                let mut first = true;
-                let mut hidden = Hidden::default();
-                let r = it.dump(&req, &mut |chunk| {
-                    if std::mem::take(&mut first) {
-                        hidden = init_if_hidden(&req, chunk, procfs);
-                    }
-                    if missing == 0 && !has_fixups(chunk) {
-                        return hidden.merge(chunk, out);
-                    }
-                    fixed.clear();
-                    if let Err(e) = complete(chunk, &req, missing, procfs, &mut fixed) {
-                        fix_err = Some(e);
-                        return Err(io::Error::other("invalid record"));
-                    }
-                    hidden.merge(&fixed, out)
-                });
-                let extra = hidden.tasks;
-                let r = match r {
-                    Ok(rep) => hidden.flush(out).map(|()| rep).map_err(BpfError::Sink),
-                    e => e,
-                };
-                match (r, fix_err) {
-                    (_, Some(e)) => Err(Error::Internal(e)),
-                    (Ok(rep), None) => Ok(rep.tasks + extra),
-                    (Err(BpfError::Sink(e)), None) => Err(Error::Sink(e)),
-                    // A task the iterator cannot see (pid 1 on some hosts) may still be in
-                    // /proc: ask it before answering "no such process".
-                    (Err(BpfError::NoSuchTask { pid }), None) => match procfs {
-                        Some(p) => p.dump(&req, out).map_err(|e| match e {
-                            ProcfsError::NoSuchTask { .. } => Error::NoSuchTask { pid },
-                            e => Error::Procfs(e),
-                        }),
-                        None => Err(Error::NoSuchTask { pid }),
-                    },
-                    (Err(e), None) => Err(Error::Bpf(e)),
-                }
-            }
+        let res = match viewer.filter(|v| v.rewrites()) {
+            None => self.tasks(req, None, out),
+            Some(v) => self.tasks_for(req, v, out),
         };
         let res = match res {
             Err(Error::Procfs(ProcfsError::NoSuchTask { pid })) => Err(Error::NoSuchTask { pid }),
@@ -214,6 +262,214 @@ impl Dumper {
         );
         out(&tail).map_err(Error::Sink)?;
         res
+    }
+
+    /// The TASK messages for a viewer whose view differs from ours, through [`ViewFilter`].
+    fn tasks_for(
+        &mut self,
+        req: &Request,
+        viewer: &Viewer,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, Error> {
+        let Backend::Bpf(it) = &mut self.backend else {
+            return Err(Error::Unsupported(
+                "answering for a process in another namespace or behind hidepid needs the BPF \
+                 backend",
+            ));
+        };
+        it.set_view(taskdiag_bpf::View {
+            pidns: viewer.pidns,
+            access: viewer.needs_access(),
+        });
+        let strategy = req.strategy();
+        // CHILDREN of a task the viewer may not see is "no such process", as in its /proc.
+        if strategy == Some(Strategy::Children) && viewer.needs_access() {
+            let one = Request::new(Strategy::One, req.pid, 0);
+            let mut f = ViewFilter::new(viewer);
+            let r = self.tasks(&one, Some(viewer), &mut |c| f.push(c, &mut |_| Ok(())));
+            if matches!(r, Err(Error::NoSuchTask { .. })) || (r.is_ok() && f.passed == 0) {
+                self.reset_view();
+                return Err(Error::NoSuchTask { pid: req.pid });
+            }
+            r.inspect_err(|_| self.reset_view())?;
+        }
+        let mut f = ViewFilter::new(viewer);
+        let r = self.tasks(req, Some(viewer), &mut |c| f.push(c, out));
+        self.reset_view();
+        if let Some(e) = f.error {
+            return Err(Error::Internal(e));
+        }
+        r?;
+        if f.passed == 0
+            && strategy.is_some_and(Strategy::takes_pid)
+            && strategy != Some(Strategy::Children)
+        {
+            return Err(Error::NoSuchTask { pid: req.pid });
+        }
+        Ok(f.passed)
+    }
+
+    /// The task `pid` (in our pid namespace) with its BASE and CRED groups and the internal
+    /// ACCESS attribute: what a server needs to know about a client (its namespaces, its
+    /// capabilities). Needs the BPF backend.
+    pub fn identify(&mut self, pid: u32) -> Result<Task, Error> {
+        let Backend::Bpf(it) = &mut self.backend else {
+            return Err(Error::Unsupported(
+                "identifying a client needs the BPF backend",
+            ));
+        };
+        it.set_view(taskdiag_bpf::View {
+            pidns: None,
+            access: true,
+        });
+        let req = Request::new(Strategy::One, pid, Group::Base.flag() | Group::Cred.flag());
+        let mut asm = TaskAssembler::new();
+        let mut task = None;
+        let mut bad = None;
+        let r = it.dump(&req, &mut |chunk| {
+            for m in Messages::new(chunk) {
+                match m.and_then(|m| asm.push(&m)) {
+                    Ok(Some(t)) => task = Some(t),
+                    Ok(None) => {}
+                    Err(e) => bad = Some(e),
+                }
+            }
+            Ok(())
+        });
+        self.reset_view();
+        if let Some(e) = bad {
+            return Err(Error::Internal(e));
+        }
+        match (r, task) {
+            (Ok(_), Some(t)) if t.access.is_some() => Ok(t),
+            (Ok(_), _) | (Err(BpfError::NoSuchTask { .. }), _) => Err(Error::NoSuchTask { pid }),
+            (Err(e), _) => Err(Error::Bpf(e)),
+        }
+    }
+
+    fn reset_view(&mut self) {
+        if let Backend::Bpf(it) = &mut self.backend {
+            it.set_view(taskdiag_bpf::View::default());
+        }
+    }
+
+    /// The TASK messages of `req` from the backend, completed from /proc where the BPF
+    /// programs could not fill a group. `viewer` (set for the BPF programs already) only
+    /// changes which /proc entries may be consulted: ours, by the ids in our namespace.
+    fn tasks(
+        &mut self,
+        req: &Request,
+        viewer: Option<&Viewer>,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, Error> {
+        let foreign_ns = viewer.is_some_and(|v| v.pidns.is_some());
+        match &mut self.backend {
+            Backend::Daemon(_) => Err(Error::Unsupported(
+                "a daemon client cannot answer for another process",
+            )),
+            Backend::Procfs(p) => p.dump(req, out).map_err(Error::from),
+            Backend::Bpf(it) => {
+                let missing = it.missing_groups(req.show_flags);
+                let procfs = self.procfs.as_ref();
+                let mut fix_err = None;
+                let mut fixed = Vec::new();
+                let mut first = true;
+                let mut hidden = Hidden::default();
+                let r = it.dump(req, &mut |chunk| {
+                    // The hidden init is ours; another namespace has its own, which the
+                    // iterator shows.
+                    if std::mem::take(&mut first) && !foreign_ns {
+                        hidden = init_if_hidden(req, chunk, procfs);
+                    }
+                    if missing == 0 && !has_fixups(chunk) {
+                        return hidden.merge(chunk, out);
+                    }
+                    fixed.clear();
+                    if let Err(e) = complete(chunk, req, missing, procfs, &mut fixed) {
+                        fix_err = Some(e);
+                        return Err(io::Error::other("invalid record"));
+                    }
+                    hidden.merge(&fixed, out)
+                });
+                let extra = hidden.tasks;
+                let r = match r {
+                    Ok(rep) => hidden.flush(out).map(|()| rep).map_err(BpfError::Sink),
+                    e => e,
+                };
+                match (r, fix_err) {
+                    (_, Some(e)) => Err(Error::Internal(e)),
+                    (Ok(rep), None) => Ok(rep.tasks + extra),
+                    (Err(BpfError::Sink(e)), None) => Err(Error::Sink(e)),
+                    // A task the iterator cannot see (pid 1 on some hosts) may still be in
+                    // /proc: ask it before answering "no such process".
+                    (Err(BpfError::NoSuchTask { pid }), None) => match procfs {
+                        Some(p) if !foreign_ns => p.dump(req, out).map_err(|e| match e {
+                            ProcfsError::NoSuchTask { .. } => Error::NoSuchTask { pid },
+                            e => Error::Procfs(e),
+                        }),
+                        _ => Err(Error::NoSuchTask { pid }),
+                    },
+                    (Err(e), None) => Err(Error::Bpf(e)),
+                }
+            }
+        }
+    }
+}
+
+/// Applies a [`Viewer`] to a stream of TASK messages: each task is decoded, dropped if the
+/// viewer may not see it, else rewritten for it and encoded again.
+struct ViewFilter<'v> {
+    viewer: &'v Viewer,
+    asm: TaskAssembler,
+    buf: Vec<u8>,
+    /// Tasks passed on.
+    passed: u64,
+    /// A record that did not decode (a bug; the dump is failed).
+    error: Option<DecodeError>,
+}
+
+impl<'v> ViewFilter<'v> {
+    fn new(viewer: &'v Viewer) -> Self {
+        ViewFilter {
+            viewer,
+            asm: TaskAssembler::new(),
+            buf: Vec::with_capacity(1 << 16),
+            passed: 0,
+            error: None,
+        }
+    }
+
+    fn push(
+        &mut self,
+        chunk: &[u8],
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.buf.clear();
+        for m in Messages::new(chunk) {
+            let decoded = m.and_then(|m| {
+                if m.msg_type() != Some(MsgType::Task) {
+                    return Ok(None);
+                }
+                self.asm.push(&m)
+            });
+            match decoded {
+                Ok(Some(mut t)) => {
+                    if self.viewer.filter_task(&mut t) {
+                        t.encode(&mut self.buf);
+                        self.passed += 1;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.error = Some(e);
+                    return Err(io::Error::other("invalid record"));
+                }
+            }
+        }
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        out(&self.buf)
     }
 }
 
@@ -376,8 +632,13 @@ fn fill_from_procfs(
     }
     let show = groups.iter().fold(Group::Base.flag(), |a, g| a | g.flag());
     let mut buf = Vec::new();
-    let tid = if per_thread { Some(task.pid) } else { None };
-    let found = procfs.map(|p| p.task_message(task.tgid, tid, show, &mut buf));
+    // Our /proc knows the task by the ids in our namespace, which the ACCESS attribute carries
+    // when the stream is numbered in another one.
+    let (pid, tgid) = task
+        .access
+        .map_or((task.pid, task.tgid), |a| (a.reader_pid, a.reader_tgid));
+    let tid = if per_thread { Some(pid) } else { None };
+    let found = procfs.map(|p| p.task_message(tgid, tid, show, &mut buf));
     let got = match found {
         Some(Ok(true)) => {
             let mut asm = TaskAssembler::new();
@@ -389,7 +650,7 @@ fn fill_from_procfs(
     };
     // The same task: same id and start time (a reused pid has another start time).
     let same = |p: &Task| {
-        p.pid == task.pid
+        p.pid == pid
             && match (&p.base, &task.base) {
                 (Some(a), Some(b)) => a.rec.start_time_ns == b.rec.start_time_ns,
                 _ => true,

@@ -23,7 +23,7 @@ use taskdiag_proto::task::{Event, StreamDecoder};
 #[non_exhaustive]
 pub enum Error {
     /// `TASKDIAG_BACKEND` names no backend.
-    #[error("TASKDIAG_BACKEND={0:?}: expected auto, bpf or procfs")]
+    #[error("TASKDIAG_BACKEND={0:?}: expected auto, bpf, daemon or procfs")]
     BadBackend(String),
     /// The backend could not be opened.
     #[error("opening the {backend} backend: {source}")]
@@ -65,6 +65,7 @@ pub fn backend_from_env() -> Result<BackendKind, Error> {
         Err(_) | Ok("") | Ok("auto") => Ok(BackendKind::Auto),
         Ok("bpf") => Ok(BackendKind::Bpf),
         Ok("procfs") => Ok(BackendKind::Procfs),
+        Ok("daemon") => Ok(BackendKind::Daemon),
         Ok(other) => Err(Error::BadBackend(other.to_string())),
     }
 }
@@ -171,6 +172,7 @@ impl Source {
             BackendKind::Auto => "auto",
             BackendKind::Bpf => "bpf",
             BackendKind::Procfs => "procfs",
+            BackendKind::Daemon => "daemon",
         };
         let dumper =
             Dumper::open_for(kind, groups | Group::Base.flag()).map_err(|source| Error::Open {

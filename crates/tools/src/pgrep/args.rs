@@ -151,7 +151,7 @@ Usage:
 
 Print the ids of the processes whose name matches <pattern>, a POSIX extended regular
 expression, and which meet every other condition given. Process data come from one batched
-taskdiag snapshot (TASKDIAG_BACKEND=auto|bpf|procfs).
+taskdiag snapshot (TASKDIAG_BACKEND=auto|bpf|daemon|procfs).
 
 Output:
  -d, --delimiter <string>  put <string> between ids instead of a newline

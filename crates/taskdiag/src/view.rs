@@ -1,0 +1,387 @@
+//! What one caller may see: procfs's permission rules applied to taskdiag records.
+//!
+//! A server that answers for other processes (taskdiagd) must show each caller exactly what
+//! that caller's /proc would show it. This module owns those rules and nothing else: a
+//! [`Viewer`] describes the caller (kernel-verified credentials, namespaces, the options of its
+//! /proc mount, its id maps), and [`Viewer::filter_task`] decides, for one decoded task carrying
+//! the internal ACCESS attribute, whether the caller sees it and in which ids. Finding out who
+//! the caller is (SO_PEERCRED, its /proc files) is the daemon's job; producing the records is the
+//! backends'.
+//!
+//! The rules, from the kernel (fs/proc/base.c, kernel/ptrace.c, security/commoncap.c):
+//!
+//! * **hidepid** (`has_pid_permissions`): with `hidepid=noaccess|invisible`, a task is shown only
+//!   to members of the mount's `gid=` group or to callers that pass the ptrace-read check; with
+//!   `hidepid=ptraceable` only to the latter. (With `noaccess` /proc lists the directory but
+//!   nothing in it can be read: no record can be made, so the task is not shown.)
+//! * **ptrace-read** (`__ptrace_may_access` with PTRACE_MODE_READ_FSCREDS, then
+//!   `cap_ptrace_access_check`): the caller's own thread group; else the same uid as the task's
+//!   real, effective and saved uids and the same gid as its three gids, or CAP_SYS_PTRACE over
+//!   the task's user namespace; then, for a task with an address space that is not dumpable,
+//!   CAP_SYS_PTRACE over the address space's user namespace; then the task's permitted
+//!   capabilities must be a subset of the caller's effective ones within one user namespace, or
+//!   the caller has CAP_SYS_PTRACE over it.
+//! * **ids** are shown as the caller's user namespace maps them (`from_kuid_munged`): an id
+//!   without a mapping is the overflow id (65534).
+//!
+//! Capabilities held inside a non-initial user namespace are honoured only over tasks of that
+//! same namespace (the kernel also honours them over its descendants): in that rare case a
+//! caller may see less than its /proc shows, never more. Linux security modules' own ptrace
+//! policies (Yama restricts only attaching, not reading) are not modelled.
+
+use taskdiag_bpf::PidNs;
+use taskdiag_proto::task::Task;
+use taskdiag_proto::AccessRec;
+
+/// CAP_SYS_PTRACE.
+const CAP_SYS_PTRACE: u32 = 19;
+
+/// SUID_DUMP_USER: the only dumpability that does not restrict ptrace-read.
+const SUID_DUMP_USER: u8 = 1;
+
+/// The overflow id the kernel shows for an unmapped uid or gid (/proc/sys/kernel/overflowuid).
+pub const OVERFLOW_ID: u32 = 65534;
+
+/// The `hidepid=` option of a procfs mount.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HidePid {
+    /// `hidepid=0` / `off`: every task is visible.
+    #[default]
+    Off,
+    /// `hidepid=1` / `noaccess`: others' directories are listed but cannot be read.
+    NoAccess,
+    /// `hidepid=2` / `invisible`: others' directories are not listed.
+    Invisible,
+    /// `hidepid=4` / `ptraceable`: only tasks the caller may ptrace-read are listed.
+    Ptraceable,
+}
+
+impl HidePid {
+    /// Parses the option's value as mountinfo shows it (a name) or as mount(8) takes it (a
+    /// number).
+    pub fn parse(v: &str) -> Option<Self> {
+        match v {
+            "0" | "off" => Some(Self::Off),
+            "1" | "noaccess" => Some(Self::NoAccess),
+            "2" | "invisible" => Some(Self::Invisible),
+            "4" | "ptraceable" => Some(Self::Ptraceable),
+            _ => None,
+        }
+    }
+}
+
+/// The options of the caller's /proc mount that decide visibility.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcMount {
+    /// `hidepid=`.
+    pub hidepid: HidePid,
+    /// `gid=`: members of this group (a kernel gid) are exempt from hidepid (not from
+    /// `ptraceable`).
+    pub gid: Option<u32>,
+}
+
+impl ProcMount {
+    /// Parses a procfs mount's super options as /proc/PID/mountinfo prints them, e.g.
+    /// `rw,hidepid=invisible,gid=27`. Unknown options are ignored; `None` if a known one has a
+    /// value that does not parse.
+    pub fn parse_options(opts: &str) -> Option<Self> {
+        let mut m = ProcMount::default();
+        for o in opts.split(',') {
+            match o.split_once('=') {
+                Some(("hidepid", v)) => m.hidepid = HidePid::parse(v)?,
+                Some(("gid", v)) => m.gid = Some(v.parse().ok()?),
+                _ => {}
+            }
+        }
+        Some(m)
+    }
+}
+
+/// A uid_map or gid_map: `(inside, outside, count)` ranges.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IdMap {
+    ranges: Vec<(u32, u32, u32)>,
+}
+
+impl IdMap {
+    /// Parses /proc/PID/uid_map or gid_map text ("inside outside count" per line). `None` if a
+    /// line does not parse.
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut ranges = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let mut f = line.split_whitespace().map(|x| x.parse::<u32>().ok());
+            let (inside, outside, count) = (f.next()??, f.next()??, f.next()??);
+            ranges.push((inside, outside, count));
+        }
+        Some(IdMap { ranges })
+    }
+
+    /// Whether the map is the initial namespace's identity map (`0 0 4294967295`).
+    pub fn is_identity(&self) -> bool {
+        self.ranges == [(0, 0, u32::MAX)]
+    }
+
+    /// The id `kid` (a kernel id) as seen inside, or [`OVERFLOW_ID`].
+    pub fn map(&self, kid: u32) -> u32 {
+        for &(inside, outside, count) in &self.ranges {
+            if kid >= outside && (kid - outside) < count {
+                return inside + (kid - outside);
+            }
+        }
+        OVERFLOW_ID
+    }
+}
+
+/// The caller a dump is made for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Viewer {
+    /// The caller's thread-group id in the server's pid namespace (a process may always read
+    /// itself).
+    pub tgid: u32,
+    /// The caller's uid as the kernel knows it (SO_PEERCRED: the effective uid, which is the
+    /// filesystem uid procfs checks unless the caller changed that one alone).
+    pub uid: u32,
+    /// The caller's gid likewise.
+    pub gid: u32,
+    /// The caller's supplementary groups (kernel gids).
+    pub groups: Vec<u32>,
+    /// The caller's effective capabilities.
+    pub cap_effective: u64,
+    /// Inode number of the caller's user namespace.
+    pub userns: u32,
+    /// Whether that is the initial user namespace.
+    pub init_userns: bool,
+    /// The caller's pid namespace, when it is not the server's.
+    pub pidns: Option<PidNs>,
+    /// The caller's /proc options.
+    pub proc_mount: ProcMount,
+    /// The caller's uid map (`None`: identity).
+    pub uid_map: Option<IdMap>,
+    /// The caller's gid map (`None`: identity).
+    pub gid_map: Option<IdMap>,
+}
+
+impl Viewer {
+    /// Whether deciding visibility needs each task's ACCESS attribute.
+    pub fn needs_access(&self) -> bool {
+        self.proc_mount.hidepid != HidePid::Off || self.pidns.is_some()
+    }
+
+    /// Whether records must be rewritten for this caller at all (else they pass unchanged).
+    pub fn rewrites(&self) -> bool {
+        self.needs_access() || self.uid_map.is_some() || self.gid_map.is_some()
+    }
+
+    fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
+
+    /// `ns_capable(ns, cap)` for a user namespace known by inode number (see the module doc
+    /// for the one simplification).
+    fn capable_over(&self, cap: u32, userns: u32) -> bool {
+        self.cap_effective & (1u64 << cap) != 0 && (self.init_userns || self.userns == userns)
+    }
+
+    /// `ptrace_may_access(task, PTRACE_MODE_READ_FSCREDS)`.
+    pub fn may_ptrace_read(&self, a: &AccessRec) -> bool {
+        if a.reader_tgid == self.tgid && self.tgid != 0 {
+            return true;
+        }
+        let same_ids = [a.uid, a.euid, a.suid].iter().all(|&u| u == self.uid)
+            && [a.gid, a.egid, a.sgid].iter().all(|&g| g == self.gid);
+        if !same_ids && !self.capable_over(CAP_SYS_PTRACE, a.userns) {
+            return false;
+        }
+        if a.has_mm != 0
+            && a.dumpable != SUID_DUMP_USER
+            && !self.capable_over(CAP_SYS_PTRACE, a.mm_userns)
+        {
+            return false;
+        }
+        // cap_ptrace_access_check(): with FSCREDS the caller's effective set counts.
+        if self.userns == a.userns && a.cap_permitted & !self.cap_effective == 0 {
+            return true;
+        }
+        self.capable_over(CAP_SYS_PTRACE, a.userns)
+    }
+
+    /// `has_pid_permissions(fs_info, task, HIDEPID_NO_ACCESS)`: whether the caller may read
+    /// the task's /proc directory at all.
+    pub fn may_see(&self, a: &AccessRec) -> bool {
+        match self.proc_mount.hidepid {
+            HidePid::Off => true,
+            HidePid::Ptraceable => self.may_ptrace_read(a),
+            HidePid::NoAccess | HidePid::Invisible => {
+                self.proc_mount.gid.is_some_and(|g| self.in_group(g)) || self.may_ptrace_read(a)
+            }
+        }
+    }
+
+    /// Applies the caller's view to one task: `false` if the caller may not see it; else the
+    /// task is rewritten in place (ids mapped into the caller's user namespace, the internal
+    /// ACCESS attribute removed). A task without ACCESS (one the BPF iterator could not show,
+    /// read from /proc instead) is treated as root's with every capability when visibility
+    /// depends on it.
+    pub fn filter_task(&self, t: &mut Task) -> bool {
+        let access = t.access.take();
+        if self.proc_mount.hidepid != HidePid::Off {
+            let a = access.unwrap_or(AccessRec {
+                cap_permitted: u64::MAX,
+                userns: u32::MAX,
+                ..AccessRec::default()
+            });
+            if !self.may_see(&a) {
+                return false;
+            }
+        }
+        if let Some(c) = &mut t.cred {
+            if let Some(m) = &self.uid_map {
+                let r = &mut c.rec;
+                for u in [&mut r.uid, &mut r.euid, &mut r.suid, &mut r.fsuid] {
+                    *u = m.map(*u);
+                }
+            }
+            if let Some(m) = &self.gid_map {
+                let r = &mut c.rec;
+                for g in [&mut r.gid, &mut r.egid, &mut r.sgid, &mut r.fsgid] {
+                    *g = m.map(*g);
+                }
+                for g in &mut c.groups {
+                    *g = m.map(*g);
+                }
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(uid: u32) -> Viewer {
+        Viewer {
+            tgid: 100,
+            uid,
+            gid: uid,
+            userns: 1,
+            init_userns: true,
+            proc_mount: ProcMount {
+                hidepid: HidePid::Invisible,
+                gid: None,
+            },
+            ..Viewer::default()
+        }
+    }
+
+    fn task(uid: u32) -> AccessRec {
+        AccessRec {
+            reader_tgid: 200,
+            uid,
+            euid: uid,
+            suid: uid,
+            gid: uid,
+            egid: uid,
+            sgid: uid,
+            userns: 1,
+            mm_userns: 1,
+            has_mm: 1,
+            dumpable: SUID_DUMP_USER,
+            ..AccessRec::default()
+        }
+    }
+
+    #[test]
+    fn same_user_dumpable_task_without_capabilities_is_readable() {
+        assert!(user(1000).may_ptrace_read(&task(1000)));
+        assert!(!user(1000).may_ptrace_read(&task(1001)));
+    }
+
+    #[test]
+    fn every_one_of_the_three_uids_and_gids_must_match() {
+        let v = user(1000);
+        for i in 0..6 {
+            let mut a = task(1000);
+            let f = [
+                &mut a.uid,
+                &mut a.euid,
+                &mut a.suid,
+                &mut a.gid,
+                &mut a.egid,
+                &mut a.sgid,
+            ];
+            *f.into_iter().nth(i).unwrap() = 0;
+            assert!(!v.may_ptrace_read(&a), "field {i}");
+        }
+    }
+
+    #[test]
+    fn non_dumpable_or_capable_tasks_need_cap_sys_ptrace() {
+        let v = user(1000);
+        let mut a = task(1000);
+        a.dumpable = 0;
+        assert!(!v.may_ptrace_read(&a));
+        // A kernel thread has no mm: dumpability does not apply, but its capabilities do.
+        a.has_mm = 0;
+        assert!(v.may_ptrace_read(&a));
+        a.cap_permitted = 1 << 12;
+        assert!(!v.may_ptrace_read(&a));
+        let mut root = user(0);
+        root.cap_effective = 1 << CAP_SYS_PTRACE;
+        let mut b = task(1000);
+        b.dumpable = 2;
+        assert!(root.may_ptrace_read(&b));
+    }
+
+    #[test]
+    fn own_thread_group_is_always_readable() {
+        let v = user(1000);
+        let mut a = task(0);
+        a.dumpable = 0;
+        a.cap_permitted = u64::MAX;
+        a.reader_tgid = v.tgid;
+        assert!(v.may_ptrace_read(&a));
+    }
+
+    #[test]
+    fn another_user_namespace_blocks_the_capability_subset_rule() {
+        let mut v = user(1000);
+        v.userns = 2;
+        v.init_userns = false;
+        assert!(!v.may_ptrace_read(&task(1000)));
+    }
+
+    #[test]
+    fn hidepid_modes_and_the_gid_exemption() {
+        let mut v = user(1000);
+        let other = task(1001);
+        assert!(!v.may_see(&other));
+        v.proc_mount.gid = Some(50);
+        assert!(!v.may_see(&other));
+        v.groups = vec![50];
+        assert!(v.may_see(&other));
+        v.proc_mount.hidepid = HidePid::Ptraceable;
+        assert!(!v.may_see(&other), "ptraceable ignores gid=");
+        v.proc_mount.hidepid = HidePid::Off;
+        assert!(v.may_see(&other));
+    }
+
+    #[test]
+    fn mount_options_and_id_maps_parse() {
+        let m = ProcMount::parse_options("rw,nosuid,hidepid=invisible,gid=27").unwrap();
+        assert_eq!(m.hidepid, HidePid::Invisible);
+        assert_eq!(m.gid, Some(27));
+        assert_eq!(
+            ProcMount::parse_options("rw").unwrap(),
+            ProcMount::default()
+        );
+        assert_eq!(ProcMount::parse_options("hidepid=7"), None);
+        let id = IdMap::parse("         0          0 4294967295\n").unwrap();
+        assert!(id.is_identity());
+        let m = IdMap::parse("0 1000 1\n1 100000 65536\n").unwrap();
+        assert_eq!(m.map(1000), 0);
+        assert_eq!(m.map(100_005), 6);
+        assert_eq!(m.map(0), OVERFLOW_ID);
+        assert_eq!(IdMap::parse("0 x 1"), None);
+    }
+}

@@ -253,7 +253,7 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("taskdiag: {e:#}");
+            eprintln!("taskdiag: {}", error_chain(&e));
             ExitCode::from(if e.downcast_ref::<UsageError>().is_some() {
                 EXIT_USAGE
             } else {
@@ -334,6 +334,22 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => Err(e).context("dump failed"),
     }
+}
+
+/// An error and its causes, "outer: inner: ...", leaving out a cause whose text the message
+/// already ends with (library errors often show their source in their own text).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut s = String::new();
+    for c in e.chain() {
+        let t = c.to_string();
+        if !s.ends_with(&t) {
+            if !s.is_empty() {
+                s.push_str(": ");
+            }
+            s.push_str(&t);
+        }
+    }
+    s
 }
 
 /// Decodes whole messages and renders the events.

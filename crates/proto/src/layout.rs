@@ -302,7 +302,7 @@ wire_structs! {
         userns: u32,
         /// Inode number of the user namespace of its address space (0 without one).
         mm_userns: u32,
-        /// Inode number of the task's pid namespace.
+        /// Inode number of the task's own pid namespace (task_active_pid_ns).
         pidns: u32,
         /// Level of that pid namespace (0: the initial one).
         pidns_level: u16,

@@ -107,7 +107,14 @@ enum Backend {
     Daemon(DaemonClient),
 }
 
-/// Answers requests with one backend, loaded once.
+// A server keeps a pool of loaded dumpers and lends them to its connection threads.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Dumper>();
+};
+
+/// Answers requests with one backend, loaded once. `Send`: it may move between threads, and
+/// serves one request at a time (`&mut self`).
 pub struct Dumper {
     backend: Backend,
     /// /proc, for completing BPF records; `None` when it belongs to another pid namespace.

@@ -541,10 +541,10 @@ static __always_inline __u32 userns_inum(struct user_namespace *ns)
  * pid namespace (to complete the record from the reader's /proc).
  */
 static __always_inline bool put_access(struct out *o, struct task_struct *t, struct mm_struct *mm,
-				       __u32 reader_pid, __u32 reader_tgid, struct ns_ctx *ns)
+				       __u32 reader_pid, __u32 reader_tgid)
 {
 	const struct cred *c = t->real_cred;
-	struct pid_namespace *pns = ns->ns;
+	struct pid *tp = t->thread_pid;
 	struct td_access *a = rec_at(o, o->off + sizeof(struct td_attr));
 
 	if (!a)
@@ -560,9 +560,16 @@ static __always_inline bool put_access(struct out *o, struct task_struct *t, str
 	a->sgid = c->sgid.val;
 	a->cap_permitted = *(__u64 *)&c->cap_permitted;
 	a->userns = userns_inum(c->user_ns);
-	if (pns)
-		a->pidns = BPF_CORE_READ(pns, ns.inum);
-	a->pidns_level = ns->level;
+	if (tp) {
+		/* task_active_pid_ns(): the namespace of the task's own (deepest) number. */
+		struct upid up = {};
+		__u32 lvl = tp->level & 31;
+
+		bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&tp->numbers[lvl]));
+		if (up.ns)
+			a->pidns = BPF_CORE_READ(up.ns, ns.inum);
+		a->pidns_level = lvl;
+	}
 	if (mm) {
 		a->has_mm = 1;
 		a->mm_userns = userns_inum(mm->user_ns);
@@ -970,7 +977,7 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	if ((show & (1 << TD_GROUP_BASE)) && !put_base(&o, t, &ns, is_leader))
 		return 0;
 	forget_off(&o);
-	if (cfg_access && !put_access(&o, t, mm, reader_pid, reader_tgid, &ns))
+	if (cfg_access && !put_access(&o, t, mm, reader_pid, reader_tgid))
 		return 0;
 	forget_off(&o);
 	if ((show & (1 << TD_GROUP_CRED)) && !put_cred(&o, t))

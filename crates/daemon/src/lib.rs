@@ -1,0 +1,18 @@
+//! taskdiagd: the taskdiag protocol on a Unix socket, for callers that may not load BPF.
+//!
+//! The daemon loads the BPF task iterators once, at start, as a privileged process, then keeps
+//! none of its privileges ([`privs`]) and answers requests from any local user over a Unix
+//! stream socket ([`listen`]). Each caller is identified by the kernel ([`peer`]) and sees
+//! exactly what its own /proc would show it: its pid namespace's tasks with its pid numbers,
+//! hidepid as its /proc is mounted, ids as its user namespace maps them (`taskdiag::view`
+//! holds those rules). Requests are framed and checked in [`request`]; connections, limits and
+//! slow or vanished clients are [`server`]'s. The wire format is `taskdiag-proto`'s; the
+//! client side is `taskdiag::client`.
+//!
+//! docs/SECURITY.md describes the threat model, docs/PERMISSIONS.md the rule for each group.
+
+pub mod listen;
+pub mod peer;
+pub mod privs;
+pub mod request;
+pub mod server;

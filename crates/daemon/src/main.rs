@@ -1,0 +1,208 @@
+//! `taskdiagd`: serves the taskdiag protocol on a Unix socket (see the library's docs).
+//!
+//! This binary parses options, loads the programs, sets up the socket, drops privileges,
+//! detaches unless told not to, and hands the socket to `taskdiag_daemon::server`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use taskdiag::{client, BackendKind, Dumper};
+use taskdiag_daemon::listen::{self, Listening};
+use taskdiag_daemon::peer::OwnNamespaces;
+use taskdiag_daemon::privs;
+use taskdiag_daemon::server::{Limits, Server};
+
+const AFTER_HELP: &str = "\
+DESCRIPTION:
+  taskdiagd loads the taskdiag BPF task iterators once and answers taskdiag requests from any
+  local user on a Unix stream socket, so that unprivileged users get BPF speed. Each client is
+  identified by the kernel (SO_PEERCRED) and sees exactly what its own /proc would show it:
+  only its pid namespace, with its pid numbers; tasks hidden by its /proc's hidepid= option
+  stay hidden; uids and gids as its user namespace maps them. Clients use it with
+  `taskdiag dump --backend daemon`, or with any taskdiag tool under TASKDIAG_BACKEND=daemon;
+  `--backend auto` uses it when the caller may not load BPF.
+
+  After loading, taskdiagd drops every capability (and switches to --user if given). It
+  needs CAP_BPF and CAP_PERFMON (or root) only to start.
+
+SOCKET:
+  With systemd socket activation (contrib/taskdiagd.socket) the socket comes from systemd.
+  Otherwise taskdiagd creates --socket (mode 0666), replacing a stale socket file but never a
+  live one, and removes it on SIGTERM or SIGINT.
+
+EXIT STATUS:
+  0 stopped by SIGTERM or SIGINT; 1 could not start (the message says why).
+
+EXAMPLES:
+  taskdiagd                                  # detach, listen on /run/taskdiag.sock
+  taskdiagd --foreground --socket /tmp/td.sock --verbose
+  taskdiag dump --backend daemon --socket /tmp/td.sock --groups base,cred
+
+SEE ALSO:
+  taskdiag(1), proc(5) (hidepid=), docs/SECURITY.md, docs/PERMISSIONS.md";
+
+/// Serve taskdiag requests to unprivileged users, with procfs-equivalent permissions.
+#[derive(Parser)]
+#[command(name = "taskdiagd", version, about, after_help = AFTER_HELP)]
+struct Args {
+    /// Stay in the foreground (for systemd and tests); log to standard error.
+    #[arg(long, short = 'f')]
+    foreground: bool,
+    /// The socket to listen on (ignored under socket activation).
+    #[arg(long, value_name = "PATH", default_value = client::DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// Switch to this user after loading (recommended outside systemd, e.g. nobody).
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+    /// Loaded program sets, i.e. requests answered at the same time [default: CPUs, at most 8].
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+    /// Connections open at once, all users together.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_clients)]
+    max_clients: usize,
+    /// Connections open at once per uid.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_clients_per_uid)]
+    max_clients_per_uid: usize,
+    /// Requests answered at once per uid (more wait their turn).
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_requests_per_uid)]
+    max_requests_per_uid: usize,
+    /// Seconds a client may take to send a request, stay idle, or leave a write blocked.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    timeout: u64,
+    /// MiB of responses held in memory for slow readers, all clients together.
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    buffer_limit: usize,
+    /// Log each client (pid, uid, namespace, /proc options) and errors.
+    #[arg(long, short = 'v')]
+    verbose: bool,
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
+        }
+    };
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("taskdiagd: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(a: Args) -> anyhow::Result<()> {
+    if a.workers == Some(0) || a.max_clients == 0 || a.max_requests_per_uid == 0 {
+        bail!("--workers, --max-clients and --max-requests-per-uid must be at least 1");
+    }
+    let workers = a.workers.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(8)
+    });
+    // Everything privileged first, while this is the only thread.
+    let user = a.user.as_deref().map(privs::lookup_user).transpose()?;
+    let own = OwnNamespaces::read().context("reading /proc/self/ns")?;
+    let mut dumpers = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        dumpers.push(
+            Dumper::open_for(BackendKind::Bpf, taskdiag::proto::SHOW_SUPPORTED)
+                .context("loading the BPF programs (taskdiagd needs CAP_BPF and CAP_PERFMON)")?,
+        );
+    }
+    let Listening { listener, created } = match listen::activated()? {
+        Some(l) => Listening {
+            listener: l,
+            created: None,
+        },
+        None => listen::bind(&a.socket)?,
+    };
+    privs::drop_privileges(user).context("dropping privileges")?;
+    if !a.foreground {
+        detach().context("detaching")?;
+    }
+    handle_signals(created.clone()).context("setting up signal handling")?;
+    let limits = Limits {
+        max_clients: a.max_clients,
+        max_clients_per_uid: a.max_clients_per_uid,
+        max_requests_per_uid: a.max_requests_per_uid,
+        timeout: Duration::from_secs(a.timeout.max(1)),
+        buffer_limit: a.buffer_limit << 20,
+    };
+    if a.verbose {
+        eprintln!(
+            "taskdiagd: listening on {} with {workers} workers",
+            created
+                .as_deref()
+                .unwrap_or(std::path::Path::new("a socket-activated descriptor"))
+                .display()
+        );
+    }
+    listen::notify_ready();
+    Server::new(listener, dumpers, limits, own, a.verbose)
+        .run()
+        .context("accepting connections")
+}
+
+/// Forks; the parent exits, the child leaves the session and the terminal.
+fn detach() -> std::io::Result<()> {
+    // SAFETY: the process is single-threaded here, so fork() is safe; the child continues
+    // with the same memory, the parent exits at once without running destructors.
+    match unsafe { libc::fork() } {
+        -1 => return Err(std::io::Error::last_os_error()),
+        0 => {}
+        _ => std::process::exit(0),
+    }
+    // SAFETY: plain system calls; the descriptors are replaced by /dev/null.
+    unsafe {
+        libc::setsid();
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+        libc::chdir(c"/".as_ptr());
+    }
+    Ok(())
+}
+
+/// SIGTERM, SIGINT and SIGHUP end the daemon cleanly (removing the socket it created). They
+/// are blocked in every thread and taken by one thread with sigwait().
+fn handle_signals(created: Option<PathBuf>) -> std::io::Result<()> {
+    // SAFETY: sigset operations on a local set; pthread_sigmask on this (the only) thread, so
+    // every later thread inherits the mask.
+    let set = unsafe {
+        let mut set = std::mem::zeroed::<libc::sigset_t>();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        let r = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        if r != 0 {
+            return Err(std::io::Error::from_raw_os_error(r));
+        }
+        set
+    };
+    std::thread::Builder::new()
+        .name("taskdiagd-signals".into())
+        .spawn(move || {
+            let mut sig = 0;
+            // SAFETY: `set` is an initialized signal set and `sig` a writable int.
+            unsafe { libc::sigwait(&set, &mut sig) };
+            if let Some(p) = created {
+                let _ = std::fs::remove_file(p);
+            }
+            std::process::exit(0);
+        })?;
+    Ok(())
+}

@@ -1,0 +1,283 @@
+//! Who is on the other end of a connection, as the kernel says, and what its /proc would show.
+//!
+//! Identity comes only from the kernel: SO_PEERCRED (pid, uid, gid at connect()), SO_PEERGROUPS
+//! (supplementary groups) and SO_PEERPIDFD (a pidfd for that process, Linux 6.5+). Nothing the
+//! client writes is trusted. The rest of the caller's view is read from its own entries:
+//! namespaces and capabilities from the task iterator (the daemon's `identify`), the options of
+//! the /proc mounted in its mount namespace from /proc/PID/mountinfo, its id maps from
+//! /proc/PID/uid_map and gid_map. Those files are read by pid, so after reading them the pidfd
+//! must show the process still alive: a pid is only reused after its process is gone.
+//! Applying the view to records is `taskdiag::view`'s job.
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+
+use taskdiag::proto::task::Task;
+use taskdiag::view::{IdMap, ProcMount, Viewer};
+use taskdiag::PidNs;
+
+/// SO_PEERGROUPS (asm-generic/socket.h), in case libc lacks it.
+const SO_PEERGROUPS: libc::c_int = 59;
+/// SO_PEERPIDFD (Linux 6.5).
+const SO_PEERPIDFD: libc::c_int = 77;
+
+/// Errors identifying a peer. Each names the pid or file involved.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    /// A getsockopt() on the connection failed.
+    #[error("reading the peer's credentials ({what}): {source}")]
+    Sockopt {
+        /// The option.
+        what: &'static str,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// The peer is in a pid namespace the daemon cannot see.
+    #[error("the client's process is not visible in the daemon's pid namespace")]
+    Invisible,
+    /// The peer exited while it was being identified.
+    #[error("client process {pid} exited while it was being identified")]
+    Gone {
+        /// Its pid.
+        pid: u32,
+    },
+    /// One of the peer's /proc files could not be read.
+    #[error("{path}: {source}")]
+    Proc {
+        /// The file.
+        path: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// One of the peer's /proc files did not parse.
+    #[error("{path}: unexpected format")]
+    Format {
+        /// The file.
+        path: String,
+    },
+}
+
+/// A connected client, as the kernel identifies it.
+#[derive(Debug)]
+pub struct Peer {
+    /// Its thread-group id in the daemon's pid namespace.
+    pub pid: u32,
+    /// Its effective uid at connect() (in the daemon's user namespace).
+    pub uid: u32,
+    /// Its effective gid at connect().
+    pub gid: u32,
+    /// Its supplementary groups at connect().
+    pub groups: Vec<u32>,
+    pidfd: Option<OwnedFd>,
+}
+
+fn sockopt<T>(fd: i32, opt: libc::c_int, what: &'static str, v: &mut T) -> Result<u32, PeerError> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `v` is a valid, writable T of `len` bytes; the kernel writes at most `len` bytes
+    // and reports how many it wrote.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            (v as *mut T).cast::<libc::c_void>(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(PeerError::Sockopt {
+            what,
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok(len)
+}
+
+impl Peer {
+    /// The peer of a connected Unix stream socket.
+    pub fn of(sock: &UnixStream) -> Result<Peer, PeerError> {
+        let fd = sock.as_raw_fd();
+        let mut cred = libc::ucred {
+            pid: 0,
+            uid: 0,
+            gid: 0,
+        };
+        sockopt(fd, libc::SO_PEERCRED, "SO_PEERCRED", &mut cred)?;
+        if cred.pid <= 0 {
+            return Err(PeerError::Invisible);
+        }
+        let mut groups = [0u32; 1024];
+        let mut len = std::mem::size_of_val(&groups) as libc::socklen_t;
+        // SAFETY: `groups` is writable for `len` bytes; the kernel reports the length used (or
+        // ERANGE with the length needed, which we treat as an error).
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                SO_PEERGROUPS,
+                groups.as_mut_ptr().cast::<libc::c_void>(),
+                &mut len,
+            )
+        };
+        let groups = if r == 0 {
+            groups[..(len as usize / 4).min(groups.len())].to_vec()
+        } else {
+            return Err(PeerError::Sockopt {
+                what: "SO_PEERGROUPS",
+                source: io::Error::last_os_error(),
+            });
+        };
+        let mut pidfd: libc::c_int = -1;
+        let pidfd = match sockopt(fd, SO_PEERPIDFD, "SO_PEERPIDFD", &mut pidfd) {
+            // SAFETY: a successful SO_PEERPIDFD returns a new file descriptor that we own.
+            Ok(_) if pidfd >= 0 => Some(unsafe { OwnedFd::from_raw_fd(pidfd) }),
+            // Before 6.5: a pidfd opened now. The pid could have been reused since connect()
+            // only if the client exited, and then the connection is dead anyway.
+            _ => pidfd_open(cred.pid as u32),
+        };
+        Ok(Peer {
+            pid: cred.pid as u32,
+            uid: cred.uid,
+            gid: cred.gid,
+            groups,
+            pidfd,
+        })
+    }
+
+    /// Whether the peer process still exists (so what was read by its pid was its own).
+    pub fn alive(&self) -> bool {
+        match &self.pidfd {
+            // SAFETY: signal 0 only checks that the process exists; the pidfd is ours.
+            Some(fd) => unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    0,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                ) == 0
+            },
+            None => false,
+        }
+    }
+
+    fn read(&self, file: &str) -> Result<String, PeerError> {
+        let path = format!("/proc/{}/{file}", self.pid);
+        fs::read_to_string(&path).map_err(|source| PeerError::Proc { path, source })
+    }
+
+    /// The peer's view: `me` is the task record of the peer from the daemon's iterator
+    /// (`Dumper::identify`), `own` the daemon's own namespaces.
+    pub fn viewer(&self, me: &Task, own: &OwnNamespaces) -> Result<Viewer, PeerError> {
+        let access = me.access.ok_or(PeerError::Gone { pid: self.pid })?;
+        let cap_effective = me.cred.as_ref().map_or(0, |c| c.rec.cap_effective);
+        let mountinfo = self.read("mountinfo")?;
+        let proc_mount = proc_mount(&mountinfo).ok_or_else(|| PeerError::Format {
+            path: format!("/proc/{}/mountinfo", self.pid),
+        })?;
+        let map = |file: &str| -> Result<Option<IdMap>, PeerError> {
+            let text = self.read(file)?;
+            let m = IdMap::parse(&text).ok_or_else(|| PeerError::Format {
+                path: format!("/proc/{}/{file}", self.pid),
+            })?;
+            Ok((!m.is_identity()).then_some(m))
+        };
+        let (uid_map, gid_map) = (map("uid_map")?, map("gid_map")?);
+        if !self.alive() {
+            return Err(PeerError::Gone { pid: self.pid });
+        }
+        Ok(Viewer {
+            tgid: self.pid,
+            uid: self.uid,
+            gid: self.gid,
+            groups: self.groups.clone(),
+            cap_effective,
+            userns: access.userns,
+            init_userns: access.userns == own.userns,
+            pidns: (access.pidns != own.pidns).then_some(PidNs {
+                inum: access.pidns,
+                level: u32::from(access.pidns_level),
+            }),
+            proc_mount,
+            uid_map,
+            gid_map,
+        })
+    }
+}
+
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    // SAFETY: a non-negative return is a new descriptor that we own.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The daemon's own namespaces, to tell whether a client shares them.
+#[derive(Debug, Clone, Copy)]
+pub struct OwnNamespaces {
+    /// Inode number of the daemon's pid namespace.
+    pub pidns: u32,
+    /// Inode number of its user namespace.
+    pub userns: u32,
+}
+
+impl OwnNamespaces {
+    /// Reads them from /proc/self/ns.
+    pub fn read() -> io::Result<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let ino = |p: &str| fs::metadata(p).map(|m| m.ino() as u32);
+        Ok(OwnNamespaces {
+            pidns: ino("/proc/self/ns/pid")?,
+            userns: ino("/proc/self/ns/user")?,
+        })
+    }
+}
+
+/// The options of the procfs mounted on /proc in a mountinfo listing (the last such mount, the
+/// one on top). No procfs on /proc: default options. `None` if the listing does not parse.
+pub fn proc_mount(mountinfo: &str) -> Option<ProcMount> {
+    let mut found = ProcMount::default();
+    for line in mountinfo.lines() {
+        // id parent major:minor root mountpoint options [optional...] - fstype source superopts
+        let (pre, post) = line.split_once(" - ")?;
+        let mount_point = pre.split(' ').nth(4)?;
+        let mut post = post.split(' ');
+        let (fstype, _source, superopts) = (post.next()?, post.next()?, post.next()?);
+        if mount_point == "/proc" && fstype == "proc" {
+            found = ProcMount::parse_options(superopts)?;
+        }
+    }
+    Some(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use taskdiag::view::HidePid;
+
+    #[test]
+    fn the_topmost_proc_mount_decides() {
+        let mi = "22 27 0:21 / /proc rw,relatime - proc proc rw\n\
+                  30 22 0:40 / /proc/sys/fs/binfmt_misc rw - binfmt_misc binfmt_misc rw\n\
+                  41 22 0:45 / /proc rw,nosuid - proc proc rw,hidepid=invisible,gid=27\n";
+        let m = proc_mount(mi).unwrap();
+        assert_eq!(m.hidepid, HidePid::Invisible);
+        assert_eq!(m.gid, Some(27));
+        assert_eq!(proc_mount("").unwrap(), ProcMount::default());
+        assert_eq!(proc_mount("garbage"), None);
+    }
+
+    #[test]
+    fn a_connected_socket_names_this_process() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let p = Peer::of(&a).unwrap();
+        assert_eq!(p.pid, std::process::id());
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(p.uid, unsafe { libc::geteuid() });
+        assert!(p.alive());
+    }
+}

@@ -148,21 +148,19 @@ impl Peer {
         })
     }
 
-    /// Whether the peer process still exists (so what was read by its pid was its own).
+    /// Whether the peer process still exists (so what was read by its pid was its own). A
+    /// pidfd becomes readable when its process exits; polling it needs no permission over the
+    /// process (signal 0 would, and the daemon has none).
     pub fn alive(&self) -> bool {
-        match &self.pidfd {
-            // SAFETY: signal 0 only checks that the process exists; the pidfd is ours.
-            Some(fd) => unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    fd.as_raw_fd(),
-                    0,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0,
-                ) == 0
-            },
-            None => false,
-        }
+        let Some(fd) = &self.pidfd else { return false };
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, zero timeout.
+        let r = unsafe { libc::poll(&mut p, 1, 0) };
+        r == 0
     }
 
     fn read(&self, file: &str) -> Result<String, PeerError> {

@@ -111,7 +111,13 @@ pub fn drop_privileges(user: Option<(u32, u32)>) -> Result<(), PrivError> {
     // SAFETY: prctl with integer arguments.
     unsafe {
         check(
-            libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) as _,
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            ) as _,
             "prctl(PR_CAP_AMBIENT_CLEAR_ALL)",
         )?;
         check(

@@ -122,7 +122,10 @@ mod tests {
             b[..4].copy_from_slice(&len.to_ne_bytes());
             let (n, f) = next_frame(&b).unwrap();
             assert_eq!(n, b.len());
-            assert!(matches!(f, Frame::Invalid { fatal: true, .. }), "{len}: {f:?}");
+            assert!(
+                matches!(f, Frame::Invalid { fatal: true, .. }),
+                "{len}: {f:?}"
+            );
         }
     }
 

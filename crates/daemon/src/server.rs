@@ -131,7 +131,12 @@ impl Server {
                 Ok(c) => c,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // Out of descriptors or memory: wait for connections to end, do not spin.
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)) => {
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)
+                    ) =>
+                {
                     eprintln!("taskdiagd: accept: {e}");
                     std::thread::sleep(Duration::from_millis(100));
                     continue;
@@ -334,7 +339,9 @@ struct Lent<'a> {
 
 impl Lent<'_> {
     fn get(&mut self) -> &mut Dumper {
-        self.d.as_mut().expect("a lent dumper is present until dropped")
+        self.d
+            .as_mut()
+            .expect("a lent dumper is present until dropped")
     }
 }
 
@@ -395,7 +402,11 @@ fn serve_admitted(conn: &UnixStream, peer: &Peer, sh: &Shared) -> anyhow::Result
         let me = match me {
             Ok(t) => t,
             Err(Error::NoSuchTask { .. }) => {
-                refuse(conn, libc::ESRCH, "the client's process is not visible to the task iterator");
+                refuse(
+                    conn,
+                    libc::ESRCH,
+                    "the client's process is not visible to the task iterator",
+                );
                 anyhow::bail!("not visible to the task iterator");
             }
             Err(e) => {
@@ -417,7 +428,10 @@ fn serve_admitted(conn: &UnixStream, peer: &Peer, sh: &Shared) -> anyhow::Result
             peer.pid,
             peer.uid,
             peer.gid,
-            viewer.pidns.map_or("shared".into(), |n| format!("{} (level {})", n.inum, n.level)),
+            viewer.pidns.map_or("shared".into(), |n| format!(
+                "{} (level {})",
+                n.inum, n.level
+            )),
             viewer.proc_mount
         );
     }

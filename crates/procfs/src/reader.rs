@@ -5,7 +5,8 @@
 //! descriptor stays bound to the task it was opened for, and reading it after that task has died
 //! fails with ESRCH. So if the pid was reused between two opens, the read of the first file
 //! fails and the task is skipped as gone: one message never mixes two tasks. Tasks that vanish
-//! mid-dump are skipped, like `readdir(/proc)` does.
+//! mid-dump are skipped, like `readdir(/proc)` does; so are tasks whose files /proc refuses to
+//! show us (`hidepid=noaccess`).
 //!
 //! Namespaces: ids in /proc are those of the pid namespace /proc was mounted for. [`ProcReader::open`]
 //! refuses a /proc that belongs to another namespace than the caller's (the seed-002 pitfall:
@@ -231,8 +232,14 @@ fn list_numeric(dir: &OwnedFd, buf: &mut Vec<u8>, out: &mut Vec<u32>) -> io::Res
     }
 }
 
+/// Whether a task's /proc file failed because the task is not there for us: it exited
+/// (ENOENT, ESRCH), or /proc hides it from us (EPERM, EACCES: `hidepid=noaccess` lists other
+/// users' directories but refuses their contents). Either way the task is skipped, as ps does.
 fn is_gone(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH))
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOENT) | Some(libc::ESRCH) | Some(libc::EPERM) | Some(libc::EACCES)
+    )
 }
 
 /// Per-worker buffers, reused from task to task.

@@ -1,0 +1,137 @@
+//! Starting daemons and running clients for the tests.
+
+#![allow(dead_code)]
+
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The daemon binary cargo built for these tests.
+pub const DAEMON: &str = env!("CARGO_BIN_EXE_taskdiagd");
+
+/// The taskdiag CLI, built by the workspace (`cargo test --workspace` builds it first; a test
+/// run of this crate alone builds it on demand).
+pub fn cli() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/taskdiag");
+    if !p.exists() {
+        let s = Command::new(env!("CARGO"))
+            .args(["build", "--release", "-p", "taskdiag-cli"])
+            .status()
+            .expect("cargo build");
+        assert!(s.success(), "building the taskdiag CLI");
+    }
+    p
+}
+
+/// An unprivileged user the tests run clients as.
+pub const USER: &str = "taskdiag-test";
+/// A second unprivileged user, owner of "another user's" processes.
+pub const OTHER: &str = "taskdiag-other";
+
+/// The uid of `name`, creating the (system, no home, no shell) user if missing.
+pub fn user(name: &str) -> u32 {
+    let id = || Command::new("id").args(["-u", name]).output().expect("id");
+    let mut o = id();
+    if !o.status.success() {
+        // Concurrent tests may race to create it; whoever loses sees it exist.
+        let _ = Command::new("useradd")
+            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+            .status();
+        o = id();
+    }
+    assert!(o.status.success(), "user {name} missing and useradd failed");
+    String::from_utf8_lossy(&o.stdout).trim().parse().expect("uid")
+}
+
+/// `prog` run as `name` with no capabilities (setpriv).
+pub fn as_user(name: &str, prog: impl AsRef<std::ffi::OsStr>) -> Command {
+    user(name);
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid", name, "--regid", name, "--init-groups", "--inh-caps=-all", "--"]);
+    c.arg(prog);
+    c
+}
+
+/// A running daemon on a private socket; killed (by pid) and its socket removed on drop.
+pub struct Daemon {
+    pub child: Child,
+    pub socket: PathBuf,
+    dir: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `taskdiagd --foreground --socket <private path>` with `extra` options and waits
+    /// until the socket answers.
+    pub fn start(extra: &[&str]) -> Daemon {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("taskdiagd-test-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        // Unprivileged clients must reach the socket.
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        let socket = dir.join("taskdiag.sock");
+        let child = Command::new(DAEMON)
+            .arg("--foreground")
+            .arg("--socket")
+            .arg(&socket)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start taskdiagd");
+        let d = Daemon { child, socket, dir };
+        let t0 = Instant::now();
+        while UnixStream::connect(&d.socket).is_err() {
+            assert!(t0.elapsed() < Duration::from_secs(20), "taskdiagd did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d
+    }
+
+    /// The daemon's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A `/proc/<daemon>/status` field (e.g. "VmRSS", "VmHWM"), in kB.
+    pub fn status_kb(&self, field: &str) -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("status");
+        s.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("status field")
+    }
+
+    /// Open descriptors of the daemon.
+    pub fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .expect("fd dir")
+            .count()
+    }
+
+    /// `taskdiag dump --backend daemon --socket <ours> <args>` run by `cmd` (a Command made by
+    /// [`as_user`], or the CLI directly).
+    pub fn dump_args(&self, args: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = vec!["dump".into(), "--backend".into(), "daemon".into()];
+        v.push("--socket".into());
+        v.push(self.socket.display().to_string());
+        v.extend(args.iter().map(|s| s.to_string()));
+        v
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs `c`, returning its output.
+pub fn output(c: &mut Command) -> Output {
+    c.output().expect("run command")
+}

@@ -5,3 +5,5 @@
 //! test one subject each.
 
 mod harness;
+mod permissions;
+mod robust;

@@ -23,13 +23,14 @@ test:
 	$(CARGO) test --workspace --release
 	./target/release/taskdiag bench --quick
 
-# Coverage-guided fuzzing of the decoder and request parser (stable Rust; cargo-fuzz is
+# Coverage-guided fuzzing of the decoder, the request parser and taskdiagd's request framing (stable Rust; cargo-fuzz is
 # installed on first use). FUZZ_SECONDS per target.
 FUZZ_SECONDS ?= 60
 fuzz:
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && $(CARGO) fuzz run -s none decode_stream -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096
 	cd fuzz && $(CARGO) fuzz run -s none parse_request -- -max_total_time=$(FUZZ_SECONDS)
+	cd fuzz && $(CARGO) fuzz run -s none daemon_request -- -max_total_time=$(FUZZ_SECONDS) -max_len=8192
 
 clean:
 	$(CARGO) clean

@@ -6,4 +6,5 @@
 
 mod harness;
 mod permissions;
+mod privs;
 mod robust;

@@ -51,6 +51,23 @@ enum Format {
     Json,
 }
 
+/// Arguments of the hidden `bench-clients`.
+#[derive(clap::Args)]
+pub struct ClientsArgs {
+    /// Concurrent clients, each on its own connection.
+    #[arg(long, default_value_t = 10)]
+    clients: usize,
+    /// Requests per client.
+    #[arg(long, default_value_t = 1)]
+    requests: usize,
+    /// Groups each request asks for.
+    #[arg(long, default_value = "base,cred")]
+    groups: String,
+    /// The daemon's socket.
+    #[arg(long)]
+    socket: std::path::PathBuf,
+}
+
 /// Arguments of the hidden `bench-loop`.
 #[derive(clap::Args)]
 pub struct LoopArgs {
@@ -336,6 +353,160 @@ fn rows(exe: &str, per_thread: bool) -> Vec<Row> {
     ]
 }
 
+/// The unprivileged user the daemon rows run as (`nobody` exists everywhere; its id is the
+/// overflow id on Debian and most distributions).
+const BENCH_UID: &str = "65534";
+
+/// Rows that need a running taskdiagd; `daemon` is its socket.
+fn daemon_rows(exe: &str, per_thread: bool, socket: &str) -> Vec<Row> {
+    let setpriv = which("setpriv");
+    let as_nobody = |v: &[&str]| -> Option<Vec<String>> {
+        let sp = setpriv.clone()?;
+        let mut a = vec![
+            sp,
+            "--reuid".into(),
+            BENCH_UID.into(),
+            "--regid".into(),
+            BENCH_UID.into(),
+            "--clear-groups".into(),
+            "--inh-caps=-all".into(),
+            "--".into(),
+        ];
+        a.extend(v.iter().map(|x| x.to_string()));
+        Some(a)
+    };
+    let sel = if per_thread { "--all-threads" } else { "--all" };
+    let all = if per_thread { " --all-threads" } else { "" };
+    let dump = |backend: &str| {
+        as_nobody(&[
+            exe,
+            "dump",
+            sel,
+            "--groups",
+            "base,cred",
+            "--format",
+            "raw",
+            "--backend",
+            backend,
+            "--socket",
+            socket,
+        ])
+    };
+    let clients = |n: &str| {
+        as_nobody(&[
+            exe,
+            "bench-clients",
+            "--clients",
+            n,
+            "--groups",
+            "base,cred",
+            "--socket",
+            socket,
+        ])
+    };
+    vec![
+        row(
+            "U1",
+            &format!("taskdiag procfs base,cred{all}, as nobody"),
+            dump("procfs"),
+            Some("P5"),
+        ),
+        row(
+            "S1",
+            &format!("taskdiag daemon base,cred{all}, as nobody"),
+            dump("daemon"),
+            Some("U1"),
+        ),
+        // The same, compared with the in-process BPF dump as root.
+        row(
+            "S2",
+            &format!("taskdiag daemon base,cred{all}, as nobody (vs bpf as root)"),
+            dump("daemon"),
+            Some("B1"),
+        ),
+        row(
+            "S10",
+            "10 concurrent daemon clients, base,cred each, as nobody",
+            clients("10"),
+            Some("S1"),
+        ),
+        row(
+            "S100",
+            "100 concurrent daemon clients, base,cred each, as nobody",
+            clients("100"),
+            Some("S1"),
+        ),
+    ]
+}
+
+/// A taskdiagd started for the daemon rows; killed (by pid) when dropped.
+struct BenchDaemon {
+    child: std::process::Child,
+    socket: std::path::PathBuf,
+}
+
+impl BenchDaemon {
+    fn start(exe: &str) -> anyhow::Result<BenchDaemon> {
+        let bin = std::path::Path::new(exe).with_file_name("taskdiagd");
+        let socket =
+            std::env::temp_dir().join(format!("taskdiag-bench-{}.sock", std::process::id()));
+        let child = std::process::Command::new(&bin)
+            .arg("--foreground")
+            .arg("--socket")
+            .arg(&socket)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let d = BenchDaemon { child, socket };
+        let t0 = std::time::Instant::now();
+        while std::os::unix::net::UnixStream::connect(&d.socket).is_err() {
+            anyhow::ensure!(
+                t0.elapsed() < std::time::Duration::from_secs(30),
+                "taskdiagd did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(d)
+    }
+}
+
+impl Drop for BenchDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// Runs `--clients` concurrent daemon clients, each sending `--requests` ALL requests, and
+/// checks every response ended with DONE and no error.
+pub fn bench_clients(a: ClientsArgs) -> anyhow::Result<ExitCode> {
+    let show = crate::parse_groups(&a.groups)?;
+    let req = taskdiag::Request::new(taskdiag::Strategy::All, 0, show);
+    let handles: Vec<_> = (0..a.clients.max(1))
+        .map(|_| {
+            let socket = a.socket.clone();
+            std::thread::spawn(move || -> anyhow::Result<u64> {
+                let mut c = taskdiag::client::DaemonClient::connect(&socket)?;
+                let mut n = 0;
+                for _ in 0..a.requests.max(1) {
+                    n += c.dump(&req, &mut |_| Ok(()))?;
+                }
+                Ok(n)
+            })
+        })
+        .collect();
+    let mut tasks = 0;
+    for h in handles {
+        tasks += h
+            .join()
+            .map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
+    }
+    anyhow::ensure!(tasks > 0, "no tasks reported");
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Rows of the scaling curves unless --rows says otherwise: the floor loops, taskdiag, and ps
 /// (the slow tools would take minutes at 100,000 tasks).
 const SCALE_ROWS: [&str; 10] = ["P1", "P2", "P4", "P5", "B1", "B2", "F1", "F3", "T1", "D1"];
@@ -369,11 +540,25 @@ fn measure_at(
     let spawned = spawn::Spawned::new(procs, threads)
         .with_context(|| format!("spawning {procs} processes (needs root to raise pid_max)"))?;
     let in_proc = tasks_in_proc();
-    let rows: Vec<Row> = rows(exe, threads > 1)
+    let wants_daemon = only.is_none_or(|o| o.iter().any(|k| k.starts_with(['S', 'U'])));
+    let daemon = if wants_daemon {
+        Some(BenchDaemon::start(exe)?)
+    } else {
+        None
+    };
+    let socket = daemon
+        .as_ref()
+        .map_or(String::new(), |d| d.socket.display().to_string());
+    let mut all = rows(exe, threads > 1);
+    if daemon.is_some() {
+        all.extend(daemon_rows(exe, threads > 1, &socket));
+    }
+    let rows: Vec<Row> = all
         .into_iter()
         .filter(|r| only.is_none_or(|o| o.contains(&r.key.as_str())))
         .collect();
     let results = run_rows(rows, runs, warmup, perf && which("perf").is_some(), &STOP);
+    drop(daemon);
     drop(spawned);
     anyhow::ensure!(
         !STOP.load(Ordering::Relaxed),

@@ -50,6 +50,9 @@ enum Cmd {
     /// The /proc baseline loop used by `bench` (internal).
     #[command(hide = true)]
     BenchLoop(bench::LoopArgs),
+    /// Concurrent daemon clients used by `bench` (internal).
+    #[command(hide = true)]
+    BenchClients(bench::ClientsArgs),
     /// Report a snapshot of the current processes (procps ps options; `ps --help`).
     #[command(disable_help_flag = true)]
     Ps(ToolArgs),
@@ -238,6 +241,7 @@ fn main() -> ExitCode {
         Cmd::Decode(a) => decode(a),
         Cmd::Bench(a) => bench::bench(a),
         Cmd::BenchLoop(a) => bench::bench_loop(a),
+        Cmd::BenchClients(a) => bench::bench_clients(a),
         Cmd::Ps(a) => return run_tool(taskdiag_tools::ps::ps_main, &a.args),
         Cmd::Pstree(a) => return run_tool(taskdiag_tools::pstree::pstree_main, &a.args),
         Cmd::Pgrep(a) => return run_tool(taskdiag_tools::pgrep::pgrep_main, &a.args),

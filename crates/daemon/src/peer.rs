@@ -8,6 +8,25 @@
 //! /proc/PID/uid_map and gid_map. Those files are read by pid, so after reading them the pidfd
 //! must show the process still alive: a pid is only reused after its process is gone.
 //! Applying the view to records is `taskdiag::view`'s job.
+//!
+//! Two things the kernel does not hand over at connect() are checked rather than assumed:
+//!
+//! * **Capabilities** come from the iterator's record of the peer, read when the connection is
+//!   served, which may be well after connect() (a connection waits in the listen backlog until
+//!   it is accepted). A client that connects and then executes a set-user-ID program would
+//!   otherwise be served with that program's capabilities under its own connect-time uid. So
+//!   the record's effective uid and gid must still be those SO_PEERCRED reported; if they
+//!   changed, the connection is refused.
+//! * **The /proc options** are those of the procfs on the peer's /proc, but a procfs instance
+//!   belongs to one pid namespace, and a caller in a user namespace of its own can have a
+//!   mount namespace of its own with, on /proc, a procfs of another (say, empty) pid namespace
+//!   mounted without hidepid, while the daemon answers in the caller's own pid namespace. Such a
+//!   mount's options say nothing about what the caller may see there. They are trusted when the
+//!   caller is in the daemon's user namespace (its mount namespace can then only have been set
+//!   up by privileged processes) or when the mount is the very procfs instance the daemon's own
+//!   /proc is (same device: same instance, the daemon's pid namespace); otherwise the caller is
+//!   served as under `hidepid=ptraceable`, the strictest mode: what any /proc of its pid
+//!   namespace would show it.
 
 use std::fs;
 use std::io;
@@ -15,7 +34,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
 use taskdiag::proto::task::Task;
-use taskdiag::view::{IdMap, ProcMount, Viewer};
+use taskdiag::view::{HidePid, IdMap, ProcMount, Viewer};
 use taskdiag::PidNs;
 
 /// SO_PEERGROUPS (asm-generic/socket.h), in case libc lacks it.
@@ -58,6 +77,24 @@ pub enum PeerError {
     Format {
         /// The file.
         path: String,
+    },
+    /// The peer's credentials are no longer those it connected with (it executed a
+    /// set-user-ID or set-group-ID program, or changed ids, since connect()).
+    #[error(
+        "client process {pid} changed its credentials since it connected (uid {uid} gid {gid} \
+         at connect(), euid {euid} egid {egid} now); connect again"
+    )]
+    CredentialsChanged {
+        /// Its pid.
+        pid: u32,
+        /// Effective uid at connect().
+        uid: u32,
+        /// Effective gid at connect().
+        gid: u32,
+        /// Effective uid now.
+        euid: u32,
+        /// Effective gid now.
+        egid: u32,
     },
 }
 
@@ -172,11 +209,35 @@ impl Peer {
     /// (`Dumper::identify`), `own` the daemon's own namespaces.
     pub fn viewer(&self, me: &Task, own: &OwnNamespaces) -> Result<Viewer, PeerError> {
         let access = me.access.ok_or(PeerError::Gone { pid: self.pid })?;
-        let cap_effective = me.cred.as_ref().map_or(0, |c| c.rec.cap_effective);
+        // The capabilities of the process now are those it connected with only if it has not
+        // executed a set-user-ID or set-group-ID program meanwhile (see the module doc). Without
+        // a CRED record, no capabilities.
+        let cap_effective = match me.cred.as_ref() {
+            Some(c) if c.rec.euid != self.uid || c.rec.egid != self.gid => {
+                return Err(PeerError::CredentialsChanged {
+                    pid: self.pid,
+                    uid: self.uid,
+                    gid: self.gid,
+                    euid: c.rec.euid,
+                    egid: c.rec.egid,
+                })
+            }
+            Some(c) => c.rec.cap_effective,
+            None => 0,
+        };
+        let init_userns = access.userns == own.userns;
         let mountinfo = self.read("mountinfo")?;
-        let proc_mount = proc_mount(&mountinfo).ok_or_else(|| PeerError::Format {
-            path: format!("/proc/{}/mountinfo", self.pid),
-        })?;
+        let (mut proc_mount, proc_dev) =
+            topmost_proc(&mountinfo).ok_or_else(|| PeerError::Format {
+                path: format!("/proc/{}/mountinfo", self.pid),
+            })?;
+        if !init_userns && (proc_dev.is_none() || proc_dev != own.proc_dev) {
+            // A /proc the caller's own user namespace may have put there (see the module doc).
+            proc_mount = ProcMount {
+                hidepid: HidePid::Ptraceable,
+                gid: None,
+            };
+        }
         let map = |file: &str| -> Result<Option<IdMap>, PeerError> {
             let text = self.read(file)?;
             let m = IdMap::parse(&text).ok_or_else(|| PeerError::Format {
@@ -195,7 +256,7 @@ impl Peer {
             groups: self.groups.clone(),
             cap_effective,
             userns: access.userns,
-            init_userns: access.userns == own.userns,
+            init_userns,
             pidns: (access.pidns != own.pidns).then_some(PidNs {
                 inum: access.pidns,
                 level: u32::from(access.pidns_level),
@@ -221,16 +282,20 @@ pub struct OwnNamespaces {
     pub pidns: u32,
     /// Inode number of its user namespace.
     pub userns: u32,
+    /// Device (major, minor) of the procfs instance on the daemon's /proc, if any.
+    pub proc_dev: Option<(u32, u32)>,
 }
 
 impl OwnNamespaces {
-    /// Reads them from /proc/self/ns.
+    /// Reads them from /proc/self/ns and /proc/self/mountinfo.
     pub fn read() -> io::Result<Self> {
         use std::os::unix::fs::MetadataExt;
         let ino = |p: &str| fs::metadata(p).map(|m| m.ino() as u32);
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
         Ok(OwnNamespaces {
             pidns: ino("/proc/self/ns/pid")?,
             userns: ino("/proc/self/ns/user")?,
+            proc_dev: topmost_proc(&mountinfo).and_then(|(_, dev)| dev),
         })
     }
 }
@@ -238,15 +303,26 @@ impl OwnNamespaces {
 /// The options of the procfs mounted on /proc in a mountinfo listing (the last such mount, the
 /// one on top). No procfs on /proc: default options. `None` if the listing does not parse.
 pub fn proc_mount(mountinfo: &str) -> Option<ProcMount> {
-    let mut found = ProcMount::default();
+    topmost_proc(mountinfo).map(|(m, _)| m)
+}
+
+/// [`proc_mount`] and the device (major, minor) of that procfs instance (`None` without one).
+pub fn topmost_proc(mountinfo: &str) -> Option<(ProcMount, Option<(u32, u32)>)> {
+    let mut found = (ProcMount::default(), None);
     for line in mountinfo.lines() {
         // id parent major:minor root mountpoint options [optional...] - fstype source superopts
         let (pre, post) = line.split_once(" - ")?;
-        let mount_point = pre.split(' ').nth(4)?;
+        let mut pre = pre.split(' ');
+        let dev = pre.nth(2)?;
+        let mount_point = pre.nth(1)?;
         let mut post = post.split(' ');
         let (fstype, _source, superopts) = (post.next()?, post.next()?, post.next()?);
         if mount_point == "/proc" && fstype == "proc" {
-            found = ProcMount::parse_options(superopts)?;
+            let (major, minor) = dev.split_once(':')?;
+            found = (
+                ProcMount::parse_options(superopts)?,
+                Some((major.parse().ok()?, minor.parse().ok()?)),
+            );
         }
     }
     Some(found)
@@ -255,7 +331,6 @@ pub fn proc_mount(mountinfo: &str) -> Option<ProcMount> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use taskdiag::view::HidePid;
 
     #[test]
     fn the_topmost_proc_mount_decides() {
@@ -267,6 +342,8 @@ mod tests {
         assert_eq!(m.gid, Some(27));
         assert_eq!(proc_mount("").unwrap(), ProcMount::default());
         assert_eq!(proc_mount("garbage"), None);
+        assert_eq!(topmost_proc(mi).unwrap().1, Some((0, 45)));
+        assert_eq!(topmost_proc("").unwrap().1, None);
     }
 
     #[test]

@@ -11,8 +11,9 @@
 //! The rules, from the kernel (fs/proc/base.c, kernel/ptrace.c, security/commoncap.c):
 //!
 //! * **hidepid** (`has_pid_permissions`): with `hidepid=noaccess|invisible`, a task is shown only
-//!   to members of the mount's `gid=` group or to callers that pass the ptrace-read check; with
-//!   `hidepid=ptraceable` only to the latter. (With `noaccess` /proc lists the directory but
+//!   to members of the mount's `gid=` group (gid 0 when the option is not given: procfs's
+//!   default, which mountinfo does not print) or to callers that pass the ptrace-read check;
+//!   with `hidepid=ptraceable` only to the latter. (With `noaccess` /proc lists the directory but
 //!   nothing in it can be read: no record can be made, so the task is not shown.)
 //! * **ptrace-read** (`__ptrace_may_access` with PTRACE_MODE_READ_FSCREDS, then
 //!   `cap_ptrace_access_check`): the caller's own thread group; else the same uid as the task's
@@ -76,11 +77,19 @@ pub struct ProcMount {
     /// `hidepid=`.
     pub hidepid: HidePid,
     /// `gid=`: members of this group (a kernel gid) are exempt from hidepid (not from
-    /// `ptraceable`).
+    /// `ptraceable`). `None`: the option is not shown, which means gid 0 (see
+    /// [`ProcMount::exempt_gid`]).
     pub gid: Option<u32>,
 }
 
 impl ProcMount {
+    /// The group exempt from `hidepid=noaccess|invisible`: `gid=`, or 0 without it (procfs
+    /// keeps gid 0 as the default and exempts its members too; `in_group_p(pid_gid)` is
+    /// checked unconditionally).
+    pub fn exempt_gid(&self) -> u32 {
+        self.gid.unwrap_or(0)
+    }
+
     /// Parses a procfs mount's super options as /proc/PID/mountinfo prints them, e.g.
     /// `rw,hidepid=invisible,gid=27`. Unknown options are ignored; `None` if a known one has a
     /// value that does not parse.
@@ -205,32 +214,39 @@ impl Viewer {
         self.capable_over(CAP_SYS_PTRACE, a.userns)
     }
 
+    /// Whether the caller is exempt from the mount's hidepid by group membership (never under
+    /// `ptraceable`).
+    fn exempt(&self) -> bool {
+        match self.proc_mount.hidepid {
+            HidePid::Off => true,
+            HidePid::Ptraceable => false,
+            HidePid::NoAccess | HidePid::Invisible => self.in_group(self.proc_mount.exempt_gid()),
+        }
+    }
+
     /// `has_pid_permissions(fs_info, task, HIDEPID_NO_ACCESS)`: whether the caller may read
     /// the task's /proc directory at all.
     pub fn may_see(&self, a: &AccessRec) -> bool {
-        match self.proc_mount.hidepid {
-            HidePid::Off => true,
-            HidePid::Ptraceable => self.may_ptrace_read(a),
-            HidePid::NoAccess | HidePid::Invisible => {
-                self.proc_mount.gid.is_some_and(|g| self.in_group(g)) || self.may_ptrace_read(a)
-            }
-        }
+        self.exempt() || self.may_ptrace_read(a)
     }
 
     /// Applies the caller's view to one task: `false` if the caller may not see it; else the
     /// task is rewritten in place (ids mapped into the caller's user namespace, the internal
-    /// ACCESS attribute removed). A task without ACCESS (one the BPF iterator could not show,
-    /// read from /proc instead) is treated as root's with every capability when visibility
-    /// depends on it.
+    /// ACCESS attribute removed).
+    ///
+    /// A task without ACCESS (one the BPF iterator could not show, read from /proc instead:
+    /// pid 1 on some hosts) is shown under hidepid only to members of the exempt group: nothing
+    /// is known of what the ptrace-read check would decide, and where the iterator hides init
+    /// the kernel refuses to let anyone ptrace-read it, CAP_SYS_PTRACE and root included (seen
+    /// on firecracker guests), so its /proc hides it from every caller but those.
     pub fn filter_task(&self, t: &mut Task) -> bool {
         let access = t.access.take();
         if self.proc_mount.hidepid != HidePid::Off {
-            let a = access.unwrap_or(AccessRec {
-                cap_permitted: u64::MAX,
-                userns: u32::MAX,
-                ..AccessRec::default()
-            });
-            if !self.may_see(&a) {
+            let visible = match &access {
+                Some(a) => self.may_see(a),
+                None => self.exempt(),
+            };
+            if !visible {
                 return false;
             }
         }
@@ -364,6 +380,43 @@ mod tests {
         assert!(!v.may_see(&other), "ptraceable ignores gid=");
         v.proc_mount.hidepid = HidePid::Off;
         assert!(v.may_see(&other));
+    }
+
+    #[test]
+    fn without_gid_option_group_root_is_exempt() {
+        let mut v = user(1000);
+        let other = task(1001);
+        assert_eq!(v.proc_mount.gid, None);
+        assert!(!v.may_see(&other));
+        v.groups = vec![0];
+        assert!(v.may_see(&other), "procfs's default gid= is 0");
+        v.proc_mount.hidepid = HidePid::Ptraceable;
+        assert!(!v.may_see(&other));
+        v.proc_mount.hidepid = HidePid::Invisible;
+        v.groups = vec![];
+        v.gid = 0;
+        assert!(v.may_see(&other), "the caller's own gid counts too");
+    }
+
+    #[test]
+    fn a_task_without_access_is_shown_only_to_the_exempt_group() {
+        use taskdiag_proto::task::Task;
+        let t = || Task {
+            pid: 1,
+            tgid: 1,
+            ..Task::default()
+        };
+        // Every capability, but not in group 0.
+        let mut v = user(1000);
+        v.cap_effective = u64::MAX;
+        assert!(!v.filter_task(&mut t()), "not even to CAP_SYS_PTRACE");
+        v.proc_mount.gid = Some(50);
+        v.groups = vec![50];
+        assert!(v.filter_task(&mut t()));
+        v.proc_mount.hidepid = HidePid::Ptraceable;
+        assert!(!v.filter_task(&mut t()));
+        v.proc_mount.hidepid = HidePid::Off;
+        assert!(v.filter_task(&mut t()));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use taskdiag::proto::msg::write_done_error;
 use taskdiag::view::Viewer;
@@ -437,13 +437,26 @@ fn serve_admitted(conn: &UnixStream, peer: &Peer, sh: &Shared) -> anyhow::Result
     }
     let mut input = Vec::with_capacity(64);
     let mut buf = [0u8; 512];
+    // When the request at the front of `input` began to arrive. The whole request must arrive
+    // within the timeout from there: reads that each come just in time do not extend it.
+    let mut started: Option<Instant> = None;
     loop {
         // One request at the front of `input`, reading as needed.
         let (used, frame) = loop {
             if let Some(f) = next_frame(&input) {
                 break f;
             }
-            let n = match (&*conn).read(&mut buf) {
+            let wait = match started {
+                Some(t) => sh.limits.timeout.saturating_sub(t.elapsed()),
+                None => sh.limits.timeout,
+            };
+            let read = if wait.is_zero() {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                conn.set_read_timeout(Some(wait))
+                    .and_then(|()| (&*conn).read(&mut buf))
+            };
+            let n = match read {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock && !input.is_empty() => {
@@ -465,12 +478,15 @@ fn serve_admitted(conn: &UnixStream, peer: &Peer, sh: &Shared) -> anyhow::Result
                 anyhow::bail!("connection closed inside a request");
             }
             input.extend_from_slice(&buf[..n]);
+            started.get_or_insert_with(Instant::now);
             if input.len() > MAX_REQUEST + buf.len() {
                 // next_frame() decides long before this; a guard against its bugs.
                 anyhow::bail!("request buffer overflow");
             }
         };
         input.drain(..used);
+        // The next request (if part of it came along) starts now.
+        started = (!input.is_empty()).then(Instant::now);
         let req = match frame {
             Frame::Request(r) => r,
             Frame::Invalid {

@@ -72,9 +72,19 @@ impl DaemonClient {
         req: &Request,
         out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> Result<u64, Error> {
-        self.stream
-            .write_all(&req.to_bytes())
-            .map_err(|e| self.io_err(e))?;
+        if let Err(e) = self.stream.write_all(&req.to_bytes()) {
+            // A daemon that refuses a connection (too many of them) says why and hangs up,
+            // perhaps before the request went out: its explanation is still there to read.
+            if matches!(
+                e.kind(),
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+            ) {
+                if let Some(refusal) = self.refusal(req) {
+                    return Err(refusal);
+                }
+            }
+            return Err(self.io_err(e));
+        }
         let mut have = 0usize;
         let mut offset = 0usize;
         loop {
@@ -129,17 +139,49 @@ impl DaemonClient {
                 if have != 0 {
                     return Err(self.io_err(io::Error::other("data after the end of a response")));
                 }
-                return match d.error {
-                    0 => Ok(d.tasks),
-                    e if e == -libc::ESRCH => Err(Error::NoSuchTask { pid: req.pid }),
-                    e => Err(Error::Refused {
-                        socket: self.path.clone(),
-                        errno: -e,
-                        message: text
-                            .unwrap_or_else(|| io::Error::from_raw_os_error(-e).to_string()),
-                    }),
-                };
+                return self.outcome(req, &d, text);
             }
         }
+    }
+
+    /// What a DONE message means for the caller.
+    fn outcome(&self, req: &Request, d: &Done, text: Option<String>) -> Result<u64, Error> {
+        match d.error {
+            0 => Ok(d.tasks),
+            e if e == -libc::ESRCH => Err(Error::NoSuchTask { pid: req.pid }),
+            e => Err(Error::Refused {
+                socket: self.path.clone(),
+                errno: -e,
+                message: text.unwrap_or_else(|| io::Error::from_raw_os_error(-e).to_string()),
+            }),
+        }
+    }
+
+    /// The refusal a daemon sent before hanging up, if that is what is waiting on the socket.
+    fn refusal(&mut self, req: &Request) -> Option<Error> {
+        // The daemon has closed its end: reads return what it sent, then end of file. The
+        // timeout is a guard in case it only stopped reading.
+        self.stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(1)))
+            .ok()?;
+        let mut have = 0;
+        loop {
+            match self.stream.read(&mut self.buf[have..]) {
+                Ok(0) => break,
+                Ok(n) => have += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+            if have == self.buf.len() {
+                break;
+            }
+        }
+        let m = Messages::new(&self.buf[..have]).next()?.ok()?;
+        if m.msg_type() != Some(MsgType::Done) {
+            return None;
+        }
+        let d = Done::read_from(m.payload)?;
+        let text = done_text(&m).map(str::to_owned);
+        self.outcome(req, &d, text).err()
     }
 }

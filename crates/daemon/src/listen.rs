@@ -86,6 +86,9 @@ pub fn activated() -> Result<Option<UnixListener>, ListenError> {
     // SAFETY: fd 3 is ours by the socket activation protocol (LISTEN_PID is our pid), and it
     // is a listening stream socket; nothing else in this process owns it.
     let l = unsafe { UnixListener::from_raw_fd(fd) };
+    // systemd's NonBlocking=yes would make accept() fail with EAGAIN; we block in accept().
+    l.set_nonblocking(false)
+        .map_err(|e| ListenError::Activation(format!("fd 3: {e}")))?;
     // SAFETY: FD_CLOEXEC on a descriptor we own.
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     Ok(Some(l))

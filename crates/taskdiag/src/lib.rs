@@ -644,7 +644,12 @@ fn fill_from_procfs(
     let (pid, tgid) = task
         .access
         .map_or((task.pid, task.tgid), |a| (a.reader_pid, a.reader_tgid));
-    let tid = if per_thread { Some(pid) } else { None };
+    // A thread asked for by its own id (ONE) is read from its own entry, like a thread strategy.
+    let tid = if per_thread || pid != tgid {
+        Some(pid)
+    } else {
+        None
+    };
     let found = procfs.map(|p| p.task_message(tgid, tid, show, &mut buf));
     let got = match found {
         Some(Ok(true)) => {

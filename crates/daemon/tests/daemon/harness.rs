@@ -36,19 +36,36 @@ pub fn user(name: &str) -> u32 {
     if !o.status.success() {
         // Concurrent tests may race to create it; whoever loses sees it exist.
         let _ = Command::new("useradd")
-            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                name,
+            ])
             .status();
         o = id();
     }
     assert!(o.status.success(), "user {name} missing and useradd failed");
-    String::from_utf8_lossy(&o.stdout).trim().parse().expect("uid")
+    String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .expect("uid")
 }
 
 /// `prog` run as `name` with no capabilities (setpriv).
 pub fn as_user(name: &str, prog: impl AsRef<std::ffi::OsStr>) -> Command {
     user(name);
     let mut c = Command::new("setpriv");
-    c.args(["--reuid", name, "--regid", name, "--init-groups", "--inh-caps=-all", "--"]);
+    c.args([
+        "--reuid",
+        name,
+        "--regid",
+        name,
+        "--init-groups",
+        "--inh-caps=-all",
+        "--",
+    ]);
     c.arg(prog);
     c
 }
@@ -79,13 +96,16 @@ impl Daemon {
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::null())
             .spawn()
             .expect("start taskdiagd");
         let d = Daemon { child, socket, dir };
         let t0 = Instant::now();
         while UnixStream::connect(&d.socket).is_err() {
-            assert!(t0.elapsed() < Duration::from_secs(20), "taskdiagd did not start");
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "taskdiagd did not start"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         d

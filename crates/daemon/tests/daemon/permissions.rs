@@ -1819,14 +1819,11 @@ fn credentials_changed_after_connect_are_refused() {
     drop(fx);
 }
 
-/// A thread named by its own id (ONE): through the daemon its CMDLINE comes back as a
-/// GROUP_ERROR ESRCH, where the procfs backend (and the BPF backend in-process) give the
-/// process's argv. In the daemon the BPF program leaves CMDLINE of such a thread to /proc, and
-/// the library's completion (`fill_from_procfs` in crates/taskdiag/src/lib.rs, with
-/// `per_thread` false for ONE) reads the thread group's entry, whose id (the tgid) is not the
-/// thread's, so the "same task" check fails.
+/// A thread named by its own id (ONE) has its process's argv through the daemon, as through
+/// the procfs backend. (Found as a bug: when the BPF program left CMDLINE of such a thread to
+/// /proc, the library read the thread group's entry, whose id is not the thread's, and reported
+/// ESRCH; it now reads the thread's own entry.)
 #[test]
-#[ignore = "known bug in crates/taskdiag/src/lib.rs (ONE of a non-leader thread: CMDLINE completed from the wrong /proc entry)"]
 fn a_thread_by_its_id_has_its_command_line() {
     user(USER);
     let mut fx = Fixtures::default();

@@ -8,7 +8,10 @@ fn caps(pid: u32) -> Vec<(String, u64)> {
         .filter(|l| l.starts_with("Cap") || l.starts_with("NoNewPrivs"))
         .map(|l| {
             let (k, v) = l.split_once(':').expect("field");
-            (k.to_string(), u64::from_str_radix(v.trim(), 16).expect("hex"))
+            (
+                k.to_string(),
+                u64::from_str_radix(v.trim(), 16).expect("hex"),
+            )
         })
         .collect()
 }
@@ -35,11 +38,24 @@ fn a_running_daemon_has_no_capabilities_left() {
     }
     // Every thread, not only the main one (capabilities are per thread).
     for t in std::fs::read_dir(format!("/proc/{}/task", d.pid())).expect("task dir") {
-        let tid: u32 = t.expect("entry").file_name().to_str().expect("tid").parse().expect("tid");
+        let tid: u32 = t
+            .expect("entry")
+            .file_name()
+            .to_str()
+            .expect("tid")
+            .parse()
+            .expect("tid");
         let s = std::fs::read_to_string(format!("/proc/{}/task/{tid}/status", d.pid()))
             .expect("thread status");
-        let eff = s.lines().find_map(|l| l.strip_prefix("CapEff:")).expect("CapEff");
-        assert_eq!(u64::from_str_radix(eff.trim(), 16).expect("hex"), 0, "thread {tid}");
+        let eff = s
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .expect("CapEff");
+        assert_eq!(
+            u64::from_str_radix(eff.trim(), 16).expect("hex"),
+            0,
+            "thread {tid}"
+        );
     }
 }
 

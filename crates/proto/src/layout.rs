@@ -279,7 +279,7 @@ wire_structs! {
     /// Payload of an ACCESS attribute ([`crate::ATTR_ACCESS`]): what procfs's permission
     /// checks look at, for a server that answers on behalf of another caller (taskdiagd). Asked
     /// for by the library, never sent to clients.
-    struct AccessRec = "td_access", size 56 {
+    struct AccessRec = "td_access", size 64 {
         /// Task id in the pid namespace of the process that read the iterator.
         reader_pid: u32,
         /// Thread-group id in that namespace.
@@ -310,6 +310,10 @@ wire_structs! {
         dumpable: u8,
         /// 1 if the task has an address space (not a kernel thread, not exiting).
         has_mm: u8,
+        /// Owner (kernel uid) of the user namespace of the task's credentials.
+        userns_owner: u32,
+        /// Inode number of that namespace's parent (0 for the initial namespace).
+        userns_parent: u32,
     }
 
     /// STATM group: memory use in bytes (as /proc/PID/status Vm* and Rss* lines).

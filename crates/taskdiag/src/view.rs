@@ -25,9 +25,11 @@
 //! * **ids** are shown as the caller's user namespace maps them (`from_kuid_munged`): an id
 //!   without a mapping is the overflow id (65534).
 //!
-//! Capabilities held inside a non-initial user namespace are honoured only over tasks of that
-//! same namespace (the kernel also honours them over its descendants): in that rare case a
-//! caller may see less than its /proc shows, never more. Linux security modules' own ptrace
+//! `ns_capable()` is followed one level deep: capabilities held in the initial user namespace
+//! count everywhere, those held in another namespace count over that namespace, and the owner
+//! of a direct child of the caller's namespace holds every capability there. The kernel also
+//! follows deeper descendants; for those a caller may see less than its /proc shows, never
+//! more. Linux security modules' own ptrace
 //! policies (Yama restricts only attaching, not reading) are not modelled.
 
 use taskdiag_bpf::PidNs;
@@ -185,10 +187,26 @@ impl Viewer {
         self.gid == gid || self.groups.contains(&gid)
     }
 
-    /// `ns_capable(ns, cap)` for a user namespace known by inode number (see the module doc
-    /// for the one simplification).
-    fn capable_over(&self, cap: u32, userns: u32) -> bool {
-        self.cap_effective & (1u64 << cap) != 0 && (self.init_userns || self.userns == userns)
+    /// `ns_capable(ns, cap)` (`cap_capable()`) for the user namespace of a task's credentials
+    /// (`owner` and `parent` describe it) or of its address space (`parent` 0: unknown): the
+    /// capability held in that namespace or an ancestor (known: the caller's own and the
+    /// initial one), or ownership of a child of the caller's namespace, which grants every
+    /// capability there. See the module doc for the one simplification.
+    fn capable_over(&self, cap: u32, userns: u32, owner: u32, parent: u32) -> bool {
+        let has = self.cap_effective & (1u64 << cap) != 0;
+        (has && (self.init_userns || self.userns == userns))
+            || (parent != 0 && parent == self.userns && owner == self.uid)
+    }
+
+    fn capable_over_task(&self, cap: u32, a: &AccessRec) -> bool {
+        self.capable_over(cap, a.userns, a.userns_owner, a.userns_parent)
+    }
+
+    fn capable_over_mm(&self, cap: u32, a: &AccessRec) -> bool {
+        if a.mm_userns == a.userns {
+            return self.capable_over_task(cap, a);
+        }
+        self.capable_over(cap, a.mm_userns, 0, 0)
     }
 
     /// `ptrace_may_access(task, PTRACE_MODE_READ_FSCREDS)`.
@@ -198,12 +216,10 @@ impl Viewer {
         }
         let same_ids = [a.uid, a.euid, a.suid].iter().all(|&u| u == self.uid)
             && [a.gid, a.egid, a.sgid].iter().all(|&g| g == self.gid);
-        if !same_ids && !self.capable_over(CAP_SYS_PTRACE, a.userns) {
+        if !same_ids && !self.capable_over_task(CAP_SYS_PTRACE, a) {
             return false;
         }
-        if a.has_mm != 0
-            && a.dumpable != SUID_DUMP_USER
-            && !self.capable_over(CAP_SYS_PTRACE, a.mm_userns)
+        if a.has_mm != 0 && a.dumpable != SUID_DUMP_USER && !self.capable_over_mm(CAP_SYS_PTRACE, a)
         {
             return false;
         }
@@ -211,7 +227,7 @@ impl Viewer {
         if self.userns == a.userns && a.cap_permitted & !self.cap_effective == 0 {
             return true;
         }
-        self.capable_over(CAP_SYS_PTRACE, a.userns)
+        self.capable_over_task(CAP_SYS_PTRACE, a)
     }
 
     /// Whether the caller is exempt from the mount's hidepid by group membership (never under

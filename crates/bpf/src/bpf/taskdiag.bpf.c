@@ -560,6 +560,10 @@ static __always_inline bool put_access(struct out *o, struct task_struct *t, str
 	a->sgid = c->sgid.val;
 	a->cap_permitted = *(__u64 *)&c->cap_permitted;
 	a->userns = userns_inum(c->user_ns);
+	if (c->user_ns) {
+		a->userns_owner = c->user_ns->owner.val;
+		a->userns_parent = userns_inum(c->user_ns->parent);
+	}
 	if (tp) {
 		/* task_active_pid_ns(): the namespace of the task's own (deepest) number. */
 		struct upid up = {};

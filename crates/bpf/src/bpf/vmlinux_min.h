@@ -81,6 +81,8 @@ struct pid_namespace {
 
 struct user_namespace {
 	struct ns_common ns;
+	struct user_namespace *parent;
+	kuid_t owner;
 };
 
 struct upid {

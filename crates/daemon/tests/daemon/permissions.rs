@@ -1453,10 +1453,9 @@ fn user_namespace_under_hidepid_invisible() {
 /// USER, outside, owns a user namespace in which one of its processes runs with every
 /// capability: the kernel lets the namespace's owner ptrace-read it (`cap_capable()`: the
 /// owner of a child namespace has all capabilities over it), so /proc shows it under
-/// hidepid. The daemon cannot tell who owns a user namespace (the ACCESS record carries only
-/// its inode number) and hides it.
+/// hidepid, and so must the daemon (the ACCESS record carries the namespace's owner and
+/// parent for this).
 #[test]
-#[ignore = "known: the daemon does not model user-namespace ownership (needs the owner and parent of each task's user namespace in the BPF ACCESS record)"]
 fn owner_of_a_user_namespace_sees_its_processes_there() {
     let mut fx = Fixtures::default();
     let mut c = as_user(USER, "unshare");

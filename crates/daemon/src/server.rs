@@ -203,6 +203,9 @@ struct Out<'a> {
     sent: usize,
     stats: &'a Stats,
     budget: usize,
+    /// After this, a dump that must wait for its reader (over the budget) gives up: a reader
+    /// trickling a byte per write timeout cannot hold a worker for long.
+    deadline: std::time::Instant,
 }
 
 impl Out<'_> {
@@ -261,7 +264,13 @@ impl Out<'_> {
             self.spill.extend_from_slice(chunk);
             return Ok(());
         }
-        // Over the budget: wait for this reader.
+        // Over the budget: wait for this reader, within the request's deadline.
+        if std::time::Instant::now() > self.deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client reads too slowly for the rest of the response",
+            ));
+        }
         self.finish()?;
         send_all(self.fd, chunk)
     }
@@ -521,6 +530,7 @@ fn answer(
         sent: 0,
         stats: &sh.stats,
         budget: sh.limits.buffer_limit,
+        deadline: std::time::Instant::now() + sh.limits.timeout,
     };
     let r = {
         let mut d = lend(sh);

@@ -392,6 +392,12 @@ fn daemon_rows(exe: &str, per_thread: bool, socket: &str) -> Vec<Row> {
             socket,
         ])
     };
+    let repeat = |v: Option<Vec<String>>| {
+        v.map(|mut v| {
+            v.extend(["--repeat".to_string(), "20".to_string()]);
+            v
+        })
+    };
     let clients = |n: &str| {
         as_nobody(&[
             exe,
@@ -423,6 +429,35 @@ fn daemon_rows(exe: &str, per_thread: bool, socket: &str) -> Vec<Row> {
             &format!("taskdiag daemon base,cred{all}, as nobody (vs bpf as root)"),
             dump("daemon"),
             Some("B1"),
+        ),
+        // Twenty requests on one connection / with programs loaded once: the per-request cost
+        // without process start-up or program loading (divide the wall time by 20).
+        row(
+            "S3",
+            &format!("taskdiag daemon base,cred{all} --repeat 20, as nobody"),
+            repeat(dump("daemon")),
+            None,
+        ),
+        row(
+            "B4",
+            &format!("taskdiag bpf base,cred{all} --repeat 20, as root"),
+            repeat(Some(
+                [
+                    exe,
+                    "dump",
+                    sel,
+                    "--groups",
+                    "base,cred",
+                    "--format",
+                    "raw",
+                    "--backend",
+                    "bpf",
+                ]
+                .iter()
+                .map(|x| x.to_string())
+                .collect(),
+            )),
+            None,
         ),
         row(
             "S10",

@@ -377,20 +377,20 @@ fn daemon_rows(exe: &str, per_thread: bool, socket: &str) -> Vec<Row> {
     };
     let sel = if per_thread { "--all-threads" } else { "--all" };
     let all = if per_thread { " --all-threads" } else { "" };
+    let dump_argv = |backend: &str| -> Vec<String> {
+        let mut v: Vec<String> = [exe, "dump", sel, "--groups", "base,cred", "--format", "raw"]
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+        v.extend(["--backend".to_string(), backend.to_string()]);
+        if backend == "daemon" {
+            v.extend(["--socket".to_string(), socket.to_string()]);
+        }
+        v
+    };
     let dump = |backend: &str| {
-        as_nobody(&[
-            exe,
-            "dump",
-            sel,
-            "--groups",
-            "base,cred",
-            "--format",
-            "raw",
-            "--backend",
-            backend,
-            "--socket",
-            socket,
-        ])
+        let v = dump_argv(backend);
+        as_nobody(&v.iter().map(String::as_str).collect::<Vec<_>>())
     };
     let repeat = |v: Option<Vec<String>>| {
         v.map(|mut v| {
@@ -441,22 +441,7 @@ fn daemon_rows(exe: &str, per_thread: bool, socket: &str) -> Vec<Row> {
         row(
             "B4",
             &format!("taskdiag bpf base,cred{all} --repeat 20, as root"),
-            repeat(Some(
-                [
-                    exe,
-                    "dump",
-                    sel,
-                    "--groups",
-                    "base,cred",
-                    "--format",
-                    "raw",
-                    "--backend",
-                    "bpf",
-                ]
-                .iter()
-                .map(|x| x.to_string())
-                .collect(),
-            )),
+            repeat(Some(dump_argv("bpf"))),
             None,
         ),
         row(

@@ -74,21 +74,16 @@ pub fn as_user(name: &str, prog: impl AsRef<std::ffi::OsStr>) -> Command {
 pub struct Daemon {
     pub child: Child,
     pub socket: PathBuf,
-    dir: PathBuf,
+    _dir: TempDir,
 }
 
 impl Daemon {
     /// Starts `taskdiagd --foreground --socket <private path>` with `extra` options and waits
     /// until the socket answers.
     pub fn start(extra: &[&str]) -> Daemon {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("taskdiagd-test-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        // Unprivileged clients must reach the socket.
-        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("chmod");
-        let socket = dir.join("taskdiag.sock");
+        // Unprivileged clients must reach the socket: TempDir is 0755.
+        let dir = TempDir::new("daemon");
+        let socket = dir.0.join("taskdiag.sock");
         let child = Command::new(DAEMON)
             .arg("--foreground")
             .arg("--socket")
@@ -99,7 +94,11 @@ impl Daemon {
             .stderr(Stdio::null())
             .spawn()
             .expect("start taskdiagd");
-        let d = Daemon { child, socket, dir };
+        let d = Daemon {
+            child,
+            socket,
+            _dir: dir,
+        };
         let t0 = Instant::now();
         while UnixStream::connect(&d.socket).is_err() {
             assert!(
@@ -147,7 +146,30 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A private directory (mode 0755, so the test users reach it), removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A new directory named after `tag`, this process and a counter.
+    pub fn new(tag: &str) -> TempDir {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p =
+            std::env::temp_dir().join(format!("taskdiagd-test-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("temp dir");
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -1706,28 +1706,6 @@ impl Drop for Stopped {
     }
 }
 
-/// A private directory (0755) removed on drop.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new(what: &str) -> Self {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p =
-            std::env::temp_dir().join(format!("taskdiag-perm-{what}-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&p).expect("temp dir");
-        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("chmod");
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Connects as USER (no capabilities) under hidepid=invisible and, before the daemon gets to
 /// the connection (it is stopped meanwhile), executes `prog`; returns the DONE error and the
 /// pids the connection then gets.

@@ -316,7 +316,8 @@ impl TaskIter {
     /// Groups of `show_flags` these programs will not produce at all (not loaded for them, or
     /// beyond this kernel): the caller fills them for every task.
     pub fn missing_groups(&self, show_flags: u64) -> u64 {
-        let mut have = self.groups;
+        // Memory maps come from /proc for now (the library reads them per task).
+        let mut have = self.groups & !(Group::Vma.flag() | Group::VmaStat.flag());
         if !self.features.cmdline {
             have &= !Group::Cmdline.flag();
         }

@@ -10,6 +10,7 @@
 //! 3 any other failure (a backend that cannot be used, an I/O error).
 
 mod bench;
+mod maps;
 mod render;
 
 use std::io::{self, Read, Write};
@@ -53,6 +54,8 @@ enum Cmd {
     /// Concurrent daemon clients used by `bench` (internal).
     #[command(hide = true)]
     BenchClients(bench::ClientsArgs),
+    /// Print a process's memory mappings (as /proc/PID/maps; -x like pmap -x).
+    Maps(maps::MapsArgs),
     /// Report a snapshot of the current processes (procps ps options; `ps --help`).
     #[command(disable_help_flag = true)]
     Ps(ToolArgs),
@@ -112,7 +115,10 @@ GROUPS:
   statm    memory use in bytes: size, peak, rss anon/file/shmem, swap, text, lib, data,
            stack, locked, pinned, page tables (absent for tasks without an address space)
   cmdline  argv bytes exactly as /proc/PID/cmdline returns them
-  all      every group above
+  vma      memory mappings: start, end, permissions, flags, offset, device, inode, name as
+           /proc/PID/maps prints it (for threads: on the thread-group leader only)
+  vma_stat vma plus each mapping's smaps counters (Rss, Pss, ..., costs what smaps costs)
+  all      every group above except vma and vma_stat
 
 BACKENDS:
   auto     bpf when this process may load BPF programs (root, or CAP_BPF+CAP_PERFMON),
@@ -206,16 +212,31 @@ fn parse_groups(list: &str) -> anyhow::Result<u64> {
     let mut flags = Group::Base.flag();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if name == "all" {
-            flags |= taskdiag_proto::SHOW_SUPPORTED;
+            // Memory maps are many records per task and VMA_STAT costs a page-table walk per
+            // mapping: asked for by name only.
+            flags |= taskdiag_proto::SHOW_SUPPORTED & !(Group::Vma.flag() | Group::VmaStat.flag());
             continue;
         }
         match Group::from_name(name) {
             Some(g) if taskdiag_proto::SHOW_SUPPORTED & g.flag() != 0 => flags |= g.flag(),
             Some(_) => bail!("group '{name}' is not implemented yet"),
-            None => bail!("unknown group '{name}' (known: base, cred, stat, statm, cmdline, all)"),
+            None => bail!(
+                "unknown group '{name}' (known: base, cred, stat, statm, cmdline, vma, vma_stat, \
+                 all)"
+            ),
         }
     }
     Ok(flags)
+}
+
+/// The library's backend for a `--backend` value.
+fn backend_kind(b: Backend) -> BackendKind {
+    match b {
+        Backend::Auto => BackendKind::Auto,
+        Backend::Bpf => BackendKind::Bpf,
+        Backend::Procfs => BackendKind::Procfs,
+        Backend::Daemon => BackendKind::Daemon,
+    }
 }
 
 /// Exit status for "no such process".
@@ -239,6 +260,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Dump(a) => dump(a),
         Cmd::Decode(a) => decode(a),
+        Cmd::Maps(a) => maps::maps(a),
         Cmd::Bench(a) => bench::bench(a),
         Cmd::BenchLoop(a) => bench::bench_loop(a),
         Cmd::BenchClients(a) => bench::bench_clients(a),
@@ -288,12 +310,7 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
         (_, _, _, Some(p)) => (Strategy::Children, p),
         _ => (Strategy::All, 0),
     };
-    let kind = match a.backend {
-        Backend::Auto => BackendKind::Auto,
-        Backend::Bpf => BackendKind::Bpf,
-        Backend::Procfs => BackendKind::Procfs,
-        Backend::Daemon => BackendKind::Daemon,
-    };
+    let kind = backend_kind(a.backend);
     let t0 = Instant::now();
     let mut dumper =
         Dumper::open_with(kind, show, a.socket.as_deref()).context("opening the backend")?;

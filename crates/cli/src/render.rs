@@ -130,6 +130,21 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
         }
         writeln!(w)?;
     }
+    if let Some(v) = &t.vmas {
+        // /proc/PID/maps lines (the name as the kernel prints it), then smaps counters.
+        let mut b = Vec::new();
+        taskdiag_procfs::maps::format_maps(v, &mut b);
+        for (line, m) in b.split(|&c| c == b'\n').zip(v) {
+            w.write_all(b"  vma: ")?;
+            w.write_all(line)?;
+            if let Some(st) = &m.stat {
+                for (k, x) in vma_stat_fields(st) {
+                    write!(w, " {k} {x}")?;
+                }
+            }
+            writeln!(w)?;
+        }
+    }
     if let Some(c) = &t.cmdline {
         write!(w, "  cmdline:")?;
         for arg in split_cmdline(c) {
@@ -177,6 +192,25 @@ fn stat_fields(s: &StatRec) -> [(&'static str, i128); 16] {
     ]
 }
 
+/// VMA_STAT counters by their smaps names (bytes).
+pub(crate) fn vma_stat_fields(s: &taskdiag_proto::VmaStatRec) -> [(&'static str, u64); 13] {
+    [
+        ("rss", s.rss),
+        ("pss", s.pss),
+        ("pss_dirty", s.pss_dirty),
+        ("shared_clean", s.shared_clean),
+        ("shared_dirty", s.shared_dirty),
+        ("private_clean", s.private_clean),
+        ("private_dirty", s.private_dirty),
+        ("referenced", s.referenced),
+        ("anonymous", s.anonymous),
+        ("anon_huge", s.anon_huge),
+        ("swap", s.swap),
+        ("swap_pss", s.swap_pss),
+        ("locked", s.locked),
+    ]
+}
+
 fn statm_fields(s: &StatmRec) -> [(&'static str, u64); 14] {
     [
         ("vm_size", s.vm_size),
@@ -210,6 +244,34 @@ fn json_str(w: &mut dyn Write, b: &[u8]) -> io::Result<()> {
         }
     }
     w.write_all(b"\"")
+}
+
+/// One mapping as a JSON object: start, end, perms, flags, flags_known, pgoff, dev, inode,
+/// name, and the smaps counters when present.
+pub(crate) fn json_vma(w: &mut dyn Write, m: &taskdiag_proto::task::Vma) -> io::Result<()> {
+    let r = &m.rec;
+    let perms = taskdiag_proto::vma_flags::perms(r.vm_flags);
+    write!(
+        w,
+        "{{\"start\":{},\"end\":{},\"perms\":\"{}\",\"flags\":{},\"flags_known\":{},\
+         \"pgoff\":{},\"dev\":\"{:02x}:{:02x}\",\"inode\":{},\"name\":",
+        r.start,
+        r.end,
+        String::from_utf8_lossy(&perms),
+        r.vm_flags,
+        r.vm_flags_known,
+        r.pgoff,
+        r.dev_major,
+        r.dev_minor,
+        r.inode
+    )?;
+    json_str(w, &m.name)?;
+    if let Some(st) = &m.stat {
+        for (k, x) in vma_stat_fields(st) {
+            write!(w, ",\"{k}\":{x}")?;
+        }
+    }
+    w.write_all(b"}")
 }
 
 fn json_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
@@ -266,6 +328,16 @@ fn json_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
             write!(w, "{}\"{k}\":{v}", if i > 0 { "," } else { "" })?;
         }
         w.write_all(b"}")?;
+    }
+    if let Some(v) = &t.vmas {
+        w.write_all(b",\"vma\":[")?;
+        for (i, m) in v.iter().enumerate() {
+            if i > 0 {
+                w.write_all(b",")?;
+            }
+            json_vma(w, m)?;
+        }
+        w.write_all(b"]")?;
     }
     if let Some(c) = &t.cmdline {
         w.write_all(b",\"cmdline\":[")?;

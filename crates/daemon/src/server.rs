@@ -22,6 +22,9 @@ use taskdiag::view::Viewer;
 use taskdiag::{Dumper, Error};
 
 use crate::peer::{OwnNamespaces, Peer};
+
+/// Show flags of the memory-map groups.
+const MAPS: u64 = (1 << taskdiag::Group::Vma as u16) | (1 << taskdiag::Group::VmaStat as u16);
 use crate::request::{next_frame, truncated, Frame, MAX_REQUEST};
 
 /// Limits and timeouts.
@@ -497,6 +500,19 @@ fn serve_admitted(conn: &UnixStream, peer: &Peer, sh: &Shared) -> anyhow::Result
         // The next request (if part of it came along) starts now.
         started = (!input.is_empty()).then(Instant::now);
         let req = match frame {
+            // Memory maps need a ptrace-read check per task that the BPF records cannot carry
+            // yet, and the daemon (without capabilities) cannot read them from /proc.
+            Frame::Request(r) if r.show_flags & MAPS != 0 => {
+                let mut b = Vec::new();
+                write_done_error(
+                    &mut b,
+                    -libc::EOPNOTSUPP,
+                    "the vma and vma_stat groups are not served by taskdiagd yet; use the procfs \
+                     backend",
+                );
+                send_all(conn.as_raw_fd(), &b).context("answering a request")?;
+                continue;
+            }
             Frame::Request(r) => r,
             Frame::Invalid {
                 errno,

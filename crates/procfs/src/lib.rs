@@ -17,6 +17,7 @@
 //! | STATM   | status                  |
 //! | CMDLINE | cmdline (status to tell "no address space" from "empty") |
 
+pub mod maps;
 pub mod parse;
 pub mod reader;
 

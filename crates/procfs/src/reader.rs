@@ -235,6 +235,33 @@ fn list_numeric(dir: &OwnedFd, buf: &mut Vec<u8>, out: &mut Vec<u32>) -> io::Res
 /// Whether a task's /proc file failed because the task is not there for us: it exited
 /// (ENOENT, ESRCH), or /proc hides it from us (EPERM, EACCES: `hidepid=noaccess` lists other
 /// users' directories but refuses their contents). Either way the task is skipped, as ps does.
+/// Reads a seq_file (maps, smaps) to its end: unlike stat or status, one read() returns as
+/// many whole lines as fit the kernel's buffer, so only a read of 0 ends it.
+fn read_seq(fd: &OwnedFd, buf: &mut Vec<u8>) -> io::Result<()> {
+    buf.clear();
+    loop {
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(buf.capacity().max(16384));
+        }
+        let room = buf.spare_capacity_mut();
+        // SAFETY: `room` is writable memory of `room.len()` bytes owned by `buf`; read() writes
+        // at most that many bytes into it.
+        let n = unsafe { libc::read(fd.as_raw_fd(), room.as_mut_ptr().cast(), room.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        // SAFETY: read() initialized the first `n` bytes of the spare capacity.
+        unsafe { buf.set_len(buf.len() + n as usize) };
+    }
+}
+
 fn is_gone(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
@@ -248,6 +275,7 @@ struct Scratch {
     stat: Vec<u8>,
     status: Vec<u8>,
     cmdline: Vec<u8>,
+    maps: Vec<u8>,
     dents: Vec<u8>,
     groups: Vec<u32>,
     tids: Vec<u32>,
@@ -260,6 +288,7 @@ impl Scratch {
             stat: Vec::with_capacity(4096),
             status: Vec::with_capacity(4096),
             cmdline: Vec::with_capacity(4096),
+            maps: Vec::new(),
             dents: Vec::new(),
             groups: Vec::new(),
             tids: Vec::new(),
@@ -665,6 +694,26 @@ impl ProcReader {
         } else {
             None
         };
+        // Memory maps: smaps when VMA_STAT is wanted (it alone has the counters and every
+        // flag), else the cheap maps. Only for a process or a thread-group leader (threads
+        // share them). Refused (EACCES: maps need ptrace-read) is a group error, not a gone task.
+        let want_maps = (want(Group::Vma) || want(Group::VmaStat)) && tid.is_none_or(|t| t == pid);
+        let maps_name: &[u8] = if want(Group::VmaStat) {
+            b"smaps"
+        } else {
+            b"maps"
+        };
+        let maps_fd = if want_maps {
+            match openat(dirfd, s.path.file(maps_name), libc::O_RDONLY) {
+                Ok(fd) => Ok(fd),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => {
+                    return Ok(false)
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            Err(io::Error::from_raw_os_error(0))
+        };
         let cmdline_fd = if need_cmdline {
             match openat(dirfd, s.path.file(b"cmdline"), libc::O_RDONLY) {
                 Ok(fd) => Ok(fd),
@@ -713,7 +762,35 @@ impl ProcReader {
             Err(e) if need_cmdline => cmdline_err = e.raw_os_error(),
             _ => {}
         }
-        drop((status_fd, stat_fd, cmdline_fd));
+        let mut vmas = None;
+        let mut maps_err = None;
+        match &maps_fd {
+            Ok(fd) if want_maps => match read_seq(fd, &mut s.maps) {
+                Ok(()) => {
+                    let mut v = Vec::new();
+                    let parsed = if want(Group::VmaStat) {
+                        crate::maps::parse_smaps(&s.maps, &mut v)
+                    } else {
+                        crate::maps::parse_maps(&s.maps, &mut v)
+                    };
+                    parsed.map_err(|source| {
+                        s.path.file(maps_name);
+                        ProcfsError::Parse {
+                            path: s.path.display(&self.root),
+                            source,
+                        }
+                    })?;
+                    vmas = Some(v);
+                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => {
+                    return Ok(false)
+                }
+                Err(e) => maps_err = e.raw_os_error(),
+            },
+            Err(e) if want_maps => maps_err = e.raw_os_error(),
+            _ => {}
+        }
+        drop((status_fd, stat_fd, cmdline_fd, maps_fd));
 
         // BASE alone needs only Tgid, TracerPid (and Uid, to know the file is whole).
         let base_only = show & !Group::Base.flag() == 0;
@@ -785,6 +862,19 @@ impl ProcReader {
             };
             let groups: &[u8] = as_bytes(&s.groups);
             w.attr_parts(Group::Cred as u16, &[&rec.to_bytes(), groups]);
+        }
+        if want_maps && status.has_mm {
+            match (&vmas, maps_err) {
+                (Some(v), _) => {
+                    let mut b = Vec::with_capacity(v.len() * 96);
+                    for m in v {
+                        m.encode(&mut b);
+                    }
+                    w.attr(Group::Vma as u16, &b);
+                }
+                (None, Some(errno)) => w.group_error(Group::Vma, errno),
+                (None, None) => {}
+            }
         }
         if let (true, Some(st)) = (want(Group::Stat), &stat) {
             let _ = whole; // /proc already reports the thread-group or thread view by path.

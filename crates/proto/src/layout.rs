@@ -316,6 +316,68 @@ wire_structs! {
         userns_parent: u32,
     }
 
+    /// One memory mapping in a VMA attribute, followed by a [`VmaStatRec`] when `stat_len` is
+    /// not 0 and by `name_len` name bytes; `vma_len` (a multiple of 4) steps to the next one.
+    struct VmaRec = "td_vma", size 72 {
+        /// First address.
+        start: u64,
+        /// One past the last address.
+        end: u64,
+        /// [`crate::vma_flags`] bits (task_diag's `TASK_DIAG_VMA_F_*` numbering).
+        vm_flags: u64,
+        /// Which bits of `vm_flags` the backend knew (/proc/PID/maps shows only rwxs).
+        vm_flags_known: u64,
+        /// File offset in bytes (`vm_pgoff << PAGE_SHIFT`), as /proc/PID/maps shows it.
+        pgoff: u64,
+        /// Inode number of the mapped file, 0 without one.
+        inode: u64,
+        /// Major number of the file's device.
+        dev_major: u32,
+        /// Minor number of the file's device.
+        dev_minor: u32,
+        /// Bytes of this entry: record, statistics, name, padding to 4.
+        vma_len: u16,
+        /// Bytes of name: the mapping's name exactly as /proc/PID/maps prints it (a file path
+        /// with "\012" for newlines and " (deleted)", [heap], [stack], [vdso], [anon:NAME], ...).
+        name_len: u16,
+        /// Bytes of statistics that follow the record: 0 or the size of [`VmaStatRec`].
+        stat_len: u16,
+        /// Reserved, 0.
+        reserved: u16,
+        /// Reserved, 0.
+        reserved2: u64,
+    }
+
+    /// VMA_STAT counters of one mapping, in bytes, as /proc/PID/smaps shows them (in kB).
+    struct VmaStatRec = "td_vma_stat", size 104 {
+        /// Rss.
+        rss: u64,
+        /// Pss.
+        pss: u64,
+        /// Pss_Dirty.
+        pss_dirty: u64,
+        /// Shared_Clean.
+        shared_clean: u64,
+        /// Shared_Dirty.
+        shared_dirty: u64,
+        /// Private_Clean.
+        private_clean: u64,
+        /// Private_Dirty.
+        private_dirty: u64,
+        /// Referenced.
+        referenced: u64,
+        /// Anonymous.
+        anonymous: u64,
+        /// AnonHugePages.
+        anon_huge: u64,
+        /// Swap.
+        swap: u64,
+        /// SwapPss.
+        swap_pss: u64,
+        /// Locked.
+        locked: u64,
+    }
+
     /// STATM group: memory use in bytes (as /proc/PID/status Vm* and Rss* lines).
     struct StatmRec = "td_statm", size 112 {
         /// VmSize.

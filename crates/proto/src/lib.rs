@@ -26,10 +26,11 @@
 pub mod layout;
 pub mod msg;
 pub mod task;
+pub mod vma_flags;
 
 pub use layout::{
     AccessRec, AttrHeader, BaseRec, CredRec, Done, GroupErrorRec, MsgHeader, Request, Start,
-    StatRec, StatmRec,
+    StatRec, StatmRec, VmaRec, VmaStatRec,
 };
 
 /// Version of the format described here. Carried in requests and START messages.
@@ -137,9 +138,9 @@ pub enum Group {
     Base = 0,
     /// Credentials and capabilities ([`CredRec`] + groups).
     Cred = 1,
-    /// Memory mappings (reserved; not produced yet).
+    /// Memory mappings ([`VmaRec`] + name per mapping, in one attribute).
     Vma = 2,
-    /// Per-mapping memory statistics (reserved; not produced yet).
+    /// Per-mapping memory statistics ([`VmaStatRec`] inside each VMA entry); implies VMA.
     VmaStat = 3,
     /// Faults, CPU times, scheduling ([`StatRec`]).
     Stat = 4,
@@ -151,9 +152,11 @@ pub enum Group {
 
 impl Group {
     /// The groups this version produces, in emission order.
-    pub const SUPPORTED: [Group; 5] = [
+    pub const SUPPORTED: [Group; 7] = [
         Group::Base,
         Group::Cred,
+        Group::Vma,
+        Group::VmaStat,
         Group::Stat,
         Group::Statm,
         Group::Cmdline,
@@ -210,6 +213,8 @@ impl Group {
 /// Show flags of every group this version produces.
 pub const SHOW_SUPPORTED: u64 = (1 << Group::Base as u16)
     | (1 << Group::Cred as u16)
+    | (1 << Group::Vma as u16)
+    | (1 << Group::VmaStat as u16)
     | (1 << Group::Stat as u16)
     | (1 << Group::Statm as u16)
     | (1 << Group::Cmdline as u16);

@@ -6,8 +6,8 @@
 
 use crate::msg::{DecodeError, Message, Messages, TaskWriter};
 use crate::{
-    AccessRec, BaseRec, CredRec, Done, Group, GroupErrorRec, MsgType, Start, StatRec, StatmRec,
-    ATTR_ACCESS, ATTR_GROUP_ERROR, COMM_MAX,
+    align4, AccessRec, BaseRec, CredRec, Done, Group, GroupErrorRec, MsgType, Start, StatRec,
+    StatmRec, VmaRec, VmaStatRec, ATTR_ACCESS, ATTR_GROUP_ERROR, COMM_MAX,
 };
 
 /// BASE: the record and the task's name.
@@ -37,6 +37,64 @@ pub struct GroupError {
     pub errno: i32,
 }
 
+/// One memory mapping of a VMA attribute.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Vma {
+    /// The record (`vma_len`, `name_len` and `stat_len` are recomputed when encoding).
+    pub rec: VmaRec,
+    /// VMA_STAT counters, when requested.
+    pub stat: Option<VmaStatRec>,
+    /// The name as /proc/PID/maps prints it (empty for an anonymous mapping).
+    pub name: Vec<u8>,
+}
+
+impl Vma {
+    /// Appends the mapping as one entry of a VMA attribute payload.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let stat_len = if self.stat.is_some() {
+            VmaStatRec::SIZE
+        } else {
+            0
+        };
+        // Names are at most a path (4096) plus " (deleted)"; longer ones are cut.
+        let name = &self.name[..self.name.len().min(8192)];
+        let len = align4(VmaRec::SIZE + stat_len + name.len());
+        let mut r = self.rec;
+        r.vma_len = len as u16;
+        r.name_len = name.len() as u16;
+        r.stat_len = stat_len as u16;
+        let start = out.len();
+        r.write_to(out);
+        if let Some(st) = &self.stat {
+            st.write_to(out);
+        }
+        out.extend_from_slice(name);
+        out.resize(start + len, 0);
+    }
+
+    /// Decodes the entries of a VMA attribute payload.
+    pub fn decode_all(mut p: &[u8]) -> Result<Vec<Vma>, &'static str> {
+        let mut v = Vec::new();
+        while !p.is_empty() {
+            let rec = VmaRec::read_from(p).ok_or("short vma record")?;
+            let len = rec.vma_len as usize;
+            let (sl, nl) = (rec.stat_len as usize, rec.name_len as usize);
+            if len < VmaRec::SIZE + sl + nl || len > p.len() || len % 4 != 0 {
+                return Err("vma entry length inconsistent with its contents");
+            }
+            let stat = match sl {
+                0 => None,
+                n if n == VmaStatRec::SIZE => VmaStatRec::read_from(&p[VmaRec::SIZE..]),
+                _ => return Err("unknown vma_stat size"),
+            };
+            let name = p[VmaRec::SIZE + sl..VmaRec::SIZE + sl + nl].to_vec();
+            v.push(Vma { rec, stat, name });
+            p = &p[len..];
+        }
+        Ok(v)
+    }
+}
+
 /// Everything a response says about one task.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Task {
@@ -54,6 +112,9 @@ pub struct Task {
     pub statm: Option<StatmRec>,
     /// CMDLINE, if requested and the task has an address space.
     pub cmdline: Option<Vec<u8>>,
+    /// VMA (with VMA_STAT inside each entry when requested), if requested and the task has an
+    /// address space; with thread strategies only on the thread-group leader.
+    pub vmas: Option<Vec<Vma>>,
     /// Requested groups the backend could not read for this task.
     pub errors: Vec<GroupError>,
     /// The internal ACCESS attribute ([`crate::ATTR_ACCESS`]), when the library asked for it.
@@ -83,6 +144,13 @@ impl Task {
                 v.extend_from_slice(&g.to_ne_bytes());
             }
             w.attr(Group::Cred as u16, &v);
+        }
+        if let Some(vmas) = &self.vmas {
+            let mut v = Vec::with_capacity(vmas.len() * (VmaRec::SIZE + 64));
+            for m in vmas {
+                m.encode(&mut v);
+            }
+            w.attr(Group::Vma as u16, &v);
         }
         if let Some(s) = &self.stat {
             let mut v = Vec::with_capacity(StatRec::SIZE);
@@ -241,6 +309,10 @@ impl TaskAssembler {
         if self.has(Group::Cmdline) {
             t.cmdline = Some(std::mem::take(&mut self.parts[Group::Cmdline as usize]));
         }
+        if self.has(Group::Vma) {
+            let p = &self.parts[Group::Vma as usize];
+            t.vmas = Some(Vma::decode_all(p).map_err(|what| bad(Group::Vma, what))?);
+        }
         Ok(t)
     }
 }
@@ -379,6 +451,20 @@ mod tests {
                 errno: 13,
             }],
             access: None,
+            vmas: Some(vec![Vma {
+                rec: VmaRec {
+                    start: 0x1000,
+                    end: 0x3000,
+                    vm_flags: 3,
+                    inode: 7,
+                    ..VmaRec::default()
+                },
+                stat: Some(VmaStatRec {
+                    rss: 4096,
+                    ..VmaStatRec::default()
+                }),
+                name: b"/bin/x (deleted)".to_vec(),
+            }]),
         }
     }
 

@@ -1,8 +1,10 @@
 //! Property tests: arbitrary bytes never panic the decoder; arbitrary tasks round-trip.
 use proptest::prelude::*;
 use taskdiag_proto::msg::{write_done, write_start, Messages};
-use taskdiag_proto::task::{Base, Cred, Event, StreamDecoder, Task};
-use taskdiag_proto::{BaseRec, CredRec, Done, Start, StatRec, StatmRec, VERSION};
+use taskdiag_proto::task::{Base, Cred, Event, StreamDecoder, Task, Vma};
+use taskdiag_proto::{
+    BaseRec, CredRec, Done, Start, StatRec, StatmRec, VmaRec, VmaStatRec, VERSION,
+};
 
 fn task() -> impl Strategy<Value = Task> {
     (
@@ -17,8 +19,18 @@ fn task() -> impl Strategy<Value = Task> {
         proptest::option::of(any::<u64>()),
         proptest::option::of(any::<u64>()),
         proptest::option::of(proptest::collection::vec(any::<u8>(), 0..70_000)),
+        // Up to ~800 mappings: enough to cut the VMA attribute across CONTINUED messages.
+        proptest::option::of(proptest::collection::vec(
+            (
+                any::<u64>(),
+                any::<u64>(),
+                proptest::option::of(any::<u64>()),
+                proptest::collection::vec(any::<u8>(), 0..300),
+            ),
+            0..800,
+        )),
     )
-        .prop_map(|(pid, tgid, base, groups, ut, vm, cmdline)| Task {
+        .prop_map(|(pid, tgid, base, groups, ut, vm, cmdline, maps)| Task {
             pid,
             tgid,
             base: base.map(|(ppid, state, comm)| Base {
@@ -49,6 +61,23 @@ fn task() -> impl Strategy<Value = Task> {
             cmdline,
             errors: vec![],
             access: None,
+            vmas: maps.map(|m| {
+                m.into_iter()
+                    .map(|(start, flags, rss, name)| Vma {
+                        rec: VmaRec {
+                            start,
+                            end: start.wrapping_add(4096),
+                            vm_flags: flags,
+                            ..VmaRec::default()
+                        },
+                        stat: rss.map(|rss| VmaStatRec {
+                            rss,
+                            ..VmaStatRec::default()
+                        }),
+                        name,
+                    })
+                    .collect()
+            }),
         })
 }
 

@@ -608,8 +608,14 @@ fn complete(
             .collect();
         task.errors.retain(|e| e.errno != ERRNO_NEEDS_PROCFS);
         for g in Group::SUPPORTED {
-            let mm_only = matches!(g, Group::Cmdline | Group::Statm);
-            if missing & g.flag() != 0 && (!mm_only || may_have_cmdline(&task)) {
+            let mm_only = matches!(
+                g,
+                Group::Cmdline | Group::Statm | Group::Vma | Group::VmaStat
+            );
+            // With thread strategies, memory maps only for the leader (threads share them).
+            let maps = matches!(g, Group::Vma | Group::VmaStat);
+            let leader_only = maps && per_thread && task.pid != task.tgid;
+            if missing & g.flag() != 0 && (!mm_only || may_have_cmdline(&task)) && !leader_only {
                 groups.push(g);
             }
         }
@@ -677,7 +683,14 @@ fn fill_from_procfs(
                     Group::Stat => task.stat = p.stat,
                     Group::Statm => task.statm = p.statm,
                     Group::Cmdline => task.cmdline = p.cmdline.clone(),
+                    Group::Vma | Group::VmaStat => task.vmas = p.vmas.clone(),
                     _ => {}
+                }
+                // What /proc could not give (EACCES for another user's maps, say) says why.
+                if let Some(e) = p.errors.iter().find(|e| e.group == g as u16) {
+                    if !task.errors.iter().any(|x| x.group == e.group) {
+                        task.errors.push(e.clone());
+                    }
                 }
                 continue;
             }

@@ -86,10 +86,29 @@ fn by_pid(tasks: Vec<Task>) -> BTreeMap<u32, Task> {
     m
 }
 
+/// `t` without the smaps counters that depend on who else maps the same pages at the moment
+/// of reading (Pss, shared/private split, Referenced): other tasks start and exit meanwhile.
+fn vma_stable(t: &Task) -> Task {
+    let mut t = t.clone();
+    for v in t.vmas.iter_mut().flatten() {
+        if let Some(st) = &mut v.stat {
+            *st = taskdiag_proto::VmaStatRec {
+                rss: st.rss,
+                anonymous: st.anonymous,
+                anon_huge: st.anon_huge,
+                swap: st.swap,
+                locked: st.locked,
+                ..Default::default()
+            };
+        }
+    }
+    t
+}
+
 /// The fields that may legitimately change between two reads of a sleeping task: none, except
 /// the last CPU and, for kernel threads, their workqueue name. Normalized away only where noted.
 fn same_task(a: &Task, b: &Task) -> Result<(), String> {
-    if a == b {
+    if a == b || vma_stable(a) == vma_stable(b) {
         return Ok(());
     }
     Err(format!(

@@ -1,0 +1,98 @@
+//! VMA flag bits: task_diag's `TASK_DIAG_VMA_F_*` numbering, with their /proc/PID/smaps
+//! `VmFlags` mnemonics.
+//!
+//! The bits are the wire format's, not the kernel's `VM_*` values (which differ between kernel
+//! versions); the BPF programs and the /proc parser each translate into them.
+
+/// (bit, smaps mnemonic, name) for every flag, in bit order.
+pub const FLAGS: [(u64, &str, &str); 28] = [
+    (1 << 0, "rd", "read"),
+    (1 << 1, "wr", "write"),
+    (1 << 2, "ex", "exec"),
+    (1 << 3, "sh", "shared"),
+    (1 << 4, "mr", "mayread"),
+    (1 << 5, "mw", "maywrite"),
+    (1 << 6, "me", "mayexec"),
+    (1 << 7, "ms", "mayshare"),
+    (1 << 8, "gd", "growsdown"),
+    (1 << 9, "pf", "pfnmap"),
+    (1 << 10, "dw", "denywrite"),
+    (1 << 11, "mp", "mpx"),
+    (1 << 12, "lo", "locked"),
+    (1 << 13, "io", "io"),
+    (1 << 14, "sr", "seq_read"),
+    (1 << 15, "rr", "rand_read"),
+    (1 << 16, "dc", "dontcopy"),
+    (1 << 17, "de", "dontexpand"),
+    (1 << 18, "ac", "account"),
+    (1 << 19, "nr", "noreserve"),
+    (1 << 20, "ht", "hugetlb"),
+    (1 << 21, "ar", "arch_1"),
+    (1 << 22, "dd", "dontdump"),
+    (1 << 23, "sd", "softdirty"),
+    (1 << 24, "mm", "mixedmap"),
+    (1 << 25, "hg", "hugepage"),
+    (1 << 26, "nh", "nohugepage"),
+    (1 << 27, "mg", "mergeable"),
+];
+
+/// READ.
+pub const READ: u64 = 1 << 0;
+/// WRITE.
+pub const WRITE: u64 = 1 << 1;
+/// EXEC.
+pub const EXEC: u64 = 1 << 2;
+/// SHARED.
+pub const SHARED: u64 = 1 << 3;
+/// MAYSHARE: the `s` (else `p`) of /proc/PID/maps' permissions.
+pub const MAYSHARE: u64 = 1 << 7;
+/// The bits /proc/PID/maps' permissions column shows.
+pub const FROM_PERMS: u64 = READ | WRITE | EXEC | MAYSHARE;
+/// Every bit defined here.
+pub const ALL: u64 = (1 << 28) - 1;
+
+/// The bit for an smaps `VmFlags` mnemonic (0 for one this format does not carry).
+pub fn from_mnemonic(m: &str) -> u64 {
+    FLAGS
+        .iter()
+        .find(|(_, mn, _)| *mn == m)
+        .map_or(0, |(b, _, _)| *b)
+}
+
+/// The bits a /proc/PID/maps permissions column (`r-xp`) shows.
+pub fn from_perms(p: &[u8]) -> u64 {
+    let mut f = 0;
+    let bit = |i: usize, c: u8, b: u64| if p.get(i) == Some(&c) { b } else { 0 };
+    f |= bit(0, b'r', READ);
+    f |= bit(1, b'w', WRITE);
+    f |= bit(2, b'x', EXEC);
+    f |= bit(3, b's', MAYSHARE);
+    f
+}
+
+/// The permissions column /proc/PID/maps prints for `flags`.
+pub fn perms(flags: u64) -> [u8; 4] {
+    [
+        if flags & READ != 0 { b'r' } else { b'-' },
+        if flags & WRITE != 0 { b'w' } else { b'-' },
+        if flags & EXEC != 0 { b'x' } else { b'-' },
+        if flags & MAYSHARE != 0 { b's' } else { b'p' },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perms_round_trip_and_mnemonics_are_unique() {
+        for p in [b"r-xp", b"rw-s", b"---p", b"rwxs"] {
+            assert_eq!(&perms(from_perms(p)), p);
+        }
+        for (i, (b, m, _)) in FLAGS.iter().enumerate() {
+            assert_eq!(*b, 1 << i);
+            assert_eq!(from_mnemonic(m), *b);
+        }
+        assert_eq!(from_mnemonic("zz"), 0);
+    }
+}

@@ -1,0 +1,249 @@
+//! `taskdiag maps` and the VMA groups against /proc/PID/maps and smaps, for both backends, on a
+//! fixture with file, deleted-file, newline-named, shared, memfd, guard-page, huge and named
+//! anonymous mappings; a process with 60,000 mappings (continued messages); a changing map.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use super::{stderr, BIN};
+
+struct Fixture {
+    child: Child,
+    dir: std::path::PathBuf,
+}
+
+impl Fixture {
+    fn start(extra: &[&str]) -> Fixture {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("taskdiag-maps-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/integration/maps_fixture.py"
+        );
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(&dir)
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read");
+        assert_eq!(line, "ready\n", "fixture did not start");
+        Fixture { child, dir }
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn maps_via(backend: &str, pid: &str, extra: &[&str]) -> Vec<u8> {
+    let o = Command::new(BIN)
+        .args(["maps", pid, "-b", backend])
+        .args(extra)
+        .output()
+        .expect("taskdiag maps");
+    assert!(o.status.success(), "{backend}: {}", stderr(&o));
+    o.stdout
+}
+
+#[test]
+fn maps_is_byte_identical_to_proc_for_both_backends() {
+    let f = Fixture::start(&[]);
+    let pid = f.pid();
+    let proc = std::fs::read(format!("/proc/{pid}/maps")).expect("maps");
+    let text = String::from_utf8_lossy(&proc);
+    for want in [
+        "plain file",
+        "deleted-file (deleted)",
+        "new\\012line name",
+        "/dev/zero (deleted)",
+        "/memfd:fixture-memfd (deleted)",
+        "[heap]",
+        "[stack]",
+        "[vdso]",
+    ] {
+        assert!(text.contains(want), "fixture lacks {want:?}:\n{text}");
+    }
+    for backend in ["procfs", "bpf"] {
+        let got = maps_via(backend, &pid, &[]);
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            text,
+            "{backend}: taskdiag maps differs from /proc/{pid}/maps"
+        );
+    }
+}
+
+/// smaps, parsed here independently: per mapping (start) the counters in bytes and VmFlags.
+fn smaps(pid: &str) -> Vec<(u64, Vec<(String, u64)>, String)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/smaps")).expect("smaps");
+    let mut v: Vec<(u64, Vec<(String, u64)>, String)> = Vec::new();
+    for line in s.lines() {
+        if let Some((k, rest)) = line.split_once(':') {
+            if k.chars().next().is_some_and(|c| c.is_ascii_uppercase()) && !k.contains(' ') {
+                let last = v.last_mut().expect("mapping");
+                if k == "VmFlags" {
+                    last.2 = rest.trim().to_string();
+                } else if let Some(n) = rest.trim().strip_suffix(" kB") {
+                    last.1
+                        .push((k.to_string(), n.trim().parse::<u64>().expect("kB") * 1024));
+                }
+                continue;
+            }
+        }
+        let start = u64::from_str_radix(line.split('-').next().expect("range"), 16).expect("hex");
+        v.push((start, Vec::new(), String::new()));
+    }
+    v
+}
+
+#[test]
+fn vma_stat_counters_and_flags_equal_smaps_for_both_backends() {
+    let f = Fixture::start(&[]);
+    let pid = f.pid();
+    let names = [
+        ("Rss", "rss"),
+        ("Anonymous", "anonymous"),
+        ("Swap", "swap"),
+        ("Locked", "locked"),
+        ("Private_Dirty", "private_dirty"),
+    ];
+    for backend in ["procfs", "bpf"] {
+        let o = Command::new(BIN)
+            .args([
+                "dump", "--pid", &pid, "--groups", "vma_stat", "--format", "json", "-b", backend,
+            ])
+            .output()
+            .expect("dump");
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let vmas = v["vma"].as_array().expect("vma array");
+        let sm = smaps(&pid);
+        assert_eq!(vmas.len(), sm.len(), "{backend}: mapping count");
+        for (j, (start, counters, flags)) in vmas.iter().zip(&sm) {
+            assert_eq!(j["start"].as_u64(), Some(*start), "{backend}");
+            // Only the fixture's own private mappings are stable between two reads; shared
+            // libraries' counters move with other processes.
+            let name = j["name"].as_str().unwrap_or("");
+            let private = !name.starts_with('/') || name.contains("taskdiag-maps");
+            for (k, jk) in names {
+                let want = counters.iter().find(|(c, _)| c == k).map(|c| c.1);
+                if private || k == "Locked" || k == "Swap" {
+                    assert_eq!(
+                        j[jk].as_u64(),
+                        want,
+                        "{backend}: {k} of {name:?} at {start:x}"
+                    );
+                }
+            }
+            let bits = j["flags"].as_u64().expect("flags");
+            let mnemonics: Vec<&str> = taskdiag_proto::vma_flags::FLAGS
+                .iter()
+                .filter(|(b, _, _)| bits & b != 0)
+                .map(|(_, m, _)| *m)
+                .collect();
+            let known: Vec<&str> = flags
+                .split(' ')
+                .filter(|m| taskdiag_proto::vma_flags::from_mnemonic(m) != 0)
+                .collect();
+            let (mut a, mut b) = (mnemonics.clone(), known.clone());
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "{backend}: VmFlags of {name:?}");
+        }
+    }
+}
+
+#[test]
+fn sixty_thousand_mappings_dump_completely_in_continued_messages() {
+    let f = Fixture::start(&["many", "120000"]);
+    let pid = f.pid();
+    let proc = std::fs::read(format!("/proc/{pid}/maps")).expect("maps");
+    let lines = proc.iter().filter(|&&c| c == b'\n').count();
+    assert!(lines >= 60_000, "only {lines} mappings");
+    for backend in ["procfs", "bpf"] {
+        assert!(
+            maps_via(backend, &pid, &[]) == proc,
+            "{backend}: {lines} mappings not reproduced byte for byte"
+        );
+        let o = Command::new(BIN)
+            .args([
+                "dump", "--pid", &pid, "--groups", "vma", "--format", "raw", "-b", backend,
+            ])
+            .output()
+            .expect("dump");
+        assert!(o.status.success(), "{}", stderr(&o));
+        // Walk the raw stream's message headers: the task must span continued messages.
+        let (mut off, mut continued, mut tasks) = (0usize, 0, 0);
+        let b = &o.stdout;
+        while off + 16 <= b.len() {
+            let len = u32::from_ne_bytes(b[off..off + 4].try_into().expect("len")) as usize;
+            let ty = u16::from_ne_bytes(b[off + 4..off + 6].try_into().expect("type"));
+            let flags = u16::from_ne_bytes(b[off + 6..off + 8].try_into().expect("flags"));
+            if ty == 2 {
+                if flags & 1 != 0 {
+                    continued += 1;
+                } else {
+                    tasks += 1;
+                }
+            }
+            assert!(len >= 16 && len <= 32768, "message length {len}");
+            off += len;
+        }
+        assert_eq!(off, b.len());
+        assert_eq!(tasks, 1, "{backend}");
+        assert!(
+            continued > 100,
+            "{backend}: only {continued} continued messages"
+        );
+    }
+}
+
+#[test]
+fn a_map_changing_during_the_dump_still_gives_whole_valid_answers() {
+    let f = Fixture::start(&["churn"]);
+    let pid = f.pid();
+    for backend in ["procfs", "bpf"] {
+        for _ in 0..20 {
+            let got = maps_via(backend, &pid, &[]);
+            let text = String::from_utf8_lossy(&got);
+            assert!(
+                text.contains("plain file") && text.contains("[stack]"),
+                "{text}"
+            );
+            // Every line is a well-formed maps line, in increasing address order.
+            let mut last = 0u64;
+            for l in text.lines() {
+                let start = u64::from_str_radix(l.split('-').next().expect("range"), 16)
+                    .expect("hex start");
+                assert!(start >= last, "out of order: {l}");
+                last = start;
+            }
+        }
+    }
+}
+
+#[test]
+fn maps_of_a_missing_pid_is_exit_1() {
+    let o = Command::new(BIN)
+        .args(["maps", "999999999"])
+        .output()
+        .expect("maps");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no such process"));
+}

@@ -1,0 +1,70 @@
+"""A process with the memory mappings the maps tests compare against /proc/PID/maps.
+
+Usage: maps_fixture.py DIR [many N] [churn]
+  DIR     a scratch directory for the files it maps (some are deleted while mapped)
+  many N  also split one region into at least N mappings (alternating protections)
+  churn   keep mapping and unmapping a page in a loop (a map that changes during a dump)
+Prints "ready" once everything is mapped, then sleeps (or churns) until killed.
+"""
+import ctypes
+import mmap
+import os
+import sys
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_char_p]
+PAGE = mmap.PAGESIZE
+PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
+MAP_SHARED, MAP_PRIVATE, MAP_ANONYMOUS, MAP_NORESERVE = 1, 2, 0x20, 0x4000
+
+d = sys.argv[1]
+keep = []
+
+
+def map_file(name, size, deleted):
+    path = os.path.join(d, name)
+    with open(path, "wb") as f:
+        f.write(b"x" * size)
+    fd = os.open(path, os.O_RDWR)
+    m = mmap.mmap(fd, size, mmap.MAP_SHARED)
+    m[0:1] = b"y"  # touch: Rss
+    os.close(fd)
+    if deleted:
+        os.unlink(path)
+    keep.append(m)
+
+
+map_file("plain file", 3 * PAGE, False)
+map_file("deleted-file", 2 * PAGE, True)
+map_file("new\nline name", PAGE, False)
+# Shared anonymous memory (shows as /dev/zero (deleted)), a memfd, a private anonymous region
+# with a guard page in the middle, and a huge PROT_NONE reservation.
+keep.append(mmap.mmap(-1, 4 * PAGE, mmap.MAP_SHARED))
+mfd = os.memfd_create("fixture-memfd")
+os.ftruncate(mfd, 2 * PAGE)
+keep.append(mmap.mmap(mfd, 2 * PAGE, mmap.MAP_SHARED))
+a = libc.mmap(None, 8 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+ctypes.memset(a, 1, 8 * PAGE)
+libc.mprotect(a + 4 * PAGE, PAGE, PROT_NONE)
+libc.mmap(None, 1 << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+# A named anonymous region, where the kernel has CONFIG_ANON_VMA_NAME.
+n = libc.mmap(None, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+libc.prctl(0x53564D41, 0, n, 2 * PAGE, b"fixture region")
+
+if len(sys.argv) > 3 and sys.argv[2] == "many":
+    count = int(sys.argv[3])
+    base = libc.mmap(None, count * PAGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+    for i in range(0, count, 2):
+        libc.mprotect(base + i * PAGE, PAGE, PROT_NONE)
+
+print("ready", flush=True)
+if "churn" in sys.argv[2:]:
+    while True:
+        p = libc.mmap(None, PAGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        libc.munmap(p, PAGE)
+else:
+    sys.stdin.read()

@@ -689,7 +689,7 @@ fn fill_from_procfs(
                 // What /proc could not give (EACCES for another user's maps, say) says why.
                 if let Some(e) = p.errors.iter().find(|e| e.group == g as u16) {
                     if !task.errors.iter().any(|x| x.group == e.group) {
-                        task.errors.push(e.clone());
+                        task.errors.push(*e);
                     }
                 }
                 continue;

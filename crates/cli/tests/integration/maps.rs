@@ -89,10 +89,13 @@ fn maps_is_byte_identical_to_proc_for_both_backends() {
     }
 }
 
+/// One smaps entry: start address, counters in bytes, VmFlags.
+type SmapsEntry = (u64, Vec<(String, u64)>, String);
+
 /// smaps, parsed here independently: per mapping (start) the counters in bytes and VmFlags.
-fn smaps(pid: &str) -> Vec<(u64, Vec<(String, u64)>, String)> {
+fn smaps(pid: &str) -> Vec<SmapsEntry> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/smaps")).expect("smaps");
-    let mut v: Vec<(u64, Vec<(String, u64)>, String)> = Vec::new();
+    let mut v: Vec<SmapsEntry> = Vec::new();
     for line in s.lines() {
         if let Some((k, rest)) = line.split_once(':') {
             if k.chars().next().is_some_and(|c| c.is_ascii_uppercase()) && !k.contains(' ') {
@@ -202,7 +205,7 @@ fn sixty_thousand_mappings_dump_completely_in_continued_messages() {
                     tasks += 1;
                 }
             }
-            assert!(len >= 16 && len <= 32768, "message length {len}");
+            assert!((16..=32768).contains(&len), "message length {len}");
             off += len;
         }
         assert_eq!(off, b.len());

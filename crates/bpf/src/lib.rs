@@ -125,6 +125,14 @@ pub struct View {
     pub access: bool,
 }
 
+/// Which program to attach.
+#[derive(Clone, Copy)]
+enum Prog {
+    Task,
+    Cmdline,
+    Vma,
+}
+
 /// The loaded task iterator programs. Load once, dump many times.
 pub struct TaskIter {
     view: View,
@@ -182,6 +190,9 @@ fn open_skel(with_cmdline: bool, groups: u64) -> Result<TaskdiagSkel<'static>, l
         Box::leak(Box::new(MaybeUninit::uninit()));
     let mut open = TaskdiagSkelBuilder::default().open(obj)?;
     open.progs.dump_task_cmdline.set_autoload(with_cmdline);
+    open.progs
+        .dump_vma
+        .set_autoload(groups & (Group::Vma.flag() | Group::VmaStat.flag()) != 0);
     // Test hook: a small ring exercises the full-ring/retry path with few tasks.
     if let Some(size) = std::env::var("TASKDIAG_BPF_RINGBUF_SIZE")
         .ok()
@@ -331,10 +342,14 @@ impl TaskIter {
     }
 
     fn attach(&self, cmdline: bool, filter: TaskFilter) -> Result<Link, BpfError> {
-        let prog = if cmdline {
-            &self.skel.progs.dump_task_cmdline
-        } else {
-            &self.skel.progs.dump_task
+        self.attach_prog(if cmdline { Prog::Cmdline } else { Prog::Task }, filter)
+    }
+
+    fn attach_prog(&self, which: Prog, filter: TaskFilter) -> Result<Link, BpfError> {
+        let prog = match which {
+            Prog::Cmdline => &self.skel.progs.dump_task_cmdline,
+            Prog::Task => &self.skel.progs.dump_task,
+            Prog::Vma => &self.skel.progs.dump_vma,
         };
         let what = format!("{filter:?}");
         let mut info = libbpf_sys::bpf_iter_link_info::default();
@@ -480,8 +495,38 @@ impl TaskIter {
         Ok(report)
     }
 
+    /// Whether the memory-map program is loaded (requests with VMA).
+    pub fn has_vma(&self) -> bool {
+        self.groups & (Group::Vma.flag() | Group::VmaStat.flag()) != 0
+    }
+
+    /// Walks memory mappings: of thread group `tgid` (in the caller's namespace) or, with
+    /// `None`, of every process. Passes chunks of [`taskdiag_proto::MSG_VMA_PIECE`] messages
+    /// (one per mapping, kernel order) to `sink`; returns the number of mappings.
+    pub fn dump_vmas(
+        &mut self,
+        tgid: Option<u32>,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, BpfError> {
+        if !self.has_vma() {
+            return Err(BpfError::Attach {
+                what: "the memory-map program (not loaded for these groups)".into(),
+                source: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            });
+        }
+        let filter = match tgid {
+            Some(t) if self.features.task_params => TaskFilter::Pid(t),
+            _ => TaskFilter::None,
+        };
+        self.configure_filter(Strategy::All, 0, 0, 0, tgid.unwrap_or(0));
+        let link = self.attach_prog(Prog::Vma, filter)?;
+        let r = self.run(LinkRef::Owned(&link), sink).map(|(n, _)| n);
+        self.configure_filter(Strategy::All, 0, 0, 0, 0);
+        r
+    }
+
     /// The thread-group id of task `pid` (in the caller's namespace), or NoSuchTask.
-    fn tgid_of(&mut self, pid: u32) -> Result<u32, BpfError> {
+    pub fn tgid_of(&mut self, pid: u32) -> Result<u32, BpfError> {
         let mut tgid = None;
         self.run_filtered(Strategy::One, 0, false, TaskFilter::Tid(pid), &mut |b| {
             tgid = MsgHeader::read_from(b).map(|h| h.tgid);

@@ -57,6 +57,11 @@ pub const ATTR_ACCESS: u16 = 65;
 /// extended ack, NLMSGERR_ATTR_MSG). Follows the [`Done`] payload.
 pub const ATTR_MESSAGE: u16 = 66;
 
+/// Message type of one mapping written by the BPF memory-map iterator (a [`VmaRec`] with the
+/// kernel's raw `vm_flags` and `vm_flags_known` 0, then the raw name). Internal to the BPF
+/// backend and its library, which turn them into VMA attributes; never in a client's stream.
+pub const MSG_VMA_PIECE: u16 = 0x4001;
+
 /// BASE flag: the task is a kernel thread (PF_KTHREAD).
 pub const BASE_F_KTHREAD: u8 = 1;
 /// BASE flag: the task is its thread group's leader.
@@ -270,6 +275,7 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_MSG_START", MsgType::Start as i64),
     ("TD_MSG_TASK", MsgType::Task as i64),
     ("TD_MSG_DONE", MsgType::Done as i64),
+    ("TD_MSG_VMA_PIECE", MSG_VMA_PIECE as i64),
     ("TD_MSG_F_CONTINUED", MSG_F_CONTINUED as i64),
     ("TD_ATTR_GROUP_ERROR", ATTR_GROUP_ERROR as i64),
     ("TD_ATTR_ACCESS", ATTR_ACCESS as i64),

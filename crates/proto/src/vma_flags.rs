@@ -51,6 +51,45 @@ pub const FROM_PERMS: u64 = READ | WRITE | EXEC | MAYSHARE;
 /// Every bit defined here.
 pub const ALL: u64 = (1 << 28) - 1;
 
+/// Kernel `VM_*` values (include/linux/mm.h, Linux 5.x-6.x on 64-bit) and the bit each
+/// becomes here. Flags the kernel no longer has (DENYWRITE, MPX) are never set.
+const KERNEL: [(u64, u64); 26] = [
+    (0x1, 1 << 0),
+    (0x2, 1 << 1),
+    (0x4, 1 << 2),
+    (0x8, 1 << 3),
+    (0x10, 1 << 4),
+    (0x20, 1 << 5),
+    (0x40, 1 << 6),
+    (0x80, 1 << 7),
+    (0x100, 1 << 8),
+    (0x400, 1 << 9),
+    (0x2000, 1 << 12),
+    (0x4000, 1 << 13),
+    (0x8000, 1 << 14),
+    (0x1_0000, 1 << 15),
+    (0x2_0000, 1 << 16),
+    (0x4_0000, 1 << 17),
+    (0x10_0000, 1 << 18),
+    (0x20_0000, 1 << 19),
+    (0x40_0000, 1 << 20),
+    (0x100_0000, 1 << 21),
+    (0x400_0000, 1 << 22),
+    (0x800_0000, 1 << 23),
+    (0x1000_0000, 1 << 24),
+    (0x2000_0000, 1 << 25),
+    (0x4000_0000, 1 << 26),
+    (0x8000_0000, 1 << 27),
+];
+
+/// The bits for a kernel `vm_flags` value.
+pub fn from_kernel(vm_flags: u64) -> u64 {
+    KERNEL
+        .iter()
+        .filter(|(k, _)| vm_flags & k != 0)
+        .fold(0, |f, (_, b)| f | b)
+}
+
 /// The bit for an smaps `VmFlags` mnemonic (0 for one this format does not carry).
 pub fn from_mnemonic(m: &str) -> u64 {
     FLAGS

@@ -376,7 +376,20 @@ impl Dumper {
             )),
             Backend::Procfs(p) => p.dump(req, out).map_err(Error::from),
             Backend::Bpf(it) => {
-                let missing = it.missing_groups(req.show_flags);
+                // Memory maps from the BPF map walk (VMA alone: VMA_STAT's counters exist only
+                // in smaps, read from /proc), taken just before the task walk.
+                let maps = Group::Vma.flag() | Group::VmaStat.flag();
+                let vmas =
+                    if req.show_flags & maps == Group::Vma.flag() && it.has_vma() && !foreign_ns {
+                        Some(walk_vmas(it, req)?)
+                    } else {
+                        None
+                    };
+                let mut missing = it.missing_groups(req.show_flags);
+                if vmas.is_some() {
+                    missing &= !maps;
+                }
+                let vmas = vmas.as_ref();
                 let procfs = self.procfs.as_ref();
                 let mut fix_err = None;
                 let mut fixed = Vec::new();
@@ -388,11 +401,11 @@ impl Dumper {
                     if std::mem::take(&mut first) && !foreign_ns {
                         hidden = init_if_hidden(req, chunk, procfs);
                     }
-                    if missing == 0 && !has_fixups(chunk) {
+                    if missing == 0 && vmas.is_none() && !has_fixups(chunk) {
                         return hidden.merge(chunk, out);
                     }
                     fixed.clear();
-                    if let Err(e) = complete(chunk, req, missing, procfs, &mut fixed) {
+                    if let Err(e) = complete(chunk, req, missing, vmas, procfs, &mut fixed) {
                         fix_err = Some(e);
                         return Err(io::Error::other("invalid record"));
                     }
@@ -585,6 +598,7 @@ fn complete(
     chunk: &[u8],
     req: &Request,
     missing: u64,
+    vmas: Option<&VmaMap>,
     procfs: Option<&ProcReader>,
     out: &mut Vec<u8>,
 ) -> Result<(), DecodeError> {
@@ -593,7 +607,7 @@ fn complete(
     for m in Messages::new(chunk) {
         let m = m?;
         let start = out.len();
-        if m.header.flags & MSG_F_FIXUP == 0 && missing == 0 {
+        if m.header.flags & MSG_F_FIXUP == 0 && missing == 0 && vmas.is_none() {
             out.extend_from_slice(&chunk[m.offset..m.offset + m.header.len as usize]);
             continue;
         }
@@ -619,11 +633,111 @@ fn complete(
                 groups.push(g);
             }
         }
+        // With thread strategies, memory maps only for the leader (threads share them).
+        let maps_here = may_have_cmdline(&task) && !(per_thread && task.pid != task.tgid);
+        if let (Some(map), true) = (vmas, maps_here) {
+            match map.get(&task.tgid) {
+                Some(v) => task.vmas = Some(v.clone()),
+                // Started after the map walk: read its maps from /proc.
+                None => groups.push(Group::Vma),
+            }
+        }
         fill_from_procfs(&mut task, &groups, per_thread, procfs);
         out.truncate(start);
         task.encode(out);
     }
     Ok(())
+}
+
+/// Memory maps by thread-group id, from the BPF map walk.
+type VmaMap = std::collections::HashMap<u32, Vec<taskdiag_proto::task::Vma>>;
+
+/// Walks the memory maps `req` needs with the BPF program: every process's, or (ONE, THREAD)
+/// the one thread group's. Flags are translated from the kernel's, names escaped as
+/// /proc/PID/maps escapes them, and the [vsyscall] gate mapping (not a VMA, so not walked)
+/// added as /proc/PID/maps adds it.
+fn walk_vmas(it: &mut TaskIter, req: &Request) -> Result<VmaMap, Error> {
+    use taskdiag_proto::task::Vma;
+    use taskdiag_proto::{vma_flags, VmaRec, MSG_VMA_PIECE};
+    let tgid = match req.strategy() {
+        Some(Strategy::One | Strategy::Thread) => match it.tgid_of(req.pid) {
+            Ok(t) => Some(t),
+            // The task walk will say so (or find it in /proc).
+            Err(_) => return Ok(VmaMap::new()),
+        },
+        _ => None,
+    };
+    let mut map = VmaMap::new();
+    let mut cur: Option<u32> = None;
+    let mut bad = None;
+    it.dump_vmas(tgid, &mut |chunk| {
+        for m in Messages::new(chunk) {
+            let m = match m {
+                Ok(m) => m,
+                Err(e) => {
+                    bad = Some(e);
+                    return Err(io::Error::other("invalid record"));
+                }
+            };
+            if m.header.msg_type != MSG_VMA_PIECE {
+                continue;
+            }
+            let Some(mut rec) = VmaRec::read_from(m.payload) else {
+                continue;
+            };
+            let raw = m
+                .payload
+                .get(VmaRec::SIZE..VmaRec::SIZE + rec.name_len as usize)
+                .unwrap_or_default();
+            let mut name = Vec::with_capacity(raw.len());
+            for &c in raw {
+                if c == b'\n' {
+                    name.extend_from_slice(b"\\012");
+                } else {
+                    name.push(c);
+                }
+            }
+            rec.vm_flags = vma_flags::from_kernel(rec.vm_flags);
+            rec.vm_flags_known = vma_flags::ALL;
+            rec.vma_len = 0;
+            rec.name_len = 0;
+            let t = m.header.tgid;
+            // A thread group seen again later (its leader gone, another thread walked) keeps
+            // its first listing.
+            if cur != Some(t) && map.contains_key(&t) {
+                continue;
+            }
+            cur = Some(t);
+            map.entry(t).or_default().push(Vma {
+                rec,
+                stat: None,
+                name,
+            });
+        }
+        Ok(())
+    })
+    .map_err(|e| match (e, bad.take()) {
+        (_, Some(d)) => Error::Internal(d),
+        (e, None) => Error::Bpf(e),
+    })?;
+    if let Some(gate) = vsyscall() {
+        for v in map.values_mut() {
+            v.push(gate.clone());
+        }
+    }
+    Ok(map)
+}
+
+/// The [vsyscall] line of this process's /proc/self/maps, if the kernel shows one.
+fn vsyscall() -> Option<taskdiag_proto::task::Vma> {
+    let maps = std::fs::read("/proc/self/maps").ok()?;
+    let line = maps
+        .split(|&c| c == b'\n')
+        .find(|l| l.ends_with(b"[vsyscall]"))?;
+    taskdiag_procfs::maps::parse_header(line).ok().map(|mut v| {
+        v.rec.vm_flags_known = taskdiag_proto::vma_flags::ALL;
+        v
+    })
 }
 
 /// Whether the task may have a command line: it is not a kernel thread.

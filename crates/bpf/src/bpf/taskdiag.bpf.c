@@ -1017,3 +1017,121 @@ int dump_task_cmdline(struct bpf_iter__task *ctx)
 {
 	return emit(ctx->meta->seq, ctx->task, true);
 }
+
+/*
+ * Memory maps: one TD_MSG_VMA_PIECE message per mapping, in the order the kernel walks them
+ * (tasks in pid order, each task's mappings by address; threads sharing an address space are
+ * walked once). The record is a td_vma with the kernel's raw vm_flags (vm_flags_known 0: user
+ * space translates them) followed by the name as show_map_vma()/get_vma_name() compute it,
+ * raw (user space escapes newlines in paths as seq_path() does).
+ */
+#define TD_VMA_NAME_MAX 4096
+
+static __always_inline __u32 put_str(__u8 *dst, const char *prefix, __u32 plen, const char *src)
+{
+	long r;
+
+	if (plen)
+		bpf_probe_read_kernel(dst, plen & 15, prefix);
+	r = bpf_probe_read_kernel_str(dst + (plen & 15), 256, src);
+	return plen + (r > 0 ? r - 1 : 0);
+}
+
+SEC("iter/task_vma")
+int dump_vma(struct bpf_iter__task_vma *ctx)
+{
+	struct vm_area_struct *vma = ctx->vma;
+	struct task_struct *task = ctx->task, *cur, *t;
+	struct td_msg h = { .msg_type = TD_MSG_VMA_PIECE };
+	struct out o = {};
+	struct td_vma *r;
+	struct file *file;
+	struct mm_struct *mm;
+	struct anon_vma_name *an = 0;
+	struct pid *cur_pid;
+	struct ns_ctx ns = {};
+	struct upid up = {};
+	__u8 *buf, *name;
+	__u32 zero = 0, lvl, name_len = 0, off;
+	long n;
+
+	if (!vma || !task)
+		return 0;
+	buf = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!buf)
+		return 0;
+	/* Ids in the reader's pid namespace, as for task messages (through untrusted views). */
+	o.buf = buf;
+	t = untrusted(&o, task);
+	cur = untrusted(&o, bpf_get_current_task_btf());
+	if (!t || !cur)
+		return 0;
+	cur_pid = cur->thread_pid;
+	lvl = cur_pid->level;
+	if (lvl == 0)
+		up.ns = cur_pid->numbers[0].ns;
+	else
+		bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&cur_pid->numbers[lvl]));
+	ns.level = lvl;
+	ns.ns = up.ns;
+	h.pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
+	h.tgid = task_tgid_nr(t, &ns);
+	if (!h.pid)
+		return 0;
+	if (cfg_only_tgid && h.tgid != cfg_only_tgid)
+		return 0;
+
+	r = (void *)(buf + sizeof(h));
+	__builtin_memset(r, 0, sizeof(*r));
+	r->start = vma->vm_start;
+	r->end = vma->vm_end;
+	r->vm_flags = vma->vm_flags;
+	name = buf + sizeof(h) + sizeof(*r);
+	if (bpf_core_field_exists(vma->anon_name))
+		an = vma->anon_name;
+	file = vma->vm_file;
+	mm = vma->vm_mm;
+	if (file) {
+		struct inode *ino = file->f_inode;
+		__u32 dev = BPF_CORE_READ(ino, i_sb, s_dev);
+
+		r->inode = BPF_CORE_READ(ino, i_ino);
+		r->dev_major = dev >> 20;
+		r->dev_minor = dev & 0xfffff;
+		r->pgoff = vma->vm_pgoff << cfg_page_shift;
+		if (an) {
+			name_len = put_str(name, "[anon_shmem:", 12, an->name);
+			name[name_len & (TD_VMA_NAME_MAX - 1)] = ']';
+			name_len++;
+		} else {
+			n = bpf_d_path(&file->f_path, (char *)name, TD_VMA_NAME_MAX);
+			name_len = n > 0 ? n - 1 : 0;
+		}
+	} else if (vma->vm_ops && BPF_CORE_READ(vma, vm_ops, name)) {
+		/* Special mappings ([vdso], [vvar], [uprobes]): vm_special_mapping's name. */
+		struct vm_special_mapping *sm = vma->vm_private_data;
+
+		if (sm)
+			name_len = put_str(name, "", 0, BPF_CORE_READ(sm, name));
+	} else if (!mm) {
+		name_len = put_str(name, "", 0, "[vdso]");
+	} else if (vma->vm_start <= mm->brk && vma->vm_end >= mm->start_brk) {
+		name_len = put_str(name, "", 0, "[heap]");
+	} else if (vma->vm_start <= mm->start_stack && vma->vm_end >= mm->start_stack) {
+		name_len = put_str(name, "", 0, "[stack]");
+	} else if (an) {
+		name_len = put_str(name, "[anon:", 6, an->name);
+		name[name_len & (TD_VMA_NAME_MAX - 1)] = ']';
+		name_len++;
+	}
+	name_len &= TD_VMA_NAME_MAX - 1;
+	r->name_len = name_len;
+	off = (sizeof(h) + sizeof(*r) + name_len + 3) & ~3u;
+	r->vma_len = off - sizeof(h);
+	h.len = off;
+	bpf_probe_read_kernel(buf, sizeof(h), &h);
+	if (cfg_ringbuf)
+		return bpf_ringbuf_output(&out_rb, buf, off & (TD_MSG_MAX - 1), BPF_RB_NO_WAKEUP) ? 1 : 0;
+	bpf_seq_write(ctx->meta->seq, buf, off & (TD_MSG_MAX - 1));
+	return 0;
+}

@@ -169,6 +169,7 @@ struct mm_struct {
 	struct percpu_counter rss_stat[4];
 	struct user_namespace *user_ns;
 	mm_flags_t flags;
+	unsigned long start_brk, brk, start_stack;
 };
 
 /* Before 6.18 ("mm: convert mm->flags to a bitmap") mm->flags was one word. The dumpable bits
@@ -259,6 +260,50 @@ struct bpf_array {
 	void *pptrs[1];
 };
 
+struct path {
+	void *mnt;
+	void *dentry;
+};
+
+struct super_block {
+	u32 s_dev;
+};
+
+struct inode {
+	unsigned long i_ino;
+	struct super_block *i_sb;
+};
+
+struct file {
+	struct path f_path;
+	struct inode *f_inode;
+};
+
+struct vm_special_mapping {
+	const char *name;
+};
+
+struct vm_area_struct;
+
+struct vm_operations_struct {
+	const char *(*name)(struct vm_area_struct *vma);
+};
+
+struct anon_vma_name {
+	char name[1];
+};
+
+struct vm_area_struct {
+	unsigned long vm_start, vm_end;
+	struct mm_struct *vm_mm;
+	unsigned long vm_flags;
+	unsigned long vm_pgoff;
+	struct file *vm_file;
+	void *vm_private_data;
+	const struct vm_operations_struct *vm_ops;
+	struct anon_vma_name *anon_name;
+};
+
 struct seq_file;
 
 struct bpf_iter_meta {
@@ -270,6 +315,12 @@ struct bpf_iter_meta {
 struct bpf_iter__task {
 	struct bpf_iter_meta *meta;
 	struct task_struct *task;
+};
+
+struct bpf_iter__task_vma {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
+	struct vm_area_struct *vma;
 };
 
 #pragma clang attribute pop

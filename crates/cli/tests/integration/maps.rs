@@ -250,3 +250,43 @@ fn maps_of_a_missing_pid_is_exit_1() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("no such process"));
 }
+
+/// The BPF map walk reads the kernel's vm_flags (not smaps): every flag it reports must be the
+/// one smaps' VmFlags shows, for every mapping of the fixture.
+#[test]
+fn bpf_vma_flags_equal_smaps_vmflags() {
+    let f = Fixture::start(&[]);
+    let pid = f.pid();
+    let o = Command::new(BIN)
+        .args([
+            "dump", "--pid", &pid, "--groups", "vma", "--format", "json", "-b", "bpf",
+        ])
+        .output()
+        .expect("dump");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let vmas = v["vma"].as_array().expect("vma array");
+    let sm = smaps(&pid);
+    assert_eq!(vmas.len(), sm.len());
+    for (j, (start, _, flags)) in vmas.iter().zip(&sm) {
+        assert_eq!(j["start"].as_u64(), Some(*start));
+        assert_eq!(
+            j["flags_known"].as_u64(),
+            Some(taskdiag_proto::vma_flags::ALL),
+            "the BPF walk knows every flag"
+        );
+        let bits = j["flags"].as_u64().expect("flags");
+        let mut ours: Vec<&str> = taskdiag_proto::vma_flags::FLAGS
+            .iter()
+            .filter(|(b, _, _)| bits & b != 0)
+            .map(|(_, m, _)| *m)
+            .collect();
+        let mut theirs: Vec<&str> = flags
+            .split(' ')
+            .filter(|m| taskdiag_proto::vma_flags::from_mnemonic(m) != 0)
+            .collect();
+        ours.sort();
+        theirs.sort();
+        assert_eq!(ours, theirs, "VmFlags of {}", j["name"]);
+    }
+}

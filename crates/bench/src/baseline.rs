@@ -1,6 +1,7 @@
 //! The procfs floor: the article's `task_proc_all` as a raw-syscall loop, so the baseline
 //! measures /proc and not library overhead: `getdents64` on /proc, then per process and file
-//! `open`, one `read` of up to 16 KiB (none with `noread`), `close`. The per-thread variant
+//! `open`, one `read` of up to 16 KiB (none with `noread`; maps and smaps are read to their
+//! end), `close`. The per-thread variant
 //! lists `/proc/PID/task` of each process and does the same for `/proc/PID/task/TID/FILE`.
 
 use std::io;
@@ -78,9 +79,14 @@ impl Loop<'_> {
                 self.count.vanished += 1;
                 continue;
             }
-            if !self.noread {
+            // Memory maps are seq files of any length: read them to their end.
+            let whole = f.ends_with("maps");
+            while !self.noread {
                 // SAFETY: reads at most buf.len() bytes into buf.
-                unsafe { libc::read(fd, self.buf.as_mut_ptr().cast(), self.buf.len()) };
+                let n = unsafe { libc::read(fd, self.buf.as_mut_ptr().cast(), self.buf.len()) };
+                if !whole || n <= 0 {
+                    break;
+                }
             }
             // SAFETY: closing the fd we opened.
             unsafe { libc::close(fd) };

@@ -502,7 +502,9 @@ impl TaskIter {
 
     /// Walks memory mappings: of thread group `tgid` (in the caller's namespace) or, with
     /// `None`, of every process. Passes chunks of [`taskdiag_proto::MSG_VMA_PIECE`] messages
-    /// (one per mapping, kernel order) to `sink`; returns the number of mappings.
+    /// (one per mapping, kernel order) to `sink`; returns the number of mappings. A mapping
+    /// of a file already named in this walk has no name but `reserved` 1 and, in `reserved2`,
+    /// the key of the earlier mapping that carried it.
     pub fn dump_vmas(
         &mut self,
         tgid: Option<u32>,
@@ -519,6 +521,10 @@ impl TaskIter {
             _ => TaskFilter::None,
         };
         self.configure_filter(Strategy::All, 0, 0, 0, tgid.unwrap_or(0));
+        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+            // A new walk: every file's name is written again once (see dump_vma).
+            b.cfg_vma_gen = b.cfg_vma_gen.wrapping_add(1).max(1);
+        }
         let link = self.attach_prog(Prog::Vma, filter)?;
         let r = self.run(LinkRef::Owned(&link), sink).map(|(n, _)| n);
         self.configure_filter(Strategy::All, 0, 0, 0, 0);

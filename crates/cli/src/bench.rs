@@ -195,6 +195,48 @@ fn rows(exe: &str, per_thread: bool) -> Vec<Row> {
             None,
         ),
         row(
+            "P7",
+            &format!("loop: /proc/*{t}/maps"),
+            Some(lp(&["maps"])),
+            None,
+        ),
+        row(
+            "P8",
+            &format!("loop: /proc/*{t}/smaps"),
+            Some(lp(&["smaps"])),
+            None,
+        ),
+        row(
+            "T8",
+            "cat /proc/*/maps",
+            which("sh").map(|sh| {
+                vec![
+                    sh,
+                    "-c".into(),
+                    "cat /proc/[0-9]*/maps 2>/dev/null || true".into(),
+                ]
+            }),
+            Some("P7"),
+        ),
+        row(
+            "B5",
+            &format!("taskdiag bpf base,vma{all}"),
+            Some(dump("vma", "bpf")),
+            Some("P7"),
+        ),
+        row(
+            "F4",
+            &format!("taskdiag procfs base,vma{all}"),
+            Some(dump("vma", "procfs")),
+            Some("P7"),
+        ),
+        row(
+            "B6",
+            &format!("taskdiag bpf base,vma_stat{all}"),
+            Some(dump("vma_stat", "bpf")),
+            Some("P8"),
+        ),
+        row(
             "B1",
             &format!("taskdiag bpf base,cred{all}"),
             Some(dump("base,cred", "bpf")),

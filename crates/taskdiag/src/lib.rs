@@ -636,8 +636,8 @@ fn complete(
         // With thread strategies, memory maps only for the leader (threads share them).
         let maps_here = may_have_cmdline(&task) && !(per_thread && task.pid != task.tgid);
         if let (Some(map), true) = (vmas, maps_here) {
-            match map.get(&task.tgid) {
-                Some(v) => task.vmas = Some(v.clone()),
+            match vmas_of(map, task.tgid) {
+                Some(v) => task.vmas = Some(v),
                 // Started after the map walk: read its maps from /proc.
                 None => groups.push(Group::Vma),
             }
@@ -649,8 +649,13 @@ fn complete(
     Ok(())
 }
 
-/// Memory maps by thread-group id, from the BPF map walk.
-type VmaMap = std::collections::HashMap<u32, Vec<taskdiag_proto::task::Vma>>;
+/// Memory maps by thread-group id, from the BPF map walk; each is taken out once, by the task
+/// message that gets it.
+type VmaMap = std::cell::RefCell<std::collections::HashMap<u32, Vec<taskdiag_proto::task::Vma>>>;
+
+fn vmas_of(map: &VmaMap, tgid: u32) -> Option<Vec<taskdiag_proto::task::Vma>> {
+    map.borrow_mut().remove(&tgid)
+}
 
 /// Walks the memory maps `req` needs with the BPF program: every process's, or (ONE, THREAD)
 /// the one thread group's. Flags are translated from the kernel's, names escaped as
@@ -663,11 +668,12 @@ fn walk_vmas(it: &mut TaskIter, req: &Request) -> Result<VmaMap, Error> {
         Some(Strategy::One | Strategy::Thread) => match it.tgid_of(req.pid) {
             Ok(t) => Some(t),
             // The task walk will say so (or find it in /proc).
-            Err(_) => return Ok(VmaMap::new()),
+            Err(_) => return Ok(VmaMap::default()),
         },
         _ => None,
     };
-    let mut map = VmaMap::new();
+    let mut map = std::collections::HashMap::<u32, Vec<taskdiag_proto::task::Vma>>::new();
+    let mut names: std::collections::HashMap<u64, Vec<u8>> = std::collections::HashMap::new();
     let mut cur: Option<u32> = None;
     let mut bad = None;
     it.dump_vmas(tgid, &mut |chunk| {
@@ -689,14 +695,25 @@ fn walk_vmas(it: &mut TaskIter, req: &Request) -> Result<VmaMap, Error> {
                 .payload
                 .get(VmaRec::SIZE..VmaRec::SIZE + rec.name_len as usize)
                 .unwrap_or_default();
-            let mut name = Vec::with_capacity(raw.len());
-            for &c in raw {
-                if c == b'\n' {
-                    name.extend_from_slice(b"\\012");
-                } else {
-                    name.push(c);
+            let name = if rec.reserved == 1 {
+                // A file named earlier in this walk.
+                names.get(&rec.reserved2).cloned().unwrap_or_default()
+            } else {
+                let mut name = Vec::with_capacity(raw.len());
+                for &c in raw {
+                    if c == b'\n' {
+                        name.extend_from_slice(b"\\012");
+                    } else {
+                        name.push(c);
+                    }
                 }
-            }
+                if rec.reserved2 != 0 {
+                    names.insert(rec.reserved2, name.clone());
+                }
+                name
+            };
+            rec.reserved = 0;
+            rec.reserved2 = 0;
             rec.vm_flags = vma_flags::from_kernel(rec.vm_flags);
             rec.vm_flags_known = vma_flags::ALL;
             rec.vma_len = 0;
@@ -725,7 +742,7 @@ fn walk_vmas(it: &mut TaskIter, req: &Request) -> Result<VmaMap, Error> {
             v.push(gate.clone());
         }
     }
-    Ok(map)
+    Ok(std::cell::RefCell::new(map))
 }
 
 /// The [vsyscall] line of this process's /proc/self/maps, if the kernel shows one.

@@ -1027,6 +1027,21 @@ int dump_task_cmdline(struct bpf_iter__task *ctx)
  */
 #define TD_VMA_NAME_MAX 4096
 
+/*
+ * Most mappings of most processes are of the same few files (the C library, the loader):
+ * d_path() of each is the walk's main cost. So a file's name is written only the first time
+ * its dentry appears in a walk (cfg_vma_gen numbers the walks); later mappings of it carry the
+ * dentry as a key (td_vma.reserved2, with reserved = 1) for user space to look the name up.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u32);
+} vma_names SEC(".maps");
+
+__u32 cfg_vma_gen = 0;
+
 static __always_inline __u32 put_str(__u8 *dst, const char *prefix, __u32 plen, const char *src)
 {
 	long r;
@@ -1104,8 +1119,20 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 			name[name_len & (TD_VMA_NAME_MAX - 1)] = ']';
 			name_len++;
 		} else {
-			n = bpf_d_path(&file->f_path, (char *)name, TD_VMA_NAME_MAX);
-			name_len = n > 0 ? n - 1 : 0;
+			__u64 key = (__u64)BPF_CORE_READ(file, f_path.dentry);
+			__u32 *gen = bpf_map_lookup_elem(&vma_names, &key);
+
+			r->reserved2 = key;
+			if (gen && *gen == cfg_vma_gen) {
+				r->reserved = 1;
+			} else {
+				__u32 g = cfg_vma_gen;
+
+				n = bpf_d_path(&file->f_path, (char *)name, TD_VMA_NAME_MAX);
+				name_len = n > 0 ? n - 1 : 0;
+				if (n > 0)
+					bpf_map_update_elem(&vma_names, &key, &g, BPF_ANY);
+			}
 		}
 	} else if (vma->vm_ops && BPF_CORE_READ(vma, vm_ops, name)) {
 		/* Special mappings ([vdso], [vvar], [uprobes]): vm_special_mapping's name. */

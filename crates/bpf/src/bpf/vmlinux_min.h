@@ -36,10 +36,14 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_RINGBUF = 27,
+	BPF_MAP_TYPE_LRU_HASH = 9,
 };
 
 enum {
 	BPF_RB_NO_WAKEUP = 1,
+};
+enum {
+	BPF_ANY = 0,
 };
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)

@@ -290,3 +290,69 @@ fn bpf_vma_flags_equal_smaps_vmflags() {
         assert_eq!(ours, theirs, "VmFlags of {}", j["name"]);
     }
 }
+
+/// A whole-system VMA dump (names of shared files are written once per walk and looked up for
+/// later processes) gives every fixture process exactly its /proc/PID/maps.
+#[test]
+fn an_all_processes_dump_matches_each_processes_maps() {
+    let f = Fixture::start(&[]);
+    let sleepers: Vec<Child> = (0..3)
+        .map(|_| Command::new("sleep").arg("60").spawn().expect("sleep"))
+        .collect();
+    let pids: Vec<u32> = std::iter::once(f.child.id())
+        .chain(sleepers.iter().map(Child::id))
+        .collect();
+    for backend in ["bpf", "procfs"] {
+        let o = Command::new(BIN)
+            .args(["dump", "--groups", "vma", "--format", "json", "-b", backend])
+            .output()
+            .expect("dump");
+        assert!(o.status.success(), "{}", stderr(&o));
+        let mut seen = 0;
+        for line in o.stdout.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
+            let v: serde_json::Value = serde_json::from_slice(line).expect("json");
+            let pid = v["pid"].as_u64().expect("pid") as u32;
+            if !pids.contains(&pid) {
+                continue;
+            }
+            seen += 1;
+            let proc = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+            let ours: Vec<String> = v["vma"]
+                .as_array()
+                .expect("vma")
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{:x}-{:x} {} {}",
+                        m["start"].as_u64().expect("start"),
+                        m["end"].as_u64().expect("end"),
+                        m["perms"].as_str().expect("perms"),
+                        m["name"].as_str().expect("name")
+                    )
+                })
+                .collect();
+            let theirs: Vec<String> = proc
+                .lines()
+                .map(|l| {
+                    let f: Vec<&str> = l.splitn(6, ' ').collect();
+                    format!(
+                        "{} {} {}",
+                        f[0],
+                        f[1],
+                        f.get(5).map_or("", |n| n.trim_start())
+                    )
+                })
+                .collect();
+            assert_eq!(ours, theirs, "{backend}: pid {pid}");
+        }
+        assert_eq!(
+            seen,
+            pids.len(),
+            "{backend}: fixture processes missing from the dump"
+        );
+    }
+    for mut s in sleepers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+}

@@ -40,7 +40,8 @@ pub struct GroupError {
 /// One memory mapping of a VMA attribute.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Vma {
-    /// The record (`vma_len`, `name_len` and `stat_len` are recomputed when encoding).
+    /// The record. Its `vma_len`, `name_len` and `stat_len` frame the entry on the wire: they
+    /// are computed when encoding and 0 after decoding.
     pub rec: VmaRec,
     /// VMA_STAT counters, when requested.
     pub stat: Option<VmaStatRec>,
@@ -88,6 +89,13 @@ impl Vma {
                 _ => return Err("unknown vma_stat size"),
             };
             let name = p[VmaRec::SIZE + sl..VmaRec::SIZE + sl + nl].to_vec();
+            // The lengths frame the entry; `stat` and `name` carry what they described.
+            let rec = VmaRec {
+                vma_len: 0,
+                name_len: 0,
+                stat_len: 0,
+                ..rec
+            };
             v.push(Vma { rec, stat, name });
             p = &p[len..];
         }

@@ -156,6 +156,18 @@ fn openat(dir: RawFd, path: &CStr, flags: i32) -> io::Result<OwnedFd> {
 /// possible: a read that does not fill the space offered is the last one (seq_file and cmdline
 /// reads return everything they can).
 fn read_all(fd: &OwnedFd, buf: &mut Vec<u8>) -> io::Result<()> {
+    read_into(fd, buf, false)
+}
+
+/// Reads a seq_file (maps, smaps) to its end: unlike stat or status, one read() returns as
+/// many whole lines as fit the kernel's buffer, so only a read of 0 ends it.
+fn read_seq(fd: &OwnedFd, buf: &mut Vec<u8>) -> io::Result<()> {
+    read_into(fd, buf, true)
+}
+
+/// Reads `fd` into `buf` (cleared first): until a short read (files /proc prints whole in one
+/// read, such as stat and status) or, with `to_eof`, until a read returns 0.
+fn read_into(fd: &OwnedFd, buf: &mut Vec<u8>, to_eof: bool) -> io::Result<()> {
     buf.clear();
     loop {
         if buf.capacity() - buf.len() < 1024 {
@@ -176,7 +188,7 @@ fn read_all(fd: &OwnedFd, buf: &mut Vec<u8>) -> io::Result<()> {
         let full = n == room.len();
         // SAFETY: read() initialized the first `n` bytes of the spare capacity.
         unsafe { buf.set_len(buf.len() + n) };
-        if !full || n == 0 {
+        if n == 0 || (!to_eof && !full) {
             return Ok(());
         }
     }
@@ -235,33 +247,6 @@ fn list_numeric(dir: &OwnedFd, buf: &mut Vec<u8>, out: &mut Vec<u32>) -> io::Res
 /// Whether a task's /proc file failed because the task is not there for us: it exited
 /// (ENOENT, ESRCH), or /proc hides it from us (EPERM, EACCES: `hidepid=noaccess` lists other
 /// users' directories but refuses their contents). Either way the task is skipped, as ps does.
-/// Reads a seq_file (maps, smaps) to its end: unlike stat or status, one read() returns as
-/// many whole lines as fit the kernel's buffer, so only a read of 0 ends it.
-fn read_seq(fd: &OwnedFd, buf: &mut Vec<u8>) -> io::Result<()> {
-    buf.clear();
-    loop {
-        if buf.capacity() - buf.len() < 4096 {
-            buf.reserve(buf.capacity().max(16384));
-        }
-        let room = buf.spare_capacity_mut();
-        // SAFETY: `room` is writable memory of `room.len()` bytes owned by `buf`; read() writes
-        // at most that many bytes into it.
-        let n = unsafe { libc::read(fd.as_raw_fd(), room.as_mut_ptr().cast(), room.len()) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Ok(());
-        }
-        // SAFETY: read() initialized the first `n` bytes of the spare capacity.
-        unsafe { buf.set_len(buf.len() + n as usize) };
-    }
-}
-
 fn is_gone(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),

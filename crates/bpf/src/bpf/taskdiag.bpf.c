@@ -912,10 +912,25 @@ static __always_inline struct task_struct *untrusted(struct out *o, struct task_
 	return bpf_rdonly_cast((void *)as_number(o, t), bpf_core_type_id_kernel(struct task_struct));
 }
 
+/* The reader's active pid namespace, task_active_pid_ns(current), for @cur (an untrusted view
+ * of the current task). */
+static __always_inline void reader_ns(struct task_struct *cur, struct ns_ctx *ns)
+{
+	struct pid *cur_pid = cur->thread_pid;
+	struct upid up = {};
+	__u32 lvl = cur_pid->level;
+
+	if (lvl == 0)
+		up.ns = cur_pid->numbers[0].ns;
+	else
+		bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&cur_pid->numbers[lvl]));
+	ns->level = lvl;
+	ns->ns = up.ns;
+}
+
 static __always_inline int emit(struct seq_file *seq, struct task_struct *task, bool with_cmdline)
 {
 	struct task_struct *cur, *t;
-	struct pid *cur_pid;
 	struct td_msg h = { .msg_type = TD_MSG_TASK };
 	struct ns_ctx ns = {};
 	struct upid up = {};
@@ -937,16 +952,7 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	is_leader = t->group_leader == t;
 	if ((strategy == TD_STRATEGY_ALL || strategy == TD_STRATEGY_CHILDREN) && !is_leader)
 		return 0;
-	cur_pid = cur->thread_pid;
-
-	/* The reader's active pid namespace: task_active_pid_ns(current). */
-	lvl = cur_pid->level;
-	if (lvl == 0)
-		up.ns = cur_pid->numbers[0].ns;
-	else
-		bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&cur_pid->numbers[lvl]));
-	ns.level = lvl;
-	ns.ns = up.ns;
+	reader_ns(cur, &ns);
 	reader_pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
 	reader_tgid = task_tgid_nr(t, &ns);
 
@@ -1063,11 +1069,9 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	struct file *file;
 	struct mm_struct *mm;
 	struct anon_vma_name *an = 0;
-	struct pid *cur_pid;
 	struct ns_ctx ns = {};
-	struct upid up = {};
 	__u8 *buf, *name;
-	__u32 zero = 0, lvl, name_len = 0, off;
+	__u32 zero = 0, name_len = 0, off;
 	long n;
 
 	if (!vma || !task)
@@ -1081,14 +1085,7 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	cur = untrusted(&o, bpf_get_current_task_btf());
 	if (!t || !cur)
 		return 0;
-	cur_pid = cur->thread_pid;
-	lvl = cur_pid->level;
-	if (lvl == 0)
-		up.ns = cur_pid->numbers[0].ns;
-	else
-		bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&cur_pid->numbers[lvl]));
-	ns.level = lvl;
-	ns.ns = up.ns;
+	reader_ns(cur, &ns);
 	h.pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
 	h.tgid = task_tgid_nr(t, &ns);
 	if (!h.pid)

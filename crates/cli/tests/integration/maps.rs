@@ -115,6 +115,27 @@ fn smaps(pid: &str) -> Vec<SmapsEntry> {
     v
 }
 
+/// The smaps mnemonics of `bits`, sorted.
+fn mnemonics(bits: u64) -> Vec<&'static str> {
+    let mut v: Vec<&str> = taskdiag_proto::vma_flags::FLAGS
+        .iter()
+        .filter(|(b, _, _)| bits & b != 0)
+        .map(|(_, m, _)| *m)
+        .collect();
+    v.sort();
+    v
+}
+
+/// The mnemonics of an smaps VmFlags line that the wire format carries, sorted.
+fn carried(vmflags: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = vmflags
+        .split(' ')
+        .filter(|m| taskdiag_proto::vma_flags::from_mnemonic(m) != 0)
+        .collect();
+    v.sort();
+    v
+}
+
 #[test]
 fn vma_stat_counters_and_flags_equal_smaps_for_both_backends() {
     let f = Fixture::start(&[]);
@@ -155,19 +176,11 @@ fn vma_stat_counters_and_flags_equal_smaps_for_both_backends() {
                 }
             }
             let bits = j["flags"].as_u64().expect("flags");
-            let mnemonics: Vec<&str> = taskdiag_proto::vma_flags::FLAGS
-                .iter()
-                .filter(|(b, _, _)| bits & b != 0)
-                .map(|(_, m, _)| *m)
-                .collect();
-            let known: Vec<&str> = flags
-                .split(' ')
-                .filter(|m| taskdiag_proto::vma_flags::from_mnemonic(m) != 0)
-                .collect();
-            let (mut a, mut b) = (mnemonics.clone(), known.clone());
-            a.sort();
-            b.sort();
-            assert_eq!(a, b, "{backend}: VmFlags of {name:?}");
+            assert_eq!(
+                mnemonics(bits),
+                carried(flags),
+                "{backend}: VmFlags of {name:?}"
+            );
         }
     }
 }
@@ -276,18 +289,7 @@ fn bpf_vma_flags_equal_smaps_vmflags() {
             "the BPF walk knows every flag"
         );
         let bits = j["flags"].as_u64().expect("flags");
-        let mut ours: Vec<&str> = taskdiag_proto::vma_flags::FLAGS
-            .iter()
-            .filter(|(b, _, _)| bits & b != 0)
-            .map(|(_, m, _)| *m)
-            .collect();
-        let mut theirs: Vec<&str> = flags
-            .split(' ')
-            .filter(|m| taskdiag_proto::vma_flags::from_mnemonic(m) != 0)
-            .collect();
-        ours.sort();
-        theirs.sort();
-        assert_eq!(ours, theirs, "VmFlags of {}", j["name"]);
+        assert_eq!(mnemonics(bits), carried(flags), "VmFlags of {}", j["name"]);
     }
 }
 

@@ -23,8 +23,9 @@ use taskdiag::{Dumper, Error};
 
 use crate::peer::{OwnNamespaces, Peer};
 
-/// Show flags of the memory-map groups.
-const MAPS: u64 = (1 << taskdiag::Group::Vma as u16) | (1 << taskdiag::Group::VmaStat as u16);
+/// Show flag of VMA_STAT: its counters exist only in /proc/PID/smaps, which the daemon (without
+/// capabilities) may not read for its callers.
+const MAPS: u64 = 1 << taskdiag::Group::VmaStat as u16;
 use crate::request::{next_frame, truncated, Frame, MAX_REQUEST};
 
 /// Limits and timeouts.
@@ -500,15 +501,14 @@ fn serve_admitted(conn: &UnixStream, peer: &Peer, sh: &Shared) -> anyhow::Result
         // The next request (if part of it came along) starts now.
         started = (!input.is_empty()).then(Instant::now);
         let req = match frame {
-            // Memory maps need a ptrace-read check per task that the BPF records cannot carry
-            // yet, and the daemon (without capabilities) cannot read them from /proc.
+            // VMA comes from the BPF map walk and is checked per task; VMA_STAT is not served.
             Frame::Request(r) if r.show_flags & MAPS != 0 => {
                 let mut b = Vec::new();
                 write_done_error(
                     &mut b,
                     -libc::EOPNOTSUPP,
-                    "the vma and vma_stat groups are not served by taskdiagd yet; use the procfs \
-                     backend",
+                    "the vma_stat group is not served by taskdiagd (its counters come from \
+                     /proc/PID/smaps); use the procfs backend",
                 );
                 send_all(conn.as_raw_fd(), &b).context("answering a request")?;
                 continue;

@@ -243,7 +243,9 @@ impl Dumper {
             },
         );
         out(&head).map_err(Error::Sink)?;
-        let res = match viewer.filter(|v| v.rewrites()) {
+        // Memory maps are checked per task (ptrace-read), so they always go through the view.
+        let maps = req.show_flags & (Group::Vma.flag() | Group::VmaStat.flag()) != 0;
+        let res = match viewer.filter(|v| v.rewrites() || maps) {
             None => self.tasks(req, None, out),
             Some(v) => self.tasks_for(req, v, out),
         };
@@ -286,7 +288,8 @@ impl Dumper {
         };
         it.set_view(taskdiag_bpf::View {
             pidns: viewer.pidns,
-            access: viewer.needs_access(),
+            access: viewer.needs_access()
+                || req.show_flags & (Group::Vma.flag() | Group::VmaStat.flag()) != 0,
         });
         let strategy = req.strategy();
         // CHILDREN of a task the viewer may not see is "no such process", as in its /proc.
@@ -379,12 +382,11 @@ impl Dumper {
                 // Memory maps from the BPF map walk (VMA alone: VMA_STAT's counters exist only
                 // in smaps, read from /proc), taken just before the task walk.
                 let maps = Group::Vma.flag() | Group::VmaStat.flag();
-                let vmas =
-                    if req.show_flags & maps == Group::Vma.flag() && it.has_vma() && !foreign_ns {
-                        Some(walk_vmas(it, req)?)
-                    } else {
-                        None
-                    };
+                let vmas = if req.show_flags & maps == Group::Vma.flag() && it.has_vma() {
+                    Some(walk_vmas(it, req)?)
+                } else {
+                    None
+                };
                 let mut missing = it.missing_groups(req.show_flags);
                 if vmas.is_some() {
                     missing &= !maps;
@@ -636,7 +638,10 @@ fn complete(
         // With thread strategies, memory maps only for the leader (threads share them).
         let maps_here = may_have_cmdline(&task) && !(per_thread && task.pid != task.tgid);
         if let (Some(map), true) = (vmas, maps_here) {
-            match vmas_of(map, task.tgid) {
+            // The walk numbers processes in our pid namespace; a stream numbered in another
+            // carries our numbers in ACCESS.
+            let key = task.access.map_or(task.tgid, |a| a.reader_tgid);
+            match vmas_of(map, key) {
                 Some(v) => task.vmas = Some(v),
                 // Started after the map walk: read its maps from /proc.
                 None => groups.push(Group::Vma),

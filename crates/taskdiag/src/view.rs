@@ -266,6 +266,15 @@ impl Viewer {
                 return false;
             }
         }
+        // Memory maps: /proc/PID/maps needs ptrace-read (mm_access()). A task without ACCESS
+        // (one /proc had to supply) is not readable by anyone here.
+        if t.vmas.is_some() && !access.as_ref().is_some_and(|a| self.may_ptrace_read(a)) {
+            t.vmas = None;
+            t.errors.push(taskdiag_proto::task::GroupError {
+                group: taskdiag_proto::Group::Vma as u16,
+                errno: libc::EACCES,
+            });
+        }
         if let Some(c) = &mut t.cred {
             if let Some(m) = &self.uid_map {
                 let r = &mut c.rec;

@@ -24,6 +24,10 @@ pub fn cli() -> PathBuf {
     p
 }
 
+/// The system Python, which the test users can run (a developer's pyenv under /root is out of
+/// their reach).
+pub const PYTHON: &str = "/usr/bin/python3";
+
 /// An unprivileged user the tests run clients as.
 pub const USER: &str = "taskdiag-test";
 /// A second unprivileged user, owner of "another user's" processes.

@@ -5,6 +5,7 @@
 //! test one subject each.
 
 mod harness;
+mod maps;
 mod permissions;
 mod privs;
 mod robust;

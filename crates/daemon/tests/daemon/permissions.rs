@@ -26,9 +26,6 @@ use serde_json::{json, Value};
 
 use crate::harness::*;
 
-/// The system python (a pyenv shim under /root would not run as the test user).
-const PYTHON: &str = "/usr/bin/python3";
-
 /// Lists /proc as its caller sees it: `L pid` for each directory listed, `R pid` for each whose
 /// stat file can be read.
 const LIST_PROC: &str = r#"

@@ -1,0 +1,107 @@
+//! Memory maps through the daemon: what /proc/PID/maps shows the same unprivileged user, for
+//! its own process, another user's and its own non-dumpable one (ptrace-read decides).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+
+use crate::harness::*;
+
+struct Kill(Vec<Child>);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A process of `user` that prints "ready" once set up (non-dumpable when asked), then sleeps.
+fn spawn(user: &str, nondumpable: bool) -> Child {
+    let code = format!(
+        "import ctypes, sys, time\n{}print('ready', flush=True)\ntime.sleep(120)\n",
+        if nondumpable {
+            "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"
+        } else {
+            ""
+        }
+    );
+    let mut c = as_user(user, PYTHON)
+        .args(["-c", &code])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    BufReader::new(c.stdout.as_mut().expect("stdout"))
+        .read_line(&mut line)
+        .expect("ready");
+    assert_eq!(line, "ready\n");
+    c
+}
+
+#[test]
+fn maps_through_the_daemon_follow_ptrace_read_like_proc() {
+    let d = Daemon::start(&[]);
+    let kids = Kill(vec![
+        spawn(USER, false),
+        spawn(OTHER, false),
+        spawn(USER, true),
+    ]);
+    // setpriv execs python, so the child's pid is the python process.
+    let pids: Vec<String> = kids.0.iter().map(|c| c.id().to_string()).collect();
+    let socket = d.socket.display().to_string();
+    for (pid, what) in pids
+        .iter()
+        .zip(["own", "another user's", "own non-dumpable"])
+    {
+        let via = |backend: &str| {
+            let mut c = as_user(USER, cli());
+            c.args(["maps", pid, "-b", backend, "--socket", &socket]);
+            output(&mut c)
+        };
+        let (daemon, procfs) = (via("daemon"), via("procfs"));
+        assert_eq!(
+            daemon.status.code(),
+            procfs.status.code(),
+            "{what} process {pid}: daemon {} / procfs {}",
+            String::from_utf8_lossy(&daemon.stderr),
+            String::from_utf8_lossy(&procfs.stderr)
+        );
+        if procfs.status.success() {
+            assert_eq!(
+                String::from_utf8_lossy(&daemon.stdout),
+                String::from_utf8_lossy(&procfs.stdout),
+                "{what} process {pid}"
+            );
+            assert!(!daemon.stdout.is_empty());
+        } else {
+            let e = String::from_utf8_lossy(&daemon.stderr);
+            assert!(e.contains("Permission denied"), "{what}: {e}");
+        }
+    }
+    // Whole-system: the daemon's VMA group for the user's own process, an EACCES group error
+    // for the others.
+    let mut c = as_user(USER, cli());
+    c.args(d.dump_args(&["--groups", "vma", "--format", "json"]));
+    let o = output(&mut c);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut found = 0;
+    for line in o.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let v: serde_json::Value = serde_json::from_slice(line).expect("json");
+        let pid = v["pid"].as_u64().expect("pid").to_string();
+        if let Some(i) = pids.iter().position(|p| *p == pid) {
+            found += 1;
+            let has = v["vma"].is_array();
+            let denied = v["errors"]["vma"].is_string();
+            assert_eq!((has, denied), (i == 0, i != 0), "{pid}: {v}");
+        }
+    }
+    assert_eq!(found, 3);
+    // VMA_STAT is refused with an explanation.
+    let mut c = as_user(USER, cli());
+    c.args(d.dump_args(&["--groups", "vma_stat"]));
+    let o = output(&mut c);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("vma_stat group is not served"));
+}

@@ -358,3 +358,45 @@ fn an_all_processes_dump_matches_each_processes_maps() {
         let _ = s.wait();
     }
 }
+
+/// With thread strategies the VMA group is on the thread-group leader only (threads share the
+/// address space), as task_diag did, for both backends.
+#[test]
+fn thread_strategies_give_vmas_to_the_leader_only() {
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            "import threading, sys\n\
+             ev = threading.Event()\n\
+             for _ in range(3): threading.Thread(target=ev.wait, daemon=True).start()\n\
+             print('ready', flush=True)\n\
+             sys.stdin.read()\n",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read");
+    let pid = child.id();
+    for backend in ["bpf", "procfs"] {
+        let o = Command::new(BIN)
+            .args(["dump", "--threads-of", &pid.to_string(), "--groups", "vma"])
+            .args(["--format", "json", "-b", backend])
+            .output()
+            .expect("dump");
+        assert!(o.status.success(), "{}", stderr(&o));
+        let mut threads = 0;
+        for l in o.stdout.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
+            let v: serde_json::Value = serde_json::from_slice(l).expect("json");
+            let leader = v["pid"].as_u64() == Some(u64::from(pid));
+            assert_eq!(v["vma"].is_array(), leader, "{backend}: {}", v["pid"]);
+            threads += 1;
+        }
+        assert_eq!(threads, 4, "{backend}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -14,8 +14,19 @@ use taskdiag_proto::task::{Event, StreamDecoder, Task};
 
 use crate::{backend_kind, Backend, EXIT_NO_TASK};
 
+const AFTER_MAPS: &str = "\
+EXIT STATUS:
+  0 success, 1 no such process, 2 usage error, 3 other failure (e.g. permission denied:
+  reading another user's maps needs the same ptrace-read permission as /proc/PID/maps)
+
+EXAMPLES:
+  taskdiag maps $$                        # the same bytes as cat /proc/$$/maps
+  taskdiag maps -x 1234                   # sizes, RSS and dirty KiB per mapping, totals
+  taskdiag maps -f json 1234 | jq .name";
+
 /// Arguments of `taskdiag maps`.
 #[derive(clap::Args)]
+#[command(after_help = AFTER_MAPS)]
 pub struct MapsArgs {
     /// The process (or thread: its process's mappings).
     pid: u32,

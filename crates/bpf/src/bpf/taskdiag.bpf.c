@@ -98,6 +98,9 @@ struct scratch {
 	/* Where forget_u32() and as_number() park values (see there). */
 	__u32 off_slot;
 	__u64 addr_slot;
+	/* dump_vma: the ids of the task whose mappings it is walking (see there). */
+	__u64 vma_task;
+	__u32 vma_gen, vma_pid, vma_tgid;
 };
 
 struct {
@@ -1064,6 +1067,7 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	struct vm_area_struct *vma = ctx->vma;
 	struct task_struct *task = ctx->task, *cur, *t;
 	struct td_msg h = { .msg_type = TD_MSG_VMA_PIECE };
+	struct scratch *sc;
 	struct out o = {};
 	struct td_vma *r;
 	struct file *file;
@@ -1079,15 +1083,26 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	buf = bpf_map_lookup_elem(&scratch_map, &zero);
 	if (!buf)
 		return 0;
-	/* Ids in the reader's pid namespace, as for task messages (through untrusted views). */
-	o.buf = buf;
-	t = untrusted(&o, task);
-	cur = untrusted(&o, bpf_get_current_task_btf());
-	if (!t || !cur)
-		return 0;
-	reader_ns(cur, &ns);
-	h.pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
-	h.tgid = task_tgid_nr(t, &ns);
+	/* Ids in the reader's pid namespace, as for task messages (through untrusted views),
+	 * computed once per task: its mappings come one after another. */
+	sc = (void *)buf;
+	if (sc->vma_task == (__u64)task && sc->vma_gen == cfg_vma_gen) {
+		h.pid = sc->vma_pid;
+		h.tgid = sc->vma_tgid;
+	} else {
+		o.buf = buf;
+		t = untrusted(&o, task);
+		cur = untrusted(&o, bpf_get_current_task_btf());
+		if (!t || !cur)
+			return 0;
+		reader_ns(cur, &ns);
+		h.pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
+		h.tgid = task_tgid_nr(t, &ns);
+		sc->vma_task = (__u64)task;
+		sc->vma_gen = cfg_vma_gen;
+		sc->vma_pid = h.pid;
+		sc->vma_tgid = h.tgid;
+	}
 	if (!h.pid)
 		return 0;
 	if (cfg_only_tgid && h.tgid != cfg_only_tgid)

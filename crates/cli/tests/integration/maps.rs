@@ -12,6 +12,21 @@ struct Fixture {
     dir: std::path::PathBuf,
 }
 
+/// Starts a Python child that prints "ready" once set up and lives until its stdin closes.
+fn spawn_ready(mut cmd: Command) -> Child {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read");
+    assert_eq!(line, "ready\n", "fixture did not start");
+    child
+}
+
 impl Fixture {
     fn start(extra: &[&str]) -> Fixture {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -22,20 +37,12 @@ impl Fixture {
             env!("CARGO_MANIFEST_DIR"),
             "/tests/integration/maps_fixture.py"
         );
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg(&dir)
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read");
-        assert_eq!(line, "ready\n", "fixture did not start");
-        Fixture { child, dir }
+        let mut cmd = Command::new("python3");
+        cmd.arg(script).arg(&dir).args(extra);
+        Fixture {
+            child: spawn_ready(cmd),
+            dir,
+        }
     }
 
     fn pid(&self) -> String {
@@ -363,23 +370,16 @@ fn an_all_processes_dump_matches_each_processes_maps() {
 /// address space), as task_diag did, for both backends.
 #[test]
 fn thread_strategies_give_vmas_to_the_leader_only() {
-    let mut child = Command::new("python3")
-        .args([
-            "-c",
-            "import threading, sys\n\
-             ev = threading.Event()\n\
-             for _ in range(3): threading.Thread(target=ev.wait, daemon=True).start()\n\
-             print('ready', flush=True)\n\
-             sys.stdin.read()\n",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read");
+    let mut cmd = Command::new("python3");
+    cmd.args([
+        "-c",
+        "import threading, sys\n\
+         ev = threading.Event()\n\
+         for _ in range(3): threading.Thread(target=ev.wait, daemon=True).start()\n\
+         print('ready', flush=True)\n\
+         sys.stdin.read()\n",
+    ]);
+    let mut child = spawn_ready(cmd);
     let pid = child.id();
     for backend in ["bpf", "procfs"] {
         let o = Command::new(BIN)

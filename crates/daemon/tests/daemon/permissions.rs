@@ -65,6 +65,15 @@ struct Fixtures {
 }
 
 impl Fixtures {
+    /// A sleeping process named `name`, run as `user` (root when `None`).
+    fn sleeper(&mut self, name: &'static str, user: Option<&str>) -> u32 {
+        let cmd = match user {
+            Some(u) => sleep_cmd(as_user(u, "sleep")),
+            None => sleep_cmd(Command::new("sleep")),
+        };
+        self.spawn(name, cmd, Ready::Comm("sleep"))
+    }
+
     /// Starts `cmd` as fixture `name` and waits until it is ready.
     fn spawn(&mut self, name: &'static str, mut cmd: Command, ready: Ready) -> u32 {
         cmd.stdin(Stdio::null()).stderr(Stdio::null());
@@ -1084,11 +1093,7 @@ fn check_pid_namespace(nesting: usize, opts: &str, hidepid: bool) {
     let uid = user(USER);
     let mut fx = Fixtures::default();
     // Outside the namespace: visible to USER by permission, invisible by namespace.
-    let outside = fx.spawn(
-        "outside",
-        sleep_cmd(as_user(USER, "sleep")),
-        Ready::Comm("sleep"),
-    );
+    let outside = fx.sleeper("outside", Some(USER));
     assert!(
         outside > 64,
         "host pid {outside} could exist in the new namespace too"
@@ -1305,16 +1310,8 @@ fn check_user_namespace(opts: Option<&str>) {
         c.arg(FIXTURE_SECONDS);
         fx.spawn("root", c, Ready::Comm("sleep"))
     };
-    let own = fx.spawn(
-        "own",
-        sleep_cmd(as_user(USER, "sleep")),
-        Ready::Comm("sleep"),
-    );
-    let oth = fx.spawn(
-        "other",
-        sleep_cmd(as_user(OTHER, "sleep")),
-        Ready::Comm("sleep"),
-    );
+    let own = fx.sleeper("own", Some(USER));
+    let oth = fx.sleeper("other", Some(OTHER));
     let d = Daemon::start(&[]);
     let mut inner = Steps::new();
     inner.raw("echo \"@@PID shell $$\"");
@@ -1482,14 +1479,8 @@ fn owner_of_a_user_namespace_sees_its_processes_there() {
 #[test]
 fn missing_and_hidden_pids_are_no_such_process() {
     let mut fx = Fixtures::default();
-    let mut rc = Command::new("sleep");
-    rc.arg(FIXTURE_SECONDS);
-    let hidden = fx.spawn("root", rc, Ready::Comm("sleep"));
-    let own = fx.spawn(
-        "own",
-        sleep_cmd(as_user(USER, "sleep")),
-        Ready::Comm("sleep"),
-    );
+    let hidden = fx.sleeper("root", None);
+    let own = fx.sleeper("own", Some(USER));
     let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .expect("pid_max")
         .trim()
@@ -1560,19 +1551,9 @@ fn missing_and_hidden_pids_are_no_such_process() {
 #[test]
 fn a_procfs_of_another_pid_namespace_does_not_lift_hidepid() {
     let mut fx = Fixtures::default();
-    let mut rc = Command::new("sleep");
-    rc.arg(FIXTURE_SECONDS);
-    let root = fx.spawn("root", rc, Ready::Comm("sleep"));
-    let oth = fx.spawn(
-        "other",
-        sleep_cmd(as_user(OTHER, "sleep")),
-        Ready::Comm("sleep"),
-    );
-    let own = fx.spawn(
-        "own",
-        sleep_cmd(as_user(USER, "sleep")),
-        Ready::Comm("sleep"),
-    );
+    let root = fx.sleeper("root", None);
+    let oth = fx.sleeper("other", Some(OTHER));
+    let own = fx.sleeper("own", Some(USER));
     let d = Daemon::start(&[]);
     let mut inner = Steps::new();
     inner.raw("echo \"@@PID shell $$\"");
@@ -1767,9 +1748,7 @@ fn exec_after_connect(d: &Daemon, prog: &std::path::Path, name: &str) -> (i32, B
 fn credentials_changed_after_connect_are_refused() {
     user(USER);
     let mut fx = Fixtures::default();
-    let mut rc = Command::new("sleep");
-    rc.arg(FIXTURE_SECONDS);
-    let root = fx.spawn("root", rc, Ready::Comm("sleep"));
+    let root = fx.sleeper("root", None);
     let bin = TempDir::new("bin");
     let (suid, plain) = (bin.0.join("suid-sleep"), bin.0.join("plain-sleep"));
     for (p, mode) in [(&suid, 0o4755), (&plain, 0o755)] {

@@ -192,7 +192,7 @@ fn open_skel(with_cmdline: bool, groups: u64) -> Result<TaskdiagSkel<'static>, l
     open.progs.dump_task_cmdline.set_autoload(with_cmdline);
     open.progs
         .dump_vma
-        .set_autoload(groups & (Group::Vma.flag() | Group::VmaStat.flag()) != 0);
+        .set_autoload(groups & taskdiag_proto::SHOW_MAPS != 0);
     // Test hook: a small ring exercises the full-ring/retry path with few tasks.
     if let Some(size) = std::env::var("TASKDIAG_BPF_RINGBUF_SIZE")
         .ok()
@@ -328,7 +328,7 @@ impl TaskIter {
     /// beyond this kernel): the caller fills them for every task.
     pub fn missing_groups(&self, show_flags: u64) -> u64 {
         // Memory maps come from /proc for now (the library reads them per task).
-        let mut have = self.groups & !(Group::Vma.flag() | Group::VmaStat.flag());
+        let mut have = self.groups & !taskdiag_proto::SHOW_MAPS;
         if !self.features.cmdline {
             have &= !Group::Cmdline.flag();
         }
@@ -497,7 +497,7 @@ impl TaskIter {
 
     /// Whether the memory-map program is loaded (requests with VMA).
     pub fn has_vma(&self) -> bool {
-        self.groups & (Group::Vma.flag() | Group::VmaStat.flag()) != 0
+        self.groups & taskdiag_proto::SHOW_MAPS != 0
     }
 
     /// Walks memory mappings: of thread group `tgid` (in the caller's namespace) or, with

@@ -214,7 +214,7 @@ fn parse_groups(list: &str) -> anyhow::Result<u64> {
         if name == "all" {
             // Memory maps are many records per task and VMA_STAT costs a page-table walk per
             // mapping: asked for by name only.
-            flags |= taskdiag_proto::SHOW_SUPPORTED & !(Group::Vma.flag() | Group::VmaStat.flag());
+            flags |= taskdiag_proto::SHOW_SUPPORTED & !taskdiag_proto::SHOW_MAPS;
             continue;
         }
         match Group::from_name(name) {

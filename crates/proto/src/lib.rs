@@ -224,6 +224,10 @@ pub const SHOW_SUPPORTED: u64 = (1 << Group::Base as u16)
     | (1 << Group::Statm as u16)
     | (1 << Group::Cmdline as u16);
 
+/// Show flags of the memory-map groups (VMA, VMA_STAT): many records per task, read under the
+/// ptrace-read rule, and left out of "all".
+pub const SHOW_MAPS: u64 = (1 << Group::Vma as u16) | (1 << Group::VmaStat as u16);
+
 /// Which backend produced a stream (START message).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u16)]

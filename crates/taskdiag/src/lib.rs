@@ -36,7 +36,7 @@ pub use taskdiag_proto as proto;
 use taskdiag_proto::msg::{write_done, write_start, DecodeError, Messages};
 use taskdiag_proto::task::{Task, TaskAssembler};
 pub use taskdiag_proto::{BackendId, Group, Request, Strategy};
-use taskdiag_proto::{Done, MsgType, Start, ERRNO_NEEDS_PROCFS, VERSION};
+use taskdiag_proto::{Done, MsgType, Start, ERRNO_NEEDS_PROCFS, SHOW_MAPS, VERSION};
 use view::Viewer;
 
 /// Which backend to use.
@@ -244,7 +244,7 @@ impl Dumper {
         );
         out(&head).map_err(Error::Sink)?;
         // Memory maps are checked per task (ptrace-read), so they always go through the view.
-        let maps = req.show_flags & (Group::Vma.flag() | Group::VmaStat.flag()) != 0;
+        let maps = req.show_flags & SHOW_MAPS != 0;
         let res = match viewer.filter(|v| v.rewrites() || maps) {
             None => self.tasks(req, None, out),
             Some(v) => self.tasks_for(req, v, out),
@@ -288,9 +288,20 @@ impl Dumper {
         };
         it.set_view(taskdiag_bpf::View {
             pidns: viewer.pidns,
-            access: viewer.needs_access()
-                || req.show_flags & (Group::Vma.flag() | Group::VmaStat.flag()) != 0,
+            access: viewer.needs_access() || req.show_flags & SHOW_MAPS != 0,
         });
+        let r = self.viewed_tasks(req, viewer, out);
+        self.reset_view();
+        r
+    }
+
+    /// [`Self::tasks_for`] once the BPF programs are set for the viewer.
+    fn viewed_tasks(
+        &mut self,
+        req: &Request,
+        viewer: &Viewer,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, Error> {
         let strategy = req.strategy();
         // CHILDREN of a task the viewer may not see is "no such process", as in its /proc.
         if strategy == Some(Strategy::Children) && viewer.needs_access() {
@@ -298,14 +309,12 @@ impl Dumper {
             let mut f = ViewFilter::new(viewer);
             let r = self.tasks(&one, Some(viewer), &mut |c| f.push(c, &mut |_| Ok(())));
             if matches!(r, Err(Error::NoSuchTask { .. })) || (r.is_ok() && f.passed == 0) {
-                self.reset_view();
                 return Err(Error::NoSuchTask { pid: req.pid });
             }
-            r.inspect_err(|_| self.reset_view())?;
+            r?;
         }
         let mut f = ViewFilter::new(viewer);
         let r = self.tasks(req, Some(viewer), &mut |c| f.push(c, out));
-        self.reset_view();
         if let Some(e) = f.error {
             return Err(Error::Internal(e));
         }
@@ -381,15 +390,14 @@ impl Dumper {
             Backend::Bpf(it) => {
                 // Memory maps from the BPF map walk (VMA alone: VMA_STAT's counters exist only
                 // in smaps, read from /proc), taken just before the task walk.
-                let maps = Group::Vma.flag() | Group::VmaStat.flag();
-                let vmas = if req.show_flags & maps == Group::Vma.flag() && it.has_vma() {
+                let vmas = if req.show_flags & SHOW_MAPS == Group::Vma.flag() && it.has_vma() {
                     Some(walk_vmas(it, req)?)
                 } else {
                     None
                 };
                 let mut missing = it.missing_groups(req.show_flags);
                 if vmas.is_some() {
-                    missing &= !maps;
+                    missing &= !SHOW_MAPS;
                 }
                 let vmas = vmas.as_ref();
                 let procfs = self.procfs.as_ref();
@@ -750,8 +758,15 @@ fn walk_vmas(it: &mut TaskIter, req: &Request) -> Result<VmaMap, Error> {
     Ok(std::cell::RefCell::new(map))
 }
 
-/// The [vsyscall] line of this process's /proc/self/maps, if the kernel shows one.
+/// The [vsyscall] mapping /proc/PID/maps shows for every process, if the kernel has one: read
+/// once from /proc/self/maps (it is the same gate page for all).
 fn vsyscall() -> Option<taskdiag_proto::task::Vma> {
+    static GATE: std::sync::OnceLock<Option<taskdiag_proto::task::Vma>> =
+        std::sync::OnceLock::new();
+    GATE.get_or_init(read_vsyscall).clone()
+}
+
+fn read_vsyscall() -> Option<taskdiag_proto::task::Vma> {
     let maps = std::fs::read("/proc/self/maps").ok()?;
     let line = maps
         .split(|&c| c == b'\n')

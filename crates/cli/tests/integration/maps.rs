@@ -58,6 +58,18 @@ impl Drop for Fixture {
     }
 }
 
+/// `taskdiag dump --pid PID --groups G --format F -b BACKEND`'s output, which must succeed.
+fn dump_pid(pid: &str, groups: &str, format: &str, backend: &str) -> Vec<u8> {
+    let o = Command::new(BIN)
+        .args([
+            "dump", "--pid", pid, "--groups", groups, "--format", format, "-b", backend,
+        ])
+        .output()
+        .expect("dump");
+    assert!(o.status.success(), "{backend}: {}", stderr(&o));
+    o.stdout
+}
+
 fn maps_via(backend: &str, pid: &str, extra: &[&str]) -> Vec<u8> {
     let o = Command::new(BIN)
         .args(["maps", pid, "-b", backend])
@@ -155,14 +167,8 @@ fn vma_stat_counters_and_flags_equal_smaps_for_both_backends() {
         ("Private_Dirty", "private_dirty"),
     ];
     for backend in ["procfs", "bpf"] {
-        let o = Command::new(BIN)
-            .args([
-                "dump", "--pid", &pid, "--groups", "vma_stat", "--format", "json", "-b", backend,
-            ])
-            .output()
-            .expect("dump");
-        assert!(o.status.success(), "{}", stderr(&o));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let out = dump_pid(&pid, "vma_stat", "json", backend);
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("json");
         let vmas = v["vma"].as_array().expect("vma array");
         let sm = smaps(&pid);
         assert_eq!(vmas.len(), sm.len(), "{backend}: mapping count");
@@ -204,16 +210,10 @@ fn sixty_thousand_mappings_dump_completely_in_continued_messages() {
             maps_via(backend, &pid, &[]) == proc,
             "{backend}: {lines} mappings not reproduced byte for byte"
         );
-        let o = Command::new(BIN)
-            .args([
-                "dump", "--pid", &pid, "--groups", "vma", "--format", "raw", "-b", backend,
-            ])
-            .output()
-            .expect("dump");
-        assert!(o.status.success(), "{}", stderr(&o));
+        let out = dump_pid(&pid, "vma", "raw", backend);
         // Walk the raw stream's message headers: the task must span continued messages.
         let (mut off, mut continued, mut tasks) = (0usize, 0, 0);
-        let b = &o.stdout;
+        let b = &out;
         while off + 16 <= b.len() {
             let len = u32::from_ne_bytes(b[off..off + 4].try_into().expect("len")) as usize;
             let ty = u16::from_ne_bytes(b[off + 4..off + 6].try_into().expect("type"));
@@ -277,14 +277,8 @@ fn maps_of_a_missing_pid_is_exit_1() {
 fn bpf_vma_flags_equal_smaps_vmflags() {
     let f = Fixture::start(&[]);
     let pid = f.pid();
-    let o = Command::new(BIN)
-        .args([
-            "dump", "--pid", &pid, "--groups", "vma", "--format", "json", "-b", "bpf",
-        ])
-        .output()
-        .expect("dump");
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let out = dump_pid(&pid, "vma", "json", "bpf");
+    let v: serde_json::Value = serde_json::from_slice(&out).expect("json");
     let vmas = v["vma"].as_array().expect("vma array");
     let sm = smaps(&pid);
     assert_eq!(vmas.len(), sm.len());

@@ -976,6 +976,14 @@ fn pkill_kills_exactly_what_pgrep_selects() {
     assert_eq!(f.dead(), listed);
 }
 
+/// The pids a namespace script printed in its `@@pids` section.
+fn section_pids(s: &HashMap<String, String>) -> Vec<u32> {
+    s["pids"]
+        .split_whitespace()
+        .map(|p| p.parse().expect("pid"))
+        .collect()
+}
+
 fn ns_sections(o: &Output) -> HashMap<String, String> {
     let text = String::from_utf8_lossy(&o.stdout).to_string();
     let mut out = HashMap::new();
@@ -1015,10 +1023,7 @@ echo "@@after"; /usr/bin/pgrep -a -P 1; echo "rc=$?"
         .env("LC_ALL", "C.UTF-8");
     let o = output(&mut o);
     let s = ns_sections(&o);
-    let pids: Vec<u32> = s["pids"]
-        .split_whitespace()
-        .map(|p| p.parse().expect("pid"))
-        .collect();
+    let pids = section_pids(&s);
     assert!(
         pids.iter().all(|&p| p < 100),
         "not namespace pids: {pids:?}"
@@ -1061,10 +1066,7 @@ kill $a
         .env("TASKDIAG_BACKEND", "bpf");
     let o = output(&mut o);
     let s = ns_sections(&o);
-    let pids: Vec<u32> = s["pids"]
-        .split_whitespace()
-        .map(|p| p.parse().expect("pid"))
-        .collect();
+    let pids = section_pids(&s);
     assert_eq!(pids.len(), 2, "{}", show(&o));
     assert_eq!(
         s["pgrep"],

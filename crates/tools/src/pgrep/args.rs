@@ -144,8 +144,44 @@ impl Opts {
     }
 }
 
+/// The matching options pgrep and pkill share, before -n/-o (whose wording differs).
+macro_rules! matching_head {
+    () => {
+        " -f, --full                match <pattern> against the whole command line
+ -x, --exact               the pattern must match the whole name (or command line)
+ -i, --ignore-case         ignore upper and lower case
+"
+    };
+}
+
+/// The matching options pgrep and pkill share, after -n/-o, and the help lines.
+macro_rules! matching_tail {
+    () => {
+        " -O, --older <seconds>     only processes at least <seconds> old
+ -g, --pgroup <PGID,...>   only these process groups (0: our own)
+ -G, --group <GID,...>     only these real groups (names or numbers)
+ -P, --parent <PPID,...>   only children of these processes
+ -s, --session <SID,...>   only these sessions (0: our own)
+ -t, --terminal <tty,...>  only processes with these controlling terminals (pts/0, tty1)
+ -u, --euid <ID,...>       only these effective users (names or numbers)
+ -U, --uid <ID,...>        only these real users (names or numbers)
+ -r, --runstates <state>   only processes in one of these states (letters: R S D Z T ...)
+ -F, --pidfile <file>      only the process whose id is in <file>
+ -L, --logpidfile          with -F: fail unless <file> is locked by its owner
+ -A, --ignore-ancestors    leave out this command's own ancestors
+     --cgroup <path,...>   only processes in these cgroup v2 paths
+     --ns <PID>            only processes in the same namespaces as <PID>
+     --nslist <ns,...>     which namespaces --ns compares: ipc, mnt, net, pid, user, uts
+
+ -h, --help     show this text and exit
+ -V, --version  show the version and exit
+"
+    };
+}
+
 /// `taskdiag pgrep --help`.
-pub const PGREP_HELP: &str = "
+pub const PGREP_HELP: &str = concat!(
+    "
 Usage:
  pgrep [options] <pattern>
 
@@ -162,36 +198,21 @@ Output:
  -w, --lightweight         look at every thread, and print thread ids
 
 Matching:
- -f, --full                match <pattern> against the whole command line
- -x, --exact               the pattern must match the whole name (or command line)
- -i, --ignore-case         ignore upper and lower case
- -n, --newest              keep only the most recently started match
+",
+    matching_head!(),
+    " -n, --newest              keep only the most recently started match
  -o, --oldest              keep only the least recently started match
- -O, --older <seconds>     only processes at least <seconds> old
- -g, --pgroup <PGID,...>   only these process groups (0: our own)
- -G, --group <GID,...>     only these real groups (names or numbers)
- -P, --parent <PPID,...>   only children of these processes
- -s, --session <SID,...>   only these sessions (0: our own)
- -t, --terminal <tty,...>  only processes with these controlling terminals (pts/0, tty1)
- -u, --euid <ID,...>       only these effective users (names or numbers)
- -U, --uid <ID,...>        only these real users (names or numbers)
- -r, --runstates <state>   only processes in one of these states (letters: R S D Z T ...)
- -F, --pidfile <file>      only the process whose id is in <file>
- -L, --logpidfile          with -F: fail unless <file> is locked by its owner
- -A, --ignore-ancestors    leave out this command's own ancestors
-     --cgroup <path,...>   only processes in these cgroup v2 paths
-     --ns <PID>            only processes in the same namespaces as <PID>
-     --nslist <ns,...>     which namespaces --ns compares: ipc, mnt, net, pid, user, uts
-
- -h, --help     show this text and exit
- -V, --version  show the version and exit
-
+",
+    matching_tail!(),
+    "
 Exit status: 0 something matched, 1 nothing matched, 2 bad command line, 3 fatal error.
 The command itself is never listed. Names are the kernel's 15-byte ones: use -f for more.
-";
+"
+);
 
 /// `taskdiag pkill --help`.
-pub const PKILL_HELP: &str = "
+pub const PKILL_HELP: &str = concat!(
+    "
 Usage:
  pkill [options] <pattern>
 
@@ -207,34 +228,18 @@ Signal:
  -c, --count               print how many processes matched
 
 Matching:
- -f, --full                match <pattern> against the whole command line
- -x, --exact               the pattern must match the whole name (or command line)
- -i, --ignore-case         ignore upper and lower case
- -n, --newest              only the most recently started match
+",
+    matching_head!(),
+    " -n, --newest              only the most recently started match
  -o, --oldest              only the least recently started match
- -O, --older <seconds>     only processes at least <seconds> old
- -g, --pgroup <PGID,...>   only these process groups (0: our own)
- -G, --group <GID,...>     only these real groups (names or numbers)
- -P, --parent <PPID,...>   only children of these processes
- -s, --session <SID,...>   only these sessions (0: our own)
- -t, --terminal <tty,...>  only processes with these controlling terminals (pts/0, tty1)
- -u, --euid <ID,...>       only these effective users (names or numbers)
- -U, --uid <ID,...>        only these real users (names or numbers)
- -r, --runstates <state>   only processes in one of these states (letters: R S D Z T ...)
- -F, --pidfile <file>      only the process whose id is in <file>
- -L, --logpidfile          with -F: fail unless <file> is locked by its owner
- -A, --ignore-ancestors    leave out this command's own ancestors
-     --cgroup <path,...>   only processes in these cgroup v2 paths
-     --ns <PID>            only processes in the same namespaces as <PID>
-     --nslist <ns,...>     which namespaces --ns compares: ipc, mnt, net, pid, user, uts
-
- -h, --help     show this text and exit
- -V, --version  show the version and exit
-
+",
+    matching_tail!(),
+    "
 Exit status: 0 at least one process was signalled, 1 none was, 2 bad command line, 3 fatal
 error. The command itself is never signalled; its parent and other ancestors are, if they
 match (use -A to spare them).
-";
+"
+);
 
 const SIGNAL_OPT: u32 = 256;
 const NS_OPT: u32 = 257;

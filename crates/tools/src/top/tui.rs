@@ -361,20 +361,12 @@ impl App {
                     Err(m) => self.message(m),
                 }
             }
-            Then::KillPid { def } => match int(line) {
-                Err(()) => self.message("Unacceptable integer"),
-                Ok(v) => {
-                    let pid = v.unwrap_or(def as i64);
-                    if pid <= 0 || pid > u32::MAX as i64 {
-                        self.message("Unacceptable integer");
-                        return;
-                    }
-                    let pid = pid as u32;
-                    self.prompt(
-                        format!("Send pid {pid} signal [{}/sigterm]", libc::SIGTERM),
-                        Then::KillSig { pid },
-                    );
-                }
+            Then::KillPid { def } => match pid_answer(int(line), def) {
+                None => self.message("Unacceptable integer"),
+                Some(pid) => self.prompt(
+                    format!("Send pid {pid} signal [{}/sigterm]", libc::SIGTERM),
+                    Then::KillSig { pid },
+                ),
             },
             Then::KillSig { pid } => {
                 let sig = if line.is_empty() {
@@ -401,17 +393,9 @@ impl App {
                     )),
                 }
             }
-            Then::RenicePid { def } => match int(line) {
-                Err(()) => self.message("Unacceptable integer"),
-                Ok(v) => {
-                    let pid = v.unwrap_or(def as i64);
-                    if pid <= 0 || pid > u32::MAX as i64 {
-                        self.message("Unacceptable integer");
-                        return;
-                    }
-                    let pid = pid as u32;
-                    self.prompt(format!("Renice PID {pid} to value"), Then::Nice { pid });
-                }
+            Then::RenicePid { def } => match pid_answer(int(line), def) {
+                None => self.message("Unacceptable integer"),
+                Some(pid) => self.prompt(format!("Renice PID {pid} to value"), Then::Nice { pid }),
             },
             Then::Nice { pid } => match int(line) {
                 Err(()) => self.message("Unacceptable integer"),
@@ -942,4 +926,11 @@ pub fn run(o: Opts, utf8: bool) -> i32 {
             1
         }
     }
+}
+
+/// The pid a "which pid" prompt's answer names: the typed number, or `def` for an empty
+/// answer; `None` for anything that is not a positive 32-bit id.
+fn pid_answer(typed: Result<Option<i64>, ()>, def: u32) -> Option<u32> {
+    let pid = typed.ok()?.unwrap_or(i64::from(def));
+    u32::try_from(pid).ok().filter(|&p| p > 0)
 }

@@ -502,9 +502,11 @@ impl TaskIter {
 
     /// Walks memory mappings: of thread group `tgid` (in the caller's namespace) or, with
     /// `None`, of every process. Passes chunks of [`taskdiag_proto::MSG_VMA_PIECE`] messages
-    /// (one per mapping, kernel order) to `sink`; returns the number of mappings. A mapping
-    /// of a file already named in this walk has no name but `reserved` 1 and, in `reserved2`,
-    /// the key of the earlier mapping that carried it.
+    /// to `sink`: each holds back-to-back entries (a `td_vma` with the kernel's raw
+    /// `vm_flags`, the raw name, padding to 4) of one process, in kernel order; a process with
+    /// a large map comes in consecutive pieces. Returns the number of pieces. An entry for a
+    /// file already named in this walk has no name but `reserved` 1 and, in `reserved2`, the
+    /// key of the earlier entry that carried it.
     pub fn dump_vmas(
         &mut self,
         tgid: Option<u32>,
@@ -526,7 +528,21 @@ impl TaskIter {
             b.cfg_vma_gen = b.cfg_vma_gen.wrapping_add(1).max(1);
         }
         let link = self.attach_prog(Prog::Vma, filter)?;
-        let r = self.run(LinkRef::Owned(&link), sink).map(|(n, _)| n);
+        // Through the seq file, whatever the task walk uses: the program gathers a process's
+        // entries and writes them at the next task, so its last write is in the call that
+        // ends the walk, which the kernel retries only for the seq buffer.
+        let r = Iter::new(&link)
+            .map_err(|e| BpfError::Attach {
+                what: "bpf_iter_create".into(),
+                source: io::Error::other(e),
+            })
+            .and_then(|mut it| {
+                let mut buf = std::mem::take(&mut self.buf);
+                let r = read_messages(&mut it, &mut buf, sink);
+                self.buf = buf;
+                r
+            })
+            .map(|(n, _)| n);
         self.configure_filter(Strategy::All, 0, 0, 0, 0);
         r
     }

@@ -848,19 +848,6 @@ impl ProcReader {
             let groups: &[u8] = as_bytes(&s.groups);
             w.attr_parts(Group::Cred as u16, &[&rec.to_bytes(), groups]);
         }
-        if want_maps && status.has_mm {
-            match (&vmas, maps_err) {
-                (Some(v), _) => {
-                    let mut b = Vec::with_capacity(v.len() * 96);
-                    for m in v {
-                        m.encode(&mut b);
-                    }
-                    w.attr(Group::Vma as u16, &b);
-                }
-                (None, Some(errno)) => w.group_error(Group::Vma, errno),
-                (None, None) => {}
-            }
-        }
         if let (true, Some(st)) = (want(Group::Stat), &stat) {
             let _ = whole; // /proc already reports the thread-group or thread view by path.
             let t = self.ns_per_tick;
@@ -892,6 +879,20 @@ impl ProcReader {
                 None if status.has_mm => w.attr(Group::Cmdline as u16, &s.cmdline),
                 None => {}
                 Some(errno) => w.group_error(Group::Cmdline, errno),
+            }
+        }
+        // The memory maps last, as Task::encode writes them.
+        if want_maps && status.has_mm {
+            match (&vmas, maps_err) {
+                (Some(v), _) => {
+                    let mut b = Vec::with_capacity(v.len() * 96);
+                    for m in v {
+                        m.encode(&mut b);
+                    }
+                    w.attr(Group::Vma as u16, &b);
+                }
+                (None, Some(errno)) => w.group_error(Group::Vma, errno),
+                (None, None) => {}
             }
         }
         w.finish();

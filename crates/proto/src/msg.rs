@@ -198,6 +198,8 @@ pub struct TaskWriter<'a> {
     msg_start: usize,
     pid: u32,
     tgid: u32,
+    /// Flags every message of the task keeps (those of a resumed message, but CONTINUED).
+    flags: u16,
 }
 
 impl<'a> TaskWriter<'a> {
@@ -210,7 +212,31 @@ impl<'a> TaskWriter<'a> {
             msg_start,
             pid,
             tgid,
+            flags: 0,
         }
+    }
+
+    /// Continues a complete task: copies `msg`, one whole TASK message that is not CONTINUED,
+    /// to `out` so that more attributes follow its own (continued in new messages if they do
+    /// not fit). `None` if `msg` is not such a message.
+    pub fn resume(out: &'a mut Vec<u8>, msg: &[u8]) -> Option<Self> {
+        let h = MsgHeader::read_from(msg)?;
+        if h.msg_type != MsgType::Task as u16
+            || h.flags & MSG_F_CONTINUED != 0
+            || h.len as usize != msg.len()
+            || msg.len() % 4 != 0
+        {
+            return None;
+        }
+        let msg_start = out.len();
+        out.extend_from_slice(msg);
+        Some(TaskWriter {
+            out,
+            msg_start,
+            pid: h.pid,
+            tgid: h.tgid,
+            flags: h.flags,
+        })
     }
 
     /// Adds an attribute whose payload is `payload`.
@@ -289,6 +315,7 @@ impl<'a> TaskWriter<'a> {
     }
 
     fn seal(&mut self, flags: u16) {
+        let flags = flags | self.flags;
         let len = (self.out.len() - self.msg_start) as u32;
         self.out[self.msg_start..self.msg_start + 4].copy_from_slice(&len.to_ne_bytes());
         self.out[self.msg_start + 6..self.msg_start + 8].copy_from_slice(&flags.to_ne_bytes());

@@ -153,13 +153,6 @@ impl Task {
             }
             w.attr(Group::Cred as u16, &v);
         }
-        if let Some(vmas) = &self.vmas {
-            let mut v = Vec::with_capacity(vmas.len() * (VmaRec::SIZE + 64));
-            for m in vmas {
-                m.encode(&mut v);
-            }
-            w.attr(Group::Vma as u16, &v);
-        }
         if let Some(s) = &self.stat {
             let mut v = Vec::with_capacity(StatRec::SIZE);
             s.write_to(&mut v);
@@ -172,6 +165,14 @@ impl Task {
         }
         if let Some(c) = &self.cmdline {
             w.attr(Group::Cmdline as u16, c);
+        }
+        // The memory maps last: the one attribute that may run over several messages.
+        if let Some(vmas) = &self.vmas {
+            let mut v = Vec::with_capacity(vmas.len() * (VmaRec::SIZE + 64));
+            for m in vmas {
+                m.encode(&mut v);
+            }
+            w.attr(Group::Vma as u16, &v);
         }
         for e in &self.errors {
             let mut b = Vec::with_capacity(GroupErrorRec::SIZE);

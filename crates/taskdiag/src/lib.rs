@@ -27,16 +27,19 @@ use std::path::{Path, PathBuf};
 
 pub mod client;
 pub mod view;
+mod vma_walk;
 
 use client::DaemonClient;
 pub use taskdiag_bpf::PidNs;
 use taskdiag_bpf::{BpfError, TaskIter, MSG_F_FIXUP};
 use taskdiag_procfs::{ProcReader, ProcfsError};
 pub use taskdiag_proto as proto;
-use taskdiag_proto::msg::{write_done, write_start, DecodeError, Messages};
+use taskdiag_proto::msg::{write_done, write_start, DecodeError, Messages, TaskWriter};
 use taskdiag_proto::task::{Task, TaskAssembler};
 pub use taskdiag_proto::{BackendId, Group, Request, Strategy};
-use taskdiag_proto::{Done, MsgType, Start, ERRNO_NEEDS_PROCFS, SHOW_MAPS, VERSION};
+use taskdiag_proto::{
+    Done, MsgType, Start, ATTR_ACCESS, ERRNO_NEEDS_PROCFS, MSG_F_CONTINUED, SHOW_MAPS, VERSION,
+};
 use view::Viewer;
 
 /// Which backend to use.
@@ -391,7 +394,7 @@ impl Dumper {
                 // Memory maps from the BPF map walk (VMA alone: VMA_STAT's counters exist only
                 // in smaps, read from /proc), taken just before the task walk.
                 let vmas = if req.show_flags & SHOW_MAPS == Group::Vma.flag() && it.has_vma() {
-                    Some(walk_vmas(it, req)?)
+                    Some(vma_walk::VmaWalk::run(it, req)?)
                 } else {
                     None
                 };
@@ -608,7 +611,7 @@ fn complete(
     chunk: &[u8],
     req: &Request,
     missing: u64,
-    vmas: Option<&VmaMap>,
+    vmas: Option<&vma_walk::VmaWalk>,
     procfs: Option<&ProcReader>,
     out: &mut Vec<u8>,
 ) -> Result<(), DecodeError> {
@@ -617,9 +620,32 @@ fn complete(
     for m in Messages::new(chunk) {
         let m = m?;
         let start = out.len();
-        if m.header.flags & MSG_F_FIXUP == 0 && missing == 0 && vmas.is_none() {
-            out.extend_from_slice(&chunk[m.offset..m.offset + m.header.len as usize]);
-            continue;
+        let bytes = &chunk[m.offset..m.offset + m.header.len as usize];
+        let whole = m.header.flags & (MSG_F_FIXUP | MSG_F_CONTINUED) == 0 && asm.pending().is_none();
+        if whole && missing == 0 {
+            match vmas {
+                None => {
+                    out.extend_from_slice(bytes);
+                    continue;
+                }
+                // With thread strategies, memory maps only for the leader (threads share them).
+                Some(_) if per_thread && m.header.pid != m.header.tgid => {
+                    out.extend_from_slice(bytes);
+                    continue;
+                }
+                // The common case: the process's maps appended to its message as they are.
+                // (With ACCESS, the walk's numbers are in it: the general path below.)
+                Some(w) if !m.attrs().any(|a| a.is_ok_and(|a| a.attr_type == ATTR_ACCESS)) => {
+                    if let Some(parts) = w.take(m.header.tgid) {
+                        if let Some(mut tw) = TaskWriter::resume(out, bytes) {
+                            tw.attr_parts(Group::Vma as u16, &parts);
+                            tw.finish();
+                            continue;
+                        }
+                    }
+                }
+                Some(_) => {}
+            }
         }
         let Some(mut task) = asm.push(&m)? else {
             continue;
@@ -649,7 +675,7 @@ fn complete(
             // The walk numbers processes in our pid namespace; a stream numbered in another
             // carries our numbers in ACCESS.
             let key = task.access.map_or(task.tgid, |a| a.reader_tgid);
-            match vmas_of(map, key) {
+            match map.take_decoded(key) {
                 Some(v) => task.vmas = Some(v),
                 // Started after the map walk: read its maps from /proc.
                 None => groups.push(Group::Vma),
@@ -660,121 +686,6 @@ fn complete(
         task.encode(out);
     }
     Ok(())
-}
-
-/// Memory maps by thread-group id, from the BPF map walk; each is taken out once, by the task
-/// message that gets it.
-type VmaMap = std::cell::RefCell<std::collections::HashMap<u32, Vec<taskdiag_proto::task::Vma>>>;
-
-fn vmas_of(map: &VmaMap, tgid: u32) -> Option<Vec<taskdiag_proto::task::Vma>> {
-    map.borrow_mut().remove(&tgid)
-}
-
-/// Walks the memory maps `req` needs with the BPF program: every process's, or (ONE, THREAD)
-/// the one thread group's. Flags are translated from the kernel's, names escaped as
-/// /proc/PID/maps escapes them, and the [vsyscall] gate mapping (not a VMA, so not walked)
-/// added as /proc/PID/maps adds it.
-fn walk_vmas(it: &mut TaskIter, req: &Request) -> Result<VmaMap, Error> {
-    use taskdiag_proto::task::Vma;
-    use taskdiag_proto::{vma_flags, VmaRec, MSG_VMA_PIECE};
-    let tgid = match req.strategy() {
-        Some(Strategy::One | Strategy::Thread) => match it.tgid_of(req.pid) {
-            Ok(t) => Some(t),
-            // The task walk will say so (or find it in /proc).
-            Err(_) => return Ok(VmaMap::default()),
-        },
-        _ => None,
-    };
-    let mut map = std::collections::HashMap::<u32, Vec<taskdiag_proto::task::Vma>>::new();
-    let mut names: std::collections::HashMap<u64, Vec<u8>> = std::collections::HashMap::new();
-    let mut cur: Option<u32> = None;
-    let mut bad = None;
-    it.dump_vmas(tgid, &mut |chunk| {
-        for m in Messages::new(chunk) {
-            let m = match m {
-                Ok(m) => m,
-                Err(e) => {
-                    bad = Some(e);
-                    return Err(io::Error::other("invalid record"));
-                }
-            };
-            if m.header.msg_type != MSG_VMA_PIECE {
-                continue;
-            }
-            let Some(mut rec) = VmaRec::read_from(m.payload) else {
-                continue;
-            };
-            let raw = m
-                .payload
-                .get(VmaRec::SIZE..VmaRec::SIZE + rec.name_len as usize)
-                .unwrap_or_default();
-            let name = if rec.reserved == 1 {
-                // A file named earlier in this walk.
-                names.get(&rec.reserved2).cloned().unwrap_or_default()
-            } else {
-                let mut name = Vec::with_capacity(raw.len());
-                for &c in raw {
-                    if c == b'\n' {
-                        name.extend_from_slice(b"\\012");
-                    } else {
-                        name.push(c);
-                    }
-                }
-                if rec.reserved2 != 0 {
-                    names.insert(rec.reserved2, name.clone());
-                }
-                name
-            };
-            rec.reserved = 0;
-            rec.reserved2 = 0;
-            rec.vm_flags = vma_flags::from_kernel(rec.vm_flags);
-            rec.vm_flags_known = vma_flags::ALL;
-            rec.vma_len = 0;
-            rec.name_len = 0;
-            let t = m.header.tgid;
-            // A thread group seen again later (its leader gone, another thread walked) keeps
-            // its first listing.
-            if cur != Some(t) && map.contains_key(&t) {
-                continue;
-            }
-            cur = Some(t);
-            map.entry(t).or_default().push(Vma {
-                rec,
-                stat: None,
-                name,
-            });
-        }
-        Ok(())
-    })
-    .map_err(|e| match (e, bad.take()) {
-        (_, Some(d)) => Error::Internal(d),
-        (e, None) => Error::Bpf(e),
-    })?;
-    if let Some(gate) = vsyscall() {
-        for v in map.values_mut() {
-            v.push(gate.clone());
-        }
-    }
-    Ok(std::cell::RefCell::new(map))
-}
-
-/// The [vsyscall] mapping /proc/PID/maps shows for every process, if the kernel has one: read
-/// once from /proc/self/maps (it is the same gate page for all).
-fn vsyscall() -> Option<taskdiag_proto::task::Vma> {
-    static GATE: std::sync::OnceLock<Option<taskdiag_proto::task::Vma>> =
-        std::sync::OnceLock::new();
-    GATE.get_or_init(read_vsyscall).clone()
-}
-
-fn read_vsyscall() -> Option<taskdiag_proto::task::Vma> {
-    let maps = std::fs::read("/proc/self/maps").ok()?;
-    let line = maps
-        .split(|&c| c == b'\n')
-        .find(|l| l.ends_with(b"[vsyscall]"))?;
-    taskdiag_procfs::maps::parse_header(line).ok().map(|mut v| {
-        v.rec.vm_flags_known = taskdiag_proto::vma_flags::ALL;
-        v
-    })
 }
 
 /// Whether the task may have a command line: it is not a kernel thread.

@@ -1028,19 +1028,29 @@ int dump_task_cmdline(struct bpf_iter__task *ctx)
 }
 
 /*
- * Memory maps: one TD_MSG_VMA_PIECE message per mapping, in the order the kernel walks them
+ * Memory maps: TD_MSG_VMA_PIECE messages, each holding back-to-back entries of one process
  * (tasks in pid order, each task's mappings by address; threads sharing an address space are
- * walked once). The record is a td_vma with the kernel's raw vm_flags (vm_flags_known 0: user
+ * walked once). An entry is a td_vma with the kernel's raw vm_flags (vm_flags_known 0: user
  * space translates them) followed by the name as show_map_vma()/get_vma_name() compute it,
- * raw (user space escapes newlines in paths as seq_path() does).
+ * raw (user space escapes newlines in paths as seq_path() does), padded to 4 bytes.
+ *
+ * The iterator calls the program once per mapping, so entries are gathered in vma_pend and
+ * written as one message when the walk moves to another task, when TD_VMA_PEND bytes are
+ * pending (the rest of the task follows in further pieces), and at the end of the walk (the
+ * call with no mapping). One bpf_seq_write() per call at most, and the pending state changes
+ * only once it succeeded: when the seq buffer is full the kernel discards this call's output
+ * and calls again with the same mapping in the next read(), which then redoes the same step.
  */
 #define TD_VMA_NAME_MAX 4096
+#define TD_VMA_PEND 16384
 
 /*
  * Most mappings of most processes are of the same few files (the C library, the loader):
  * d_path() of each is the walk's main cost. So a file's name is written only the first time
  * its dentry appears in a walk (cfg_vma_gen numbers the walks); later mappings of it carry the
  * dentry as a key (td_vma.reserved2, with reserved = 1) for user space to look the name up.
+ * A mapping of the same file as the one before it (a library's text, data, ...) is recognised
+ * without the hash lookup.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -1050,6 +1060,27 @@ struct {
 } vma_names SEC(".maps");
 
 __u32 cfg_vma_gen = 0;
+
+struct vma_pend {
+	/* The task whose entries are pending, and its ids in the reader's namespace. */
+	__u64 task;
+	__u32 pid, tgid;
+	/* The walk (cfg_vma_gen) this state belongs to: anything older is dropped. */
+	__u32 gen;
+	/* Bytes in buf, the message header included: sizeof(struct td_msg) when empty. */
+	__u32 len;
+	/* The dentry of the last file mapping this walk wrote or referred to. */
+	__u64 last_key;
+	/* A message: header, entries. Room for one entry past TD_VMA_PEND, and for the masks. */
+	__u8 buf[2 * TD_VMA_PEND + sizeof(struct td_vma) + TD_VMA_NAME_MAX + 16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct vma_pend);
+} vma_pend SEC(".maps");
 
 static __always_inline __u32 put_str(__u8 *dst, const char *prefix, __u32 plen, const char *src)
 {
@@ -1061,68 +1092,139 @@ static __always_inline __u32 put_str(__u8 *dst, const char *prefix, __u32 plen, 
 	return plen + (r > 0 ? r - 1 : 0);
 }
 
+/* Writes the pending entries as one message. Returns false if the seq buffer had no room. */
+static __always_inline bool vma_flush(struct seq_file *seq, struct vma_pend *p)
+{
+	struct td_msg *h = (void *)p->buf;
+	__u32 len = p->len;
+
+	if (len <= sizeof(*h))
+		return true;
+	h->len = len;
+	h->msg_type = TD_MSG_VMA_PIECE;
+	h->flags = 0;
+	h->pid = p->pid;
+	h->tgid = p->tgid;
+	barrier_var(len);
+	if (bpf_seq_write(seq, p->buf, len & (2 * TD_VMA_PEND - 1)))
+		return false;
+	p->len = sizeof(*h);
+	return true;
+}
+
+/* The name of a mapping without a file, as get_vma_name() gives it. */
+static __always_inline __u32 vma_anon_name(struct vm_area_struct *vma, struct anon_vma_name *an,
+					   __u8 *name)
+{
+	struct mm_struct *mm = vma->vm_mm;
+	__u32 n = 0;
+
+	if (vma->vm_ops && BPF_CORE_READ(vma, vm_ops, name)) {
+		/* Special mappings ([vdso], [vvar], [uprobes]): vm_special_mapping's name. */
+		struct vm_special_mapping *sm = vma->vm_private_data;
+
+		if (sm)
+			n = put_str(name, "", 0, BPF_CORE_READ(sm, name));
+	} else if (!mm) {
+		n = put_str(name, "", 0, "[vdso]");
+	} else if (vma->vm_start <= mm->brk && vma->vm_end >= mm->start_brk) {
+		n = put_str(name, "", 0, "[heap]");
+	} else if (vma->vm_start <= mm->start_stack && vma->vm_end >= mm->start_stack) {
+		n = put_str(name, "", 0, "[stack]");
+	} else if (an) {
+		n = put_str(name, "[anon:", 6, an->name);
+		name[n & (TD_VMA_NAME_MAX - 1)] = ']';
+		n++;
+	}
+	return n;
+}
+
 SEC("iter/task_vma")
 int dump_vma(struct bpf_iter__task_vma *ctx)
 {
 	struct vm_area_struct *vma = ctx->vma;
 	struct task_struct *task = ctx->task, *cur, *t;
-	struct td_msg h = { .msg_type = TD_MSG_VMA_PIECE };
-	struct scratch *sc;
-	struct out o = {};
-	struct td_vma *r;
-	struct file *file;
-	struct mm_struct *mm;
 	struct anon_vma_name *an = 0;
 	struct ns_ctx ns = {};
-	__u8 *buf, *name;
-	__u32 zero = 0, name_len = 0, off;
+	struct vma_pend *p;
+	struct file *file;
+	struct td_vma *r;
+	struct out o = {};
+	__u32 zero = 0, name_len = 0, off, pid, tgid;
+	__u8 *name, *buf;
 	long n;
 
-	if (!vma || !task)
+	p = bpf_map_lookup_elem(&vma_pend, &zero);
+	if (!p)
 		return 0;
-	buf = bpf_map_lookup_elem(&scratch_map, &zero);
-	if (!buf)
+	if (p->gen != cfg_vma_gen) {
+		/* A new walk: whatever an abandoned one left is dropped. */
+		p->gen = cfg_vma_gen;
+		p->task = 0;
+		p->last_key = 0;
+		p->len = sizeof(struct td_msg);
+	}
+	if (!vma || !task) {
+		/* The end of the walk (also the call after a full seq buffer, until it fits). */
+		vma_flush(ctx->meta->seq, p);
 		return 0;
-	/* Ids in the reader's pid namespace, as for task messages (through untrusted views),
-	 * computed once per task: its mappings come one after another. */
-	sc = (void *)buf;
-	if (sc->vma_task == (__u64)task && sc->vma_gen == cfg_vma_gen) {
-		h.pid = sc->vma_pid;
-		h.tgid = sc->vma_tgid;
-	} else {
+	}
+	if (p->task != (__u64)task) {
+		/* Ids in the reader's pid namespace, as for task messages (through untrusted
+		 * views), computed once per task: its mappings come one after another. */
+		buf = bpf_map_lookup_elem(&scratch_map, &zero);
+		if (!buf)
+			return 0;
 		o.buf = buf;
 		t = untrusted(&o, task);
 		cur = untrusted(&o, bpf_get_current_task_btf());
 		if (!t || !cur)
 			return 0;
 		reader_ns(cur, &ns);
-		h.pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
-		h.tgid = task_tgid_nr(t, &ns);
-		sc->vma_task = (__u64)task;
-		sc->vma_gen = cfg_vma_gen;
-		sc->vma_pid = h.pid;
-		sc->vma_tgid = h.tgid;
+		pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
+		tgid = task_tgid_nr(t, &ns);
+		/* Another task: the previous one's entries go out first. */
+		if (!vma_flush(ctx->meta->seq, p))
+			return 0;
+		p->task = (__u64)task;
+		p->pid = pid;
+		p->tgid = tgid;
+	} else if (p->len > TD_VMA_PEND) {
+		/* A large map: this much goes out as one piece, the rest in the next. */
+		if (!vma_flush(ctx->meta->seq, p))
+			return 0;
 	}
-	if (!h.pid)
+	if (!p->pid)
 		return 0;
-	if (cfg_only_tgid && h.tgid != cfg_only_tgid)
+	if (cfg_only_tgid && p->tgid != cfg_only_tgid)
 		return 0;
 
-	r = (void *)(buf + sizeof(h));
-	__builtin_memset(r, 0, sizeof(*r));
+	off = p->len;
+	barrier_var(off);
+	if (off > TD_VMA_PEND)
+		return 0; /* cannot happen: flushed above */
+	off &= 2 * TD_VMA_PEND - 1;
+	r = (void *)(p->buf + off);
+	name = p->buf + off + sizeof(*r);
 	r->start = vma->vm_start;
 	r->end = vma->vm_end;
 	r->vm_flags = vma->vm_flags;
-	name = buf + sizeof(h) + sizeof(*r);
+	r->vm_flags_known = 0;
+	r->pgoff = 0;
+	r->inode = 0;
+	r->dev_major = 0;
+	r->dev_minor = 0;
+	r->stat_len = 0;
+	r->reserved = 0;
+	r->reserved2 = 0;
 	if (bpf_core_field_exists(vma->anon_name))
 		an = vma->anon_name;
 	file = vma->vm_file;
-	mm = vma->vm_mm;
 	if (file) {
 		struct inode *ino = file->f_inode;
-		__u32 dev = BPF_CORE_READ(ino, i_sb, s_dev);
+		__u32 dev = ino->i_sb->s_dev;
 
-		r->inode = BPF_CORE_READ(ino, i_ino);
+		r->inode = ino->i_ino;
 		r->dev_major = dev >> 20;
 		r->dev_minor = dev & 0xfffff;
 		r->pgoff = vma->vm_pgoff << cfg_page_shift;
@@ -1131,46 +1233,36 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 			name[name_len & (TD_VMA_NAME_MAX - 1)] = ']';
 			name_len++;
 		} else {
-			__u64 key = (__u64)BPF_CORE_READ(file, f_path.dentry);
-			__u32 *gen = bpf_map_lookup_elem(&vma_names, &key);
+			__u64 key = (__u64)file->f_path.dentry;
+			__u32 *gen;
 
 			r->reserved2 = key;
-			if (gen && *gen == cfg_vma_gen) {
+			if (key == p->last_key) {
 				r->reserved = 1;
+			} else if ((gen = bpf_map_lookup_elem(&vma_names, &key)) && *gen == cfg_vma_gen) {
+				r->reserved = 1;
+				p->last_key = key;
 			} else {
 				__u32 g = cfg_vma_gen;
 
 				n = bpf_d_path(&file->f_path, (char *)name, TD_VMA_NAME_MAX);
 				name_len = n > 0 ? n - 1 : 0;
-				if (n > 0)
+				if (n > 0) {
 					bpf_map_update_elem(&vma_names, &key, &g, BPF_ANY);
+					p->last_key = key;
+				}
 			}
 		}
-	} else if (vma->vm_ops && BPF_CORE_READ(vma, vm_ops, name)) {
-		/* Special mappings ([vdso], [vvar], [uprobes]): vm_special_mapping's name. */
-		struct vm_special_mapping *sm = vma->vm_private_data;
-
-		if (sm)
-			name_len = put_str(name, "", 0, BPF_CORE_READ(sm, name));
-	} else if (!mm) {
-		name_len = put_str(name, "", 0, "[vdso]");
-	} else if (vma->vm_start <= mm->brk && vma->vm_end >= mm->start_brk) {
-		name_len = put_str(name, "", 0, "[heap]");
-	} else if (vma->vm_start <= mm->start_stack && vma->vm_end >= mm->start_stack) {
-		name_len = put_str(name, "", 0, "[stack]");
-	} else if (an) {
-		name_len = put_str(name, "[anon:", 6, an->name);
-		name[name_len & (TD_VMA_NAME_MAX - 1)] = ']';
-		name_len++;
+	} else {
+		name_len = vma_anon_name(vma, an, name);
 	}
 	name_len &= TD_VMA_NAME_MAX - 1;
+	/* Zero padding: the buffer holds older entries, of other processes. */
+	name[name_len] = 0;
+	name[(name_len + 1) & (TD_VMA_NAME_MAX - 1)] = 0;
+	name[(name_len + 2) & (TD_VMA_NAME_MAX - 1)] = 0;
 	r->name_len = name_len;
-	off = (sizeof(h) + sizeof(*r) + name_len + 3) & ~3u;
-	r->vma_len = off - sizeof(h);
-	h.len = off;
-	bpf_probe_read_kernel(buf, sizeof(h), &h);
-	if (cfg_ringbuf)
-		return bpf_ringbuf_output(&out_rb, buf, off & (TD_MSG_MAX - 1), BPF_RB_NO_WAKEUP) ? 1 : 0;
-	bpf_seq_write(ctx->meta->seq, buf, off & (TD_MSG_MAX - 1));
+	r->vma_len = (sizeof(*r) + name_len + 3) & ~3u;
+	p->len = off + r->vma_len;
 	return 0;
 }

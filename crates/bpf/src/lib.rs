@@ -190,6 +190,7 @@ fn open_skel(with_cmdline: bool, groups: u64) -> Result<TaskdiagSkel<'static>, l
         Box::leak(Box::new(MaybeUninit::uninit()));
     let mut open = TaskdiagSkelBuilder::default().open(obj)?;
     open.progs.dump_task_cmdline.set_autoload(with_cmdline);
+    open.progs.walk_vma_floor.set_autoload(false);
     open.progs
         .dump_vma
         .set_autoload(groups & taskdiag_proto::SHOW_MAPS != 0);
@@ -223,6 +224,42 @@ fn open_skel(with_cmdline: bool, groups: u64) -> Result<TaskdiagSkel<'static>, l
         b.cfg_rss_sum = u32::from(kernel_at_least(6, 16));
     }
     open.load()
+}
+
+/// The memory-map iterator's own cost, for benchmarks ("a raw iterator read"): loads only a
+/// program that visits every mapping of every process and writes nothing, reads the iterator to
+/// its end, and returns the number of mappings visited.
+pub fn vma_walk_floor() -> Result<u64, BpfError> {
+    quiet_libbpf();
+    let obj: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
+        Box::leak(Box::new(MaybeUninit::uninit()));
+    let open_floor = |obj| -> Result<TaskdiagSkel<'static>, libbpf_rs::Error> {
+        let mut open = TaskdiagSkelBuilder::default().open(obj)?;
+        open.progs.dump_task.set_autoload(false);
+        open.progs.dump_task_cmdline.set_autoload(false);
+        open.progs.dump_vma.set_autoload(false);
+        open.load()
+    };
+    let skel = open_floor(obj).map_err(|e| match is_perm(&e) {
+        true => BpfError::PermissionDenied(e),
+        false => BpfError::Load(e),
+    })?;
+    let attach_err = |e: libbpf_rs::Error| BpfError::Attach {
+        what: "walk_vma_floor".into(),
+        source: io::Error::other(e),
+    };
+    let link = skel.progs.walk_vma_floor.attach().map_err(attach_err)?;
+    let mut it = Iter::new(&link).map_err(attach_err)?;
+    let mut buf = [0u8; 4096];
+    loop {
+        match it.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(BpfError::Read(e)),
+        }
+    }
+    Ok(skel.maps.bss_data.as_deref().map_or(0, |b| b.floor_vmas))
 }
 
 /// Whether the running kernel is at least `major.minor` (from uname).

@@ -90,6 +90,14 @@ pub fn bench_loop(a: LoopArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Runs the BPF memory-map iterator with a program that writes nothing: the floor of any map
+/// walk through it.
+pub fn bench_vma_floor() -> anyhow::Result<ExitCode> {
+    let n = taskdiag_bpf::vma_walk_floor().context("the raw iter/task_vma walk")?;
+    eprintln!("mappings: {n}");
+    Ok(ExitCode::SUCCESS)
+}
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -222,6 +230,14 @@ fn rows(exe: &str, per_thread: bool) -> Vec<Row> {
             "B5",
             &format!("taskdiag bpf base,vma{all}"),
             Some(dump("vma", "bpf")),
+            Some("P7"),
+        ),
+        // The kernel's map walk alone (a program that writes nothing): what any BPF map
+        // dump costs at least.
+        row(
+            "B7",
+            &format!("raw iter/task_vma read, empty program{all}"),
+            Some(s(&[exe, "bench-vma-floor"])).filter(|_| !per_thread),
             Some("P7"),
         ),
         row(

@@ -51,6 +51,9 @@ enum Cmd {
     /// The /proc baseline loop used by `bench` (internal).
     #[command(hide = true)]
     BenchLoop(bench::LoopArgs),
+    /// The raw memory-map iterator read used by `bench` (internal).
+    #[command(hide = true)]
+    BenchVmaFloor,
     /// Concurrent daemon clients used by `bench` (internal).
     #[command(hide = true)]
     BenchClients(bench::ClientsArgs),
@@ -263,6 +266,7 @@ fn main() -> ExitCode {
         Cmd::Maps(a) => maps::maps(a),
         Cmd::Bench(a) => bench::bench(a),
         Cmd::BenchLoop(a) => bench::bench_loop(a),
+        Cmd::BenchVmaFloor => bench::bench_vma_floor(),
         Cmd::BenchClients(a) => bench::bench_clients(a),
         Cmd::Ps(a) => return run_tool(taskdiag_tools::ps::ps_main, &a.args),
         Cmd::Pstree(a) => return run_tool(taskdiag_tools::pstree::pstree_main, &a.args),

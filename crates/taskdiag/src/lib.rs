@@ -621,7 +621,8 @@ fn complete(
         let m = m?;
         let start = out.len();
         let bytes = &chunk[m.offset..m.offset + m.header.len as usize];
-        let whole = m.header.flags & (MSG_F_FIXUP | MSG_F_CONTINUED) == 0 && asm.pending().is_none();
+        let whole =
+            m.header.flags & (MSG_F_FIXUP | MSG_F_CONTINUED) == 0 && asm.pending().is_none();
         if whole && missing == 0 {
             match vmas {
                 None => {
@@ -635,7 +636,11 @@ fn complete(
                 }
                 // The common case: the process's maps appended to its message as they are.
                 // (With ACCESS, the walk's numbers are in it: the general path below.)
-                Some(w) if !m.attrs().any(|a| a.is_ok_and(|a| a.attr_type == ATTR_ACCESS)) => {
+                Some(w)
+                    if !m
+                        .attrs()
+                        .any(|a| a.is_ok_and(|a| a.attr_type == ATTR_ACCESS)) =>
+                {
                     if let Some(parts) = w.take(m.header.tgid) {
                         if let Some(mut tw) = TaskWriter::resume(out, bytes) {
                             tw.attr_parts(Group::Vma as u16, &parts);

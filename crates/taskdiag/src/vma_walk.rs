@@ -43,18 +43,46 @@ impl VmaWalk {
             },
             _ => None,
         };
-        let mut b = Builder::default();
-        let mut bad = None;
-        it.dump_vmas(tgid, &mut |chunk| {
-            b.chunk(chunk).map_err(|e| {
-                bad = Some(e);
-                std::io::Error::other("invalid memory-map record")
-            })
-        })
-        .map_err(|e| match bad.take() {
-            Some(d) => Error::Internal(d),
-            None => Error::Bpf(e),
-        })?;
+        // The kernel's walk and the building of entries run side by side: this thread reads
+        // the iterator, a second one builds (each is most of a dump's time on its own).
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(64);
+        let (walked, built) = std::thread::scope(|s| {
+            let builder = s.spawn(move || {
+                let mut b = Builder::default();
+                for chunk in rx {
+                    b.chunk(&chunk)?;
+                }
+                Ok::<_, DecodeError>(b)
+            });
+            // Handed over in batches of whole messages (a seq read gives 32 KiB at most).
+            const BATCH: usize = 1 << 20;
+            let mut batch = Vec::with_capacity(BATCH + (64 << 10));
+            let send = |b: &mut Vec<u8>| {
+                tx.send(std::mem::replace(b, Vec::with_capacity(BATCH + (64 << 10))))
+                    .map_err(|_| std::io::Error::other("invalid memory-map record"))
+            };
+            let mut walked = it.dump_vmas(tgid, &mut |chunk| {
+                batch.extend_from_slice(chunk);
+                match batch.len() >= BATCH {
+                    true => send(&mut batch),
+                    false => Ok(()),
+                }
+            });
+            if let (Ok(n), false) = (&walked, batch.is_empty()) {
+                let n = *n;
+                walked = send(&mut batch)
+                    .map(|()| n)
+                    .map_err(taskdiag_bpf::BpfError::Sink);
+            }
+            drop(tx);
+            let built = builder
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (walked, built)
+        });
+        // A bad record stops the builder, which makes the walk fail: report the record.
+        let b = built.map_err(Error::Internal)?;
+        walked.map_err(Error::Bpf)?;
         let mut gate = Vec::new();
         if let Some(g) = vsyscall() {
             g.encode(&mut gate);

@@ -1266,3 +1266,17 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	p->len = off + r->vma_len;
 	return 0;
 }
+
+/*
+ * The map iterator's own cost, for benchmarks (taskdiag bench, "a raw iterator read"): visits
+ * every mapping of every process like dump_vma, counts them and writes nothing.
+ */
+__u64 floor_vmas = 0;
+
+SEC("iter/task_vma")
+int walk_vma_floor(struct bpf_iter__task_vma *ctx)
+{
+	if (ctx->vma)
+		floor_vmas++;
+	return 0;
+}

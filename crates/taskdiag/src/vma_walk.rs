@@ -45,20 +45,28 @@ impl VmaWalk {
         };
         // The kernel's walk and the building of entries run side by side: this thread reads
         // the iterator, a second one builds (each is most of a dump's time on its own).
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(64);
+        // Batches of whole messages go over `tx` and come back emptied over `back`, so the
+        // same few buffers carry the whole walk (a seq read gives 32 KiB at most).
+        const BATCH: usize = 1 << 20;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(16);
+        let (back_tx, back) = std::sync::mpsc::channel::<Vec<u8>>();
         let (walked, built) = std::thread::scope(|s| {
             let builder = s.spawn(move || {
                 let mut b = Builder::default();
-                for chunk in rx {
+                for mut chunk in rx {
                     b.chunk(&chunk)?;
+                    chunk.clear();
+                    let _ = back_tx.send(chunk);
                 }
                 Ok::<_, DecodeError>(b)
             });
-            // Handed over in batches of whole messages (a seq read gives 32 KiB at most).
-            const BATCH: usize = 1 << 20;
-            let mut batch = Vec::with_capacity(BATCH + (64 << 10));
+            let new_batch = || {
+                back.try_recv()
+                    .unwrap_or_else(|_| Vec::with_capacity(BATCH + (64 << 10)))
+            };
+            let mut batch = new_batch();
             let send = |b: &mut Vec<u8>| {
-                tx.send(std::mem::replace(b, Vec::with_capacity(BATCH + (64 << 10))))
+                tx.send(std::mem::replace(b, new_batch()))
                     .map_err(|_| std::io::Error::other("invalid memory-map record"))
             };
             let mut walked = it.dump_vmas(tgid, &mut |chunk| {

@@ -1043,6 +1043,7 @@ int dump_task_cmdline(struct bpf_iter__task *ctx)
  */
 #define TD_VMA_NAME_MAX 4096
 #define TD_VMA_PEND 16384
+#define VM_SHARED 0x00000008
 
 /*
  * Most mappings of most processes are of the same few files (the C library, the loader):
@@ -1217,9 +1218,12 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	r->stat_len = 0;
 	r->reserved = 0;
 	r->reserved2 = 0;
-	if (bpf_core_field_exists(vma->anon_name))
-		an = vma->anon_name;
 	file = vma->vm_file;
+	/* A file mapping has an anon_name only if it is anonymous shared memory (MAP_SHARED |
+	 * MAP_ANONYMOUS, see replace_anon_vma_name()), so always VM_SHARED: other file mappings
+	 * skip the load, which is on a cache line of its own. */
+	if (bpf_core_field_exists(vma->anon_name) && (!file || (vma->vm_flags & VM_SHARED)))
+		an = vma->anon_name;
 	if (file) {
 		struct inode *ino = file->f_inode;
 		__u32 dev = ino->i_sb->s_dev;

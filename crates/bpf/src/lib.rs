@@ -13,6 +13,7 @@
 //! Where a feature is missing, [`Features`] says so and the affected work is reported as not
 //! done, never answered with zeros.
 
+use std::collections::HashSet;
 use std::io::{self, Read};
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
@@ -34,6 +35,8 @@ use taskdiag_proto::{Group, MsgHeader, Request, Strategy};
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/taskdiag.skel.rs"));
 }
+
+mod btf_min;
 
 use skel::{TaskdiagSkel, TaskdiagSkelBuilder};
 
@@ -183,12 +186,54 @@ pub fn may_load_bpf() -> bool {
     has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))
 }
 
-fn open_skel(with_cmdline: bool, groups: u64) -> Result<TaskdiagSkel<'static>, libbpf_rs::Error> {
+/// The essential names of the types the programs' BTF defines: what CO-RE may relocate.
+fn local_type_names() -> Option<HashSet<Vec<u8>>> {
+    let mut obj = MaybeUninit::uninit();
+    let open = TaskdiagSkelBuilder::default().open(&mut obj).ok()?;
+    let raw = libbpf_rs::AsRawLibbpf::as_libbpf_object(open.open_object());
+    // SAFETY: `raw` is the open object, alive until `open` is dropped below; the BTF it
+    // returns belongs to it, and every pointer read from it is checked for NULL.
+    unsafe {
+        let btf = libbpf_sys::bpf_object__btf(raw.as_ptr());
+        if btf.is_null() {
+            return None;
+        }
+        let mut names = HashSet::new();
+        for id in 1..libbpf_sys::btf__type_cnt(btf) {
+            let t = libbpf_sys::btf__type_by_id(btf, id);
+            if t.is_null() {
+                continue;
+            }
+            let name = libbpf_sys::btf__name_by_offset(btf, (*t).name_off);
+            if !name.is_null() {
+                let s = std::ffi::CStr::from_ptr(name).to_bytes();
+                if !s.is_empty() {
+                    names.insert(btf_min::essential(s).to_vec());
+                }
+            }
+        }
+        Some(names)
+    }
+}
+
+fn open_skel(
+    with_cmdline: bool,
+    groups: u64,
+    min_btf: Option<&btf_min::MinBtf>,
+) -> Result<TaskdiagSkel<'static>, libbpf_rs::Error> {
     // The skeleton borrows its object for as long as it lives; a loaded TaskIter is meant to
     // live as long as the process (load once, reuse), so the object is leaked on purpose.
     let obj: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
         Box::leak(Box::new(MaybeUninit::uninit()));
-    let mut open = TaskdiagSkelBuilder::default().open(obj)?;
+    let opts = libbpf_sys::bpf_object_open_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_object_open_opts>() as _,
+        btf_custom_path: min_btf.map_or(std::ptr::null(), |m| m.path.as_ptr()),
+        ..Default::default()
+    };
+    let mut open = match min_btf {
+        Some(_) => TaskdiagSkelBuilder::default().open_opts(opts, obj)?,
+        None => TaskdiagSkelBuilder::default().open(obj)?,
+    };
     open.progs.dump_task_cmdline.set_autoload(with_cmdline);
     open.progs.walk_vma_floor.set_autoload(false);
     open.progs
@@ -203,6 +248,7 @@ fn open_skel(with_cmdline: bool, groups: u64) -> Result<TaskdiagSkel<'static>, l
     }
     if let Some(r) = open.maps.rodata_data.as_deref_mut() {
         r.ro_groups = groups;
+        r.ro_task_btf_id = min_btf.map_or(0, |m| m.task_struct_id);
     }
     // SAFETY: sysconf and getpagesize have no memory-safety preconditions.
     let (tck, page) = unsafe {
@@ -311,12 +357,21 @@ impl TaskIter {
         quiet_libbpf();
         let want_cmdline = show_flags & Group::Cmdline.flag() != 0;
         let groups = show_flags | Group::Base.flag();
-        let first = open_skel(want_cmdline, groups);
+        // CO-RE against a reduced copy of the kernel's BTF (see btf_min); if that fails for
+        // any reason, the load is tried again the usual way before anything else is given up.
+        let min_btf = match std::env::var_os("TASKDIAG_BPF_FULL_BTF") {
+            Some(_) => None,
+            None => local_type_names().and_then(|n| btf_min::for_names(&n)),
+        };
+        let first = match open_skel(want_cmdline, groups, min_btf.as_ref()) {
+            Err(e) if min_btf.is_some() && !is_perm(&e) => open_skel(want_cmdline, groups, None),
+            r => r,
+        };
         let (skel, cmdline) = match first {
             Ok(s) => (s, want_cmdline),
             Err(e) if is_perm(&e) => return Err(BpfError::PermissionDenied(e)),
             // Without sleepable iterators the second program fails to load: go on without it.
-            Err(_) => match open_skel(false, groups) {
+            Err(_) => match open_skel(false, groups, None) {
                 Ok(s) => (s, false),
                 Err(e) if is_perm(&e) => return Err(BpfError::PermissionDenied(e)),
                 Err(e) => return Err(BpfError::Load(e)),

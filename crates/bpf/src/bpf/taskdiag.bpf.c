@@ -908,11 +908,19 @@ static __always_inline bool put_cmdline(struct out *o, struct task_struct *t, st
  */
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
+/*
+ * The kernel's BTF id of struct task_struct, when user space had CO-RE relocations resolved
+ * against a reduced copy of the kernel's BTF (whose type ids are its own); 0: from CO-RE.
+ */
+const volatile __u32 ro_task_btf_id = 0;
+
 static __always_inline struct task_struct *untrusted(struct out *o, struct task_struct *t)
 {
 	if (!bpf_ksym_exists(bpf_rdonly_cast))
 		return t;
-	return bpf_rdonly_cast((void *)as_number(o, t), bpf_core_type_id_kernel(struct task_struct));
+	__u32 id = ro_task_btf_id ? ro_task_btf_id : bpf_core_type_id_kernel(struct task_struct);
+
+	return bpf_rdonly_cast((void *)as_number(o, t), id);
 }
 
 /* The reader's active pid namespace, task_active_pid_ns(current), for @cur (an untrusted view
@@ -1050,15 +1058,10 @@ int dump_task_cmdline(struct bpf_iter__task *ctx)
  * d_path() of each is the walk's main cost. So a file's name is written only the first time
  * its dentry appears in a walk (cfg_vma_gen numbers the walks); later mappings of it carry the
  * dentry as a key (td_vma.reserved2, with reserved = 1) for user space to look the name up.
- * A mapping of the same file as the one before it (a library's text, data, ...) is recognised
- * without the hash lookup.
+ * The dentries named are remembered in a direct-mapped table (vma_pend.names): a file whose
+ * slot another took meanwhile is simply named again, which user space takes as the same name.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
-	__type(value, __u32);
-} vma_names SEC(".maps");
+#define TD_VMA_NAME_SLOTS 1024
 
 __u32 cfg_vma_gen = 0;
 
@@ -1072,6 +1075,9 @@ struct vma_pend {
 	__u32 len;
 	/* The dentry of the last file mapping this walk wrote or referred to. */
 	__u64 last_key;
+	/* Files named in this walk: dentry and walk number, by slot (see above). */
+	__u64 name_key[TD_VMA_NAME_SLOTS];
+	__u32 name_gen[TD_VMA_NAME_SLOTS];
 	/* A message: header, entries. Room for one entry past TD_VMA_PEND, and for the masks. */
 	__u8 buf[2 * TD_VMA_PEND + sizeof(struct td_vma) + TD_VMA_NAME_MAX + 16];
 };
@@ -1237,22 +1243,26 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 			name[name_len & (TD_VMA_NAME_MAX - 1)] = ']';
 			name_len++;
 		} else {
-			__u64 key = (__u64)file->f_path.dentry;
-			__u32 *gen;
+			__u64 key;
+			__u32 slot;
 
-			r->reserved2 = key;
+			/* The dentry's address as a number: through map memory, as the verifier
+			 * allows no arithmetic on pointers. */
+			r->reserved2 = (__u64)file->f_path.dentry;
+			key = *(volatile __u64 *)&r->reserved2;
+			/* Dentries are cache-line aligned objects: the bits above those vary. */
+			slot = (key >> 6) & (TD_VMA_NAME_SLOTS - 1);
 			if (key == p->last_key) {
 				r->reserved = 1;
-			} else if ((gen = bpf_map_lookup_elem(&vma_names, &key)) && *gen == cfg_vma_gen) {
+			} else if (p->name_key[slot] == key && p->name_gen[slot] == cfg_vma_gen) {
 				r->reserved = 1;
 				p->last_key = key;
 			} else {
-				__u32 g = cfg_vma_gen;
-
 				n = bpf_d_path(&file->f_path, (char *)name, TD_VMA_NAME_MAX);
 				name_len = n > 0 ? n - 1 : 0;
 				if (n > 0) {
-					bpf_map_update_elem(&vma_names, &key, &g, BPF_ANY);
+					p->name_key[slot] = key;
+					p->name_gen[slot] = cfg_vma_gen;
 					p->last_key = key;
 				}
 			}

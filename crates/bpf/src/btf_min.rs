@@ -9,11 +9,12 @@
 //! the pointed-to type, which the programs then name). Offsets, sizes, members and enumerators
 //! are the kernel's own, so relocations resolve exactly as against the full BTF.
 //!
-//! What it does not keep is the kernel's type *ids*: the one relocation that yields an id
-//! (`bpf_core_type_id_kernel(struct task_struct)`) is given the kernel's id through
-//! `ro_task_btf_id` instead ([`MinBtf::task_struct_id`]). Attach targets, kfuncs and ksyms are
-//! still resolved by libbpf against the real kernel BTF. Loading without it stays possible
-//! (and is what the caller falls back to if anything here fails).
+//! Type ids are the copy's own, but for `struct task_struct`: the programs pass its id to the
+//! kernel (`bpf_core_type_id_kernel()` for `bpf_rdonly_cast()`), so it is placed at the kernel's
+//! id (after anonymous `int` fillers if fewer kept types come before it). The relocated programs
+//! are then the same instruction for instruction as with the whole BTF. Attach targets, kfuncs
+//! and ksyms are still resolved by libbpf against the real kernel BTF. Loading without the copy
+//! stays possible (and is what the caller falls back to if anything here fails).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
@@ -51,8 +52,6 @@ pub(crate) struct MinBtf {
     _file: File,
     /// `/proc/self/fd/N` of the memfd holding it.
     pub(crate) path: CString,
-    /// The kernel's id of `struct task_struct`.
-    pub(crate) task_struct_id: u32,
     /// Types kept (for tests and debugging).
     #[allow(dead_code)]
     pub(crate) types: usize,
@@ -70,8 +69,7 @@ pub(crate) fn essential(name: &[u8]) -> &[u8] {
 pub(crate) fn for_names(names: &HashSet<Vec<u8>>) -> Option<MinBtf> {
     let raw = std::fs::read(VMLINUX).ok()?;
     let btf = Btf::parse(&raw)?;
-    let (out, kept, task_struct_id) = btf.reduce(names)?;
-    let task_struct_id = task_struct_id?;
+    let (out, kept) = btf.reduce(names)?;
     // SAFETY: memfd_create with a valid NUL-terminated name; the fd is ours to own.
     let fd = unsafe { libc::memfd_create(c"taskdiag-btf".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
@@ -84,7 +82,6 @@ pub(crate) fn for_names(names: &HashSet<Vec<u8>>) -> Option<MinBtf> {
     Some(MinBtf {
         _file: file,
         path,
-        task_struct_id,
         types: kept,
     })
 }
@@ -136,8 +133,9 @@ impl<'a> Btf<'a> {
         self.types.get(start..start + len)
     }
 
-    /// The reduced BTF as bytes, the number of types in it, and the id of `task_struct`.
-    fn reduce(&self, names: &HashSet<Vec<u8>>) -> Option<(Vec<u8>, usize, Option<u32>)> {
+    /// The reduced BTF as bytes, and the number of types in it. `None` if the kernel's has
+    /// no `struct task_struct`.
+    fn reduce(&self, names: &HashSet<Vec<u8>>) -> Option<(Vec<u8>, usize)> {
         // Roots: the named types of the kinds a relocation can be about.
         let mut keep: Vec<u32> = Vec::new();
         let mut task_struct = None;
@@ -167,15 +165,33 @@ impl<'a> Btf<'a> {
                 }
             }
         }
+        // task_struct at its kernel id: the kept types before it, fillers if too few.
+        let ts = task_struct?;
         keep.sort_unstable();
-        let new_id: HashMap<u32, u32> = keep
+        keep.retain(|&id| id != ts);
+        let before = keep.len().min(ts as usize - 1);
+        let fillers = ts as usize - 1 - before;
+        let mut order: Vec<Option<u32>> = keep[..before].iter().map(|&id| Some(id)).collect();
+        order.extend(std::iter::repeat_n(None, fillers));
+        order.push(Some(ts));
+        order.extend(keep[before..].iter().map(|&id| Some(id)));
+        let new_id: HashMap<u32, u32> = order
             .iter()
             .enumerate()
-            .map(|(i, &id)| (id, i as u32 + 1))
+            .filter_map(|(i, id)| Some(((*id)?, i as u32 + 1)))
             .collect();
+        debug_assert_eq!(new_id.get(&ts), Some(&ts));
         let mut strs = Strings::default();
-        let mut types = Vec::with_capacity(keep.len() * 64);
-        for &id in &keep {
+        let mut types = Vec::with_capacity(order.len() * 64);
+        for id in &order {
+            let Some(id) = *id else {
+                // An anonymous 32-bit int: no relocation looks at it.
+                types.extend_from_slice(&0u32.to_le_bytes());
+                types.extend_from_slice(&(INT << 24).to_le_bytes());
+                types.extend_from_slice(&4u32.to_le_bytes());
+                types.extend_from_slice(&32u32.to_le_bytes());
+                continue;
+            };
             let r = self.rec(id)?;
             let start = types.len();
             types.extend_from_slice(r);
@@ -240,7 +256,7 @@ impl<'a> Btf<'a> {
         }
         out.extend_from_slice(&types);
         out.extend_from_slice(&strs.buf);
-        Some((out, keep.len(), task_struct))
+        Some((out, order.len()))
     }
 }
 
@@ -342,7 +358,13 @@ mod tests {
         let mut out = Vec::new();
         out.extend_from_slice(&MAGIC.to_le_bytes());
         out.extend_from_slice(&[1, 0]);
-        for v in [24u32, 0, t.len() as u32, t.len() as u32, strs.buf.len() as u32] {
+        for v in [
+            24u32,
+            0,
+            t.len() as u32,
+            t.len() as u32,
+            strs.buf.len() as u32,
+        ] {
             out.extend_from_slice(&v.to_le_bytes());
         }
         out.extend_from_slice(&t);
@@ -364,16 +386,19 @@ mod tests {
         ]);
         let btf = Btf::parse(&b).unwrap();
         let names: HashSet<Vec<u8>> = [b"task_struct".to_vec()].into();
-        let (out, kept, ts) = btf.reduce(&names).unwrap();
-        assert_eq!(ts, Some(5));
-        // int, inner, ptr, task_struct: not other (behind the pointer), not unrelated.
-        assert_eq!(kept, 4);
+        let (out, kept) = btf.reduce(&names).unwrap();
+        // int, inner, ptr, a filler, task_struct (at its id, 5): not other (behind the
+        // pointer), not unrelated.
+        assert_eq!(kept, 5);
         let r = Btf::parse(&out).unwrap();
-        let names: Vec<&[u8]> = (1..=4).map(|i| r.name(u32_at(r.rec(i).unwrap(), 0).unwrap())).collect();
-        assert_eq!(names, [&b"int"[..], b"inner", b"", b"task_struct"]);
+        let names: Vec<&[u8]> = (1..=5)
+            .map(|i| r.name(u32_at(r.rec(i).unwrap(), 0).unwrap()))
+            .collect();
+        assert_eq!(names, [&b"int"[..], b"inner", b"", b"", b"task_struct"]);
+        assert_eq!(kind(r.rec(4).unwrap()), INT);
         // The pointer leads to void; task_struct's members point at the new ids.
         assert_eq!(u32_at(r.rec(3).unwrap(), 8), Some(0));
-        let ts = r.rec(4).unwrap();
+        let ts = r.rec(5).unwrap();
         assert_eq!(u32_at(ts, 16), Some(2)); // member 0 type: inner
         assert_eq!(u32_at(ts, 28), Some(3)); // member 1 type: the pointer
         assert_eq!(u32_at(ts, 32), Some(64)); // member 1 offset kept
@@ -396,13 +421,23 @@ mod tests {
             .iter()
             .map(|s| s.as_bytes().to_vec())
             .collect();
-        let (out, kept, ts) = btf.reduce(&names).unwrap();
-        assert!(ts.is_some());
+        let (out, kept) = btf.reduce(&names).unwrap();
         assert!(kept < btf.offs.len() / 10, "{kept} of {}", btf.offs.len());
+        // task_struct keeps its kernel id.
+        let id = |b: &Btf| {
+            (1..=b.offs.len() as u32).find(|&i| {
+                let r = b.rec(i).unwrap();
+                kind(r) == STRUCT && b.name(u32_at(r, 0).unwrap()) == b"task_struct"
+            })
+        };
+        assert_eq!(id(&Btf::parse(&out).unwrap()), id(&btf));
         // libbpf accepts it.
         // SAFETY: btf__new copies from a valid buffer of the given size; freed below.
         let p = unsafe { libbpf_sys::btf__new(out.as_ptr().cast(), out.len() as u32) };
-        assert!(!p.is_null() && (p as isize) > 0, "libbpf rejected the reduced BTF");
+        assert!(
+            !p.is_null() && (p as isize) > 0,
+            "libbpf rejected the reduced BTF"
+        );
         // SAFETY: `p` is a btf object we own.
         unsafe { libbpf_sys::btf__free(p) };
     }

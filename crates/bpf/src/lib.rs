@@ -93,6 +93,9 @@ pub struct Features {
     /// Output through a BPF ring buffer (a few read()s per dump) rather than the iterator's
     /// seq file (one read() per 32 KiB).
     pub ringbuf: bool,
+    /// CO-RE relocations were resolved against a reduced copy of the kernel's BTF (faster to
+    /// load; see btf_min.rs) rather than the whole of it.
+    pub reduced_btf: bool,
 }
 
 /// The outcome of a dump.
@@ -216,6 +219,7 @@ fn local_type_names() -> Option<HashSet<Vec<u8>>> {
     }
 }
 
+/// Opens and loads the programs; with `min_btf`, CO-RE against that reduced kernel BTF.
 fn open_skel(
     with_cmdline: bool,
     groups: u64,
@@ -248,7 +252,6 @@ fn open_skel(
     }
     if let Some(r) = open.maps.rodata_data.as_deref_mut() {
         r.ro_groups = groups;
-        r.ro_task_btf_id = min_btf.map_or(0, |m| m.task_struct_id);
     }
     // SAFETY: sysconf and getpagesize have no memory-safety preconditions.
     let (tck, page) = unsafe {
@@ -363,8 +366,12 @@ impl TaskIter {
             Some(_) => None,
             None => local_type_names().and_then(|n| btf_min::for_names(&n)),
         };
+        let mut reduced_btf = min_btf.is_some();
         let first = match open_skel(want_cmdline, groups, min_btf.as_ref()) {
-            Err(e) if min_btf.is_some() && !is_perm(&e) => open_skel(want_cmdline, groups, None),
+            Err(e) if min_btf.is_some() && !is_perm(&e) => {
+                reduced_btf = false;
+                open_skel(want_cmdline, groups, None)
+            }
             r => r,
         };
         let (skel, cmdline) = match first {
@@ -372,7 +379,10 @@ impl TaskIter {
             Err(e) if is_perm(&e) => return Err(BpfError::PermissionDenied(e)),
             // Without sleepable iterators the second program fails to load: go on without it.
             Err(_) => match open_skel(false, groups, None) {
-                Ok(s) => (s, false),
+                Ok(s) => {
+                    reduced_btf = false;
+                    (s, false)
+                }
                 Err(e) if is_perm(&e) => return Err(BpfError::PermissionDenied(e)),
                 Err(e) => return Err(BpfError::Load(e)),
             },
@@ -385,6 +395,7 @@ impl TaskIter {
                 cmdline,
                 task_params: true,
                 ringbuf: true,
+                reduced_btf,
             },
             link_all: None,
             link_all_cmdline: None,

@@ -852,7 +852,7 @@ static __always_inline bool put_cmdline(struct out *o, struct task_struct *t, st
 {
 	__u64 arg_start = mm->arg_start, arg_end = mm->arg_end;
 	__u64 env_start = mm->env_start, env_end = mm->env_end;
-	__u64 len = 0, limit;
+	__u64 len = 0, limit = 0;
 	__u32 off;
 	__u8 *dst;
 	char last = 0;
@@ -908,19 +908,11 @@ static __always_inline bool put_cmdline(struct out *o, struct task_struct *t, st
  */
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
-/*
- * The kernel's BTF id of struct task_struct, when user space had CO-RE relocations resolved
- * against a reduced copy of the kernel's BTF (whose type ids are its own); 0: from CO-RE.
- */
-const volatile __u32 ro_task_btf_id = 0;
-
 static __always_inline struct task_struct *untrusted(struct out *o, struct task_struct *t)
 {
 	if (!bpf_ksym_exists(bpf_rdonly_cast))
 		return t;
-	__u32 id = ro_task_btf_id ? ro_task_btf_id : bpf_core_type_id_kernel(struct task_struct);
-
-	return bpf_rdonly_cast((void *)as_number(o, t), id);
+	return bpf_rdonly_cast((void *)as_number(o, t), bpf_core_type_id_kernel(struct task_struct));
 }
 
 /* The reader's active pid namespace, task_active_pid_ns(current), for @cur (an untrusted view

@@ -615,6 +615,16 @@ impl TaskIter {
         tgid: Option<u32>,
         sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> Result<u64, BpfError> {
+        let r = self.vma_walk(tgid)?.read_all(sink);
+        self.configure_filter(Strategy::All, 0, 0, 0, 0);
+        r
+    }
+
+    /// Starts the walk [`TaskIter::dump_vmas`] makes, to be read with
+    /// [`VmaWalk::read_all`], on any thread and while this instance answers task walks: the
+    /// map program has buffers of its own. It walks the processes as they are when it reaches
+    /// them, as a task walk does.
+    pub fn vma_walk(&mut self, tgid: Option<u32>) -> Result<VmaWalk, BpfError> {
         if !self.has_vma() {
             return Err(BpfError::Attach {
                 what: "the memory-map program (not loaded for these groups)".into(),
@@ -625,29 +635,24 @@ impl TaskIter {
             Some(t) if self.features.task_params => TaskFilter::Pid(t),
             _ => TaskFilter::None,
         };
+        // Without link parameters the program filters by cfg_only_tgid, until the next task
+        // walk configures its own filter (then it walks every process: callers match by
+        // tgid).
         self.configure_filter(Strategy::All, 0, 0, 0, tgid.unwrap_or(0));
         if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
             // A new walk: every file's name is written again once (see dump_vma).
             b.cfg_vma_gen = b.cfg_vma_gen.wrapping_add(1).max(1);
         }
         let link = self.attach_prog(Prog::Vma, filter)?;
-        // Through the seq file, whatever the task walk uses: the program gathers a process's
-        // entries and writes them at the next task, so its last write is in the call that
-        // ends the walk, which the kernel retries only for the seq buffer.
-        let r = Iter::new(&link)
-            .map_err(|e| BpfError::Attach {
-                what: "bpf_iter_create".into(),
-                source: io::Error::other(e),
-            })
-            .and_then(|mut it| {
-                let mut buf = std::mem::take(&mut self.buf);
-                let r = read_messages(&mut it, &mut buf, sink);
-                self.buf = buf;
-                r
-            })
-            .map(|(n, _)| n);
-        self.configure_filter(Strategy::All, 0, 0, 0, 0);
-        r
+        let it = Iter::new(&link).map_err(|e| BpfError::Attach {
+            what: "bpf_iter_create".into(),
+            source: io::Error::other(e),
+        })?;
+        Ok(VmaWalk {
+            it,
+            _link: link,
+            buf: vec![0; 1 << 16],
+        })
     }
 
     /// The thread-group id of task `pid` (in the caller's namespace), or NoSuchTask.
@@ -699,6 +704,26 @@ impl TaskIter {
         let r = read_messages(&mut it, &mut buf, sink);
         self.buf = buf;
         r
+    }
+}
+
+/// A memory-map walk being read ([`TaskIter::vma_walk`]).
+pub struct VmaWalk {
+    it: Iter,
+    _link: Link,
+    buf: Vec<u8>,
+}
+
+impl VmaWalk {
+    /// Reads the walk to its end, passing chunks of whole messages to `sink`; returns the
+    /// number of pieces. Through the seq file, whatever the task walk uses: the program
+    /// gathers a process's entries and writes them at the next task, so its last write is in
+    /// the call that ends the walk, which the kernel retries only for the seq buffer.
+    pub fn read_all(
+        mut self,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, BpfError> {
+        read_messages(&mut self.it, &mut self.buf, sink).map(|(n, _)| n)
     }
 }
 

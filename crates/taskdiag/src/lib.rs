@@ -391,61 +391,73 @@ impl Dumper {
             )),
             Backend::Procfs(p) => p.dump(req, out).map_err(Error::from),
             Backend::Bpf(it) => {
-                // Memory maps from the BPF map walk (VMA alone: VMA_STAT's counters exist only
-                // in smaps, read from /proc), taken just before the task walk.
-                let vmas = if req.show_flags & SHOW_MAPS == Group::Vma.flag() && it.has_vma() {
-                    Some(vma_walk::VmaWalk::run(it, req)?)
-                } else {
-                    None
-                };
-                let mut missing = it.missing_groups(req.show_flags);
-                if vmas.is_some() {
-                    missing &= !SHOW_MAPS;
-                }
-                let vmas = vmas.as_ref();
                 let procfs = self.procfs.as_ref();
-                let mut fix_err = None;
-                let mut fixed = Vec::new();
-                let mut first = true;
-                let mut hidden = Hidden::default();
-                let r = it.dump(req, &mut |chunk| {
-                    // The hidden init is ours; another namespace has its own, which the
-                    // iterator shows.
-                    if std::mem::take(&mut first) && !foreign_ns {
-                        hidden = init_if_hidden(req, chunk, procfs);
-                    }
-                    if missing == 0 && vmas.is_none() && !has_fixups(chunk) {
-                        return hidden.merge(chunk, out);
-                    }
-                    fixed.clear();
-                    if let Err(e) = complete(chunk, req, missing, vmas, procfs, &mut fixed) {
-                        fix_err = Some(e);
-                        return Err(io::Error::other("invalid record"));
-                    }
-                    hidden.merge(&fixed, out)
-                });
-                let extra = hidden.tasks;
-                let r = match r {
-                    Ok(rep) => hidden.flush(out).map(|()| rep).map_err(BpfError::Sink),
-                    e => e,
-                };
-                match (r, fix_err) {
-                    (_, Some(e)) => Err(Error::Internal(e)),
-                    (Ok(rep), None) => Ok(rep.tasks + extra),
-                    (Err(BpfError::Sink(e)), None) => Err(Error::Sink(e)),
-                    // A task the iterator cannot see (pid 1 on some hosts) may still be in
-                    // /proc: ask it before answering "no such process".
-                    (Err(BpfError::NoSuchTask { pid }), None) => match procfs {
-                        Some(p) if !foreign_ns => p.dump(req, out).map_err(|e| match e {
-                            ProcfsError::NoSuchTask { .. } => Error::NoSuchTask { pid },
-                            e => Error::Procfs(e),
-                        }),
-                        _ => Err(Error::NoSuchTask { pid }),
-                    },
-                    (Err(e), None) => Err(Error::Bpf(e)),
+                // Memory maps from the BPF map walk (VMA alone: VMA_STAT's counters exist only
+                // in smaps, read from /proc), read beside the task walk.
+                if req.show_flags & SHOW_MAPS == Group::Vma.flag() && it.has_vma() {
+                    vma_walk::VmaStream::with(it, req, |it, maps| {
+                        bpf_tasks(it, req, foreign_ns, Some(maps), procfs, out)
+                    })
+                } else {
+                    bpf_tasks(it, req, foreign_ns, None, procfs, out)
                 }
             }
         }
+    }
+}
+
+/// The TASK messages of `req` from the BPF programs, completed from /proc where they could not
+/// fill a group, with the memory maps of `maps` when the request has VMA.
+fn bpf_tasks(
+    it: &mut TaskIter,
+    req: &Request,
+    foreign_ns: bool,
+    maps: Option<&std::cell::RefCell<vma_walk::VmaStream>>,
+    procfs: Option<&ProcReader>,
+    out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+) -> Result<u64, Error> {
+    let mut missing = it.missing_groups(req.show_flags);
+    if maps.is_some() {
+        missing &= !SHOW_MAPS;
+    }
+    let mut fix_err = None;
+    let mut fixed = Vec::new();
+    let mut first = true;
+    let mut hidden = Hidden::default();
+    let r = it.dump(req, &mut |chunk| {
+        // The hidden init is ours; another namespace has its own, which the iterator shows.
+        if std::mem::take(&mut first) && !foreign_ns {
+            hidden = init_if_hidden(req, chunk, procfs);
+        }
+        if missing == 0 && maps.is_none() && !has_fixups(chunk) {
+            return hidden.merge(chunk, out);
+        }
+        fixed.clear();
+        if let Err(e) = complete(chunk, req, missing, maps, procfs, &mut fixed) {
+            fix_err = Some(e);
+            return Err(io::Error::other("invalid record"));
+        }
+        hidden.merge(&fixed, out)
+    });
+    let extra = hidden.tasks;
+    let r = match r {
+        Ok(rep) => hidden.flush(out).map(|()| rep).map_err(BpfError::Sink),
+        e => e,
+    };
+    match (r, fix_err) {
+        (_, Some(e)) => Err(e),
+        (Ok(rep), None) => Ok(rep.tasks + extra),
+        (Err(BpfError::Sink(e)), None) => Err(Error::Sink(e)),
+        // A task the iterator cannot see (pid 1 on some hosts) may still be in /proc: ask it
+        // before answering "no such process".
+        (Err(BpfError::NoSuchTask { pid }), None) => match procfs {
+            Some(p) if !foreign_ns => p.dump(req, out).map_err(|e| match e {
+                ProcfsError::NoSuchTask { .. } => Error::NoSuchTask { pid },
+                e => Error::Procfs(e),
+            }),
+            _ => Err(Error::NoSuchTask { pid }),
+        },
+        (Err(e), None) => Err(Error::Bpf(e)),
     }
 }
 
@@ -611,10 +623,10 @@ fn complete(
     chunk: &[u8],
     req: &Request,
     missing: u64,
-    vmas: Option<&vma_walk::VmaWalk>,
+    vmas: Option<&std::cell::RefCell<vma_walk::VmaStream>>,
     procfs: Option<&ProcReader>,
     out: &mut Vec<u8>,
-) -> Result<(), DecodeError> {
+) -> Result<(), Error> {
     let per_thread = req.strategy().is_some_and(Strategy::per_thread);
     let mut asm = TaskAssembler::new();
     for m in Messages::new(chunk) {
@@ -641,9 +653,10 @@ fn complete(
                         .attrs()
                         .any(|a| a.is_ok_and(|a| a.attr_type == ATTR_ACCESS)) =>
                 {
-                    if let Some(parts) = w.take(m.header.tgid) {
+                    let mut w = w.borrow_mut();
+                    if let Some(entries) = w.take(m.header.tgid)? {
                         if let Some(mut tw) = TaskWriter::resume(out, bytes) {
-                            tw.attr_parts(Group::Vma as u16, &parts);
+                            tw.attr_parts(Group::Vma as u16, &[&entries, w.gate()]);
                             tw.finish();
                             continue;
                         }
@@ -680,7 +693,7 @@ fn complete(
             // The walk numbers processes in our pid namespace; a stream numbered in another
             // carries our numbers in ACCESS.
             let key = task.access.map_or(task.tgid, |a| a.reader_tgid);
-            match map.take_decoded(key) {
+            match map.borrow_mut().take_decoded(key)? {
                 Some(v) => task.vmas = Some(v),
                 // Started after the map walk: read its maps from /proc.
                 None => groups.push(Group::Vma),

@@ -1,139 +1,201 @@
 //! Memory maps from the BPF map walk (the VMA group without VMA_STAT).
 //!
 //! The `dump_vma` program writes each process's mappings as pieces of raw entries (kernel
-//! `vm_flags`, unescaped names, a file's name only the first time the walk meets it). This
-//! module turns them, once per walk, into each process's finished VMA attribute payload, kept
-//! in one arena: flags translated to [`vma_flags`] bits, names escaped as /proc/PID/maps escapes
-//! them, and the `[vsyscall]` gate entry /proc adds. The task walk then splices a payload into
-//! the task's message as it is ([`VmaWalk::take`]), or decodes it for a task it rebuilds
-//! ([`VmaWalk::take_decoded`]). Running the walks and the /proc fallback is the caller's
-//! (lib.rs); the record layout is taskdiag-proto's.
+//! `vm_flags`, unescaped names, a file's name only the first time the walk meets it). A second
+//! thread reads that walk while the task walk runs, and turns each process's pieces into its
+//! finished VMA attribute payload: flags translated to [`vma_flags`] bits, names escaped as
+//! /proc/PID/maps escapes them. The task walk takes the payloads in the order both walks go (by
+//! pid), appending the `[vsyscall]` gate entry /proc adds, and splices them into the task
+//! messages as they are or decodes them for a task it rebuilds. A bounded channel between the
+//! two keeps memory flat however many processes there are. Running the task walk and the /proc
+//! fallback is the caller's (lib.rs); the record layout is taskdiag-proto's.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::ops::Range;
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc::{sync_channel, Receiver};
 
-use taskdiag_bpf::TaskIter;
+use taskdiag_bpf::{BpfError, TaskIter};
 use taskdiag_proto::msg::{DecodeError, Messages};
 use taskdiag_proto::task::Vma;
 use taskdiag_proto::{vma_flags, Request, Strategy, VmaRec, MSG_VMA_PIECE};
 
 use crate::Error;
 
-/// The memory maps of one walk, by thread-group id.
-#[derive(Default)]
-pub(crate) struct VmaWalk {
-    /// Finished VMA entries; each thread group's are contiguous.
-    arena: Vec<u8>,
-    /// Where each thread group's entries are in `arena`. Taken out by the task that gets them.
-    spans: RefCell<HashMap<u32, Range<usize>>>,
+/// Finished payloads go over in batches of this many processes (a hand-over costs a thread
+/// wake-up), and this many batches may wait.
+const BATCH: usize = 64;
+const AHEAD: usize = 8;
+
+/// Processes' finished VMA entries in walk order, or why the walk stopped.
+type Payload = Result<Vec<(u32, Vec<u8>)>, Error>;
+
+/// The memory maps of one walk, taken in walk order.
+pub(crate) struct VmaStream {
+    /// `None` when there is no walk (the one task asked for does not exist).
+    rx: Option<Receiver<Payload>>,
+    /// Payloads received ahead of the tasks that will take them.
+    next: std::collections::VecDeque<(u32, Vec<u8>)>,
     /// The `[vsyscall]` entry that ends every process's map, if the kernel has one.
     gate: Vec<u8>,
 }
 
-impl VmaWalk {
-    /// Walks the memory maps `req` needs: every process's, or (ONE, THREAD) the one thread
-    /// group's. A task that cannot be found gives an empty walk (the task walk will say so,
-    /// or find the task in /proc).
-    pub(crate) fn run(it: &mut TaskIter, req: &Request) -> Result<Self, Error> {
-        let tgid = match req.strategy() {
-            Some(Strategy::One | Strategy::Thread) => match it.tgid_of(req.pid) {
-                Ok(t) => Some(t),
-                Err(_) => return Ok(VmaWalk::default()),
-            },
-            _ => None,
-        };
-        // The kernel's walk and the building of entries run side by side: this thread reads
-        // the iterator, a second one builds (each is most of a dump's time on its own).
-        // Batches of whole messages go over `tx` and come back emptied over `back`, so the
-        // same few buffers carry the whole walk (a seq read gives 32 KiB at most).
-        const BATCH: usize = 1 << 20;
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(16);
-        let (back_tx, back) = std::sync::mpsc::channel::<Vec<u8>>();
-        let (walked, built) = std::thread::scope(|s| {
-            let builder = s.spawn(move || {
-                let mut b = Builder::default();
-                for mut chunk in rx {
-                    b.chunk(&chunk)?;
-                    chunk.clear();
-                    let _ = back_tx.send(chunk);
-                }
-                Ok::<_, DecodeError>(b)
-            });
-            let new_batch = || {
-                back.try_recv()
-                    .unwrap_or_else(|_| Vec::with_capacity(BATCH + (64 << 10)))
-            };
-            let mut batch = new_batch();
-            let send = |b: &mut Vec<u8>| {
-                tx.send(std::mem::replace(b, new_batch()))
-                    .map_err(|_| std::io::Error::other("invalid memory-map record"))
-            };
-            let mut walked = it.dump_vmas(tgid, &mut |chunk| {
-                batch.extend_from_slice(chunk);
-                match batch.len() >= BATCH {
-                    true => send(&mut batch),
-                    false => Ok(()),
-                }
-            });
-            if let (Ok(n), false) = (&walked, batch.is_empty()) {
-                let n = *n;
-                walked = send(&mut batch)
-                    .map(|()| n)
-                    .map_err(taskdiag_bpf::BpfError::Sink);
-            }
-            drop(tx);
-            let built = builder
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (walked, built)
-        });
-        // A bad record stops the builder, which makes the walk fail: report the record.
-        let b = built.map_err(Error::Internal)?;
-        walked.map_err(Error::Bpf)?;
+impl VmaStream {
+    /// Runs `f` with the maps `req` needs (every process's, or with ONE and THREAD the one
+    /// thread group's) arriving from a walk read on a second thread meanwhile.
+    pub(crate) fn with<R>(
+        it: &mut TaskIter,
+        req: &Request,
+        f: impl FnOnce(&mut TaskIter, &RefCell<VmaStream>) -> Result<R, Error>,
+    ) -> Result<R, Error> {
         let mut gate = Vec::new();
         if let Some(g) = vsyscall() {
             g.encode(&mut gate);
         }
-        Ok(VmaWalk {
-            arena: b.arena,
-            spans: RefCell::new(b.spans),
-            gate,
+        let tgid = match req.strategy() {
+            Some(Strategy::One | Strategy::Thread) => match it.tgid_of(req.pid) {
+                Ok(t) => Some(t),
+                // No walk: the task walk will say so (or find the task in /proc).
+                Err(_) => {
+                    let s = RefCell::new(VmaStream {
+                        rx: None,
+                        next: Default::default(),
+                        gate,
+                    });
+                    return f(it, &s);
+                }
+            },
+            _ => None,
+        };
+        let walk = it.vma_walk(tgid).map_err(Error::Bpf)?;
+        let (tx, rx) = sync_channel::<Payload>(AHEAD);
+        std::thread::scope(|s| {
+            let reader = s.spawn(move || {
+                let mut b = Builder::default();
+                let mut bad = None;
+                let mut batch = Vec::with_capacity(BATCH);
+                let mut emit = |t: u32, p: Vec<u8>| {
+                    batch.push((t, p));
+                    batch.len() < BATCH
+                        || tx
+                            .send(Ok(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))))
+                            .is_ok()
+                };
+                let r = walk.read_all(&mut |chunk| match b.chunk(chunk, &mut emit) {
+                    Ok(true) => Ok(()),
+                    // The task walk is over: nobody wants the rest.
+                    Ok(false) => Err(std::io::Error::other("stopped")),
+                    Err(e) => {
+                        bad = Some(e);
+                        Err(std::io::Error::other("invalid memory-map record"))
+                    }
+                });
+                match (r, bad) {
+                    (_, Some(e)) => {
+                        let _ = tx.send(Err(Error::Internal(e)));
+                    }
+                    (Ok(_), None) => {
+                        if b.finish(&mut emit) {
+                            let _ = tx.send(Ok(batch));
+                        }
+                    }
+                    (Err(BpfError::Sink(_)), None) => {}
+                    (Err(e), None) => {
+                        let _ = tx.send(Err(Error::Bpf(e)));
+                    }
+                }
+            });
+            let stream = RefCell::new(VmaStream {
+                rx: Some(rx),
+                next: Default::default(),
+                gate,
+            });
+            let r = f(it, &stream);
+            // Stops the reader at its next payload.
+            drop(stream);
+            if let Err(p) = reader.join() {
+                std::panic::resume_unwind(p);
+            }
+            r
         })
     }
 
-    /// The VMA attribute payload of thread group `tgid`, in two parts (its entries, the gate
-    /// entry), taken out: each is given once.
-    pub(crate) fn take(&self, tgid: u32) -> Option<[&[u8]; 2]> {
-        let r = self.spans.borrow_mut().remove(&tgid)?;
-        Some([&self.arena[r], &self.gate])
+    /// The finished VMA entries of thread group `tgid`, if the walk has them. Both walks go by
+    /// pid, so the payloads of smaller tgids that nobody took are dropped on the way (processes
+    /// gone before the task walk reached them), and `None` means the walk did not list `tgid`
+    /// where it should have (started after the walk passed, or a leader without an address
+    /// space): the caller reads /proc.
+    pub(crate) fn take(&mut self, tgid: u32) -> Result<Option<Vec<u8>>, Error> {
+        loop {
+            while let Some((t, _)) = self.next.front() {
+                match (*t).cmp(&tgid) {
+                    std::cmp::Ordering::Less => drop(self.next.pop_front()),
+                    std::cmp::Ordering::Equal => return Ok(self.next.pop_front().map(|(_, p)| p)),
+                    std::cmp::Ordering::Greater => return Ok(None),
+                }
+            }
+            let Some(rx) = &self.rx else {
+                return Ok(None);
+            };
+            match rx.recv() {
+                Ok(Ok(batch)) => self.next.extend(batch),
+                Ok(Err(e)) => {
+                    self.rx = None;
+                    return Err(e);
+                }
+                // The walk is over.
+                Err(_) => {
+                    self.rx = None;
+                    return Ok(None);
+                }
+            }
+        }
     }
 
-    /// [`VmaWalk::take`], decoded.
-    pub(crate) fn take_decoded(&self, tgid: u32) -> Option<Vec<Vma>> {
-        let [entries, gate] = self.take(tgid)?;
-        let mut v = Vma::decode_all(entries).ok()?;
-        v.extend(Vma::decode_all(gate).ok()?);
-        Some(v)
+    /// [`VmaStream::take`], decoded, with the gate entry.
+    pub(crate) fn take_decoded(&mut self, tgid: u32) -> Result<Option<Vec<Vma>>, Error> {
+        let Some(entries) = self.take(tgid)? else {
+            return Ok(None);
+        };
+        let bad = |what| {
+            Error::Internal(DecodeError::BadRecord {
+                pid: tgid,
+                group: "vma",
+                what,
+            })
+        };
+        let mut v = Vma::decode_all(&entries).map_err(bad)?;
+        v.extend(Vma::decode_all(&self.gate).map_err(bad)?);
+        Ok(Some(v))
+    }
+
+    /// The encoded `[vsyscall]` entry (empty if the kernel has none).
+    pub(crate) fn gate(&self) -> &[u8] {
+        &self.gate
     }
 }
 
-/// Gathers the pieces of one walk.
+/// Turns the pieces of one walk into finished per-process payloads.
 #[derive(Default)]
 struct Builder {
-    arena: Vec<u8>,
-    spans: HashMap<u32, Range<usize>>,
-    /// The thread group whose entries are being appended.
+    /// The thread group whose entries are being built, and them.
     cur: Option<u32>,
+    out: Vec<u8>,
     /// Whether the current pieces are dropped: a thread group seen again later (its leader
     /// gone, another thread walked) keeps its first listing.
     skipping: bool,
+    seen: HashSet<u32>,
     /// Escaped file names by the key the program gave them, for the entries that refer to one.
     names: HashMap<u64, Vec<u8>>,
 }
 
 impl Builder {
-    fn chunk(&mut self, chunk: &[u8]) -> Result<(), DecodeError> {
+    /// Takes a chunk of whole messages; hands each finished process to `emit`, which returns
+    /// false when nobody wants more (then so does this).
+    fn chunk(
+        &mut self,
+        chunk: &[u8],
+        emit: &mut dyn FnMut(u32, Vec<u8>) -> bool,
+    ) -> Result<bool, DecodeError> {
         for m in Messages::new(chunk) {
             let m = m?;
             if m.header.msg_type != MSG_VMA_PIECE {
@@ -141,26 +203,28 @@ impl Builder {
             }
             let t = m.header.tgid;
             if self.cur != Some(t) {
-                self.cur = Some(t);
-                self.skipping = self.spans.contains_key(&t);
-                if !self.skipping {
-                    let at = self.arena.len();
-                    self.spans.insert(t, at..at);
+                if !self.finish(emit) {
+                    return Ok(false);
                 }
+                self.cur = Some(t);
+                self.skipping = !self.seen.insert(t);
             }
-            if self.skipping {
-                continue;
-            }
-            self.entries(m.payload, m.header.pid)?;
-            let end = self.arena.len();
-            if let Some(r) = self.spans.get_mut(&t) {
-                r.end = end;
+            if !self.skipping {
+                self.entries(m.payload, m.header.pid)?;
             }
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// Appends the finished form of a piece's entries to the arena.
+    /// Hands on the process being built, if any.
+    fn finish(&mut self, emit: &mut dyn FnMut(u32, Vec<u8>) -> bool) -> bool {
+        match (self.cur.take(), self.skipping) {
+            (Some(t), false) => emit(t, std::mem::take(&mut self.out)),
+            _ => true,
+        }
+    }
+
+    /// Appends the finished form of a piece's entries.
     fn entries(&mut self, mut p: &[u8], pid: u32) -> Result<(), DecodeError> {
         let bad = |what| DecodeError::BadRecord {
             pid,
@@ -197,10 +261,10 @@ impl Builder {
             rec.stat_len = 0;
             rec.reserved = 0;
             rec.reserved2 = 0;
-            let start = self.arena.len();
-            rec.write_to(&mut self.arena);
-            self.arena.extend_from_slice(name);
-            self.arena.resize(start + rec.vma_len as usize, 0);
+            let start = self.out.len();
+            rec.write_to(&mut self.out);
+            self.out.extend_from_slice(name);
+            self.out.resize(start + rec.vma_len as usize, 0);
             p = &p[len..];
         }
         Ok(())
@@ -281,14 +345,36 @@ mod tests {
         v
     }
 
-    fn walk(chunks: &[Vec<u8>]) -> VmaWalk {
+    /// The payloads a walk of `chunks` hands on, by tgid.
+    fn walk(chunks: &[Vec<u8>]) -> HashMap<u32, Vec<Vma>> {
         let mut b = Builder::default();
+        let mut got = Vec::new();
+        let mut emit = |t: u32, p: Vec<u8>| {
+            got.push((t, p));
+            true
+        };
         for c in chunks {
-            b.chunk(c).unwrap();
+            assert!(b.chunk(c, &mut emit).unwrap());
         }
-        VmaWalk {
-            arena: b.arena,
-            spans: RefCell::new(b.spans),
+        b.finish(&mut emit);
+        let tgids: Vec<u32> = got.iter().map(|(t, _)| *t).collect();
+        let unique: HashSet<u32> = tgids.iter().copied().collect();
+        assert_eq!(unique.len(), tgids.len(), "one payload per tgid: {tgids:?}");
+        got.into_iter()
+            .map(|(t, p)| (t, Vma::decode_all(&p).unwrap()))
+            .collect()
+    }
+
+    /// A stream over payloads already made, as the task walk sees it.
+    fn stream(payloads: Vec<(u32, Vec<u8>)>) -> VmaStream {
+        // In batches of two, as the reader would send them.
+        let (tx, rx) = sync_channel(payloads.len() + 1);
+        for p in payloads.chunks(2) {
+            tx.send(Ok(p.to_vec())).unwrap();
+        }
+        VmaStream {
+            rx: Some(rx),
+            next: Default::default(),
             gate: Vec::new(),
         }
     }
@@ -306,7 +392,7 @@ mod tests {
         );
         let b = piece(11, 11, &[raw_entry(0x1000, 0x5, b"", 1, 77)]);
         let w = walk(&[a, b]);
-        let v10 = w.take_decoded(10).unwrap();
+        let v10 = &w[&10];
         assert_eq!(v10.len(), 3);
         assert_eq!(v10[0].name, b"/lib/libc.so");
         assert_eq!(v10[1].name, b"/lib/libc.so");
@@ -314,13 +400,23 @@ mod tests {
         assert_eq!(v10[0].rec.vm_flags, vma_flags::READ | vma_flags::EXEC);
         assert_eq!(v10[0].rec.vm_flags_known, vma_flags::ALL);
         assert_eq!(v10[1].rec.reserved2, 0);
-        assert_eq!(w.take_decoded(11).unwrap()[0].name, b"/lib/libc.so");
-        // Taken once.
-        assert!(w.take(10).is_none());
+        assert_eq!(w[&11][0].name, b"/lib/libc.so");
         // Padding is zero in the finished entries (0xee in the raw ones).
-        let w = walk(&[piece(5, 5, &[raw_entry(0, 0, b"/x", 0, 9)])]);
-        let [e, _] = w.take(5).unwrap();
-        assert_eq!(&e[VmaRec::SIZE..], b"/x\0\0");
+        let mut b = Builder::default();
+        let mut got = Vec::new();
+        b.chunk(
+            &piece(5, 5, &[raw_entry(0, 0, b"/x", 0, 9)]),
+            &mut |_, p| {
+                got.push(p);
+                true
+            },
+        )
+        .unwrap();
+        b.finish(&mut |_, p| {
+            got.push(p);
+            true
+        });
+        assert_eq!(&got[0][VmaRec::SIZE..], b"/x\0\0");
     }
 
     #[test]
@@ -330,14 +426,42 @@ mod tests {
         let other = piece(21, 21, &[raw_entry(0x9000, 0, b"", 0, 0)]);
         let again = piece(25, 20, &[raw_entry(0x5000, 0, b"", 0, 0)]);
         let w = walk(&[p1, p2, other, again]);
-        let starts: Vec<u64> = w
-            .take_decoded(20)
-            .unwrap()
-            .iter()
-            .map(|v| v.rec.start)
-            .collect();
+        let starts: Vec<u64> = w[&20].iter().map(|v| v.rec.start).collect();
         assert_eq!(starts, [0x1000, 0x2000]);
-        assert_eq!(w.take_decoded(21).unwrap()[0].rec.start, 0x9000);
+        assert_eq!(w[&21][0].rec.start, 0x9000);
+    }
+
+    #[test]
+    fn a_stopped_reader_stops_the_builder() {
+        let mut b = Builder::default();
+        let chunk = [
+            piece(1, 1, &[raw_entry(0, 0, b"", 0, 0)]),
+            piece(2, 2, &[raw_entry(0, 0, b"", 0, 0)]),
+        ]
+        .concat();
+        assert!(!b.chunk(&chunk, &mut |_, _| false).unwrap());
+    }
+
+    #[test]
+    fn tasks_take_payloads_in_walk_order() {
+        let mut s = stream(vec![
+            (3, b"three".to_vec()),
+            (5, b"five".to_vec()),
+            (9, b"nine".to_vec()),
+        ]);
+        // 1 is not in the walk (3 comes first); 3 is; 4 is not; 5 is; 7 is not, and 9 waits
+        // for its own task.
+        assert_eq!(s.take(1).unwrap(), None);
+        assert_eq!(s.take(3).unwrap().as_deref(), Some(&b"three"[..]));
+        assert_eq!(s.take(4).unwrap(), None);
+        assert_eq!(s.take(5).unwrap().as_deref(), Some(&b"five"[..]));
+        assert_eq!(s.take(7).unwrap(), None);
+        assert_eq!(s.take(9).unwrap().as_deref(), Some(&b"nine"[..]));
+        // The walk is over.
+        assert_eq!(s.take(10).unwrap(), None);
+        // A payload whose task never comes is dropped when a later task asks.
+        let mut s = stream(vec![(2, b"two".to_vec()), (6, b"six".to_vec())]);
+        assert_eq!(s.take(6).unwrap().as_deref(), Some(&b"six"[..]));
     }
 
     #[test]
@@ -345,7 +469,7 @@ mod tests {
         let mut e = raw_entry(0, 0, b"/x", 0, 0);
         e[VmaRec::SIZE - 14] = 200; // name_len (low byte) beyond the entry
         let mut b = Builder::default();
-        let err = b.chunk(&piece(33, 33, &[e])).unwrap_err();
+        let err = b.chunk(&piece(33, 33, &[e]), &mut |_, _| true).unwrap_err();
         assert!(err.to_string().contains("task 33"), "{err}");
     }
 }

@@ -22,7 +22,9 @@
  *
  * The configuration globals below are written by user space before each iterator is created.
  * One loaded instance serves one dump at a time (the Rust side enforces it with &mut), which is
- * also what makes the single scratch buffer safe.
+ * also what makes the single scratch buffer safe. The one exception: a memory-map walk
+ * (dump_vma) may be read while a task walk runs, so it has buffers of its own (vma_pend,
+ * vma_scratch) and reads only globals the task walk does not change.
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -1081,6 +1083,15 @@ struct {
 	__type(value, struct vma_pend);
 } vma_pend SEC(".maps");
 
+/* dump_vma's own scratch (for untrusted() and reader_ns()): user space reads the map walk while
+ * the same instance answers a task walk, so the two programs share no buffer. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} vma_scratch SEC(".maps");
+
 static __always_inline __u32 put_str(__u8 *dst, const char *prefix, __u32 plen, const char *src)
 {
 	long r;
@@ -1171,7 +1182,7 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	if (p->task != (__u64)task) {
 		/* Ids in the reader's pid namespace, as for task messages (through untrusted
 		 * views), computed once per task: its mappings come one after another. */
-		buf = bpf_map_lookup_elem(&scratch_map, &zero);
+		buf = bpf_map_lookup_elem(&vma_scratch, &zero);
 		if (!buf)
 			return 0;
 		o.buf = buf;

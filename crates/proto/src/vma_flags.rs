@@ -92,10 +92,30 @@ pub fn from_kernel(vm_flags: u64) -> u64 {
 
 /// The bit for an smaps `VmFlags` mnemonic (0 for one this format does not carry).
 pub fn from_mnemonic(m: &str) -> u64 {
-    FLAGS
-        .iter()
-        .find(|(_, mn, _)| *mn == m)
-        .map_or(0, |(b, _, _)| *b)
+    from_mnemonic_bytes(m.as_bytes())
+}
+
+/// Bits by mnemonic, for the two-lowercase-letter mnemonics every flag has: `a..z` x `a..z`.
+const BY_MNEMONIC: [u64; 26 * 26] = {
+    let mut t = [0u64; 26 * 26];
+    let mut i = 0;
+    while i < FLAGS.len() {
+        let m = FLAGS[i].1.as_bytes();
+        t[(m[0] - b'a') as usize * 26 + (m[1] - b'a') as usize] = FLAGS[i].0;
+        i += 1;
+    }
+    t
+};
+
+/// [`from_mnemonic`] on bytes, as smaps has them: one table lookup (smaps lists ~8 per
+/// mapping, and a large dump has hundreds of thousands of mappings).
+pub fn from_mnemonic_bytes(m: &[u8]) -> u64 {
+    match m {
+        [a @ b'a'..=b'z', b @ b'a'..=b'z'] => {
+            BY_MNEMONIC[(a - b'a') as usize * 26 + (b - b'a') as usize]
+        }
+        _ => 0,
+    }
 }
 
 /// The bits a /proc/PID/maps permissions column (`r-xp`) shows.

@@ -153,5 +153,8 @@ mod tests {
             assert_eq!(from_mnemonic(m), *b);
         }
         assert_eq!(from_mnemonic("zz"), 0);
+        for odd in [&b""[..], b"r", b"rdx", b"RD", b"r1", b"\xff\xff"] {
+            assert_eq!(from_mnemonic_bytes(odd), 0, "{odd:?}");
+        }
     }
 }

@@ -241,23 +241,24 @@ impl<'a> Btf<'a> {
                 _ => return None,
             }
         }
-        let mut out = Vec::with_capacity(HDR_LEN + types.len() + strs.buf.len());
-        out.extend_from_slice(&MAGIC.to_le_bytes());
-        out.push(1); // version
-        out.push(0); // flags
-        for v in [
-            HDR_LEN as u32,
-            0,
-            types.len() as u32,
-            types.len() as u32,
-            strs.buf.len() as u32,
-        ] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.extend_from_slice(&types);
-        out.extend_from_slice(&strs.buf);
-        Some((out, order.len()))
+        Some((blob(&types, &strs.buf), order.len()))
     }
+}
+
+/// A raw BTF blob: header, type section, string section.
+fn blob(types: &[u8], strs: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HDR_LEN + types.len() + strs.len());
+    out.extend_from_slice(&MAGIC.to_le_bytes());
+    out.push(1); // version
+    out.push(0); // flags
+    let (t, s) = (types.len() as u32, strs.len() as u32);
+    // hdr_len, type_off, type_len, str_off (after the types), str_len
+    for v in [HDR_LEN as u32, 0, t, t, s] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(types);
+    out.extend_from_slice(strs);
+    out
 }
 
 fn kind(r: &[u8]) -> u32 {
@@ -344,7 +345,7 @@ mod tests {
     use super::*;
 
     /// A BTF blob from (name, kind, vlen, size_or_type, extra u32s) records.
-    fn blob(types: &[(&str, u32, u32, u32, Vec<u32>)]) -> Vec<u8> {
+    fn make(types: &[(&str, u32, u32, u32, Vec<u32>)]) -> Vec<u8> {
         let mut strs = Strings::default();
         let mut t = Vec::new();
         for (name, k, n, st, extra) in types {
@@ -355,28 +356,14 @@ mod tests {
                 t.extend_from_slice(&e.to_le_bytes());
             }
         }
-        let mut out = Vec::new();
-        out.extend_from_slice(&MAGIC.to_le_bytes());
-        out.extend_from_slice(&[1, 0]);
-        for v in [
-            24u32,
-            0,
-            t.len() as u32,
-            t.len() as u32,
-            strs.buf.len() as u32,
-        ] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.extend_from_slice(&t);
-        out.extend_from_slice(&strs.buf);
-        out
+        blob(&t, &strs.buf)
     }
 
     #[test]
     fn keeps_named_types_and_what_they_embed_but_not_what_they_point_to() {
         // 1 int, 2 struct inner {int x}, 3 struct other {int y}, 4 ptr -> other,
         // 5 struct task_struct {inner in; other *p;}, 6 struct unrelated {int z}
-        let b = blob(&[
+        let b = make(&[
             ("int", INT, 0, 4, vec![32]),
             ("inner", STRUCT, 1, 4, vec![0, 1, 0]),
             ("other", STRUCT, 1, 4, vec![0, 1, 0]),

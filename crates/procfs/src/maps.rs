@@ -79,17 +79,22 @@ pub fn parse_header(line: &[u8]) -> Result<Vma, ParseError> {
     })
 }
 
+/// The non-empty lines of `buf`. Found with memchr: smaps has ~750 bytes per mapping, and
+/// splitting them is most of its parsing.
+fn lines(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut start = 0;
+    memchr::memchr_iter(b'\n', buf)
+        .chain(std::iter::once(buf.len()))
+        .filter_map(move |end| {
+            let line = &buf[start..end];
+            start = end + 1;
+            (!line.is_empty()).then_some(line)
+        })
+}
+
 /// Parses /proc/PID/maps, appending its mappings to `out`.
 pub fn parse_maps(buf: &[u8], out: &mut Vec<Vma>) -> Result<(), ParseError> {
-    // A process's smaps is ~750 bytes per mapping: the line split is most of the parsing.
-    let mut start = 0;
-    let ends = memchr::memchr_iter(b'\n', buf).chain(std::iter::once(buf.len()));
-    for end in ends {
-        let line = &buf[start..end];
-        start = end + 1;
-        if line.is_empty() {
-            continue;
-        }
+    for line in lines(buf) {
         out.push(parse_header(line)?);
     }
     Ok(())
@@ -98,15 +103,7 @@ pub fn parse_maps(buf: &[u8], out: &mut Vec<Vma>) -> Result<(), ParseError> {
 /// Parses /proc/PID/smaps, appending its mappings, with every flag and VMA_STAT counters, to
 /// `out`.
 pub fn parse_smaps(buf: &[u8], out: &mut Vec<Vma>) -> Result<(), ParseError> {
-    // A process's smaps is ~750 bytes per mapping: the line split is most of the parsing.
-    let mut start = 0;
-    let ends = memchr::memchr_iter(b'\n', buf).chain(std::iter::once(buf.len()));
-    for end in ends {
-        let line = &buf[start..end];
-        start = end + 1;
-        if line.is_empty() {
-            continue;
-        }
+    for line in lines(buf) {
         // Counter lines start with a capitalized key and a colon; header lines with the start
         // address in lowercase hex (a name only ever follows it).
         let key_end = match line[0].is_ascii_uppercase() {

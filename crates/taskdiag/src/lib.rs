@@ -433,7 +433,8 @@ fn bpf_tasks(
             return hidden.merge(chunk, out);
         }
         fixed.clear();
-        if let Err(e) = complete(chunk, req, missing, maps, procfs, &mut fixed) {
+        let mut flush = |b: &[u8]| hidden.merge(b, out);
+        if let Err(e) = complete(chunk, req, missing, maps, procfs, &mut fixed, &mut flush) {
             fix_err = Some(e);
             return Err(io::Error::other("invalid record"));
         }
@@ -618,7 +619,8 @@ fn has_fixups(chunk: &[u8]) -> bool {
     Messages::new(chunk).any(|m| m.is_ok_and(|m| m.header.flags & MSG_F_FIXUP != 0))
 }
 
-/// Re-encodes `chunk` with every placeholder group read from /proc instead.
+/// Re-encodes `chunk` into `out` with every placeholder group read from /proc instead and the
+/// memory maps added, passing `out` to `flush` (and clearing it) as it grows.
 fn complete(
     chunk: &[u8],
     req: &Request,
@@ -626,11 +628,19 @@ fn complete(
     vmas: Option<&std::cell::RefCell<vma_walk::VmaStream>>,
     procfs: Option<&ProcReader>,
     out: &mut Vec<u8>,
+    flush: &mut dyn FnMut(&[u8]) -> io::Result<()>,
 ) -> Result<(), Error> {
+    // A chunk may hold thousands of tasks (a ring-buffer read), each grown by what /proc adds
+    // (smaps' counters are ~10 KB a process): passed on every MiB, between tasks.
+    const FLUSH_AT: usize = 1 << 20;
     let per_thread = req.strategy().is_some_and(Strategy::per_thread);
     let mut asm = TaskAssembler::new();
     for m in Messages::new(chunk) {
         let m = m?;
+        if out.len() >= FLUSH_AT && asm.pending().is_none() {
+            flush(out).map_err(Error::Sink)?;
+            out.clear();
+        }
         let start = out.len();
         let bytes = &chunk[m.offset..m.offset + m.header.len as usize];
         let whole =

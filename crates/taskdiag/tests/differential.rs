@@ -347,6 +347,33 @@ fn churn_never_yields_duplicate_or_garbled_records() {
                     }
                 }
             }
+            // Memory maps alone: with BPF, the map walk read beside the task walk and matched
+            // to tasks by pid. Each task gets its own map or none, never another's.
+            let show = Group::Base.flag() | Group::Vma.flag();
+            let tasks = dump(kind, &Request::new(Strategy::All, 0, show)).expect("maps dump");
+            for t in &tasks {
+                let b = t.base.as_ref().expect("base");
+                let Some(vmas) = &t.vmas else { continue };
+                if b.rec.flags & taskdiag_proto::BASE_F_KTHREAD != 0 {
+                    panic!("{kind:?} round {round}: kernel thread {} has maps", t.pid);
+                }
+                assert!(
+                    vmas.windows(2).all(|w| w[0].rec.end <= w[1].rec.start)
+                        && vmas.iter().all(|v| v.rec.start < v.rec.end),
+                    "{kind:?} round {round}: task {} maps out of order",
+                    t.pid
+                );
+                if churn.iter().any(|c| c.pid() == b.rec.ppid) && comm(t) == b"td_fixture" {
+                    assert!(
+                        vmas.is_empty() || vmas.iter().any(|v| v.name.ends_with(b"/td_fixture")),
+                        "{kind:?} round {round}: churn child {} without td_fixture mapped: {:?}",
+                        t.pid,
+                        vmas.iter()
+                            .map(|v| String::from_utf8_lossy(&v.name))
+                            .collect::<Vec<_>>()
+                    );
+                }
+            }
         }
     }
     drop(churn);

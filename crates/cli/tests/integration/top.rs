@@ -117,6 +117,30 @@ fn threaded() -> Fixture {
     f
 }
 
+/// Waits (up to 5 s) until process `pid` uses no more CPU: its utime + stime, from
+/// /proc/PID/stat, the same over 200 ms.
+fn settle(pid: u32) {
+    let cpu = || {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<u64> = rest
+            .split_whitespace()
+            .map(|x| x.parse().unwrap_or(0))
+            .collect();
+        // After the name: state is field 3, utime 14 and stime 15 (1-based).
+        f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
+    };
+    let mut last = cpu();
+    for _ in 0..25 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let now = cpu();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
 fn tids(pid: u32) -> Vec<u32> {
     let mut v: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .map(|d| {
@@ -404,7 +428,9 @@ fn batch_shows_kernel_threads_and_threads_with_h() {
             last_frame_rows(&out)[0].command,
             format!("[{}]", comm(kthread))
         );
-        // -H: one line per thread, as procps top shows them.
+        // -H: one line per thread, as procps top shows them (once the fixture has stopped
+        // using CPU: TIME+ would otherwise differ between the two looks).
+        settle(th.pid());
         let pid = th.pid().to_string();
         let mut ok = false;
         for _ in 0..3 {

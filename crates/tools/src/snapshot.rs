@@ -262,6 +262,28 @@ impl Source {
     }
 }
 
+impl Source {
+    /// Gives each thread-group leader of a per-thread snapshot its whole process's STAT, as
+    /// procps shows it: procps reads a leader's line from /proc/PID, not /proc/PID/task/PID,
+    /// so its times and fault counts are the process's (`ps -L`, `top -H`). Takes a second,
+    /// per-process snapshot; a leader whose pid was reused in between keeps its own.
+    pub fn leaders_as_processes(&mut self, tasks: &mut [Task]) -> Result<(), Error> {
+        let procs = self.take(&Query {
+            threads: false,
+            groups: Group::Base.flag() | Group::Stat.flag(),
+        })?;
+        let start = |t: &Task| t.base.as_ref().map(|b| b.rec.start_time_ns);
+        let totals: std::collections::HashMap<u32, &Task> =
+            procs.iter().map(|t| (t.tgid, t)).collect();
+        for t in tasks.iter_mut().filter(|t| t.pid == t.tgid) {
+            if let Some(p) = totals.get(&t.tgid).filter(|p| start(p) == start(t)) {
+                t.stat = p.stat;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Sorts processes by pid and, within a process, the leader first and then threads by tid.
 pub fn sort_like_proc(tasks: &mut [Task]) {
     tasks.sort_by_key(|t| (t.tgid, t.pid != t.tgid, t.pid));

@@ -375,6 +375,60 @@ fn batch_burner_uses_cpu_and_sleeper_none() {
     }
 }
 
+/// A python process named `tdtopbusy` whose one extra thread burns ~0.3 s of CPU, then sleeps.
+fn busy_threaded() -> Fixture {
+    let f = Fixture::spawn(
+        Command::new("python3").args([
+            "-c",
+            "import threading,time\n\
+         open('/proc/self/comm','w').write('tdtopbusy')\n\
+         def busy():\n    t = time.time()\n    while time.time() - t < 0.3: pass\n    time.sleep(1000)\n\
+         threading.Thread(target=busy, daemon=True).start()\n\
+         time.sleep(1000)",
+        ]),
+        "tdtopbusy",
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && tids(f.pid()).len() < 2 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    settle(f.pid());
+    f
+}
+
+#[test]
+fn with_h_a_leaders_line_shows_its_whole_process_like_procps() {
+    let f = busy_threaded();
+    let pid = f.pid().to_string();
+    let args = ["-b", "-n", "1", "-H", "-w", "200", "-p", pid.as_str()];
+    let theirs = last_frame_rows(&stdout(&procps_top(&args)));
+    let leader = |rows: &[TRow]| {
+        rows.iter()
+            .find(|r| r.pid == f.pid())
+            .map(|r| r.time.clone())
+    };
+    let other = |rows: &[TRow]| {
+        rows.iter()
+            .find(|r| r.pid != f.pid())
+            .map(|r| r.time.clone())
+    };
+    // The busy thread's time is in the leader's line too: it is the process's.
+    assert_ne!(leader(&theirs), Some("0:00.00".to_string()), "{theirs:?}");
+    for backend in BACKENDS {
+        let ours = last_frame_rows(&stdout(&top(backend, &args)));
+        assert_eq!(
+            leader(&ours),
+            leader(&theirs),
+            "{backend}: the leader's TIME+"
+        );
+        assert_eq!(
+            other(&ours),
+            other(&theirs),
+            "{backend}: the thread's TIME+"
+        );
+    }
+}
+
 #[test]
 fn batch_shows_kernel_threads_and_threads_with_h() {
     // A kernel thread from /proc (PF_KTHREAD in the flags).

@@ -475,21 +475,9 @@ fn run(o: &Opts, utf8: bool) -> io::Result<bool> {
     }
     let mut tasks = source.take(&q).map_err(io::Error::other)?;
     if threads && q.groups & Group::Stat.flag() != 0 {
-        // procps reads a thread-group leader's line from /proc/PID, not /proc/PID/task/PID:
-        // its times and fault counts are the whole process's.
-        let procs = source
-            .take(&Query {
-                threads: false,
-                groups: Group::Base.flag() | Group::Stat.flag(),
-            })
+        source
+            .leaders_as_processes(&mut tasks)
             .map_err(io::Error::other)?;
-        let start = |t: &snapshot::Task| t.base.as_ref().map(|b| b.rec.start_time_ns);
-        let totals: HashMap<u32, &snapshot::Task> = procs.iter().map(|t| (t.tgid, t)).collect();
-        for t in tasks.iter_mut().filter(|t| t.pid == t.tgid) {
-            if let Some(p) = totals.get(&t.tgid).filter(|p| start(p) == start(t)) {
-                t.stat = p.stat;
-            }
-        }
     }
     let rows: Vec<Row> = tasks.iter().map(|t| Row { t }).collect();
     if o.forest_type != 0 || !o.sort.is_empty() {

@@ -662,7 +662,11 @@ impl Sampler {
             groups,
         };
         let now = sys::boottime_ns();
-        let tasks = self.src.take(&q)?;
+        let mut tasks = self.src.take(&q)?;
+        if o.threads && groups & Group::Stat.flag() != 0 {
+            // A leader's line shows its whole process's times, as procps top -H does.
+            self.src.leaders_as_processes(&mut tasks)?;
+        }
         let frame = self
             .deltas
             .frame(tasks, now, &o.pids, self.machine.ns_per_tick());

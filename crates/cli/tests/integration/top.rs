@@ -81,17 +81,20 @@ fn user_sleeper() -> Fixture {
     Fixture::spawn(super::as_test_user("sleep").arg("1000"), "sleep")
 }
 
+/// A threaded python process named `name` (its threads too), running `body` after
+/// `import threading, time`.
+fn python_named(name: &str, body: &str) -> Fixture {
+    let code =
+        format!("import threading,time\nopen('/proc/self/comm','w').write('{name}')\n{body}");
+    Fixture::spawn(Command::new("python3").args(["-c", &code]), name)
+}
+
 /// A python process named `tdtopthr` with three extra threads (all named alike).
 fn threaded() -> Fixture {
-    let f = Fixture::spawn(
-        Command::new("python3").args([
-            "-c",
-            "import threading,time\n\
-         open('/proc/self/comm','w').write('tdtopthr')\n\
-         [threading.Thread(target=time.sleep,args=(1000,),daemon=True).start() for _ in range(3)]\n\
-         time.sleep(1000)",
-        ]),
+    let f = python_named(
         "tdtopthr",
+        "[threading.Thread(target=time.sleep,args=(1000,),daemon=True).start() for _ in range(3)]\n\
+         time.sleep(1000)",
     );
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline && tids(f.pid()).len() < 4 {
@@ -377,16 +380,11 @@ fn batch_burner_uses_cpu_and_sleeper_none() {
 
 /// A python process named `tdtopbusy` whose one extra thread burns ~0.3 s of CPU, then sleeps.
 fn busy_threaded() -> Fixture {
-    let f = Fixture::spawn(
-        Command::new("python3").args([
-            "-c",
-            "import threading,time\n\
-         open('/proc/self/comm','w').write('tdtopbusy')\n\
-         def busy():\n    t = time.time()\n    while time.time() - t < 0.3: pass\n    time.sleep(1000)\n\
+    let f = python_named(
+        "tdtopbusy",
+        "def busy():\n    t = time.time()\n    while time.time() - t < 0.3: pass\n    time.sleep(1000)\n\
          threading.Thread(target=busy, daemon=True).start()\n\
          time.sleep(1000)",
-        ]),
-        "tdtopbusy",
     );
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline && tids(f.pid()).len() < 2 {

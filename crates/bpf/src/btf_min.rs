@@ -52,9 +52,6 @@ pub(crate) struct MinBtf {
     _file: File,
     /// `/proc/self/fd/N` of the memfd holding it.
     pub(crate) path: CString,
-    /// Types kept (for tests and debugging).
-    #[allow(dead_code)]
-    pub(crate) types: usize,
 }
 
 /// The essential name of a type name: without a `___flavor` suffix.
@@ -69,7 +66,7 @@ pub(crate) fn essential(name: &[u8]) -> &[u8] {
 pub(crate) fn for_names(names: &HashSet<Vec<u8>>) -> Option<MinBtf> {
     let raw = std::fs::read(VMLINUX).ok()?;
     let btf = Btf::parse(&raw)?;
-    let (out, kept) = btf.reduce(names)?;
+    let (out, _) = btf.reduce(names)?;
     // SAFETY: memfd_create with a valid NUL-terminated name; the fd is ours to own.
     let fd = unsafe { libc::memfd_create(c"taskdiag-btf".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
@@ -79,11 +76,7 @@ pub(crate) fn for_names(names: &HashSet<Vec<u8>>) -> Option<MinBtf> {
     let mut file = unsafe { File::from_raw_fd(fd) };
     file.write_all(&out).ok()?;
     let path = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
-    Some(MinBtf {
-        _file: file,
-        path,
-        types: kept,
-    })
+    Some(MinBtf { _file: file, path })
 }
 
 /// A parsed BTF blob: where each type's record starts.

@@ -280,16 +280,15 @@ fn open_skel(
 /// its end, and returns the number of mappings visited.
 pub fn vma_walk_floor() -> Result<u64, BpfError> {
     quiet_libbpf();
-    let obj: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
-        Box::leak(Box::new(MaybeUninit::uninit()));
-    let open_floor = |obj| -> Result<TaskdiagSkel<'static>, libbpf_rs::Error> {
+    let mut obj = MaybeUninit::uninit();
+    let open_floor = |obj| -> Result<TaskdiagSkel<'_>, libbpf_rs::Error> {
         let mut open = TaskdiagSkelBuilder::default().open(obj)?;
         open.progs.dump_task.set_autoload(false);
         open.progs.dump_task_cmdline.set_autoload(false);
         open.progs.dump_vma.set_autoload(false);
         open.load()
     };
-    let skel = open_floor(obj).map_err(|e| match is_perm(&e) {
+    let skel = open_floor(&mut obj).map_err(|e| match is_perm(&e) {
         true => BpfError::PermissionDenied(e),
         false => BpfError::Load(e),
     })?;
@@ -362,9 +361,11 @@ impl TaskIter {
         let groups = show_flags | Group::Base.flag();
         // CO-RE against a reduced copy of the kernel's BTF (see btf_min); if that fails for
         // any reason, the load is tried again the usual way before anything else is given up.
+        // Not built for a caller the kernel will refuse anyway (reading the kernel's BTF is
+        // most of what a refused load would cost).
         let min_btf = match std::env::var_os("TASKDIAG_BPF_FULL_BTF") {
-            Some(_) => None,
-            None => local_type_names().and_then(|n| btf_min::for_names(&n)),
+            None if may_load_bpf() => local_type_names().and_then(|n| btf_min::for_names(&n)),
+            _ => None,
         };
         let mut reduced_btf = min_btf.is_some();
         let first = match open_skel(want_cmdline, groups, min_btf.as_ref()) {
@@ -430,7 +431,8 @@ impl TaskIter {
     /// Groups of `show_flags` these programs will not produce at all (not loaded for them, or
     /// beyond this kernel): the caller fills them for every task.
     pub fn missing_groups(&self, show_flags: u64) -> u64 {
-        // Memory maps come from /proc for now (the library reads them per task).
+        // Memory maps are never in the task messages: the library adds them from the map walk
+        // ([`TaskIter::vma_walk`]) or, for VMA_STAT, from /proc.
         let mut have = self.groups & !taskdiag_proto::SHOW_MAPS;
         if !self.features.cmdline {
             have &= !Group::Cmdline.flag();

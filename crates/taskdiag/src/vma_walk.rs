@@ -10,6 +10,7 @@
 //! two keeps memory flat however many processes there are. Running the task walk and the /proc
 //! fallback is the caller's (lib.rs); the record layout is taskdiag-proto's.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -239,18 +240,19 @@ impl Builder {
                 return Err(bad("vma entry length inconsistent with its name"));
             }
             let raw = &p[VmaRec::SIZE..VmaRec::SIZE + nl];
-            let name: &[u8] = if rec.reserved == 1 {
+            let name = if rec.reserved == 1 {
                 // A file named earlier in this walk.
-                self.names.get(&rec.reserved2).map_or(&[], Vec::as_slice)
-            } else if rec.reserved2 != 0 {
-                let n = self.names.entry(rec.reserved2).or_default();
-                *n = escape(raw);
-                n
-            } else if raw.contains(&b'\n') {
-                self.names.insert(0, escape(raw));
-                &self.names[&0]
+                Cow::Borrowed(
+                    self.names
+                        .get(&rec.reserved2)
+                        .map_or(&[][..], Vec::as_slice),
+                )
             } else {
-                raw
+                let n = escape(raw);
+                if rec.reserved2 != 0 {
+                    self.names.insert(rec.reserved2, n.to_vec());
+                }
+                n
             };
             // Names are at most a path (4096) plus " (deleted)"; longer ones are cut.
             let name = &name[..name.len().min(8192)];
@@ -276,8 +278,11 @@ fn align4(n: usize) -> usize {
 }
 
 /// A path as /proc/PID/maps prints it (seq_path() escapes newlines).
-fn escape(raw: &[u8]) -> Vec<u8> {
-    let mut name = Vec::with_capacity(raw.len());
+fn escape(raw: &[u8]) -> Cow<'_, [u8]> {
+    if !raw.contains(&b'\n') {
+        return Cow::Borrowed(raw);
+    }
+    let mut name = Vec::with_capacity(raw.len() + 6);
     for &c in raw {
         if c == b'\n' {
             name.extend_from_slice(b"\\012");
@@ -285,7 +290,7 @@ fn escape(raw: &[u8]) -> Vec<u8> {
             name.push(c);
         }
     }
-    name
+    Cow::Owned(name)
 }
 
 /// The [vsyscall] mapping /proc/PID/maps shows for every process, if the kernel has one: read

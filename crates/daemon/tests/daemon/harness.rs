@@ -128,13 +128,6 @@ impl Daemon {
             .expect("status field")
     }
 
-    /// Open descriptors of the daemon.
-    pub fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
-            .expect("fd dir")
-            .count()
-    }
-
     /// `taskdiag dump --backend daemon --socket <ours> <args>` run by `cmd` (a Command made by
     /// [`as_user`], or the CLI directly).
     pub fn dump_args(&self, args: &[&str]) -> Vec<String> {

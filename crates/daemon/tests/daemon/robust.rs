@@ -1249,6 +1249,31 @@ fn stall_bound(working: u64, budget_mib: u64) -> u64 {
     working + 2 * budget_mib * 1024 + 4 * 1024
 }
 
+/// With `stalled` clients not reading their answers since `t0`: after `wait` seconds, a
+/// well-behaved client is served; then, within `limit` seconds, the stalled ones are dropped
+/// (the daemon's descriptors back to `idle_fds`). Returns how long the good client took, when
+/// (since `t0`) it was served, and when the last stalled client was gone.
+fn served_then_dropped(
+    d: &Daemon,
+    known: &[Known],
+    idle_fds: usize,
+    t0: Instant,
+    wait: f64,
+    limit: f64,
+    stalled: &str,
+) -> (Duration, Duration, Duration) {
+    std::thread::sleep(secs(wait));
+    let t = Instant::now();
+    good_client(d, known).unwrap_or_else(|e| panic!("not served while {stalled} stall: {e}"));
+    let (served, served_at) = (t.elapsed(), t0.elapsed());
+    assert!(
+        wait_until(secs(limit), || fds(d) == idle_fds),
+        "{stalled} not dropped: {} descriptors, {idle_fds} when idle",
+        fds(d)
+    );
+    (served, served_at, t0.elapsed())
+}
+
 #[test]
 fn a_stalled_reader_is_dropped_after_the_timeout_while_others_are_served() {
     let _heavy = heavy();
@@ -1268,20 +1293,10 @@ fn a_stalled_reader_is_dropped_after_the_timeout_while_others_are_served() {
     let bytes: Vec<u8> = (0..n).flat_map(|_| req.to_bytes()).collect();
     let t0 = Instant::now();
     stalled.write_all(&bytes).expect("requests");
-    // The daemon is now writing to a client that does not read. Others are served meanwhile.
-    std::thread::sleep(secs(0.3));
-    let t = Instant::now();
-    good_client(&d, &known).expect("served while another client stalls");
-    let served = t.elapsed();
-    let served_at = t0.elapsed();
-    // Dropped after the timeout: the daemon's descriptors come back.
-    assert!(
-        wait_until(secs(20.0), || fds(&d) == base.0),
-        "the stalled client was not dropped: {} descriptors, {} when idle",
-        fds(&d),
-        base.0
-    );
-    let dropped_at = t0.elapsed();
+    // The daemon is now writing to a client that does not read. Others are served meanwhile;
+    // after the timeout it is dropped.
+    let (served, served_at, dropped_at) =
+        served_then_dropped(&d, &known, base.0, t0, 0.3, 20.0, "the stalled client");
     let peak = sampler.finish();
     println!(
         "stalled reader: another client served in {served:?} at {served_at:?}, the stalled one \
@@ -1389,17 +1404,8 @@ fn stalled_readers_are_held_within_the_buffer_budget() {
         })
         .collect();
     // A well-behaved client waits at most for a dumper to come free.
-    std::thread::sleep(secs(0.5));
-    let t = Instant::now();
-    good_client(&d, &known).expect("served while others stall");
-    let served = t.elapsed();
-    assert!(
-        wait_until(secs(60.0), || fds(&d) == base.0),
-        "stalled clients were not dropped: {} descriptors, {} when idle",
-        fds(&d),
-        base.0
-    );
-    let dropped = t0.elapsed();
+    let (served, _, dropped) =
+        served_then_dropped(&d, &known, base.0, t0, 0.5, 60.0, "stalled clients");
     let peak = sampler.finish();
     println!(
         "{stalled_n} stalled readers of {size}-byte responses: all dropped after {dropped:?}; \

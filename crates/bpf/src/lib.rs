@@ -561,6 +561,10 @@ impl TaskIter {
         sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> Result<DumpReport, BpfError> {
         let strategy = req.strategy().unwrap_or(Strategy::All);
+        // No task has pid 0 (the kernel's link parameters would take it as "no filter").
+        if strategy.takes_pid() && req.pid == 0 {
+            return Err(BpfError::NoSuchTask { pid: 0 });
+        }
         let want_cmdline = req.wants(Group::Cmdline);
         let cmdline = want_cmdline && self.features.cmdline;
         let mut report = DumpReport {
@@ -637,11 +641,10 @@ impl TaskIter {
             Some(t) if self.features.task_params => TaskFilter::Pid(t),
             _ => TaskFilter::None,
         };
-        // Without link parameters the program filters by cfg_only_tgid, until the next task
-        // walk configures its own filter (then it walks every process: callers match by
-        // tgid).
-        self.configure_filter(Strategy::All, 0, 0, 0, tgid.unwrap_or(0));
+        // Without link parameters the program filters by cfg_vma_tgid, which task walks read
+        // meanwhile leave alone.
         if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+            b.cfg_vma_tgid = tgid.unwrap_or(0);
             // A new walk: every file's name is written again once (see dump_vma).
             b.cfg_vma_gen = b.cfg_vma_gen.wrapping_add(1).max(1);
         }
@@ -659,11 +662,41 @@ impl TaskIter {
 
     /// The thread-group id of task `pid` (in the caller's namespace), or NoSuchTask.
     pub fn tgid_of(&mut self, pid: u32) -> Result<u32, BpfError> {
+        if pid == 0 {
+            return Err(BpfError::NoSuchTask { pid });
+        }
         let mut tgid = None;
         self.run_filtered(Strategy::One, 0, false, TaskFilter::Tid(pid), &mut |b| {
             tgid = MsgHeader::read_from(b).map(|h| h.tgid);
             Ok(())
         })?;
+        tgid.ok_or(BpfError::NoSuchTask { pid })
+    }
+
+    /// The thread-group id of task `pid` (numbered as the dumps number it: in the view's pid
+    /// namespace) in the reader's own pid namespace, the numbering a memory-map walk filters
+    /// by ([`TaskIter::vma_walk`]); NoSuchTask if it is not there.
+    pub fn reader_tgid_of(&mut self, pid: u32) -> Result<u32, BpfError> {
+        if self.view.pidns.is_none() {
+            return self.tgid_of(pid);
+        }
+        // The ACCESS attribute carries the reader's numbers.
+        let view = self.view;
+        self.view.access = true;
+        let mut tgid = None;
+        let r = self.run_filtered(Strategy::One, 0, false, TaskFilter::Tid(pid), &mut |b| {
+            for m in taskdiag_proto::msg::Messages::new(b).flatten() {
+                for a in m.attrs().flatten() {
+                    if a.attr_type == taskdiag_proto::ATTR_ACCESS {
+                        tgid =
+                            taskdiag_proto::AccessRec::read_from(a.payload).map(|a| a.reader_tgid);
+                    }
+                }
+            }
+            Ok(())
+        });
+        self.view = view;
+        r?;
         tgid.ok_or(BpfError::NoSuchTask { pid })
     }
 

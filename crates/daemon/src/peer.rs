@@ -33,7 +33,9 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
+use taskdiag::proto::layout::CredRec;
 use taskdiag::proto::task::Task;
+use taskdiag::proto::AccessRec;
 use taskdiag::view::{HidePid, IdMap, ProcMount, Viewer};
 use taskdiag::PidNs;
 
@@ -78,6 +80,22 @@ pub enum PeerError {
         /// The file.
         path: String,
     },
+    /// The peer is not what it was when it was identified (see [`Peer::revalidate`]).
+    #[error("client process {pid} {what} since it connected; connect again")]
+    Changed {
+        /// Its pid.
+        pid: u32,
+        /// What changed.
+        what: &'static str,
+    },
+    /// Looking the peer up failed.
+    #[error("identifying client process {pid}: {message}")]
+    Identify {
+        /// Its pid.
+        pid: u32,
+        /// The error.
+        message: String,
+    },
     /// The peer's credentials are no longer those it connected with (it executed a
     /// set-user-ID or set-group-ID program, or changed ids, since connect()).
     #[error(
@@ -101,6 +119,9 @@ pub enum PeerError {
 /// A connected client, as the kernel identifies it.
 #[derive(Debug)]
 pub struct Peer {
+    /// What the task iterator said of it when it was identified ([`Peer::viewer`]), for
+    /// [`Peer::revalidate`] to compare with.
+    identified: std::sync::OnceLock<Identity>,
     /// Its thread-group id in the daemon's pid namespace.
     pub pid: u32,
     /// Its effective uid at connect() (in the daemon's user namespace).
@@ -177,6 +198,7 @@ impl Peer {
             _ => pidfd_open(cred.pid as u32),
         };
         Ok(Peer {
+            identified: std::sync::OnceLock::new(),
             pid: cred.pid as u32,
             uid: cred.uid,
             gid: cred.gid,
@@ -249,8 +271,11 @@ impl Peer {
         if !self.alive() {
             return Err(PeerError::Gone { pid: self.pid });
         }
+        let _ = self.identified.set(Identity::of(me, access));
         Ok(Viewer {
             tgid: self.pid,
+            tg_start_ns: access.tg_start_ns,
+            exec_id: access.exec_id,
             uid: self.uid,
             gid: self.gid,
             groups: self.groups.clone(),
@@ -265,6 +290,94 @@ impl Peer {
             uid_map,
             gid_map,
         })
+    }
+}
+
+/// What identifies a caller beyond its pid: which process and program image it is, and with
+/// which credentials and namespaces. Anything else may change between requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity {
+    tg_start_ns: u64,
+    exec_id: u64,
+    userns: u32,
+    pidns: u32,
+    cred: Option<CredRec>,
+    groups: Vec<u32>,
+    /// The credentials in ACCESS (always there, CRED or not).
+    ids: [u32; 6],
+    cap_permitted: u64,
+}
+
+impl Identity {
+    fn of(t: &Task, a: AccessRec) -> Identity {
+        Identity {
+            tg_start_ns: a.tg_start_ns,
+            exec_id: a.exec_id,
+            userns: a.userns,
+            pidns: a.pidns,
+            cred: t.cred.as_ref().map(|c| c.rec),
+            groups: t.cred.as_ref().map_or_else(Vec::new, |c| c.groups.clone()),
+            ids: [a.uid, a.euid, a.suid, a.gid, a.egid, a.sgid],
+            cap_permitted: a.cap_permitted,
+        }
+    }
+
+    /// How `now` differs from this identity, in words, if it does.
+    fn change(&self, now: &Identity) -> Option<&'static str> {
+        if now.tg_start_ns != self.tg_start_ns {
+            Some("exited (its pid now names another process)")
+        } else if now.exec_id != self.exec_id {
+            Some("executed a program")
+        } else if now.cred != self.cred
+            || now.groups != self.groups
+            || now.ids != self.ids
+            || now.cap_permitted != self.cap_permitted
+        {
+            Some("changed its credentials")
+        } else if now.userns != self.userns || now.pidns != self.pidns {
+            Some("changed its namespaces")
+        } else {
+            None
+        }
+    }
+}
+
+impl Peer {
+    /// Checks, before a request is answered, that the caller is still who it was when it was
+    /// identified: `now` is the task iterator's record of the peer's pid taken now
+    /// (`Dumper::identify`). The process must be alive (its pidfd), be the same process (its
+    /// start time), run the same program (no exec since: a set-user-ID program would
+    /// otherwise be served as its own under the caller's view) with the same credentials and
+    /// namespaces. Else the request is refused: the caller connects again and is identified
+    /// anew. `NoSuchTask` from the iterator is [`PeerError::Gone`].
+    pub fn revalidate(&self, now: Result<Task, taskdiag::Error>) -> Result<(), PeerError> {
+        let gone = PeerError::Gone { pid: self.pid };
+        let Some(before) = self.identified.get() else {
+            return Err(gone);
+        };
+        let now = match now {
+            Ok(t) => t,
+            Err(taskdiag::Error::NoSuchTask { .. }) => return Err(gone),
+            Err(e) => {
+                return Err(PeerError::Identify {
+                    pid: self.pid,
+                    message: e.to_string(),
+                })
+            }
+        };
+        let Some(access) = now.access else {
+            return Err(gone);
+        };
+        if !self.alive() {
+            return Err(gone);
+        }
+        match before.change(&Identity::of(&now, access)) {
+            None => Ok(()),
+            Some(what) => Err(PeerError::Changed {
+                pid: self.pid,
+                what,
+            }),
+        }
     }
 }
 

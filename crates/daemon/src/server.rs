@@ -539,6 +539,7 @@ fn answer(
     peer: &Peer,
     sh: &Shared,
 ) -> anyhow::Result<()> {
+    use anyhow::Context;
     let _slot = slot(sh, peer.uid);
     let mut out = Out {
         fd: conn.as_raw_fd(),
@@ -550,6 +551,14 @@ fn answer(
     };
     let r = {
         let mut d = lend(sh);
+        // The caller as it is now, not as it connected (see Peer::revalidate).
+        if let Err(e) = peer.revalidate(d.get().identify(peer.pid)) {
+            let mut b = Vec::new();
+            write_done_error(&mut b, -libc::EACCES, &e.to_string());
+            drop(d);
+            let _ = send_all(conn.as_raw_fd(), &b);
+            return Err(e).context("re-validating the client");
+        }
         d.get().dump_for(req, viewer, &mut |c| out.write(c))
     };
     sh.stats.requests.fetch_add(1, Ordering::Relaxed);

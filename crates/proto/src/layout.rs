@@ -279,7 +279,7 @@ wire_structs! {
     /// Payload of an ACCESS attribute ([`crate::ATTR_ACCESS`]): what procfs's permission
     /// checks look at, for a server that answers on behalf of another caller (taskdiagd). Asked
     /// for by the library, never sent to clients.
-    struct AccessRec = "td_access", size 64 {
+    struct AccessRec = "td_access", size 96 {
         /// Task id in the pid namespace of the process that read the iterator.
         reader_pid: u32,
         /// Thread-group id in that namespace.
@@ -314,6 +314,18 @@ wire_structs! {
         userns_owner: u32,
         /// Inode number of that namespace's parent (0 for the initial namespace).
         userns_parent: u32,
+        /// The task's `self_exec_id`: how many programs it has executed (an exec changes it).
+        exec_id: u64,
+        /// Identity of the address space the record describes (its kernel address; 0 without
+        /// one). Compared, never shown.
+        mm_id: u64,
+        /// Start time (ns since boot) of the thread group's leader: with the thread-group id,
+        /// names one process for its whole life (a reused pid has another).
+        tg_start_ns: u64,
+        /// [`crate::ACCESS_F_EXEC`], [`crate::ACCESS_F_MM_CHANGED`].
+        flags: u32,
+        /// Zero.
+        reserved: u32,
     }
 
     /// One memory mapping in a VMA attribute, followed by a [`VmaStatRec`] when `stat_len` is

@@ -53,13 +53,30 @@ pub const ATTR_GROUP_ERROR: u16 = 64;
 /// before a message leaves); never part of a client's stream.
 pub const ATTR_ACCESS: u16 = 65;
 
+/// Attribute type of the [`AccessRec`] a memory-map walk took while it read the task's maps:
+/// internal like [`ATTR_ACCESS`], for the server's check of the VMA group.
+pub const ATTR_VMA_ACCESS: u16 = 67;
+
+/// [`AccessRec`] flag: when the record was taken, the task was executing a program or
+/// otherwise changing its credentials (its `cred_guard_mutex` was held), so its address space
+/// and its credentials may not belong together. procfs waits for the change to end before it
+/// lets anyone read memory maps; a server shows none then.
+pub const ACCESS_F_EXEC: u32 = 1;
+
+/// [`AccessRec`] flag, in the record a memory-map walk takes: the address space being walked is
+/// no longer the task's (it executed a program meanwhile).
+pub const ACCESS_F_MM_CHANGED: u32 = 2;
+
 /// Attribute type of a DONE message's optional text: why a request failed, in UTF-8 (netlink's
 /// extended ack, NLMSGERR_ATTR_MSG). Follows the [`Done`] payload.
 pub const ATTR_MESSAGE: u16 = 66;
 
-/// Message type of one mapping written by the BPF memory-map iterator (a [`VmaRec`] with the
-/// kernel's raw `vm_flags` and `vm_flags_known` 0, then the raw name). Internal to the BPF
-/// backend and its library, which turn them into VMA attributes; never in a client's stream.
+/// Message type of a piece of one process's memory maps written by the BPF memory-map iterator:
+/// an [`AccessRec`] taken when the piece's first mapping was read (the process's credentials,
+/// dumpability and exec identity as they were while its maps were read), then back-to-back
+/// entries (a [`VmaRec`] with the kernel's raw `vm_flags` and `vm_flags_known` 0, then the raw
+/// name). Internal to the BPF backend and its library, which turn them into VMA attributes;
+/// never in a client's stream.
 pub const MSG_VMA_PIECE: u16 = 0x4001;
 
 /// BASE flag: the task is a kernel thread (PF_KTHREAD).
@@ -283,6 +300,8 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_MSG_F_CONTINUED", MSG_F_CONTINUED as i64),
     ("TD_ATTR_GROUP_ERROR", ATTR_GROUP_ERROR as i64),
     ("TD_ATTR_ACCESS", ATTR_ACCESS as i64),
+    ("TD_ACCESS_F_EXEC", ACCESS_F_EXEC as i64),
+    ("TD_ACCESS_F_MM_CHANGED", ACCESS_F_MM_CHANGED as i64),
     ("TD_GROUP_BASE", Group::Base as i64),
     ("TD_GROUP_CRED", Group::Cred as i64),
     ("TD_GROUP_VMA", Group::Vma as i64),

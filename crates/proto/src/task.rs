@@ -7,7 +7,7 @@
 use crate::msg::{DecodeError, Message, Messages, TaskWriter};
 use crate::{
     align4, AccessRec, BaseRec, CredRec, Done, Group, GroupErrorRec, MsgType, Start, StatRec,
-    StatmRec, VmaRec, VmaStatRec, ATTR_ACCESS, ATTR_GROUP_ERROR, COMM_MAX,
+    StatmRec, VmaRec, VmaStatRec, ATTR_ACCESS, ATTR_GROUP_ERROR, ATTR_VMA_ACCESS, COMM_MAX,
 };
 
 /// BASE: the record and the task's name.
@@ -127,6 +127,9 @@ pub struct Task {
     pub errors: Vec<GroupError>,
     /// The internal ACCESS attribute ([`crate::ATTR_ACCESS`]), when the library asked for it.
     pub access: Option<AccessRec>,
+    /// The internal VMA_ACCESS attribute ([`crate::ATTR_VMA_ACCESS`]): the task as it was while
+    /// its memory maps were read, when the library checks them for another caller.
+    pub vma_access: Option<AccessRec>,
 }
 
 impl Task {
@@ -135,6 +138,9 @@ impl Task {
         let mut w = TaskWriter::begin(out, self.pid, self.tgid);
         if let Some(a) = &self.access {
             w.attr(ATTR_ACCESS, &a.to_bytes());
+        }
+        if let Some(a) = &self.vma_access {
+            w.attr(ATTR_VMA_ACCESS, &a.to_bytes());
         }
         if let Some(b) = &self.base {
             let mut rec = b.rec;
@@ -196,6 +202,7 @@ pub struct TaskAssembler {
     seen: u8,
     errors: Vec<GroupError>,
     access: Option<AccessRec>,
+    vma_access: Option<AccessRec>,
 }
 
 impl TaskAssembler {
@@ -235,6 +242,8 @@ impl TaskAssembler {
                 });
             } else if a.attr_type == ATTR_ACCESS {
                 self.access = AccessRec::read_from(a.payload);
+            } else if a.attr_type == ATTR_VMA_ACCESS {
+                self.vma_access = AccessRec::read_from(a.payload);
             }
             // Unknown attribute types are skipped: newer writers may add groups.
         }
@@ -259,6 +268,7 @@ impl TaskAssembler {
         self.seen = 0;
         self.errors.clear();
         self.access = None;
+        self.vma_access = None;
     }
 
     fn has(&self, g: Group) -> bool {
@@ -276,6 +286,7 @@ impl TaskAssembler {
             tgid,
             errors: std::mem::take(&mut self.errors),
             access: self.access.take(),
+            vma_access: self.vma_access.take(),
             ..Task::default()
         };
         if self.has(Group::Base) {
@@ -460,6 +471,7 @@ mod tests {
                 errno: 13,
             }],
             access: None,
+            vma_access: None,
             vmas: Some(vec![Vma {
                 rec: VmaRec {
                     start: 0x1000,
@@ -475,6 +487,30 @@ mod tests {
                 name: b"/bin/x (deleted)".to_vec(),
             }]),
         }
+    }
+
+    #[test]
+    fn the_internal_access_records_round_trip() {
+        let mut t = sample(9, 3);
+        t.access = Some(AccessRec {
+            reader_pid: 9,
+            exec_id: 3,
+            mm_id: 0xdead_beef,
+            flags: crate::ACCESS_F_EXEC,
+            ..AccessRec::default()
+        });
+        t.vma_access = Some(AccessRec {
+            reader_pid: 9,
+            exec_id: 4,
+            ..AccessRec::default()
+        });
+        let mut b = Vec::new();
+        t.encode(&mut b);
+        let mut asm = TaskAssembler::new();
+        let got: Vec<Task> = Messages::new(&b)
+            .filter_map(|m| asm.push(&m.unwrap()).unwrap())
+            .collect();
+        assert_eq!(got, [t]);
     }
 
     #[test]

@@ -61,6 +61,7 @@ fn task() -> impl Strategy<Value = Task> {
             cmdline,
             errors: vec![],
             access: None,
+            vma_access: None,
             vmas: maps.map(|m| {
                 m.into_iter()
                     .map(|(start, flags, rss, name)| Vma {

@@ -99,6 +99,26 @@ pub enum Error {
         /// The daemon's explanation.
         message: String,
     },
+    /// The process serving taskdiagd's socket is not one a client may believe (root, or the
+    /// user `$TASKDIAG_DAEMON_USER` names; see [`client`]). Nothing was sent to it.
+    #[error(
+        "taskdiagd at {}: refusing a server run by uid {uid}{}: a taskdiag daemon must run as \
+         {expected}",
+        socket.display(),
+        client::owner_detail(user.as_deref(), *pid)
+    )]
+    UntrustedDaemon {
+        /// The socket.
+        socket: PathBuf,
+        /// The uid that listened on it, as this process's user namespace shows it.
+        uid: u32,
+        /// That uid's user name, if it has one.
+        user: Option<String>,
+        /// The process that listened on it; 0 if it is not in this pid namespace.
+        pid: u32,
+        /// Who may serve, e.g. "root (or as the user named by $TASKDIAG_DAEMON_USER)".
+        expected: String,
+    },
     /// The request cannot be answered by this backend (say, for another caller without BPF).
     #[error("{0}")]
     Unsupported(&'static str),
@@ -249,6 +269,10 @@ impl Dumper {
         // Memory maps are checked per task (ptrace-read), so they always go through the view.
         let maps = req.show_flags & SHOW_MAPS != 0;
         let res = match viewer.filter(|v| v.rewrites() || maps) {
+            // No task has pid 0, in any backend or namespace.
+            _ if req.pid == 0 && req.strategy().is_some_and(Strategy::takes_pid) => {
+                Err(Error::NoSuchTask { pid: 0 })
+            }
             None => self.tasks(req, None, out),
             Some(v) => self.tasks_for(req, v, out),
         };
@@ -664,9 +688,10 @@ fn complete(
                         .any(|a| a.is_ok_and(|a| a.attr_type == ATTR_ACCESS)) =>
                 {
                     let mut w = w.borrow_mut();
-                    if let Some(entries) = w.take(m.header.tgid)? {
+                    // A listing torn by an exec between two reads is read from /proc below.
+                    if let Some(maps) = w.take(m.header.tgid)?.filter(|m| m.consistent()) {
                         if let Some(mut tw) = TaskWriter::resume(out, bytes) {
-                            tw.attr_parts(Group::Vma as u16, &[&entries, w.gate()]);
+                            tw.attr_parts(Group::Vma as u16, &[&maps.entries, w.gate()]);
                             tw.finish();
                             continue;
                         }
@@ -703,10 +728,29 @@ fn complete(
             // The walk numbers processes in our pid namespace; a stream numbered in another
             // carries our numbers in ACCESS.
             let key = task.access.map_or(task.tgid, |a| a.reader_tgid);
-            match map.borrow_mut().take_decoded(key)? {
-                Some(v) => task.vmas = Some(v),
-                // Started after the map walk: read its maps from /proc.
-                None => groups.push(Group::Vma),
+            let got = map.borrow_mut().take_decoded(key)?;
+            match (task.access, got) {
+                (None, Some((maps, v))) if maps.consistent() => task.vmas = Some(v),
+                // Started after the map walk, or torn by an exec: read its maps from /proc.
+                (None, _) => groups.push(Group::Vma),
+                // For another caller (a server), whose permission is checked against the task
+                // as it was when its maps were read (the view's job): those maps and that
+                // record, if they are of the image this message describes; never /proc, which
+                // the server would read with its own rights, at another moment.
+                // A process without an address space (a zombie leader) shows none, as /proc.
+                (Some(a), _) if a.has_mm == 0 => {
+                    task.vmas = Some(Vec::new());
+                    task.vma_access = Some(a);
+                }
+                (Some(a), Some((maps, v))) if maps.same_image(&a) => {
+                    task.vmas = Some(v);
+                    task.vma_access = Some(maps.access);
+                }
+                // It executed a program (or started) between the walks: ask again.
+                (Some(_), _) => task.errors.push(taskdiag_proto::task::GroupError {
+                    group: Group::Vma as u16,
+                    errno: libc::EAGAIN,
+                }),
             }
         }
         fill_from_procfs(&mut task, &groups, per_thread, procfs);

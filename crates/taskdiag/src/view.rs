@@ -149,6 +149,13 @@ pub struct Viewer {
     /// The caller's thread-group id in the server's pid namespace (a process may always read
     /// itself).
     pub tgid: u32,
+    /// Start time (ns since boot) of the caller's thread-group leader and its exec count
+    /// (`self_exec_id`), as identified: with `tgid`, they name the caller's process and
+    /// program image. A task is the caller's own only if all three match, so a reused pid or
+    /// a program the caller executed since (a set-user-ID one, say) is not.
+    pub tg_start_ns: u64,
+    /// See [`Viewer::tg_start_ns`].
+    pub exec_id: u64,
     /// The caller's uid as the kernel knows it (SO_PEERCRED: the effective uid, which is the
     /// filesystem uid procfs checks unless the caller changed that one alone).
     pub uid: u32,
@@ -211,7 +218,7 @@ impl Viewer {
 
     /// `ptrace_may_access(task, PTRACE_MODE_READ_FSCREDS)`.
     pub fn may_ptrace_read(&self, a: &AccessRec) -> bool {
-        if a.reader_tgid == self.tgid && self.tgid != 0 {
+        if self.is_own(a) {
             return true;
         }
         let same_ids = [a.uid, a.euid, a.suid].iter().all(|&u| u == self.uid)
@@ -228,6 +235,15 @@ impl Viewer {
             return true;
         }
         self.capable_over_task(CAP_SYS_PTRACE, a)
+    }
+
+    /// Whether the task is in the caller's own thread group, the caller being the process and
+    /// program image it was identified as (`same_thread_group(task, current)`).
+    pub fn is_own(&self, a: &AccessRec) -> bool {
+        self.tgid != 0
+            && a.reader_tgid == self.tgid
+            && a.tg_start_ns == self.tg_start_ns
+            && a.exec_id == self.exec_id
     }
 
     /// Whether the caller is exempt from the mount's hidepid by group membership (never under
@@ -266,9 +282,16 @@ impl Viewer {
                 return false;
             }
         }
-        // Memory maps: /proc/PID/maps needs ptrace-read (mm_access()). A task without ACCESS
-        // (one /proc had to supply) is not readable by anyone here.
-        if t.vmas.is_some() && !access.as_ref().is_some_and(|a| self.may_ptrace_read(a)) {
+        // Memory maps: /proc/PID/maps needs ptrace-read (mm_access()), decided on the task as
+        // it is when its maps are read: the record the map walk took then (VMA_ACCESS), and
+        // the task walk's, whose image the library checked it to be. A task without both (one
+        // /proc had to supply) is not readable by anyone here.
+        let vma_access = t.vma_access.take();
+        let maps_ok = match (&access, &vma_access) {
+            (Some(a), Some(m)) => self.may_ptrace_read(a) && self.may_ptrace_read(m),
+            _ => false,
+        };
+        if t.vmas.is_some() && !maps_ok {
             t.vmas = None;
             t.errors.push(taskdiag_proto::task::GroupError {
                 group: taskdiag_proto::Group::Vma as u16,
@@ -382,6 +405,55 @@ mod tests {
         a.cap_permitted = u64::MAX;
         a.reader_tgid = v.tgid;
         assert!(v.may_ptrace_read(&a));
+        // The same pid, but another process (the caller's pid reused) or another program
+        // image (the caller executed a set-user-ID program since it was identified).
+        let mut reused = a;
+        reused.tg_start_ns += 1;
+        assert!(!v.may_ptrace_read(&reused));
+        let mut exec = a;
+        exec.exec_id += 1;
+        assert!(!v.may_ptrace_read(&exec));
+    }
+
+    #[test]
+    fn memory_maps_are_checked_against_the_task_as_its_maps_were_read() {
+        use taskdiag_proto::task::{Task, Vma};
+        let v = Viewer {
+            proc_mount: ProcMount::default(),
+            ..user(1000)
+        };
+        let t = |access, vma_access| Task {
+            pid: 7,
+            tgid: 7,
+            vmas: Some(vec![Vma::default()]),
+            access,
+            vma_access,
+            ..Task::default()
+        };
+        let mine = task(1000);
+        let mut setuid = task(1000);
+        setuid.euid = 0;
+        setuid.suid = 0;
+        setuid.dumpable = 0;
+        let errno = |t: &Task| {
+            let vma = taskdiag_proto::Group::Vma as u16;
+            t.errors.iter().find(|e| e.group == vma).map(|e| e.errno)
+        };
+        // Readable when it was listed and when its maps were read: shown, records removed.
+        let mut ok = t(Some(mine), Some(mine));
+        assert!(v.filter_task(&mut ok));
+        assert!(ok.vmas.is_some() && ok.access.is_none() && ok.vma_access.is_none());
+        // It became a set-user-ID program's before its maps were read: refused.
+        let mut raced = t(Some(mine), Some(setuid));
+        assert!(v.filter_task(&mut raced));
+        assert_eq!(
+            (raced.vmas.is_none(), errno(&raced)),
+            (true, Some(libc::EACCES))
+        );
+        // No record of the moment the maps were read: refused.
+        let mut none = t(Some(mine), None);
+        assert!(v.filter_task(&mut none));
+        assert!(none.vmas.is_none());
     }
 
     #[test]

@@ -18,7 +18,10 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use taskdiag_bpf::{BpfError, TaskIter};
 use taskdiag_proto::msg::{DecodeError, Messages};
 use taskdiag_proto::task::Vma;
-use taskdiag_proto::{vma_flags, Request, Strategy, VmaRec, MSG_VMA_PIECE};
+use taskdiag_proto::{
+    vma_flags, AccessRec, Request, Strategy, VmaRec, ACCESS_F_EXEC, ACCESS_F_MM_CHANGED,
+    MSG_VMA_PIECE,
+};
 
 use crate::Error;
 
@@ -27,15 +30,50 @@ use crate::Error;
 const BATCH: usize = 64;
 const AHEAD: usize = 8;
 
-/// Processes' finished VMA entries in walk order, or why the walk stopped.
-type Payload = Result<Vec<(u32, Vec<u8>)>, Error>;
+/// One process's memory maps from the walk: its thread-group id, its state while they were
+/// read ([`Maps::access`]) and its finished VMA entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Maps {
+    /// The thread group.
+    pub tgid: u32,
+    /// The process as it was while its maps were read: the record of its first piece, with
+    /// [`ACCESS_F_MM_CHANGED`] added when a later piece described another state (an exec
+    /// between two reads of a large map).
+    pub access: AccessRec,
+    /// The finished VMA entries.
+    pub entries: Vec<u8>,
+}
+
+impl Maps {
+    /// Whether these maps belong to the process state `task` describes (the task walk's
+    /// ACCESS record): the same program image (exec count, address space, process start), read
+    /// with no exec under way at either moment. A server may check a caller's permission to
+    /// read them only then; other maps are "changed while read".
+    pub fn same_image(&self, task: &AccessRec) -> bool {
+        let m = &self.access;
+        m.flags == 0
+            && task.flags & ACCESS_F_EXEC == 0
+            && m.exec_id == task.exec_id
+            && m.mm_id == task.mm_id
+            && m.tg_start_ns == task.tg_start_ns
+    }
+
+    /// Whether the maps were read from one address space with no exec under way (what a caller
+    /// that reads them for itself needs: they are one image's).
+    pub fn consistent(&self) -> bool {
+        self.access.flags & ACCESS_F_MM_CHANGED == 0
+    }
+}
+
+/// Processes' finished memory maps in walk order, or why the walk stopped.
+type Payload = Result<Vec<Maps>, Error>;
 
 /// The memory maps of one walk, taken in walk order.
 pub(crate) struct VmaStream {
     /// `None` when there is no walk (the one task asked for does not exist).
     rx: Option<Receiver<Payload>>,
     /// Payloads received ahead of the tasks that will take them.
-    next: std::collections::VecDeque<(u32, Vec<u8>)>,
+    next: std::collections::VecDeque<Maps>,
     /// The `[vsyscall]` entry that ends every process's map, if the kernel has one.
     gate: Vec<u8>,
 }
@@ -53,7 +91,7 @@ impl VmaStream {
             g.encode(&mut gate);
         }
         let tgid = match req.strategy() {
-            Some(Strategy::One | Strategy::Thread) => match it.tgid_of(req.pid) {
+            Some(Strategy::One | Strategy::Thread) => match it.reader_tgid_of(req.pid) {
                 Ok(t) => Some(t),
                 // No walk: the task walk will say so (or find the task in /proc).
                 Err(_) => {
@@ -74,8 +112,8 @@ impl VmaStream {
                 let mut b = Builder::default();
                 let mut bad = None;
                 let mut batch = Vec::with_capacity(BATCH);
-                let mut emit = |t: u32, p: Vec<u8>| {
-                    batch.push((t, p));
+                let mut emit = |m: Maps| {
+                    batch.push(m);
                     batch.len() < BATCH
                         || tx
                             .send(Ok(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))))
@@ -125,12 +163,12 @@ impl VmaStream {
     /// gone before the task walk reached them), and `None` means the walk did not list `tgid`
     /// where it should have (started after the walk passed, or a leader without an address
     /// space): the caller reads /proc.
-    pub(crate) fn take(&mut self, tgid: u32) -> Result<Option<Vec<u8>>, Error> {
+    pub(crate) fn take(&mut self, tgid: u32) -> Result<Option<Maps>, Error> {
         loop {
-            while let Some((t, _)) = self.next.front() {
-                match (*t).cmp(&tgid) {
+            while let Some(m) = self.next.front() {
+                match m.tgid.cmp(&tgid) {
                     std::cmp::Ordering::Less => drop(self.next.pop_front()),
-                    std::cmp::Ordering::Equal => return Ok(self.next.pop_front().map(|(_, p)| p)),
+                    std::cmp::Ordering::Equal => return Ok(self.next.pop_front()),
                     std::cmp::Ordering::Greater => return Ok(None),
                 }
             }
@@ -152,11 +190,13 @@ impl VmaStream {
         }
     }
 
-    /// [`VmaStream::take`], decoded, with the gate entry.
-    pub(crate) fn take_decoded(&mut self, tgid: u32) -> Result<Option<Vec<Vma>>, Error> {
-        let Some(entries) = self.take(tgid)? else {
+    /// [`VmaStream::take`], decoded, with the gate entry, and the record of the process's
+    /// state while they were read.
+    pub(crate) fn take_decoded(&mut self, tgid: u32) -> Result<Option<(Maps, Vec<Vma>)>, Error> {
+        let Some(mut maps) = self.take(tgid)? else {
             return Ok(None);
         };
+        let entries = std::mem::take(&mut maps.entries);
         let bad = |what| {
             Error::Internal(DecodeError::BadRecord {
                 pid: tgid,
@@ -166,7 +206,7 @@ impl VmaStream {
         };
         let mut v = Vma::decode_all(&entries).map_err(bad)?;
         v.extend(Vma::decode_all(&self.gate).map_err(bad)?);
-        Ok(Some(v))
+        Ok(Some((maps, v)))
     }
 
     /// The encoded `[vsyscall]` entry (empty if the kernel has none).
@@ -178,8 +218,10 @@ impl VmaStream {
 /// Turns the pieces of one walk into finished per-process payloads.
 #[derive(Default)]
 struct Builder {
-    /// The thread group whose entries are being built, and them.
+    /// The thread group whose entries are being built, its state while they were read, and
+    /// them.
     cur: Option<u32>,
+    access: AccessRec,
     out: Vec<u8>,
     /// Whether the current pieces are dropped: a thread group seen again later (its leader
     /// gone, another thread walked) keeps its first listing.
@@ -195,7 +237,7 @@ impl Builder {
     fn chunk(
         &mut self,
         chunk: &[u8],
-        emit: &mut dyn FnMut(u32, Vec<u8>) -> bool,
+        emit: &mut dyn FnMut(Maps) -> bool,
     ) -> Result<bool, DecodeError> {
         for m in Messages::new(chunk) {
             let m = m?;
@@ -203,24 +245,40 @@ impl Builder {
                 continue;
             }
             let t = m.header.tgid;
-            if self.cur != Some(t) {
+            let access = AccessRec::read_from(m.payload).ok_or(DecodeError::BadRecord {
+                pid: m.header.pid,
+                group: "vma",
+                what: "piece without its access record",
+            })?;
+            let first = self.cur != Some(t);
+            if first {
                 if !self.finish(emit) {
                     return Ok(false);
                 }
                 self.cur = Some(t);
                 self.skipping = !self.seen.insert(t);
+                self.access = access;
+            } else if !same_state(&self.access, &access) {
+                // The pieces of one listing describe two states (an exec between two reads):
+                // the listing is not one image's.
+                self.access.flags |= ACCESS_F_MM_CHANGED;
             }
+            self.access.flags |= access.flags;
             if !self.skipping {
-                self.entries(m.payload, m.header.pid)?;
+                self.entries(&m.payload[AccessRec::SIZE..], m.header.pid)?;
             }
         }
         Ok(true)
     }
 
     /// Hands on the process being built, if any.
-    fn finish(&mut self, emit: &mut dyn FnMut(u32, Vec<u8>) -> bool) -> bool {
+    fn finish(&mut self, emit: &mut dyn FnMut(Maps) -> bool) -> bool {
         match (self.cur.take(), self.skipping) {
-            (Some(t), false) => emit(t, std::mem::take(&mut self.out)),
+            (Some(tgid), false) => emit(Maps {
+                tgid,
+                access: self.access,
+                entries: std::mem::take(&mut self.out),
+            }),
             _ => true,
         }
     }
@@ -271,6 +329,11 @@ impl Builder {
         }
         Ok(())
     }
+}
+
+/// Whether two records of one process describe the same state (all but its flags).
+fn same_state(a: &AccessRec, b: &AccessRec) -> bool {
+    AccessRec { flags: 0, ..*a } == AccessRec { flags: 0, ..*b }
 }
 
 fn align4(n: usize) -> usize {
@@ -335,8 +398,26 @@ mod tests {
         v
     }
 
+    /// The record a piece of process `tgid` starts with.
+    fn state(tgid: u32, exec_id: u64) -> AccessRec {
+        AccessRec {
+            reader_pid: tgid,
+            reader_tgid: tgid,
+            has_mm: 1,
+            exec_id,
+            mm_id: 0xffff_0000 + u64::from(tgid),
+            tg_start_ns: 1000 * u64::from(tgid),
+            ..AccessRec::default()
+        }
+    }
+
     fn piece(pid: u32, tgid: u32, entries: &[Vec<u8>]) -> Vec<u8> {
-        let body: Vec<u8> = entries.concat();
+        piece_in(state(tgid, 1), pid, tgid, entries)
+    }
+
+    fn piece_in(access: AccessRec, pid: u32, tgid: u32, entries: &[Vec<u8>]) -> Vec<u8> {
+        let mut body = access.to_bytes().to_vec();
+        body.extend(entries.concat());
         let mut v = Vec::new();
         MsgHeader {
             len: (MsgHeader::SIZE + body.len()) as u32,
@@ -352,21 +433,29 @@ mod tests {
 
     /// The payloads a walk of `chunks` hands on, by tgid.
     fn walk(chunks: &[Vec<u8>]) -> HashMap<u32, Vec<Vma>> {
+        walk_states(chunks)
+            .into_iter()
+            .map(|(t, (_, v))| (t, v))
+            .collect()
+    }
+
+    /// [`walk`] with each process's state.
+    fn walk_states(chunks: &[Vec<u8>]) -> HashMap<u32, (AccessRec, Vec<Vma>)> {
         let mut b = Builder::default();
         let mut got = Vec::new();
-        let mut emit = |t: u32, p: Vec<u8>| {
-            got.push((t, p));
+        let mut emit = |m: Maps| {
+            got.push(m);
             true
         };
         for c in chunks {
             assert!(b.chunk(c, &mut emit).unwrap());
         }
         b.finish(&mut emit);
-        let tgids: Vec<u32> = got.iter().map(|(t, _)| *t).collect();
+        let tgids: Vec<u32> = got.iter().map(|m| m.tgid).collect();
         let unique: HashSet<u32> = tgids.iter().copied().collect();
         assert_eq!(unique.len(), tgids.len(), "one payload per tgid: {tgids:?}");
         got.into_iter()
-            .map(|(t, p)| (t, Vma::decode_all(&p).unwrap()))
+            .map(|m| (m.tgid, (m.access, Vma::decode_all(&m.entries).unwrap())))
             .collect()
     }
 
@@ -374,7 +463,15 @@ mod tests {
     fn stream(payloads: Vec<(u32, Vec<u8>)>) -> VmaStream {
         // In batches of two, as the reader would send them.
         let (tx, rx) = sync_channel(payloads.len() + 1);
-        for p in payloads.chunks(2) {
+        let maps: Vec<Maps> = payloads
+            .into_iter()
+            .map(|(tgid, entries)| Maps {
+                tgid,
+                access: state(tgid, 1),
+                entries,
+            })
+            .collect();
+        for p in maps.chunks(2) {
             tx.send(Ok(p.to_vec())).unwrap();
         }
         VmaStream {
@@ -409,16 +506,13 @@ mod tests {
         // Padding is zero in the finished entries (0xee in the raw ones).
         let mut b = Builder::default();
         let mut got = Vec::new();
-        b.chunk(
-            &piece(5, 5, &[raw_entry(0, 0, b"/x", 0, 9)]),
-            &mut |_, p| {
-                got.push(p);
-                true
-            },
-        )
+        b.chunk(&piece(5, 5, &[raw_entry(0, 0, b"/x", 0, 9)]), &mut |m| {
+            got.push(m.entries);
+            true
+        })
         .unwrap();
-        b.finish(&mut |_, p| {
-            got.push(p);
+        b.finish(&mut |m| {
+            got.push(m.entries);
             true
         });
         assert_eq!(&got[0][VmaRec::SIZE..], b"/x\0\0");
@@ -444,7 +538,7 @@ mod tests {
             piece(2, 2, &[raw_entry(0, 0, b"", 0, 0)]),
         ]
         .concat();
-        assert!(!b.chunk(&chunk, &mut |_, _| false).unwrap());
+        assert!(!b.chunk(&chunk, &mut |_| false).unwrap());
     }
 
     #[test]
@@ -456,17 +550,18 @@ mod tests {
         ]);
         // 1 is not in the walk (3 comes first); 3 is; 4 is not; 5 is; 7 is not, and 9 waits
         // for its own task.
-        assert_eq!(s.take(1).unwrap(), None);
-        assert_eq!(s.take(3).unwrap().as_deref(), Some(&b"three"[..]));
-        assert_eq!(s.take(4).unwrap(), None);
-        assert_eq!(s.take(5).unwrap().as_deref(), Some(&b"five"[..]));
-        assert_eq!(s.take(7).unwrap(), None);
-        assert_eq!(s.take(9).unwrap().as_deref(), Some(&b"nine"[..]));
+        let take = |s: &mut VmaStream, t| s.take(t).unwrap().map(|m| m.entries);
+        assert_eq!(take(&mut s, 1), None);
+        assert_eq!(take(&mut s, 3).as_deref(), Some(&b"three"[..]));
+        assert_eq!(take(&mut s, 4), None);
+        assert_eq!(take(&mut s, 5).as_deref(), Some(&b"five"[..]));
+        assert_eq!(take(&mut s, 7), None);
+        assert_eq!(take(&mut s, 9).as_deref(), Some(&b"nine"[..]));
         // The walk is over.
-        assert_eq!(s.take(10).unwrap(), None);
+        assert_eq!(take(&mut s, 10), None);
         // A payload whose task never comes is dropped when a later task asks.
         let mut s = stream(vec![(2, b"two".to_vec()), (6, b"six".to_vec())]);
-        assert_eq!(s.take(6).unwrap().as_deref(), Some(&b"six"[..]));
+        assert_eq!(take(&mut s, 6).as_deref(), Some(&b"six"[..]));
     }
 
     #[test]
@@ -474,7 +569,50 @@ mod tests {
         let mut e = raw_entry(0, 0, b"/x", 0, 0);
         e[VmaRec::SIZE - 14] = 200; // name_len (low byte) beyond the entry
         let mut b = Builder::default();
-        let err = b.chunk(&piece(33, 33, &[e]), &mut |_, _| true).unwrap_err();
+        let err = b.chunk(&piece(33, 33, &[e]), &mut |_| true).unwrap_err();
         assert!(err.to_string().contains("task 33"), "{err}");
+        // A piece too short for its record.
+        let mut short = piece(34, 34, &[]);
+        short.truncate(MsgHeader::SIZE + 8);
+        short[..4].copy_from_slice(&((MsgHeader::SIZE + 8) as u32).to_ne_bytes());
+        let err = Builder::default().chunk(&short, &mut |_| true).unwrap_err();
+        assert!(err.to_string().contains("access record"), "{err}");
+    }
+
+    #[test]
+    fn the_state_while_maps_were_read_travels_with_them() {
+        let e = || raw_entry(0x1000, 0, b"", 0, 0);
+        // One state for all pieces: kept as it is, and the same image as the task walk's.
+        let w = walk_states(&[piece(40, 40, &[e()]), piece(40, 40, &[e()])]);
+        let m = Maps {
+            tgid: 40,
+            access: w[&40].0,
+            entries: Vec::new(),
+        };
+        assert_eq!(m.access, state(40, 1));
+        assert!(m.consistent());
+        assert!(m.same_image(&state(40, 1)));
+        // The task walk saw another image (an exec between the two walks), or an exec was
+        // under way then: not the same image.
+        assert!(!m.same_image(&state(40, 2)));
+        let mut busy = state(40, 1);
+        busy.flags = ACCESS_F_EXEC;
+        assert!(!m.same_image(&busy));
+        // An exec between two pieces of a large map: the listing is torn.
+        let mut later = state(40, 2);
+        later.mm_id += 1;
+        let w = walk_states(&[piece(40, 40, &[e()]), piece_in(later, 40, 40, &[e()])]);
+        let torn = Maps {
+            tgid: 40,
+            access: w[&40].0,
+            entries: Vec::new(),
+        };
+        assert!(!torn.consistent());
+        assert!(!torn.same_image(&state(40, 1)));
+        // A piece read while an exec was under way marks the whole listing.
+        let mut busy = state(41, 1);
+        busy.flags = ACCESS_F_EXEC;
+        let w = walk_states(&[piece(41, 41, &[e()]), piece_in(busy, 41, 41, &[e()])]);
+        assert_eq!(w[&41].0.flags, ACCESS_F_EXEC);
     }
 }

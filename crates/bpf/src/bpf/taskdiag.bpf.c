@@ -66,6 +66,9 @@ __u32 cfg_parent = 0;
 /* Without iterator link parameters (before 6.1), ONE and THREAD filter a full walk instead. */
 __u32 cfg_only_pid = 0;
 __u32 cfg_only_tgid = 0;
+/* The memory-map walk's own filter (the same without link parameters; 0: every process). A task
+ * walk read at the same time configures the others, never this one. */
+__u32 cfg_vma_tgid = 0;
 __u64 cfg_ns_per_tick = 10000000;
 __u32 cfg_page_shift = 12;
 /* /proc sums per-CPU rss counters (6.16+) rather than reading the approximate total. */
@@ -540,20 +543,29 @@ static __always_inline __u32 userns_inum(struct user_namespace *ns)
 	return ns ? ns->ns.inum : 0;
 }
 
+/* A pointer as a plain number (see as_number()), through the program's own scratch slot. */
+static __always_inline __u64 addr_of(__u64 *slot, const void *p)
+{
+	*slot = (__u64)p;
+	return *(volatile __u64 *)slot;
+}
+
 /*
- * The internal ACCESS attribute: the task's objective credentials, namespaces and dumpability
- * (what __ptrace_may_access() and has_pid_permissions() look at), and its ids in the reader's
- * pid namespace (to complete the record from the reader's /proc).
+ * What procfs's permission checks look at for task @t with address space @mm, now: its
+ * objective credentials, namespaces and dumpability (what __ptrace_may_access() and
+ * has_pid_permissions() look at), its exec identity (which program image: self_exec_id, the
+ * address space, the process's start), whether an exec is under way (cred_guard_mutex held:
+ * procfs then waits before it reads memory maps), and its ids in the reader's pid namespace
+ * (to complete the record from the reader's /proc). @slot parks pointers as numbers.
  */
-static __always_inline bool put_access(struct out *o, struct task_struct *t, struct mm_struct *mm,
-				       __u32 reader_pid, __u32 reader_tgid)
+static __always_inline void fill_access(struct td_access *a, struct task_struct *t,
+					struct mm_struct *mm, __u32 reader_pid, __u32 reader_tgid,
+					__u64 *slot)
 {
 	const struct cred *c = t->real_cred;
 	struct pid *tp = t->thread_pid;
-	struct td_access *a = rec_at(o, o->off + sizeof(struct td_attr));
+	struct signal_struct *sig = t->signal;
 
-	if (!a)
-		return false;
 	__builtin_memset(a, 0, sizeof(*a));
 	a->reader_pid = reader_pid;
 	a->reader_tgid = reader_tgid;
@@ -583,7 +595,24 @@ static __always_inline bool put_access(struct out *o, struct task_struct *t, str
 		a->has_mm = 1;
 		a->mm_userns = userns_inum(mm->user_ns);
 		a->dumpable = mm_dumpable(mm);
+		a->mm_id = addr_of(slot, mm);
 	}
+	a->exec_id = t->self_exec_id;
+	a->tg_start_ns = t->group_leader->start_boottime;
+	if (sig && sig->cred_guard_mutex.owner.counter)
+		a->flags |= TD_ACCESS_F_EXEC;
+}
+
+/* The internal ACCESS attribute (fill_access()) of a task message. */
+static __always_inline bool put_access(struct out *o, struct task_struct *t, struct mm_struct *mm,
+				       __u32 reader_pid, __u32 reader_tgid)
+{
+	struct td_access *a = rec_at(o, o->off + sizeof(struct td_attr));
+	struct scratch *sc = (void *)o->buf;
+
+	if (!a)
+		return false;
+	fill_access(a, t, mm, reader_pid, reader_tgid, &sc->addr_slot);
 	if (!put_attr_hdr(o, sizeof(*a), TD_ATTR_ACCESS))
 		return false;
 	o->off += sizeof(*a);
@@ -1030,7 +1059,8 @@ int dump_task_cmdline(struct bpf_iter__task *ctx)
 }
 
 /*
- * Memory maps: TD_MSG_VMA_PIECE messages, each holding back-to-back entries of one process
+ * Memory maps: TD_MSG_VMA_PIECE messages, each holding a td_access (the process's state as the
+ * piece's first mapping was read: see vma_piece_start()) and back-to-back entries of one process
  * (tasks in pid order, each task's mappings by address; threads sharing an address space are
  * walked once). An entry is a td_vma with the kernel's raw vm_flags (vm_flags_known 0: user
  * space translates them) followed by the name as show_map_vma()/get_vma_name() compute it,
@@ -1045,6 +1075,8 @@ int dump_task_cmdline(struct bpf_iter__task *ctx)
  */
 #define TD_VMA_NAME_MAX 4096
 #define TD_VMA_PEND 16384
+/* A piece's header: the message header and the piece's td_access. */
+#define TD_VMA_HEAD (sizeof(struct td_msg) + sizeof(struct td_access))
 #define VM_SHARED 0x00000008
 
 /*
@@ -1069,10 +1101,13 @@ struct vma_pend {
 	__u32 len;
 	/* The dentry of the last file mapping this walk wrote or referred to. */
 	__u64 last_key;
+	/* The address space the pending piece's entries come from, and where addr_of() parks. */
+	__u64 mm, slot;
 	/* Files named in this walk: dentry and walk number, by slot (see above). */
 	__u64 name_key[TD_VMA_NAME_SLOTS];
 	__u32 name_gen[TD_VMA_NAME_SLOTS];
-	/* A message: header, entries. Room for one entry past TD_VMA_PEND, and for the masks. */
+	/* A message: header, td_access, entries. Room for one entry past TD_VMA_PEND, and for
+	 * the masks. */
 	__u8 buf[2 * TD_VMA_PEND + sizeof(struct td_vma) + TD_VMA_NAME_MAX + 16];
 };
 
@@ -1108,7 +1143,7 @@ static __always_inline bool vma_flush(struct seq_file *seq, struct vma_pend *p)
 	struct td_msg *h = (void *)p->buf;
 	__u32 len = p->len;
 
-	if (len <= sizeof(*h))
+	if (len <= TD_VMA_HEAD)
 		return true;
 	h->len = len;
 	h->msg_type = TD_MSG_VMA_PIECE;
@@ -1120,6 +1155,25 @@ static __always_inline bool vma_flush(struct seq_file *seq, struct vma_pend *p)
 		return false;
 	p->len = sizeof(*h);
 	return true;
+}
+
+/*
+ * Starts a piece: its td_access, the state of @t (an untrusted view of the task) as its mappings
+ * in @mm are read. Exec replaces a process's address space and then its credentials; the
+ * iterator walks the address space it took when it reached the task (and takes the task's
+ * address space again after each read() of a large map), so the record says whether that is
+ * still the task's and whether an exec is under way: user space shows a piece only if neither.
+ */
+static __always_inline void vma_piece_start(struct vma_pend *p, struct task_struct *t,
+					    struct mm_struct *mm, __u64 mm_id)
+{
+	struct td_access *a = (void *)(p->buf + sizeof(struct td_msg));
+
+	fill_access(a, t, mm, p->pid, p->tgid, &p->slot);
+	if (addr_of(&p->slot, t->mm) != mm_id)
+		a->flags |= TD_ACCESS_F_MM_CHANGED;
+	p->mm = mm_id;
+	p->len = TD_VMA_HEAD;
 }
 
 /* The name of a mapping without a file, as get_vma_name() gives it. */
@@ -1153,7 +1207,7 @@ SEC("iter/task_vma")
 int dump_vma(struct bpf_iter__task_vma *ctx)
 {
 	struct vm_area_struct *vma = ctx->vma;
-	struct task_struct *task = ctx->task, *cur, *t;
+	struct task_struct *task = ctx->task, *cur, *t = 0;
 	struct anon_vma_name *an = 0;
 	struct ns_ctx ns = {};
 	struct vma_pend *p;
@@ -1161,7 +1215,9 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	struct td_vma *r;
 	struct out o = {};
 	__u32 zero = 0, name_len = 0, off, pid, tgid;
+	__u64 mm_id;
 	__u8 *name, *buf;
+	bool fresh;
 	long n;
 
 	p = bpf_map_lookup_elem(&vma_pend, &zero);
@@ -1179,16 +1235,27 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 		vma_flush(ctx->meta->seq, p);
 		return 0;
 	}
-	if (p->task != (__u64)task) {
-		/* Ids in the reader's pid namespace, as for task messages (through untrusted
-		 * views), computed once per task: its mappings come one after another. */
+	fresh = p->task != (__u64)task;
+	mm_id = addr_of(&p->slot, vma->vm_mm);
+	/* A large map goes out in pieces of this much; a piece holds one address space's. */
+	if (!fresh && p->len > TD_VMA_HEAD && (p->len > TD_VMA_PEND || mm_id != p->mm) &&
+	    !vma_flush(ctx->meta->seq, p))
+		return 0;
+	if (fresh || p->len <= TD_VMA_HEAD) {
+		/* Through untrusted views, as for task messages. */
 		buf = bpf_map_lookup_elem(&vma_scratch, &zero);
 		if (!buf)
 			return 0;
 		o.buf = buf;
 		t = untrusted(&o, task);
+		if (!t)
+			return 0;
+	}
+	if (fresh) {
+		/* Ids in the reader's pid namespace, computed once per task: its mappings come one
+		 * after another. */
 		cur = untrusted(&o, bpf_get_current_task_btf());
-		if (!t || !cur)
+		if (!cur || !t)
 			return 0;
 		reader_ns(cur, &ns);
 		pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
@@ -1199,15 +1266,16 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 		p->task = (__u64)task;
 		p->pid = pid;
 		p->tgid = tgid;
-	} else if (p->len > TD_VMA_PEND) {
-		/* A large map: this much goes out as one piece, the rest in the next. */
-		if (!vma_flush(ctx->meta->seq, p))
-			return 0;
 	}
 	if (!p->pid)
 		return 0;
-	if (cfg_only_tgid && p->tgid != cfg_only_tgid)
+	if (cfg_vma_tgid && p->tgid != cfg_vma_tgid)
 		return 0;
+	if (p->len <= TD_VMA_HEAD) {
+		if (!t)
+			return 0;
+		vma_piece_start(p, t, vma->vm_mm, mm_id);
+	}
 
 	off = p->len;
 	barrier_var(off);

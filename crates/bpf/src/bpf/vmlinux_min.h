@@ -129,6 +129,11 @@ struct prev_cputime {
 	u64 stime;
 };
 
+/* The owner word is non-zero while the mutex is held. */
+struct mutex {
+	atomic_long_t owner;
+};
+
 struct signal_struct {
 	int nr_threads;
 	struct list_head thread_head;
@@ -138,6 +143,8 @@ struct signal_struct {
 	struct prev_cputime prev_cputime;
 	unsigned long min_flt, maj_flt, cmin_flt, cmaj_flt;
 	unsigned long long sum_sched_runtime;
+	/* Held while a thread of the process executes a program (and while a tracer attaches). */
+	struct mutex cred_guard_mutex;
 };
 
 struct group_info {
@@ -242,6 +249,8 @@ struct task_struct {
 	const struct cred *real_cred;
 	char comm[16];
 	struct signal_struct *signal;
+	/* Incremented by every exec (u64 since 5.7). */
+	u64 self_exec_id;
 };
 
 /* Before 5.14 (2f064a59a11f "sched: Change task_struct::state"). */

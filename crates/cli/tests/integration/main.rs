@@ -2,6 +2,7 @@
 //! unprivileged use (as a real unprivileged user, created if missing). They run as root, as CI
 //! does.
 
+mod daemon_trust;
 mod maps;
 mod pgrep;
 mod ps;

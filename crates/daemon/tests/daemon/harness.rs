@@ -10,15 +10,18 @@ use std::time::{Duration, Instant};
 /// The daemon binary cargo built for these tests.
 pub const DAEMON: &str = env!("CARGO_BIN_EXE_taskdiagd");
 
-/// The taskdiag CLI, built by the workspace (`cargo test --workspace` builds it first; a test
-/// run of this crate alone builds it on demand).
+/// The taskdiag CLI beside the daemon cargo built for these tests (`cargo test --workspace`
+/// builds both; a test run of this crate alone builds the CLI on demand, into the same target
+/// directory and profile).
 pub fn cli() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/taskdiag");
+    let p = Path::new(DAEMON).with_file_name("taskdiag");
     if !p.exists() {
-        let s = Command::new(env!("CARGO"))
-            .args(["build", "--release", "-p", "taskdiag-cli"])
-            .status()
-            .expect("cargo build");
+        let mut c = Command::new(env!("CARGO"));
+        c.args(["build", "-p", "taskdiag-cli"]);
+        if p.parent().and_then(Path::file_name) == Some("release".as_ref()) {
+            c.arg("--release");
+        }
+        let s = c.status().expect("cargo build");
         assert!(s.success(), "building the taskdiag CLI");
     }
     p

@@ -5,6 +5,7 @@
 //! test one subject each.
 
 mod harness;
+mod identity;
 mod maps;
 mod permissions;
 mod privs;

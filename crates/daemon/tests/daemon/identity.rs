@@ -1,0 +1,439 @@
+//! Attacks on who the daemon answers and what it checks, tried as unprivileged users would:
+//! a connection that outlives the process it was identified as (handed to a child, the
+//! connector then executing a set-user-ID program or exiting), a process that executes a
+//! set-user-ID program while its memory maps are being read, and pid 0. Each decision must be
+//! made against the target as it is when its data is read, and the caller as it is now.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use taskdiag::proto::msg::{done_text, Messages};
+use taskdiag::proto::task::{Task, TaskAssembler};
+use taskdiag::proto::{Done, Group, MsgType, Strategy, VERSION};
+
+use crate::harness::*;
+
+/// A root-owned, set-user-ID copy of sleep(1) in a directory of its own: the "su" or "passwd"
+/// an attacker would exec, whose memory maps are what ASLR protects. Its path names it in
+/// every memory map it appears in.
+struct SetuidSleep {
+    dir: TempDir,
+}
+
+impl SetuidSleep {
+    fn new() -> SetuidSleep {
+        let dir = TempDir::new("setuid");
+        let p = dir.0.join("setuid-sleep");
+        std::fs::copy("/bin/sleep", &p).expect("copy sleep");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o4755)).expect("chmod");
+        SetuidSleep { dir }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.0.join("setuid-sleep")
+    }
+}
+
+/// A response: its tasks, and the DONE's error and text.
+struct Response {
+    tasks: Vec<Task>,
+    error: i32,
+    text: Option<String>,
+}
+
+fn decode(bytes: &[u8]) -> Response {
+    let mut r = Response {
+        tasks: Vec::new(),
+        error: i32::MIN,
+        text: None,
+    };
+    let mut asm = TaskAssembler::new();
+    for m in Messages::new(bytes) {
+        let m = m.expect("a valid response stream");
+        match m.msg_type() {
+            Some(MsgType::Task) => r.tasks.extend(asm.push(&m).expect("a valid task")),
+            Some(MsgType::Done) => {
+                r.error = Done::read_from(m.payload).expect("DONE").error;
+                r.text = done_text(&m).map(str::to_string);
+            }
+            _ => {}
+        }
+    }
+    r
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// A Python client, run as USER, that speaks the protocol itself: `request(pid)` asks ONE
+/// `pid` with BASE and VMA; `response()` reads up to DONE; responses go to standard output as
+/// `label hex`.
+fn client_prelude(socket: &str) -> String {
+    format!(
+        r#"
+import os, socket, struct, sys, time
+SOCK = {socket:?}
+def request(pid):
+    return struct.pack('=IHHQIIQ', 32, {version}, 0, {show}, {one}, pid, 0)
+def response(s):
+    buf = b''
+    while True:
+        off = 0
+        while off + 16 <= len(buf):
+            ln, ty = struct.unpack_from('=IH', buf, off)
+            if off + ln > len(buf):
+                break
+            off += ln
+            if ty == {done}:
+                return buf[:off]
+        d = s.recv(1 << 16)
+        if not d:
+            return buf
+        buf += d
+def emit(label, b):
+    sys.stdout.write(label + ' ' + b.hex() + '\n')
+    sys.stdout.flush()
+def euid(pid):
+    try:
+        with open('/proc/%d/status' % pid) as f:
+            for l in f:
+                if l.startswith('Uid:'):
+                    return int(l.split()[2])
+    except OSError:
+        return None
+"#,
+        version = VERSION,
+        show = Group::Base.flag() | Group::Vma.flag(),
+        one = Strategy::One as u32,
+        done = MsgType::Done as u16,
+    )
+}
+
+/// Runs a client script as USER, returning its labelled responses in order.
+fn run_client(script: &str, limit: Duration) -> Vec<(String, Response)> {
+    let mut c: Child = as_user(USER, PYTHON)
+        .args(["-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = c.try_wait().expect("wait") {
+            break s;
+        }
+        if t0.elapsed() > limit {
+            let _ = c.kill();
+            let _ = c.wait();
+            panic!("the client script did not finish in {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(c.stderr.as_mut().expect("stderr"), &mut err).ok();
+    assert!(status.success(), "client script: {status}: {err}");
+    BufReader::new(c.stdout.take().expect("stdout"))
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| {
+            let (label, h) = l.split_once(' ')?;
+            Some((label.to_string(), decode(&hex(h))))
+        })
+        .collect()
+}
+
+fn vmas_naming(t: &Task, what: &str) -> usize {
+    t.vmas.as_ref().map_or(0, |v| {
+        v.iter()
+            .filter(|m| String::from_utf8_lossy(&m.name).contains(what))
+            .count()
+    })
+}
+
+#[test]
+fn a_connection_handed_on_does_not_serve_the_connectors_setuid_program() {
+    let d = Daemon::start(&[]);
+    let suid = SetuidSleep::new();
+    // The connector is identified (its own maps are its own), hands the connection to a child
+    // and executes the set-user-ID program under the same pid; the child asks for the
+    // connector's maps over the old connection.
+    let script = format!(
+        r#"{prelude}
+s = socket.socket(socket.AF_UNIX)
+s.connect(SOCK)
+me = os.getpid()
+s.sendall(request(me))
+emit('before', response(s))
+if os.fork() == 0:
+    t = time.time() + 10
+    while euid(me) != 0 and time.time() < t:
+        time.sleep(0.005)
+    time.sleep(0.05)
+    s.sendall(request(me))
+    emit('after', response(s))
+    os._exit(0)
+os.execv({suid:?}, [{suid:?}, '3'])
+"#,
+        prelude = client_prelude(&d.socket.display().to_string()),
+        suid = suid.path().display().to_string(),
+    );
+    let out = run_client(&script, Duration::from_secs(30));
+    let labels: Vec<&str> = out.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(labels, ["before", "after"], "client output");
+    let before = &out[0].1;
+    assert_eq!(before.error, 0, "{:?}", before.text);
+    assert!(
+        before.tasks.len() == 1 && before.tasks[0].vmas.as_ref().is_some_and(|v| !v.is_empty()),
+        "the connector reads its own maps"
+    );
+    let after = &out[1].1;
+    let leaked: usize = after
+        .tasks
+        .iter()
+        .map(|t| vmas_naming(t, "setuid-sleep"))
+        .sum();
+    assert_eq!(leaked, 0, "the setuid program's maps were served");
+    assert!(
+        after.tasks.is_empty(),
+        "nothing is served to a changed caller"
+    );
+    assert_eq!(after.error, -libc::EACCES, "{:?}", after.text);
+    let text = after.text.as_deref().unwrap_or("");
+    assert!(
+        text.contains("executed a program") && text.contains("connect again"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_connection_outliving_its_connector_is_refused() {
+    let d = Daemon::start(&[]);
+    // The connector exits; its child keeps the connection and asks again. The connector's
+    // pid may be reused by anyone's process: the connection must not stand for that process.
+    let script = format!(
+        r#"{prelude}
+s = socket.socket(socket.AF_UNIX)
+s.connect(SOCK)
+me = os.getpid()
+s.sendall(request(me))
+emit('before', response(s))
+if os.fork() == 0:
+    t = time.time() + 10
+    while euid(me) is not None and time.time() < t:
+        time.sleep(0.005)
+    s.sendall(request(os.getpid()))
+    emit('after', response(s))
+    os._exit(0)
+os._exit(0)
+"#,
+        prelude = client_prelude(&d.socket.display().to_string()),
+    );
+    // The script's first process exits at once: wait for the child's output.
+    let out = run_client(&format!("{script}\n"), Duration::from_secs(30));
+    // Only the child's line and the parent's first line: both processes write to the pipe.
+    let after = out
+        .iter()
+        .find(|(l, _)| l == "after")
+        .map(|(_, r)| r)
+        .expect("the child's response");
+    assert!(after.tasks.is_empty());
+    assert_eq!(after.error, -libc::EACCES, "{:?}", after.text);
+    assert!(
+        after.text.as_deref().unwrap_or("").contains("exited"),
+        "{:?}",
+        after.text
+    );
+}
+
+/// Processes of USER that keep executing the set-user-ID program (each runs as USER for a
+/// random moment first), for `secs` seconds.
+fn exec_racer(suid: &SetuidSleep, secs: f64) -> Child {
+    let script = format!(
+        r#"
+import os, random, sys, time
+end = time.time() + {secs}
+print('ready', flush=True)
+while time.time() < end:
+    kids = []
+    for i in range(6):
+        p = os.fork()
+        if p == 0:
+            t = time.time() + random.uniform(0, 0.01)
+            while time.time() < t:
+                pass
+            os.execv({suid:?}, [{suid:?}, '0.03'])
+        kids.append(p)
+    for p in kids:
+        os.waitpid(p, 0)
+"#,
+        suid = suid.path().display().to_string(),
+    );
+    let mut c = as_user(USER, PYTHON)
+        .args(["-c", &script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    BufReader::new(c.stdout.as_mut().expect("stdout"))
+        .read_line(&mut line)
+        .expect("ready");
+    c
+}
+
+#[test]
+fn maps_read_across_a_setuid_exec_are_never_served() {
+    let d = Daemon::start(&[]);
+    let suid = SetuidSleep::new();
+    let mut racer = exec_racer(&suid, 60.0);
+    let socket = d.socket.display().to_string();
+    let (mut seen, mut leaks, mut refused) = (0, Vec::new(), 0);
+    for i in 0..150 {
+        // Every process's maps, and in turn one racing process's (ONE: the walks are short, the
+        // window between them as wide as the exec).
+        let args: Vec<String> = if i % 2 == 0 {
+            vec!["--groups".into(), "base,vma".into()]
+        } else {
+            let kids = std::fs::read_to_string(format!(
+                "/proc/{}/task/{}/children",
+                racer.id(),
+                racer.id()
+            ))
+            .unwrap_or_default();
+            let Some(k) = kids.split_whitespace().next() else {
+                continue;
+            };
+            vec![
+                "--groups".into(),
+                "base,vma".into(),
+                "--pid".into(),
+                k.into(),
+            ]
+        };
+        let mut c = as_user(USER, cli());
+        c.args([
+            "dump",
+            "--backend",
+            "daemon",
+            "--socket",
+            &socket,
+            "--format",
+            "json",
+        ]);
+        c.args(&args);
+        let o = output(&mut c);
+        for line in o.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let v: serde_json::Value = serde_json::from_slice(line).expect("json");
+            if v["base"]["comm"] != "setuid-sleep" {
+                continue;
+            }
+            seen += 1;
+            let names: BTreeSet<String> = v["vma"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m["name"].as_str().map(str::to_string))
+                .collect();
+            if names.iter().any(|n| n.contains("setuid-sleep")) {
+                leaks.push(v.to_string());
+            } else if v["errors"]["vma"].is_string() {
+                refused += 1;
+            }
+        }
+    }
+    let _ = racer.kill();
+    let _ = racer.wait();
+    assert!(leaks.is_empty(), "{} leaks: {}", leaks.len(), leaks[0]);
+    assert!(
+        seen > 0 && refused > 0,
+        "the race was never run: {seen} seen"
+    );
+}
+
+#[test]
+fn pid_0_is_no_such_process_for_every_strategy_and_backend() {
+    let d = Daemon::start(&[]);
+    let socket = d.socket.display().to_string();
+    for opt in ["--pid", "--threads-of", "--children-of"] {
+        for backend in ["daemon", "procfs", "bpf"] {
+            let mut c = if backend == "daemon" {
+                as_user(USER, cli())
+            } else {
+                Command::new(cli())
+            };
+            c.args(["dump", opt, "0", "--format", "json", "--backend", backend]);
+            c.args(["--socket", &socket]);
+            let o = output(&mut c);
+            assert_eq!(
+                (o.status.code(), o.stdout.is_empty()),
+                (Some(1), true),
+                "{opt} 0 via {backend}: {}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert!(
+                String::from_utf8_lossy(&o.stderr).contains("no such process"),
+                "{opt} 0 via {backend}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+}
+
+#[test]
+fn one_and_thread_with_maps_answer_in_a_child_pid_namespace() {
+    let d = Daemon::start(&[]);
+    let socket = d.socket.display().to_string();
+    let cli = cli().display().to_string();
+    let sp = format!("setpriv --reuid {USER} --regid {USER} --init-groups --inh-caps=-all");
+    // Inside a new pid namespace with its own /proc: a process of USER, and USER asking for its
+    // maps by the namespace's pid, through the daemon and from its /proc.
+    let script = format!(
+        "{sp} sleep 60 & S=$!\n\
+         sleep 0.2\n\
+         echo pid $S\n\
+         {sp} cat /proc/$S/maps > /tmp/proc.$$ && echo proc-ok\n\
+         for opt in --pid --threads-of; do\n\
+           {sp} {cli} dump $opt $S --groups vma --format json --backend daemon --socket {socket} \
+             > /tmp/daemon.$$ 2>&1 && grep -q '\"vma\":\\[' /tmp/daemon.$$ \
+             && echo \"daemon-ok $opt\"\n\
+         done\n\
+         {sp} {cli} maps $S --backend daemon --socket {socket} > /tmp/maps.$$ && echo maps-ok\n\
+         cmp -s /tmp/maps.$$ /tmp/proc.$$ && echo maps-same\n\
+         rm -f /tmp/proc.$$ /tmp/daemon.$$ /tmp/maps.$$\n\
+         kill $S\n"
+    );
+    let o = output(Command::new("unshare").args([
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "sh",
+        "-c",
+        &script,
+    ]));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let pid = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pid "))
+        .expect("the fixture's pid");
+    assert!(pid.parse::<u32>().expect("pid") < 64, "{text}");
+    for want in [
+        "proc-ok",
+        "daemon-ok --pid",
+        "daemon-ok --threads-of",
+        "maps-ok",
+        "maps-same",
+    ] {
+        assert!(
+            text.lines().any(|l| l == want),
+            "{want} missing:\n{text}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

@@ -46,6 +46,14 @@ pub struct Listening {
     pub created: Option<PathBuf>,
 }
 
+/// The descriptor systemd passes if this process was socket-activated (`LISTEN_PID` is ours,
+/// `LISTEN_FDS` is 1), checked without taking it: for closing every other inherited one.
+pub fn activation_fd() -> Option<RawFd> {
+    let pid = std::env::var("LISTEN_PID").ok()?.parse::<u32>().ok()?;
+    (pid == std::process::id() && std::env::var("LISTEN_FDS").ok()? == "1")
+        .then_some(LISTEN_FDS_START)
+}
+
 /// The socket systemd passed, if we were socket-activated.
 pub fn activated() -> Result<Option<UnixListener>, ListenError> {
     let pid = std::env::var("LISTEN_PID").ok();

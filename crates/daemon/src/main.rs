@@ -25,13 +25,19 @@ DESCRIPTION:
   `taskdiag dump --backend daemon`, or with any taskdiag tool under TASKDIAG_BACKEND=daemon;
   `--backend auto` uses it when the caller may not load BPF.
 
-  After loading, taskdiagd drops every capability (and switches to --user if given). It
-  needs CAP_BPF and CAP_PERFMON (or root) only to start.
+  After loading, taskdiagd switches to an unprivileged user (--user), drops every
+  capability and confines itself to the system calls serving needs (seccomp). It needs
+  CAP_BPF and CAP_PERFMON (or root) only to start, and CAP_SYS_ADMIN to mount a /proc of its
+  own without hidepid (in a mount namespace of its own), through which it reads its clients'
+  /proc entries whatever the host's /proc hides from its user. Descriptors it inherits
+  beyond standard error are closed.
 
 SOCKET:
   With systemd socket activation (contrib/taskdiagd.socket) the socket comes from systemd.
-  Otherwise taskdiagd creates --socket (mode 0666), replacing a stale socket file but never a
-  live one, and removes it on SIGTERM or SIGINT.
+  Otherwise taskdiagd creates --socket (mode 0666) while still root, replacing a stale
+  socket file but never a live one, and removes it on SIGTERM or SIGINT if its user may (in
+  a directory only root may write to, the file stays and is replaced at the next start).
+  Clients believe only a socket that root listened on (see taskdiag(1)).
 
 EXIT STATUS:
   0 stopped by SIGTERM or SIGINT; 1 could not start (the message says why).
@@ -54,7 +60,8 @@ struct Args {
     /// The socket to listen on (ignored under socket activation).
     #[arg(long, value_name = "PATH", default_value = client::DEFAULT_SOCKET)]
     socket: PathBuf,
-    /// Switch to this user after loading (recommended outside systemd, e.g. nobody).
+    /// Switch to this user after loading, when started as root [default: taskdiag if that
+    /// user exists, else nobody]; `root` keeps uid 0 (not recommended).
     #[arg(long, value_name = "USER")]
     user: Option<String>,
     /// Loaded program sets, i.e. requests answered at the same time [default: CPUs, at most 8].
@@ -81,6 +88,8 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // First, before anything is opened: systemd's socket (fd 3) stays.
+    privs::close_inherited_fds(listen::activation_fd());
     tune_allocator();
     raise_nofile_limit();
     let args = match Args::try_parse() {
@@ -109,8 +118,16 @@ fn run(a: Args) -> anyhow::Result<()> {
             .min(8)
     });
     // Everything privileged first, while this is the only thread.
-    let user = a.user.as_deref().map(privs::lookup_user).transpose()?;
+    let user = privs::default_user(a.user.as_deref())?;
+    // The host's /proc first (its device tells clients' /proc apart), then our own.
     let own = OwnNamespaces::read().context("reading /proc/self/ns")?;
+    let private_proc = privs::private_proc().context("mounting a /proc of our own")?;
+    if a.verbose && !private_proc {
+        eprintln!(
+            "taskdiagd: no CAP_SYS_ADMIN for a /proc of our own: clients that the host's /proc \
+             hides from this daemon's user are refused"
+        );
+    }
     let mut dumpers = Vec::with_capacity(workers);
     for _ in 0..workers {
         dumpers.push(
@@ -129,6 +146,8 @@ fn run(a: Args) -> anyhow::Result<()> {
     if !a.foreground {
         detach().context("detaching")?;
     }
+    // After the fork, before the first thread (threads inherit the filter).
+    privs::confine().context("confining the daemon")?;
     handle_signals(created.clone()).context("setting up signal handling")?;
     let limits = Limits {
         max_clients: a.max_clients,

@@ -31,6 +31,9 @@ pub fn cli() -> PathBuf {
 /// their reach).
 pub const PYTHON: &str = "/usr/bin/python3";
 
+/// The uid of `nobody`, the daemon's user by default on these machines.
+pub const OVERFLOW_UID: u32 = 65534;
+
 /// An unprivileged user the tests run clients as.
 pub const USER: &str = "taskdiag-test";
 /// A second unprivileged user, owner of "another user's" processes.
@@ -88,19 +91,27 @@ impl Daemon {
     /// Starts `taskdiagd --foreground --socket <private path>` with `extra` options and waits
     /// until the socket answers.
     pub fn start(extra: &[&str]) -> Daemon {
-        // Unprivileged clients must reach the socket: TempDir is 0755.
+        Self::start_with(extra, |_| {})
+    }
+
+    /// [`Daemon::start`], with `configure` applied to the daemon's command first.
+    pub fn start_with(extra: &[&str], configure: impl FnOnce(&mut Command)) -> Daemon {
+        // Unprivileged clients must reach the socket: TempDir is 0755. The daemon's default
+        // user (nobody, where no taskdiag user exists) owns the directory, so that it can remove
+        // its socket when it stops, as it does where it may.
         let dir = TempDir::new("daemon");
+        std::os::unix::fs::chown(&dir.0, Some(OVERFLOW_UID), Some(OVERFLOW_UID)).expect("chown");
         let socket = dir.0.join("taskdiag.sock");
-        let child = Command::new(DAEMON)
-            .arg("--foreground")
+        let mut c = Command::new(DAEMON);
+        c.arg("--foreground")
             .arg("--socket")
             .arg(&socket)
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start taskdiagd");
+            .stderr(Stdio::null());
+        configure(&mut c);
+        let child = c.spawn().expect("start taskdiagd");
         let d = Daemon {
             child,
             socket,

@@ -1,4 +1,6 @@
-//! Least privilege: a running daemon holds no capability, with or without --user.
+//! Least privilege: a running daemon holds no capability, with or without --user; by default it
+//! runs as an unprivileged user, confined by seccomp, with no inherited descriptor; and through a
+//! /proc of its own it serves clients that its user could not see in the host's /proc.
 
 use crate::harness::*;
 
@@ -74,4 +76,151 @@ fn with_user_it_serves_as_that_user() {
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("# done:"));
+}
+
+/// The uid of `name`, if that user exists.
+fn uid_of(name: &str) -> Option<u32> {
+    let o = output(std::process::Command::new("id").args(["-u", name]));
+    String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+}
+
+#[test]
+fn by_default_it_serves_as_an_unprivileged_user_under_seccomp() {
+    let want = uid_of("taskdiag").unwrap_or(OVERFLOW_UID);
+    // An open file the daemon inherits (fd 9, not close-on-exec): it must not keep it.
+    let secret = TempDir::new("inherited");
+    let file = secret.0.join("root-only");
+    std::fs::write(&file, b"x").expect("write");
+    let f = std::fs::File::open(&file).expect("open");
+    let d = Daemon::start_with(&[], |c| {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let fd = f.as_raw_fd();
+        // SAFETY: dup2 is async-signal-safe; the child only moves a descriptor before exec.
+        unsafe {
+            c.pre_exec(move || {
+                if libc::dup2(fd, 9) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    });
+    assert_eq!(
+        field(d.pid(), "Uid"),
+        format!("{want}\t{want}\t{want}\t{want}")
+    );
+    assert_eq!(field(d.pid(), "Seccomp"), "2", "a seccomp filter");
+    assert_eq!(field(d.pid(), "NoNewPrivs"), "1");
+    // It serves root and an unprivileged user.
+    for mut c in [std::process::Command::new(cli()), as_user(USER, cli())] {
+        let o = output(c.args(d.dump_args(&["--groups", "all", "--format", "json"])));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.stdout.len() > 100);
+    }
+    for e in std::fs::read_dir(format!("/proc/{}/fd", d.pid())).expect("fd dir") {
+        let Ok(e) = e else { continue };
+        let Ok(target) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        assert_ne!(
+            target,
+            file,
+            "inherited descriptor {:?} kept",
+            e.file_name()
+        );
+    }
+}
+
+/// The id of group `name`, creating it if missing.
+fn group(name: &str) -> u32 {
+    let id = || output(std::process::Command::new("getent").args(["group", name]));
+    let mut o = id();
+    if !o.status.success() {
+        let _ = std::process::Command::new("groupadd")
+            .args(["--system", name])
+            .status();
+        o = id();
+    }
+    String::from_utf8_lossy(&o.stdout)
+        .split(':')
+        .nth(2)
+        .and_then(|g| g.trim().parse().ok())
+        .expect("group id")
+}
+
+#[test]
+fn under_hidepid_the_unprivileged_daemon_serves_what_each_proc_shows() {
+    user(USER);
+    user(OTHER);
+    let g = group("taskdiag-proc");
+    let dir = TempDir::new("hidepid");
+    let sock = dir.0.join("s.sock");
+    std::os::unix::fs::chown(&dir.0, Some(OVERFLOW_UID), Some(OVERFLOW_UID)).expect("chown");
+    let cli = cli().display().to_string();
+    let (sock, daemon) = (sock.display().to_string(), DAEMON.to_string());
+    // The daemon (its default, unprivileged user) and its clients share a /proc that hides
+    // other users' processes from all but group G.
+    let member = format!("setpriv --reuid {USER} --regid {USER} --groups {g} --inh-caps=-all");
+    let outsider = format!("setpriv --reuid {USER} --regid {USER} --clear-groups --inh-caps=-all");
+    let script = format!(
+        "mount -t proc -o hidepid=invisible,gid={g} proc /proc || exit 90\n\
+         {daemon} --foreground --socket {sock} & D=$!\n\
+         for i in $(seq 100); do [ -S {sock} ] && break; sleep 0.1; done\n\
+         setpriv --reuid {OTHER} --regid {OTHER} --init-groups sleep 30 & O=$!\n\
+         sleep 0.2\n\
+         for who in member outsider; do\n\
+           if [ $who = member ]; then run=\"{member}\"; else run=\"{outsider}\"; fi\n\
+           $run {cli} dump --backend daemon --socket {sock} --pid $O --format json >/dev/null 2>&1\n\
+           echo \"$who daemon $?\"\n\
+           $run sh -c \"test -d /proc/$O\"; echo \"$who proc $?\"\n\
+           $run {cli} dump --backend daemon --socket {sock} --format json | grep -c '\"pid\"' \
+             | sed \"s/^/$who count-daemon /\"\n\
+           $run sh -c 'ls -d /proc/[0-9]* | wc -l' | sed \"s/^/$who count-proc /\"\n\
+         done\n\
+         kill $O $D; wait\n"
+    );
+    let o = output(std::process::Command::new("unshare").args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+    ]));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let get = |k: &str| -> i64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{k} missing:\n{text}\n{}",
+                    String::from_utf8_lossy(&o.stderr)
+                )
+            })
+    };
+    // A member of gid= sees another user's process, as in its /proc; an outsider does not.
+    assert_eq!((get("member daemon"), get("member proc")), (0, 0), "{text}");
+    assert_eq!(
+        (get("outsider daemon"), get("outsider proc")),
+        (1, 1),
+        "{text}"
+    );
+    // Whole listings: the daemon shows each as many processes as its /proc lists, give or
+    // take the few that come and go between the two (the listing commands themselves).
+    for who in ["member", "outsider"] {
+        let (d, p) = (
+            get(&format!("{who} count-daemon")),
+            get(&format!("{who} count-proc")),
+        );
+        assert!(
+            (d - p).abs() <= 3,
+            "{who}: daemon {d} processes, /proc {p}\n{text}"
+        );
+    }
+    assert!(
+        get("member count-daemon") > get("outsider count-daemon") + 2,
+        "{text}"
+    );
 }

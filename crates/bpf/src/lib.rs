@@ -137,6 +137,7 @@ enum Prog {
     Task,
     Cmdline,
     Vma,
+    Root,
 }
 
 /// The loaded task iterator programs. Load once, dump many times.
@@ -240,6 +241,9 @@ fn open_skel(
     };
     open.progs.dump_task_cmdline.set_autoload(with_cmdline);
     open.progs.walk_vma_floor.set_autoload(false);
+    open.progs
+        .task_root
+        .set_autoload(groups & taskdiag_proto::SHOW_MAPS != 0);
     open.progs
         .dump_vma
         .set_autoload(groups & taskdiag_proto::SHOW_MAPS != 0);
@@ -455,6 +459,7 @@ impl TaskIter {
             Prog::Cmdline => &self.skel.progs.dump_task_cmdline,
             Prog::Task => &self.skel.progs.dump_task,
             Prog::Vma => &self.skel.progs.dump_vma,
+            Prog::Root => &self.skel.progs.task_root,
         };
         let what = format!("{filter:?}");
         let mut info = libbpf_sys::bpf_iter_link_info::default();
@@ -698,6 +703,34 @@ impl TaskIter {
         self.view = view;
         r?;
         tgid.ok_or(BpfError::NoSuchTask { pid })
+    }
+
+    /// The root directory of task `pid` (in the reader's pid namespace) as the reader's paths
+    /// name it (`/` for the reader's own root), from the kernel (loaded with the memory-map
+    /// program: `None` without it); NoSuchTask if there is no such task.
+    pub fn root_of(&mut self, pid: u32) -> Result<Option<Vec<u8>>, BpfError> {
+        if !self.has_vma() || pid == 0 {
+            return Ok(None);
+        }
+        let filter = if self.features.task_params {
+            TaskFilter::Tid(pid)
+        } else {
+            TaskFilter::None
+        };
+        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+            b.cfg_root_tid = if self.features.task_params { 0 } else { pid };
+        }
+        let link = self.attach_prog(Prog::Root, filter)?;
+        let mut it = Iter::new(&link).map_err(|e| BpfError::Attach {
+            what: "bpf_iter_create".into(),
+            source: io::Error::other(e),
+        })?;
+        let mut path = Vec::new();
+        it.read_to_end(&mut path).map_err(BpfError::Read)?;
+        if path.is_empty() {
+            return Err(BpfError::NoSuchTask { pid });
+        }
+        Ok(Some(path))
     }
 
     fn shared_link(&mut self, cmdline: bool) -> Result<LinkRef<'static>, BpfError> {

@@ -228,8 +228,14 @@ impl Peer {
     }
 
     /// The peer's view: `me` is the task record of the peer from the daemon's iterator
-    /// (`Dumper::identify`), `own` the daemon's own namespaces.
-    pub fn viewer(&self, me: &Task, own: &OwnNamespaces) -> Result<Viewer, PeerError> {
+    /// (`Dumper::identify`), `root` its root directory when not the daemon's
+    /// (`Dumper::root_of`), `own` the daemon's own namespaces.
+    pub fn viewer(
+        &self,
+        me: &Task,
+        root: Option<Vec<u8>>,
+        own: &OwnNamespaces,
+    ) -> Result<Viewer, PeerError> {
         let access = me.access.ok_or(PeerError::Gone { pid: self.pid })?;
         // The capabilities of the process now are those it connected with only if it has not
         // executed a set-user-ID or set-group-ID program meanwhile (see the module doc). Without
@@ -287,6 +293,7 @@ impl Peer {
                 level: u32::from(access.pidns_level),
             }),
             proc_mount,
+            root,
             uid_map,
             gid_map,
         })

@@ -411,8 +411,12 @@ fn serve_admitted(conn: &UnixStream, peer: &Peer, sh: &Shared) -> anyhow::Result
     conn.set_read_timeout(Some(sh.limits.timeout))?;
     let viewer = {
         let _slot = slot(sh, peer.uid);
-        let me = lend(sh).get().identify(peer.pid);
-        let me = match me {
+        let (me, root) = {
+            let mut d = lend(sh);
+            let me = d.get().identify(peer.pid);
+            (me, d.get().root_of(peer.pid))
+        };
+        let me = match me.and_then(|t| Ok((t, root?))) {
             Ok(t) => t,
             Err(Error::NoSuchTask { .. }) => {
                 refuse(
@@ -427,7 +431,7 @@ fn serve_admitted(conn: &UnixStream, peer: &Peer, sh: &Shared) -> anyhow::Result
                 return Err(e).context("identifying the client");
             }
         };
-        match peer.viewer(&me, &sh.own) {
+        match peer.viewer(&me.0, me.1, &sh.own) {
             Ok(v) => v,
             Err(e) => {
                 refuse(conn, libc::EACCES, &e.to_string());

@@ -393,6 +393,24 @@ impl Dumper {
         }
     }
 
+    /// The root directory of task `pid` (in our pid namespace) as our paths name it, when it
+    /// is not ours: the prefix that file names in memory maps carry for us and not for that
+    /// task's /proc (a task in a chroot). `None` for our own root, or when the BPF backend
+    /// cannot tell (without the memory-map program). Needs the BPF backend.
+    pub fn root_of(&mut self, pid: u32) -> Result<Option<Vec<u8>>, Error> {
+        let Backend::Bpf(it) = &mut self.backend else {
+            return Err(Error::Unsupported(
+                "finding a client's root directory needs the BPF backend",
+            ));
+        };
+        match it.root_of(pid) {
+            Ok(Some(r)) if r != b"/" => Ok(Some(r)),
+            Ok(_) => Ok(None),
+            Err(BpfError::NoSuchTask { pid }) => Err(Error::NoSuchTask { pid }),
+            Err(e) => Err(Error::Bpf(e)),
+        }
+    }
+
     fn reset_view(&mut self) {
         if let Backend::Bpf(it) = &mut self.backend {
             it.set_view(taskdiag_bpf::View::default());

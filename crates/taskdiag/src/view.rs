@@ -173,6 +173,10 @@ pub struct Viewer {
     pub pidns: Option<PidNs>,
     /// The caller's /proc options.
     pub proc_mount: ProcMount,
+    /// The caller's root directory as the server's paths name it, when it is not the
+    /// server's (a caller in a chroot): file names in memory maps under it are shown relative
+    /// to it, as the caller's /proc/PID/maps shows them (d_path() from the reader's root).
+    pub root: Option<Vec<u8>>,
     /// The caller's uid map (`None`: identity).
     pub uid_map: Option<IdMap>,
     /// The caller's gid map (`None`: identity).
@@ -298,6 +302,13 @@ impl Viewer {
                 errno: libc::EACCES,
             });
         }
+        if let (Some(root), Some(vmas)) = (&self.root, &mut t.vmas) {
+            for v in vmas {
+                if let Some(rest) = under(&v.name, root) {
+                    v.name = rest.to_vec();
+                }
+            }
+        }
         if let Some(c) = &mut t.cred {
             if let Some(m) = &self.uid_map {
                 let r = &mut c.rec;
@@ -317,6 +328,30 @@ impl Viewer {
         }
         true
     }
+}
+
+/// The part of `name` (a mapping's name as /proc/PID/maps prints it) below directory `root`
+/// (a path as d_path() prints it, unescaped), with its leading `/`; `None` if it is not below.
+fn under<'a>(name: &'a [u8], root: &[u8]) -> Option<&'a [u8]> {
+    // Names escape a newline as \012 (seq_path()): so must the prefix.
+    let escaped;
+    let root = if root.contains(&b'\n') {
+        escaped = root
+            .iter()
+            .flat_map(|&c| {
+                if c == b'\n' {
+                    b"\\012".to_vec()
+                } else {
+                    vec![c]
+                }
+            })
+            .collect::<Vec<u8>>();
+        &escaped[..]
+    } else {
+        root
+    };
+    let rest = name.strip_prefix(root)?;
+    rest.starts_with(b"/").then_some(rest)
 }
 
 #[cfg(test)]
@@ -514,6 +549,24 @@ mod tests {
         assert!(!v.filter_task(&mut t()));
         v.proc_mount.hidepid = HidePid::Off;
         assert!(v.filter_task(&mut t()));
+    }
+
+    #[test]
+    fn names_under_the_callers_root_are_shown_from_it() {
+        assert_eq!(
+            under(b"/srv/croot/usr/bin/x", b"/srv/croot"),
+            Some(&b"/usr/bin/x"[..])
+        );
+        assert_eq!(
+            under(b"/srv/croot/a (deleted)", b"/srv/croot"),
+            Some(&b"/a (deleted)"[..])
+        );
+        // Another directory that starts alike, the root itself, outside it, not a file.
+        assert_eq!(under(b"/srv/crootx/a", b"/srv/croot"), None);
+        assert_eq!(under(b"/srv/croot", b"/srv/croot"), None);
+        assert_eq!(under(b"/usr/lib/libc.so", b"/srv/croot"), None);
+        assert_eq!(under(b"[heap]", b"/srv/croot"), None);
+        assert_eq!(under(b"/a\\012b/x", b"/a\nb"), Some(&b"/x"[..]));
     }
 
     #[test]

@@ -1353,6 +1353,49 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 }
 
 /*
+ * The root directory of one task (the link's tid; without link parameters the task numbered
+ * cfg_root_tid in the reader's pid namespace), written as d_path() prints it for the reader:
+ * for a server, the prefix that the file names of its map walk have and its client's
+ * /proc/PID/maps does not show (a client in a chroot). Loaded with dump_vma.
+ */
+__u32 cfg_root_tid = 0;
+
+SEC("iter/task")
+int task_root(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task, *t, *cur;
+	struct ns_ctx ns = {};
+	struct fs_struct *fs;
+	struct out o = {};
+	__u32 zero = 0;
+	__u8 *buf;
+	long n;
+
+	if (!task)
+		return 0;
+	buf = bpf_map_lookup_elem(&vma_scratch, &zero);
+	if (!buf)
+		return 0;
+	if (cfg_root_tid) {
+		o.buf = buf;
+		t = untrusted(&o, task);
+		cur = untrusted(&o, bpf_get_current_task_btf());
+		if (!t || !cur)
+			return 0;
+		reader_ns(cur, &ns);
+		if (pid_nr_ns(t->thread_pid, ns.level, ns.ns) != cfg_root_tid)
+			return 0;
+	}
+	fs = task->fs;
+	if (!fs)
+		return 0;
+	n = bpf_d_path(&fs->root, (char *)buf, TD_VMA_NAME_MAX);
+	if (n > 1)
+		bpf_seq_write(ctx->meta->seq, buf, (n - 1) & (TD_VMA_NAME_MAX - 1));
+	return 0;
+}
+
+/*
  * The map iterator's own cost, for benchmarks (taskdiag bench, "a raw iterator read"): visits
  * every mapping of every process like dump_vma, counts them and writes nothing.
  */

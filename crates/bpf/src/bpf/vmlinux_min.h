@@ -251,6 +251,7 @@ struct task_struct {
 	struct signal_struct *signal;
 	/* Incremented by every exec (u64 since 5.7). */
 	u64 self_exec_id;
+	struct fs_struct *fs;
 };
 
 /* Before 5.14 (2f064a59a11f "sched: Change task_struct::state"). */
@@ -276,6 +277,10 @@ struct bpf_array {
 struct path {
 	void *mnt;
 	void *dentry;
+};
+
+struct fs_struct {
+	struct path root;
 };
 
 struct super_block {

@@ -443,3 +443,51 @@ fn one_and_thread_with_maps_answer_in_a_child_pid_namespace() {
         );
     }
 }
+
+#[test]
+fn maps_of_a_client_in_a_chroot_name_files_from_its_root() {
+    let d = Daemon::start(&[]);
+    let socket = d.socket.display().to_string();
+    let cli = cli().display().to_string();
+    let out = TempDir::new("chroot-out");
+    let croot = TempDir::new("chroot");
+    let (o, r) = (out.0.display().to_string(), croot.0.display().to_string());
+    let sp = format!("setpriv --reuid {USER} --regid {USER} --init-groups --inh-caps=-all");
+    // The whole file system again under R, in a mount namespace of the test's own; a process
+    // of USER chrooted there, and USER, chrooted too, reading its maps.
+    let script = format!(
+        "mount --rbind / {r} || exit 90\n\
+         chroot {r} {sp} sleep 60 & S=$!\n\
+         sleep 0.3\n\
+         chroot {r} {sp} cat /proc/$S/maps > {o}/proc || exit 91\n\
+         chroot {r} {sp} {cli} maps $S --backend daemon --socket {socket} > {o}/daemon 2> {o}/err\n\
+         echo rc $?\n\
+         kill $S; wait\n"
+    );
+    let run = output(Command::new("unshare").args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+    ]));
+    let text = String::from_utf8_lossy(&run.stdout);
+    let read = |f: &str| std::fs::read_to_string(out.0.join(f)).unwrap_or_default();
+    assert!(
+        text.contains("rc 0"),
+        "{text} {} {}",
+        String::from_utf8_lossy(&run.stderr),
+        read("err")
+    );
+    let (proc, daemon) = (read("proc"), read("daemon"));
+    assert!(proc.contains("/sleep"), "the fixture's maps: {proc}");
+    assert!(
+        !daemon.contains(&r),
+        "host paths shown in the chroot:\n{daemon}"
+    );
+    assert_eq!(
+        daemon, proc,
+        "the daemon's maps differ from the chroot's /proc"
+    );
+}

@@ -536,6 +536,11 @@ impl TaskIter {
         // program filters on the numbers it computes there.
         if self.features.task_params && self.view.pidns.is_none() {
             self.configure(strategy, show, 0);
+            // One task or one thread group: through the seq file. Setting up the ring
+            // buffer's mapping (~0.5 ms) would cost more than the few reads it saves.
+            if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+                b.cfg_ringbuf = 0;
+            }
             let link = self.attach(cmdline, filter)?;
             return self.run(LinkRef::Owned(&link), sink);
         }
@@ -765,7 +770,14 @@ impl TaskIter {
             what: "bpf_iter_create".into(),
             source: io::Error::other(e),
         })?;
-        if self.features.ringbuf {
+        // As configured for this walk (configure_filter).
+        let ring = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref()
+            .is_some_and(|b| b.cfg_ringbuf != 0);
+        if ring {
             return read_ringbuf(&mut it, &self.skel.maps.out_rb, sink);
         }
         let mut buf = std::mem::take(&mut self.buf);

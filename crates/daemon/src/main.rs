@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use taskdiag::{client, BackendKind, Dumper};
+use taskdiag::{client, BackendKind, Dumper, Group};
 use taskdiag_daemon::listen::{self, Listening};
 use taskdiag_daemon::peer::OwnNamespaces;
 use taskdiag_daemon::privs;
@@ -64,22 +64,30 @@ struct Args {
     /// user exists, else nobody]; `root` keeps uid 0 (not recommended).
     #[arg(long, value_name = "USER")]
     user: Option<String>,
-    /// Loaded program sets, i.e. requests answered at the same time [default: CPUs, at most 8].
+    /// Loaded program sets, i.e. requests answered at the same time [default: CPUs, at most
+    /// 8]. One more set, loaded besides, only identifies new clients.
     #[arg(long, value_name = "N")]
     workers: Option<usize>,
-    /// Connections open at once, all users together.
+    /// Connections open at once, all users together. Past 7/8 of it, a new connection of a
+    /// uid holding none is still admitted; others make room by closing the oldest idle
+    /// connection of the uid holding the most, and are refused only when none is idle.
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_clients)]
     max_clients: usize,
     /// Connections open at once per uid.
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_clients_per_uid)]
     max_clients_per_uid: usize,
-    /// Requests answered at once per uid (more wait their turn).
+    /// Workers one uid may hold at once (its other requests wait their turn; a uid holding
+    /// fewer is served first).
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_requests_per_uid)]
     max_requests_per_uid: usize,
-    /// Seconds a client may take to send a request, stay idle, or leave a write blocked.
+    /// Seconds a client may take to send a request or stay idle, and that a request may take
+    /// from its arrival to the last byte of its answer, waits for a worker and for the reader
+    /// included; past it the connection is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     timeout: u64,
-    /// MiB of responses held in memory for slow readers, all clients together.
+    /// MiB of responses held in memory for slow readers, all clients together (each uid at
+    /// most an equal share among the uids holding some). A dump that finds it spent waits for
+    /// its reader, until the timeout or until another user waits for a worker.
     #[arg(long, value_name = "MIB", default_value_t = 256)]
     buffer_limit: usize,
     /// Log each client (pid, uid, namespace, /proc options) and errors.
@@ -109,8 +117,15 @@ fn main() -> ExitCode {
 }
 
 fn run(a: Args) -> anyhow::Result<()> {
-    if a.workers == Some(0) || a.max_clients == 0 || a.max_requests_per_uid == 0 {
-        bail!("--workers, --max-clients and --max-requests-per-uid must be at least 1");
+    if a.workers == Some(0)
+        || a.max_clients == 0
+        || a.max_clients_per_uid == 0
+        || a.max_requests_per_uid == 0
+    {
+        bail!(
+            "--workers, --max-clients, --max-clients-per-uid and --max-requests-per-uid must be \
+             at least 1"
+        );
     }
     let workers = a.workers.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -128,13 +143,17 @@ fn run(a: Args) -> anyhow::Result<()> {
              hides from this daemon's user are refused"
         );
     }
+    let load = |show_flags| {
+        Dumper::open_for(BackendKind::Bpf, show_flags)
+            .context("loading the BPF programs (taskdiagd needs CAP_BPF and CAP_PERFMON)")
+    };
     let mut dumpers = Vec::with_capacity(workers);
     for _ in 0..workers {
-        dumpers.push(
-            Dumper::open_for(BackendKind::Bpf, taskdiag::proto::SHOW_SUPPORTED)
-                .context("loading the BPF programs (taskdiagd needs CAP_BPF and CAP_PERFMON)")?,
-        );
+        dumpers.push(load(taskdiag::proto::SHOW_SUPPORTED)?);
     }
+    // Identifying a client looks up one task's BASE and CRED, and its root directory (a
+    // program of the memory-map set): only those programs.
+    let ident = load(Group::Base.flag() | Group::Cred.flag() | Group::Vma.flag())?;
     let Listening { listener, created } = match listen::activated()? {
         Some(l) => Listening {
             listener: l,
@@ -166,18 +185,21 @@ fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     listen::notify_ready();
-    Server::new(listener, dumpers, limits, own, a.verbose)
+    Server::new(listener, dumpers, ident, limits, own, a.verbose)
+        .context("setting up the event loop")?
         .run()
-        .context("accepting connections")
+        .context("serving")
 }
 
 /// Makes big buffers go back to the system when freed. Each request allocates large,
 /// short-lived buffers (iterator chunks of up to the ring buffer's 4 MiB, responses held for
-/// slow readers) on its connection's thread. glibc raises its mmap threshold to the largest
-/// buffer freed so far, after which such buffers come from per-thread arenas (up to 8 per CPU)
-/// and stay there: after a burst of large dumps from a dozen clients the idle daemon kept
-/// 95 MB for 6 MB of live data, and the buffer budget no longer bounded its memory. A fixed
-/// threshold (which also fixes the trim threshold) keeps the daemon's memory to what is live.
+/// slow readers) on a worker thread. glibc raises its mmap threshold to the largest buffer
+/// freed so far, after which such buffers come from per-thread arenas (up to 8 per CPU) and
+/// stay there: after a burst of large dumps from a dozen clients the idle daemon kept 95 MB
+/// for 6 MB of live data, and the buffer budget no longer bounded its memory. A fixed
+/// threshold (which also fixes the trim threshold) keeps the daemon's memory to what is live;
+/// the 128 KiB blocks that hold responses for slow readers (`conn::BLOCK`) are each a mapping
+/// of their own because of it.
 fn tune_allocator() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only sets allocator parameters; called first thing in main, before any

@@ -1,13 +1,23 @@
-//! The daemon's serving loop: connections, limits, the pool of loaded programs, and writing
-//! responses to clients that may be slow, stalled or gone.
+//! The daemon's serving loop: connections, limits, and the threads that answer.
 //!
-//! One thread per connection. A connection is identified once ([`crate::peer`]), then answers
-//! requests in turn: each waits for a per-uid request slot and a loaded [`Dumper`] from the
-//! pool, and streams its response straight to the socket while the socket takes it. What the
-//! socket does not take at once is kept in memory, within a daemon-wide budget, so that a slow
-//! reader does not hold a dumper; over the budget the dump waits for the reader, at most
-//! `timeout` per write, and a reader that does not move in that time is disconnected. A client
-//! that disconnects ends its dump at the next write.
+//! A fixed set of threads serves any number of connections:
+//!
+//! * **the event loop** (the thread that calls [`Server::run`]) accepts connections, applies
+//!   the connection limits, reads requests and delivers what answers left behind, on
+//!   non-blocking sockets watched with epoll. An idle connection costs a descriptor and a few
+//!   hundred bytes, no thread;
+//! * **the identification thread** identifies each new connection ([`crate::peer`]) with a
+//!   program set of its own, so identifying never waits behind answers;
+//! * **one worker per loaded program set** ([`crate::work`]) answers requests, taking them in
+//!   the order [`crate::sched`] decides (fair between uids).
+//!
+//! Every wait of a request is bounded by its deadline, `--timeout` after it arrived: waiting
+//! for a worker, for the reader while the dump runs, and for the reader to take what the
+//! dump left in memory. Past it the connection ends, with an error message when the stream
+//! can still take one. Memory held for slow readers is bounded by `--buffer-limit` (see
+//! [`crate::conn`]). When the connection limit is reached, the oldest idle connection of the
+//! uid holding the most connections is closed to make room, and part of the limit is kept
+//! for uids that hold none. docs/SECURITY.md states the bounds.
 
 use std::collections::HashMap;
 use std::io::{self, Read};
@@ -18,27 +28,32 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use taskdiag::proto::msg::write_done_error;
-use taskdiag::view::Viewer;
-use taskdiag::{Dumper, Error};
+use taskdiag::{Dumper, Group, Request, Strategy};
 
+use crate::conn::{self, Conn, Output, SharedBudget};
 use crate::peer::{OwnNamespaces, Peer};
+use crate::poll::{Epoll, Ready, Waker};
+use crate::request::{next_frame, truncated, Frame, MAX_REQUEST};
+use crate::sched::{FairQueue, Sched};
 
 /// Show flag of VMA_STAT: its counters exist only in /proc/PID/smaps, which the daemon (without
 /// capabilities) may not read for its callers.
-const MAPS: u64 = 1 << taskdiag::Group::VmaStat as u16;
-use crate::request::{next_frame, truncated, Frame, MAX_REQUEST};
+const VMA_STAT: u64 = 1 << Group::VmaStat as u16;
 
 /// Limits and timeouts.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Connections open at once, all users together.
+    /// Connections open at once, all users together. Past `max_clients - max_clients / 8`,
+    /// only uids holding no connection are admitted without making room; making room closes
+    /// the oldest idle connection of the uid holding the most.
     pub max_clients: usize,
     /// Connections open at once per uid.
     pub max_clients_per_uid: usize,
-    /// Requests being answered at once per uid; more wait their turn.
+    /// Workers one uid may hold at once; its other requests wait their turn.
     pub max_requests_per_uid: usize,
     /// How long a client may take to send a request once it started one, how long it may stay
-    /// idle between requests, and how long one write to it may block.
+    /// idle between requests, and how long a request may take from its arrival to the last
+    /// byte of its answer (waiting for a worker and for the reader included).
     pub timeout: Duration,
     /// Bytes of responses held for slow readers, all connections together.
     pub buffer_limit: usize,
@@ -48,7 +63,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_clients: 4096,
-            max_clients_per_uid: 1024,
+            max_clients_per_uid: 256,
             max_requests_per_uid: 8,
             timeout: Duration::from_secs(30),
             buffer_limit: 256 << 20,
@@ -63,64 +78,87 @@ pub struct Stats {
     pub clients: AtomicUsize,
     /// Requests answered (completely or not).
     pub requests: AtomicUsize,
-    /// Bytes held for slow readers now.
+    /// Bytes held for slow readers now (counted as reserved from the budget).
     pub buffered: AtomicUsize,
     /// Connections refused by a limit.
     pub refused: AtomicUsize,
+    /// Idle connections closed to make room for new ones.
+    pub evicted: AtomicUsize,
 }
 
-#[derive(Default)]
-struct PerUid {
-    clients: usize,
-    active: usize,
+/// What the threads share.
+pub(crate) struct Shared {
+    pub(crate) limits: Limits,
+    pub(crate) own: OwnNamespaces,
+    /// The program set that identifies clients (and nothing else).
+    pub(crate) ident: Mutex<Dumper>,
+    /// Requests waiting for a worker, and who holds the workers.
+    pub(crate) sched: Mutex<Sched<Box<Conn>>>,
+    pub(crate) sched_cv: Condvar,
+    /// Connections waiting to be identified.
+    pub(crate) idq: Mutex<FairQueue<Box<Conn>>>,
+    pub(crate) idq_cv: Condvar,
+    pub(crate) budget: Arc<SharedBudget>,
+    /// Connections handed back to the event loop, and its wake-up. Connections move between
+    /// threads boxed: a move is a pointer, and the loop's slots stay small.
+    #[allow(clippy::vec_box)]
+    inbox: Mutex<Vec<Box<Conn>>>,
+    waker: Waker,
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) verbose: bool,
 }
 
-struct Shared {
-    limits: Limits,
-    own: OwnNamespaces,
-    pool: Mutex<Vec<Dumper>>,
-    pool_cv: Condvar,
-    uids: Mutex<HashMap<u32, PerUid>>,
-    uids_cv: Condvar,
-    stats: Arc<Stats>,
-    verbose: bool,
+impl Shared {
+    /// Hands `conn` back to the event loop.
+    pub(crate) fn give_back(&self, conn: Box<Conn>) {
+        lock(&self.inbox).push(conn);
+        self.waker.wake();
+    }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking connection thread must not take the daemon down with a poisoned lock: the
-    // data behind these locks (counters, a pool) stays consistent across a panic.
+/// Locks `m`, ignoring poisoning: the data behind the daemon's locks (queues, counters, a
+/// program set) stays consistent across a panic, which must not take the daemon down.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A running server.
 pub struct Server {
     listener: UnixListener,
+    dumpers: Vec<Dumper>,
     shared: Arc<Shared>,
 }
 
 impl Server {
-    /// A server on `listener` answering with `dumpers` (loaded BPF backends; requests beyond
-    /// their number wait).
+    /// A server on `listener` answering with `dumpers` (loaded BPF backends, one worker
+    /// each) and identifying clients with `ident` (one more, used for nothing else).
     pub fn new(
         listener: UnixListener,
         dumpers: Vec<Dumper>,
+        ident: Dumper,
         limits: Limits,
         own: OwnNamespaces,
         verbose: bool,
-    ) -> Server {
-        Server {
+    ) -> io::Result<Server> {
+        let stats = Arc::new(Stats::default());
+        Ok(Server {
             listener,
+            dumpers,
             shared: Arc::new(Shared {
+                budget: Arc::new(SharedBudget::new(limits.buffer_limit, stats.clone())),
+                sched: Mutex::new(Sched::new(limits.max_requests_per_uid)),
                 limits,
                 own,
-                pool: Mutex::new(dumpers),
-                pool_cv: Condvar::new(),
-                uids: Mutex::new(HashMap::new()),
-                uids_cv: Condvar::new(),
-                stats: Arc::new(Stats::default()),
+                ident: Mutex::new(ident),
+                sched_cv: Condvar::new(),
+                idq: Mutex::new(FairQueue::default()),
+                idq_cv: Condvar::new(),
+                inbox: Mutex::new(Vec::new()),
+                waker: Waker::new()?,
+                stats,
                 verbose,
             }),
-        }
+        })
     }
 
     /// The server's counters.
@@ -128,13 +166,134 @@ impl Server {
         self.shared.stats.clone()
     }
 
-    /// Accepts connections until the listener fails.
+    /// Starts the identification thread and the workers, then runs the event loop on this
+    /// thread until the listener fails.
     pub fn run(self) -> io::Result<()> {
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .stack_size(256 << 10)
+                .spawn(f)
+                .map(drop)
+        };
+        let sh = self.shared.clone();
+        spawn(
+            "taskdiagd-ident",
+            Box::new(move || crate::work::identifier(&sh)),
+        )?;
+        for d in self.dumpers {
+            let sh = self.shared.clone();
+            spawn(
+                "taskdiagd-work",
+                Box::new(move || crate::work::worker(&sh, d)),
+            )?;
+        }
+        // Not set_nonblocking(): that is an ioctl, which the daemon's system call filter
+        // refuses (crate::privs::confine).
+        crate::poll::set_nonblocking(self.listener.as_raw_fd())?;
+        let epoll = Epoll::new()?;
+        epoll.add(self.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
+        epoll.add(self.shared.waker.fd(), libc::EPOLLIN as u32, WAKER)?;
+        EventLoop {
+            sh: self.shared,
+            listener: self.listener,
+            epoll,
+            slots: Vec::new(),
+            free: Vec::new(),
+            open: 0,
+            per_uid: HashMap::new(),
+            next_scan: None,
+            accept_paused: None,
+            again: Vec::new(),
+        }
+        .run()
+    }
+}
+
+/// Tokens of the listener and the waker; connections have their slot index.
+const LISTENER: u64 = u64::MAX;
+const WAKER: u64 = u64::MAX - 1;
+
+/// Requests (or reads) one connection may take in one turn of the loop before others get
+/// theirs.
+const TURN: usize = 16;
+
+/// A connection's place in the loop.
+#[derive(Default)]
+struct Slot {
+    /// The connection while the loop holds it (else a thread has it, or the loop is handling
+    /// it right now).
+    conn: Option<Box<Conn>>,
+    /// The events its socket is registered for (0: not registered).
+    events: u32,
+}
+
+struct EventLoop {
+    sh: Arc<Shared>,
+    listener: UnixListener,
+    epoll: Epoll,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    /// Connections open, and per uid.
+    open: usize,
+    per_uid: HashMap<u32, usize>,
+    /// When something is next due: a timeout, a deadline, accepting again.
+    next_scan: Option<Instant>,
+    /// Accepting pauses briefly when descriptors or memory run out.
+    accept_paused: Option<Instant>,
+    /// Connections that used up their turn with work left.
+    again: Vec<usize>,
+}
+
+impl EventLoop {
+    fn run(mut self) -> io::Result<()> {
+        let mut ready: Vec<Ready> = Vec::with_capacity(256);
         loop {
-            let (conn, _) = match self.listener.accept() {
-                Ok(c) => c,
+            let timeout = if self.again.is_empty() {
+                self.next_scan
+                    .map(|t| t.saturating_duration_since(Instant::now()))
+            } else {
+                Some(Duration::ZERO)
+            };
+            self.epoll.wait(&mut ready, timeout)?;
+            for r in &ready {
+                match r.token {
+                    LISTENER => self.accept()?,
+                    WAKER => {
+                        self.sh.waker.reset();
+                        let back = std::mem::take(&mut *lock(&self.sh.inbox));
+                        for c in back {
+                            self.advance(c);
+                        }
+                    }
+                    t => self.ready(t as usize),
+                }
+            }
+            for t in std::mem::take(&mut self.again) {
+                self.ready(t);
+            }
+            if self.next_scan.is_some_and(|t| t <= Instant::now()) {
+                self.scan();
+            }
+        }
+    }
+
+    fn due_at(&mut self, t: Instant) {
+        self.next_scan = Some(self.next_scan.map_or(t, |n| n.min(t)));
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Admission
+    // -----------------------------------------------------------------------------------------
+
+    fn accept(&mut self) -> io::Result<()> {
+        for _ in 0..64 {
+            let sock = match crate::poll::accept(&self.listener) {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // Out of descriptors or memory: wait for connections to end, do not spin.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+                // Out of descriptors or memory: stop accepting for a moment, do not spin.
                 Err(e)
                     if matches!(
                         e.raw_os_error(),
@@ -142,436 +301,373 @@ impl Server {
                     ) =>
                 {
                     eprintln!("taskdiagd: accept: {e}");
-                    std::thread::sleep(Duration::from_millis(100));
-                    continue;
+                    self.epoll.delete(self.listener.as_raw_fd())?;
+                    let t = Instant::now() + Duration::from_millis(100);
+                    self.accept_paused = Some(t);
+                    self.due_at(t);
+                    return Ok(());
                 }
                 Err(e) => return Err(e),
             };
-            let shared = self.shared.clone();
-            let spawned = std::thread::Builder::new()
-                .name("taskdiagd-conn".into())
-                .stack_size(256 << 10)
-                .spawn(move || serve(conn, &shared));
-            if let Err(e) = spawned {
-                eprintln!("taskdiagd: cannot start a connection thread: {e}");
-            }
-        }
-    }
-}
-
-/// Sends a refusal (best effort: the client may be gone or not reading).
-fn refuse(conn: &UnixStream, errno: i32, message: &str) {
-    let mut b = Vec::new();
-    write_done_error(&mut b, -errno, message);
-    let _ = send(conn.as_raw_fd(), &b, libc::MSG_DONTWAIT);
-}
-
-/// One send(); returns the bytes sent, 0 if the socket would block.
-fn send(fd: i32, b: &[u8], flags: libc::c_int) -> io::Result<usize> {
-    loop {
-        // SAFETY: `b` is a valid buffer of `b.len()` bytes for the duration of the call.
-        let n = unsafe { libc::send(fd, b.as_ptr().cast(), b.len(), flags | libc::MSG_NOSIGNAL) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock => return Ok(0),
-            _ => return Err(e),
-        }
-    }
-}
-
-/// Writes all of `b`, blocking at most the socket's send timeout per write.
-fn send_all(fd: i32, mut b: &[u8]) -> io::Result<()> {
-    while !b.is_empty() {
-        match send(fd, b, 0)? {
-            0 => {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the client stopped reading",
-                ))
-            }
-            n => b = &b[n..],
-        }
-    }
-    Ok(())
-}
-
-/// A response on its way to a client: what the socket takes now goes, the rest waits in
-/// `spill` (counted against the daemon-wide budget).
-struct Out<'a> {
-    fd: i32,
-    spill: Vec<u8>,
-    sent: usize,
-    stats: &'a Stats,
-    budget: usize,
-    /// After this, a dump that must wait for its reader (over the budget) gives up: a reader
-    /// trickling a byte per write timeout cannot hold a worker for long.
-    deadline: std::time::Instant,
-}
-
-impl Out<'_> {
-    fn reserve(&mut self, n: usize) -> bool {
-        let mut cur = self.stats.buffered.load(Ordering::Relaxed);
-        loop {
-            if cur + n > self.budget {
-                return false;
-            }
-            match self.stats.buffered.compare_exchange_weak(
-                cur,
-                cur + n,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(c) => cur = c,
-            }
-        }
-    }
-
-    /// Sends what the socket takes of the spill without blocking.
-    fn pump(&mut self) -> io::Result<()> {
-        while self.sent < self.spill.len() {
-            match send(self.fd, &self.spill[self.sent..], libc::MSG_DONTWAIT)? {
-                0 => break,
-                n => self.sent += n,
-            }
-        }
-        if self.sent == self.spill.len() {
-            self.clear();
+            self.admit(sock);
         }
         Ok(())
     }
 
-    fn clear(&mut self) {
-        self.stats
-            .buffered
-            .fetch_sub(self.spill.len(), Ordering::Relaxed);
-        self.spill.clear();
-        self.sent = 0;
+    fn admit(&mut self, sock: UnixStream) {
+        let peer = match Peer::of(&sock) {
+            Ok(p) => p,
+            Err(e) => return refuse_now(&sock, libc::EACCES, &e.to_string()),
+        };
+        if let Err(m) = self.admission(peer.uid) {
+            self.sh.stats.refused.fetch_add(1, Ordering::Relaxed);
+            return refuse_now(&sock, libc::EAGAIN, &m);
+        }
+        let token = match self.free.pop() {
+            Some(t) => t,
+            None => {
+                self.slots.push(Slot::default());
+                self.slots.len() - 1
+            }
+        };
+        self.open += 1;
+        *self.per_uid.entry(peer.uid).or_default() += 1;
+        self.sh.stats.clients.fetch_add(1, Ordering::Relaxed);
+        let uid = peer.uid;
+        let conn = Box::new(Conn {
+            token,
+            sock,
+            peer,
+            viewer: None,
+            input: Vec::new(),
+            started: None,
+            since: Instant::now(),
+            out: Output::new(uid, self.sh.budget.clone()),
+            deadline: None,
+            close: false,
+            request: None,
+        });
+        lock(&self.sh.idq).push(uid, conn);
+        self.sh.idq_cv.notify_one();
     }
 
-    fn write(&mut self, mut chunk: &[u8]) -> io::Result<()> {
-        if !self.spill.is_empty() {
-            self.pump()?;
-        }
-        if self.spill.is_empty() {
-            let n = send(self.fd, chunk, libc::MSG_DONTWAIT)?;
-            chunk = &chunk[n..];
-        }
-        if chunk.is_empty() {
-            return Ok(());
-        }
-        if self.reserve(chunk.len()) {
-            self.spill.extend_from_slice(chunk);
-            return Ok(());
-        }
-        // Over the budget: wait for this reader, within the request's deadline.
-        if std::time::Instant::now() > self.deadline {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the client reads too slowly for the rest of the response",
+    /// Whether a new connection of `uid` may come in (making room if needed), else why not.
+    fn admission(&mut self, uid: u32) -> Result<(), String> {
+        let l = &self.sh.limits;
+        let mine = self.per_uid.get(&uid).copied().unwrap_or(0);
+        if mine >= l.max_clients_per_uid {
+            return Err(format!(
+                "too many connections from uid {uid} (the limit is {})",
+                l.max_clients_per_uid
             ));
         }
-        self.finish()?;
-        send_all(self.fd, chunk)
-    }
-
-    /// Sends everything still held, blocking (within the send timeout).
-    fn finish(&mut self) -> io::Result<()> {
-        let r = send_all(self.fd, &self.spill[self.sent..]);
-        self.clear();
-        r
-    }
-}
-
-impl Drop for Out<'_> {
-    fn drop(&mut self) {
-        self.clear();
-    }
-}
-
-fn serve(conn: UnixStream, sh: &Shared) {
-    let stats = &sh.stats;
-    let peer = match Peer::of(&conn) {
-        Ok(p) => p,
-        Err(e) => {
-            refuse(&conn, libc::EACCES, &e.to_string());
-            return;
+        let shared_part = l.max_clients - l.max_clients / 8;
+        if self.open < shared_part || (mine == 0 && self.open < l.max_clients) {
+            return Ok(());
         }
-    };
-    // Connection limits.
-    let admitted = {
-        let mut uids = lock(&sh.uids);
-        let total = stats.clients.load(Ordering::Relaxed);
-        let u = uids.entry(peer.uid).or_default();
-        if total >= sh.limits.max_clients {
-            Err(format!(
-                "too many clients ({} connections open; the limit is {})",
-                total, sh.limits.max_clients
-            ))
-        } else if u.clients >= sh.limits.max_clients_per_uid {
-            Err(format!(
-                "too many connections from uid {} (the limit is {})",
-                peer.uid, sh.limits.max_clients_per_uid
-            ))
-        } else {
-            u.clients += 1;
-            stats.clients.fetch_add(1, Ordering::Relaxed);
-            Ok(())
-        }
-    };
-    if let Err(m) = admitted {
-        stats.refused.fetch_add(1, Ordering::Relaxed);
-        refuse(&conn, libc::EAGAIN, &m);
-        return;
-    }
-    let r = serve_admitted(&conn, &peer, sh);
-    if let Err(e) = r {
-        if sh.verbose {
-            eprintln!("taskdiagd: client pid {} uid {}: {e}", peer.pid, peer.uid);
-        }
-    }
-    let mut uids = lock(&sh.uids);
-    if let Some(u) = uids.get_mut(&peer.uid) {
-        u.clients -= 1;
-        if u.clients == 0 && u.active == 0 {
-            uids.remove(&peer.uid);
-        }
-    }
-    stats.clients.fetch_sub(1, Ordering::Relaxed);
-}
-
-/// A dumper lent from the pool; returned on drop.
-struct Lent<'a> {
-    sh: &'a Shared,
-    d: Option<Dumper>,
-}
-
-impl Lent<'_> {
-    fn get(&mut self) -> &mut Dumper {
-        self.d
-            .as_mut()
-            .expect("a lent dumper is present until dropped")
-    }
-}
-
-impl Drop for Lent<'_> {
-    fn drop(&mut self) {
-        if let Some(d) = self.d.take() {
-            lock(&self.sh.pool).push(d);
-            self.sh.pool_cv.notify_one();
-        }
-    }
-}
-
-fn lend(sh: &Shared) -> Lent<'_> {
-    let mut pool = lock(&sh.pool);
-    loop {
-        if let Some(d) = pool.pop() {
-            return Lent { sh, d: Some(d) };
-        }
-        pool = sh.pool_cv.wait(pool).unwrap_or_else(|p| p.into_inner());
-    }
-}
-
-/// A per-uid request slot; released on drop.
-struct Slot<'a> {
-    sh: &'a Shared,
-    uid: u32,
-}
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        let mut uids = lock(&self.sh.uids);
-        if let Some(u) = uids.get_mut(&self.uid) {
-            u.active -= 1;
-        }
-        self.sh.uids_cv.notify_all();
-    }
-}
-
-fn slot(sh: &Shared, uid: u32) -> Slot<'_> {
-    let mut uids = lock(&sh.uids);
-    loop {
-        let u = uids.entry(uid).or_default();
-        if u.active < sh.limits.max_requests_per_uid {
-            u.active += 1;
-            return Slot { sh, uid };
-        }
-        uids = sh.uids_cv.wait(uids).unwrap_or_else(|p| p.into_inner());
-    }
-}
-
-fn serve_admitted(conn: &UnixStream, peer: &Peer, sh: &Shared) -> anyhow::Result<()> {
-    use anyhow::Context;
-    conn.set_write_timeout(Some(sh.limits.timeout))?;
-    conn.set_read_timeout(Some(sh.limits.timeout))?;
-    let viewer = {
-        let _slot = slot(sh, peer.uid);
-        let (me, root) = {
-            let mut d = lend(sh);
-            let me = d.get().identify(peer.pid);
-            (me, d.get().root_of(peer.pid))
-        };
-        let me = match me.and_then(|t| Ok((t, root?))) {
-            Ok(t) => t,
-            Err(Error::NoSuchTask { .. }) => {
-                refuse(
-                    conn,
-                    libc::ESRCH,
-                    "the client's process is not visible to the task iterator",
-                );
-                anyhow::bail!("not visible to the task iterator");
+        let (open, max) = (self.open, l.max_clients);
+        match self.victim() {
+            Some(t) => {
+                self.evict(t);
+                Ok(())
             }
-            Err(e) => {
-                refuse(conn, libc::EIO, &format!("identifying the client: {e}"));
-                return Err(e).context("identifying the client");
-            }
-        };
-        match peer.viewer(&me.0, me.1, &sh.own) {
-            Ok(v) => v,
-            Err(e) => {
-                refuse(conn, libc::EACCES, &e.to_string());
-                return Err(e).context("identifying the client");
-            }
-        }
-    };
-    if sh.verbose {
-        eprintln!(
-            "taskdiagd: client pid {} uid {} gid {}: pid namespace {}, /proc {:?}",
-            peer.pid,
-            peer.uid,
-            peer.gid,
-            viewer.pidns.map_or("shared".into(), |n| format!(
-                "{} (level {})",
-                n.inum, n.level
+            None => Err(format!(
+                "too many clients ({open} connections open; the limit is {max}) and none idle"
             )),
-            viewer.proc_mount
-        );
+        }
     }
-    let mut input = Vec::with_capacity(64);
-    let mut buf = [0u8; 512];
-    // When the request at the front of `input` began to arrive. The whole request must arrive
-    // within the timeout from there: reads that each come just in time do not extend it.
-    let mut started: Option<Instant> = None;
-    loop {
-        // One request at the front of `input`, reading as needed.
-        let (used, frame) = loop {
-            if let Some(f) = next_frame(&input) {
-                break f;
+
+    /// The oldest idle connection of the uid holding the most connections (among those with
+    /// an idle one).
+    fn victim(&self) -> Option<usize> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(t, s)| Some((t, s.conn.as_ref()?)))
+            .filter(|(_, c)| is_idle(c))
+            .max_by_key(|(_, c)| {
+                (
+                    self.per_uid.get(&c.peer.uid).copied().unwrap_or(0),
+                    std::cmp::Reverse(c.since),
+                )
+            })
+            .map(|(t, _)| t)
+    }
+
+    fn evict(&mut self, token: usize) {
+        let Some(conn) = self.slots[token].conn.take() else {
+            return;
+        };
+        refuse_now(
+            &conn.sock,
+            libc::EAGAIN,
+            &format!(
+                "too many clients: this idle connection was closed to make room for another \
+                 ({} connections open; the limit is {})",
+                self.open, self.sh.limits.max_clients
+            ),
+        );
+        if self.sh.verbose {
+            eprintln!(
+                "taskdiagd: client pid {} uid {}: idle connection closed to make room",
+                conn.peer.pid, conn.peer.uid
+            );
+        }
+        self.sh.stats.evicted.fetch_add(1, Ordering::Relaxed);
+        self.close(conn);
+    }
+
+    fn close(&mut self, conn: Box<Conn>) {
+        let slot = &mut self.slots[conn.token];
+        if slot.events != 0 {
+            let _ = self.epoll.delete(conn.fd());
+        }
+        *slot = Slot::default();
+        self.free.push(conn.token);
+        self.open -= 1;
+        if let Some(n) = self.per_uid.get_mut(&conn.peer.uid) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_uid.remove(&conn.peer.uid);
             }
-            let wait = match started {
-                Some(t) => sh.limits.timeout.saturating_sub(t.elapsed()),
-                None => sh.limits.timeout,
-            };
-            let read = if wait.is_zero() {
-                Err(io::ErrorKind::WouldBlock.into())
-            } else {
-                conn.set_read_timeout(Some(wait))
-                    .and_then(|()| (&*conn).read(&mut buf))
-            };
-            let n = match read {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock && !input.is_empty() => {
-                    if let Frame::Invalid { errno, message, .. } = truncated(&input) {
-                        refuse(conn, errno, &format!("{message} before the timeout"));
+        }
+        self.sh.stats.clients.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Serving a connection
+    // -----------------------------------------------------------------------------------------
+
+    fn ready(&mut self, token: usize) {
+        if let Some(conn) = self.slots.get_mut(token).and_then(|s| s.conn.take()) {
+            self.advance(conn);
+        }
+    }
+
+    /// Moves `conn` on as far as it goes without waiting: delivers what is held, reads and
+    /// dispatches requests, and leaves it watched for what it waits for.
+    fn advance(&mut self, mut conn: Box<Conn>) {
+        let timeout = self.sh.limits.timeout;
+        for _ in 0..TURN {
+            let now = Instant::now();
+            if !conn.out.is_empty() {
+                if conn.out.pump(conn.fd()).is_err() {
+                    return self.close(conn);
+                }
+                if !conn.out.is_empty() {
+                    if conn.deadline.is_some_and(|d| d <= now) {
+                        return self.close(conn);
                     }
-                    anyhow::bail!("request timed out");
+                    return self.park(conn, libc::EPOLLOUT as u32);
                 }
-                // Idle past the timeout, or an error: end quietly.
-                Err(e) => return Err(e).context("reading a request"),
+            }
+            if conn.close {
+                return self.close(conn);
+            }
+            // The request (or error message) before is over: idle from now.
+            if conn.deadline.take().is_some() {
+                conn.since = now;
+            }
+            if let Some((used, frame)) = next_frame(&conn.input) {
+                conn.input.drain(..used);
+                // The next request (if part of it came along) starts now.
+                conn.started = (!conn.input.is_empty()).then_some(now);
+                if conn.input.is_empty() && conn.input.capacity() > 1024 {
+                    conn.input = Vec::new();
+                }
+                match frame {
+                    // VMA comes from the BPF map walk and is checked per task; VMA_STAT is
+                    // not served.
+                    Frame::Request(r) if r.show_flags & VMA_STAT != 0 => conn.error(
+                        libc::EOPNOTSUPP,
+                        "the vma_stat group is not served by taskdiagd (its counters come \
+                         from /proc/PID/smaps); use the procfs backend",
+                        false,
+                    ),
+                    Frame::Request(r) => return self.dispatch(conn, r, now + timeout),
+                    Frame::Invalid {
+                        errno,
+                        message,
+                        fatal,
+                    } => {
+                        if fatal && self.sh.verbose {
+                            eprintln!(
+                                "taskdiagd: client pid {} uid {}: {message}",
+                                conn.peer.pid, conn.peer.uid
+                            );
+                        }
+                        conn.error(errno, &message, fatal);
+                    }
+                }
+                conn.deadline = Some(now + timeout);
+                continue;
+            }
+            let mut buf = [0u8; 512];
+            match (&conn.sock).read(&mut buf) {
+                Ok(0) => {
+                    if conn.input.is_empty() {
+                        return self.close(conn);
+                    }
+                    match truncated(&conn.input) {
+                        Frame::Invalid { errno, message, .. } => conn.error(errno, &message, true),
+                        Frame::Request(_) => conn.close = true,
+                    }
+                    conn.deadline = Some(now + timeout);
+                }
+                Ok(n) => {
+                    conn.input.extend_from_slice(&buf[..n]);
+                    conn.started.get_or_insert(now);
+                    if conn.input.len() > MAX_REQUEST + buf.len() {
+                        // next_frame() decides long before this; a guard against its bugs.
+                        return self.close(conn);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return self.park(conn, libc::EPOLLIN as u32);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return self.close(conn),
+            }
+        }
+        // Turn used up: again after the others.
+        self.again.push(conn.token);
+        let events = if conn.out.is_empty() {
+            libc::EPOLLIN
+        } else {
+            libc::EPOLLOUT
+        };
+        self.park(conn, events as u32)
+    }
+
+    /// Queues `conn`'s request `r` for a worker.
+    fn dispatch(&mut self, mut conn: Box<Conn>, r: Request, deadline: Instant) {
+        self.unwatch(&conn);
+        // A walk of every process's memory maps (VMA for more than one thread group).
+        let maps = r.show_flags & Group::Vma.flag() != 0
+            && !matches!(r.strategy(), Some(Strategy::One | Strategy::Thread));
+        conn.request = Some(r);
+        conn.deadline = Some(deadline);
+        let uid = conn.peer.uid;
+        lock(&self.sh.sched).push(uid, maps, deadline, conn);
+        self.sh.sched_cv.notify_all();
+        self.due_at(deadline);
+    }
+
+    /// Leaves `conn` with the loop, watched for `events`.
+    fn park(&mut self, conn: Box<Conn>, events: u32) {
+        let due = due(&conn, self.sh.limits.timeout);
+        self.due_at(due);
+        let (fd, token) = (conn.fd(), conn.token);
+        let slot = &mut self.slots[token];
+        let r = if slot.events == 0 {
+            self.epoll.add(fd, events, token as u64)
+        } else if slot.events != events {
+            self.epoll.modify(fd, events, token as u64)
+        } else {
+            Ok(())
+        };
+        match r {
+            Ok(()) => {
+                slot.events = events;
+                slot.conn = Some(conn);
+            }
+            Err(_) => self.close(conn),
+        }
+    }
+
+    /// Stops watching `conn` (another thread takes it).
+    fn unwatch(&mut self, conn: &Conn) {
+        let slot = &mut self.slots[conn.token];
+        if slot.events != 0 {
+            let _ = self.epoll.delete(conn.fd());
+            slot.events = 0;
+        }
+    }
+
+    /// Ends what is past its time.
+    fn scan(&mut self) {
+        let now = Instant::now();
+        let timeout = self.sh.limits.timeout;
+        self.next_scan = None;
+        if let Some(t) = self.accept_paused {
+            if t <= now {
+                self.accept_paused = None;
+                if let Err(e) =
+                    self.epoll
+                        .add(self.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)
+                {
+                    eprintln!("taskdiagd: watching the socket again: {e}");
+                }
+            } else {
+                self.due_at(t);
+            }
+        }
+        for token in 0..self.slots.len() {
+            let Some(c) = self.slots[token].conn.as_ref() else {
+                continue;
             };
-            if n == 0 {
-                if input.is_empty() {
-                    return Ok(());
-                }
-                if let Frame::Invalid { errno, message, .. } = truncated(&input) {
-                    refuse(conn, errno, &message);
-                }
-                anyhow::bail!("connection closed inside a request");
+            let d = due(c, timeout);
+            if d > now {
+                self.due_at(d);
+                continue;
             }
-            input.extend_from_slice(&buf[..n]);
-            started.get_or_insert_with(Instant::now);
-            if input.len() > MAX_REQUEST + buf.len() {
-                // next_frame() decides long before this; a guard against its bugs.
-                anyhow::bail!("request buffer overflow");
+            let Some(mut conn) = self.slots[token].conn.take() else {
+                continue;
+            };
+            if conn.out.is_empty() && !conn.input.is_empty() {
+                // Half a request: say what arrived, and hang up.
+                if let Frame::Invalid { errno, message, .. } = truncated(&conn.input) {
+                    refuse_now(&conn.sock, errno, &format!("{message} before the timeout"));
+                }
             }
-        };
-        input.drain(..used);
-        // The next request (if part of it came along) starts now.
-        started = (!input.is_empty()).then(Instant::now);
-        let req = match frame {
-            // VMA comes from the BPF map walk and is checked per task; VMA_STAT is not served.
-            Frame::Request(r) if r.show_flags & MAPS != 0 => {
-                let mut b = Vec::new();
-                write_done_error(
-                    &mut b,
-                    -libc::EOPNOTSUPP,
-                    "the vma_stat group is not served by taskdiagd (its counters come from \
-                     /proc/PID/smaps); use the procfs backend",
+            if self.sh.verbose && !is_idle(&conn) {
+                eprintln!(
+                    "taskdiagd: client pid {} uid {}: timed out",
+                    conn.peer.pid, conn.peer.uid
                 );
-                send_all(conn.as_raw_fd(), &b).context("answering a request")?;
-                continue;
             }
-            Frame::Request(r) => r,
-            Frame::Invalid {
-                errno,
-                message,
-                fatal,
-            } => {
-                let mut b = Vec::new();
-                write_done_error(&mut b, -errno, &message);
-                send_all(conn.as_raw_fd(), &b).context("answering a bad request")?;
-                if fatal {
-                    anyhow::bail!("{message}");
-                }
-                continue;
-            }
+            conn.out.clear();
+            self.close(conn);
+        }
+        let (late, next) = {
+            let mut s = lock(&self.sh.sched);
+            (s.expire(now), s.next_deadline())
         };
-        answer(conn, &req, &viewer, peer, sh)?;
+        if let Some(d) = next {
+            self.due_at(d);
+        }
+        for mut conn in late {
+            conn.request = None;
+            conn.error(libc::ETIMEDOUT, &crate::work::busy(timeout), true);
+            // Delivered if the socket takes it at once; the connection ends either way.
+            conn.deadline = Some(now);
+            self.advance(conn);
+        }
     }
 }
 
-fn answer(
-    conn: &UnixStream,
-    req: &taskdiag::Request,
-    viewer: &Viewer,
-    peer: &Peer,
-    sh: &Shared,
-) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let _slot = slot(sh, peer.uid);
-    let mut out = Out {
-        fd: conn.as_raw_fd(),
-        spill: Vec::new(),
-        sent: 0,
-        stats: &sh.stats,
-        budget: sh.limits.buffer_limit,
-        deadline: std::time::Instant::now() + sh.limits.timeout,
-    };
-    let r = {
-        let mut d = lend(sh);
-        // The caller as it is now, not as it connected (see Peer::revalidate).
-        if let Err(e) = peer.revalidate(d.get().identify(peer.pid)) {
-            let mut b = Vec::new();
-            write_done_error(&mut b, -libc::EACCES, &e.to_string());
-            drop(d);
-            let _ = send_all(conn.as_raw_fd(), &b);
-            return Err(e).context("re-validating the client");
-        }
-        d.get().dump_for(req, viewer, &mut |c| out.write(c))
-    };
-    sh.stats.requests.fetch_add(1, Ordering::Relaxed);
-    match r {
-        Ok(_) | Err(Error::NoSuchTask { .. }) => {}
-        Err(Error::Sink(e)) => return Err(e.into()),
-        // The stream already ends with DONE(-EIO); keep serving.
-        Err(e) => eprintln!("taskdiagd: request from pid {}: {e}", peer.pid),
+/// Whether `c` is identified and doing nothing: no request, no output, no half request.
+fn is_idle(c: &Conn) -> bool {
+    c.viewer.is_some() && c.out.is_empty() && c.input.is_empty() && !c.close
+}
+
+/// When the loop must act on `c` if nothing happens: its deadline while something is on its
+/// way to it; else `timeout` after the first byte of a request; else `timeout` after it
+/// became idle.
+fn due(c: &Conn, timeout: Duration) -> Instant {
+    if !c.out.is_empty() {
+        return c.deadline.unwrap_or(c.since + timeout);
     }
-    out.finish()?;
-    Ok(())
+    match c.started {
+        Some(t) if !c.input.is_empty() => t + timeout,
+        _ => c.since + timeout,
+    }
+}
+
+/// Sends a lone DONE with `-errno` and `message` if the socket takes it now (best effort: the
+/// client may be gone or not reading).
+fn refuse_now(sock: &UnixStream, errno: i32, message: &str) {
+    let mut b = Vec::new();
+    write_done_error(&mut b, -errno, message);
+    let _ = conn::send(sock.as_raw_fd(), &b);
 }

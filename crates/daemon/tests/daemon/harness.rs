@@ -27,6 +27,13 @@ pub fn cli() -> PathBuf {
     p
 }
 
+/// Held by the tests that load the machine (many threads, clients or big responses) or whose
+/// timing matters, so that they do not run at the same time as each other.
+pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    HEAVY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The system Python, which the test users can run (a developer's pyenv under /root is out of
 /// their reach).
 pub const PYTHON: &str = "/usr/bin/python3";

@@ -4,6 +4,7 @@
 //! `harness` starts and stops daemons and runs commands as the test users; the other modules
 //! test one subject each.
 
+mod attack;
 mod harness;
 mod identity;
 mod maps;

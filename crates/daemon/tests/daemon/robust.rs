@@ -37,14 +37,6 @@ use crate::harness::*;
 // Checking responses
 // ---------------------------------------------------------------------------------------------
 
-/// Held by the tests that load the machine (many threads, clients or big responses) or whose
-/// timing matters, so that they do not run at the same time as each other.
-static HEAVY: Mutex<()> = Mutex::new(());
-
-fn heavy() -> std::sync::MutexGuard<'static, ()> {
-    HEAVY.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn base_cred() -> u64 {
     Group::Base.flag() | Group::Cred.flag()
 }
@@ -354,11 +346,13 @@ fn fd_counts(d: &Daemon) -> (usize, usize) {
     (all, links)
 }
 
-/// The most BPF links the daemon may hold: two per loaded program set.
+/// The most BPF links the daemon may hold: two per loaded program set (the workers' and the
+/// one that identifies clients).
 fn max_links() -> usize {
-    2 * std::thread::available_parallelism()
+    2 * (std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8)
+        + 1)
 }
 
 /// The daemon's descriptors and threads once nothing is going on: sampled until they have not
@@ -1185,9 +1179,22 @@ fn many_concurrent_connections() {
 // 3. Clients that stop reading
 // ---------------------------------------------------------------------------------------------
 
+/// How what a stalled client read ends, after its whole responses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tail {
+    /// Nothing more.
+    Nothing,
+    /// Part of a response.
+    Partial,
+    /// A response the daemon ended early with DONE(-errno) and an explanation: cut at a
+    /// message boundary (the request's deadline passed, or it gave its worker up), or a lone
+    /// DONE (no worker came free before the deadline).
+    Cut(i32),
+}
+
 /// Splits what a stalled client finally read into whole responses; returns how many are whole
-/// and checked, and whether a partial one follows.
-fn whole_responses(all: &[u8], req: &Request) -> Result<(usize, bool), String> {
+/// and checked, and what follows them.
+fn whole_responses(all: &[u8], req: &Request) -> Result<(usize, Tail), String> {
     let mut pos = 0;
     let mut n = 0;
     while pos < all.len() {
@@ -1205,13 +1212,31 @@ fn whole_responses(all: &[u8], req: &Request) -> Result<(usize, bool), String> {
             }
         }
         if !done {
-            return Ok((n, true));
+            return Ok((n, Tail::Partial));
         }
-        check_stream(&all[pos..end], req).map_err(|e| format!("response {n}: {e}"))?;
+        if let Err(e) = check_stream(&all[pos..end], req) {
+            return match cut(&all[pos..end]) {
+                Some(errno) if end == all.len() => Ok((n, Tail::Cut(errno))),
+                _ => Err(format!("response {n}: {e}")),
+            };
+        }
         n += 1;
         pos = end;
     }
-    Ok((n, false))
+    Ok((n, Tail::Nothing))
+}
+
+/// If `resp` (whole messages through a DONE) is a response the daemon ended early: the errno of
+/// its DONE, which must be ETIMEDOUT or ENOBUFS and explained.
+fn cut(resp: &[u8]) -> Option<i32> {
+    let msgs: Vec<_> = Messages::new(resp).collect::<Result<_, _>>().ok()?;
+    let last = msgs.last()?;
+    let d = Done::read_from(last.payload)?;
+    let text = done_text(last)?;
+    (last.msg_type() == Some(MsgType::Done)
+        && matches!(-d.error, libc::ETIMEDOUT | libc::ENOBUFS)
+        && (text.contains("response cut") || text.contains("no worker came free")))
+    .then_some(-d.error)
 }
 
 /// Runs `req` from `clients` concurrent connections, `rounds` times each, checking every
@@ -1384,7 +1409,14 @@ fn stalled_readers_are_held_within_the_buffer_budget() {
     good_client(&d, &known).expect("a first dump");
     settle(&d);
     let fresh = d.status_kb("VmRSS");
-    let working = warm(&d, req, stalled_n, 2);
+    // THREAD walks read through the seq file; the good client's ALL dumps map their program
+    // set's ring buffer (8 MiB of RSS while mapped): the working set is the larger.
+    let working = warm(&d, req, stalled_n, 2).max(warm(
+        &d,
+        Request::new(Strategy::All, 0, base_cred()),
+        2,
+        2,
+    ));
     let base = settle(&d);
     let rss0 = d.status_kb("VmRSS");
     // What those big dumps allocated went back to the system.
@@ -1425,8 +1457,11 @@ fn stalled_readers_are_held_within_the_buffer_budget() {
     for s in &mut stalled {
         let all = read_to_close(s).expect("the end");
         // Nothing whole beyond what the socket holds: the first response is bigger than it.
-        let (whole, partial) = whole_responses(&all, &req).unwrap_or_else(|e| panic!("{e}"));
-        assert!(whole == 0 && partial, "{whole} whole responses");
+        let (whole, tail) = whole_responses(&all, &req).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            whole == 0 && tail != Tail::Nothing,
+            "{whole} whole responses, then {tail:?}"
+        );
     }
     assert_back_to(&d, base, "after the stalled clients");
     good_client(&d, &known).expect("served after");
@@ -1563,23 +1598,73 @@ fn admitted_again(d: &Daemon, known: &[Known]) -> bool {
     })
 }
 
+/// A connection the daemon admitted and identified (it answered a request on it), now in the
+/// middle of its next request: not idle, so never closed to make room. Returns it and the rest
+/// of that request.
+fn busy(d: &Daemon) -> (UnixStream, Vec<u8>) {
+    let req = Request::new(Strategy::One, me(), base_cred());
+    for _ in 0..200 {
+        let mut s = connect(d);
+        s.write_all(&req.to_bytes()).expect("a request");
+        match read_response(&mut s) {
+            Ok(r) if check_stream(&r, &req).is_ok() => {
+                let b = req.to_bytes();
+                s.write_all(&b[..10]).expect("half a request");
+                return (s, b[10..].to_vec());
+            }
+            // A connection that just closed (Daemon::start's probe) counts until the daemon
+            // has seen it close.
+            _ => std::thread::sleep(secs(0.05)),
+        }
+    }
+    panic!("no connection admitted in 10 s");
+}
+
 #[test]
-fn connections_over_the_total_limit_are_refused_with_a_message() {
-    let d = Daemon::start(&["--max-clients", "3"]);
+fn over_the_total_limit_an_idle_connection_makes_room_and_newcomers_have_a_reserve() {
+    // 8 connections: 7 for everyone, the 8th only for a uid that holds none.
+    let d = Daemon::start(&["--max-clients", "8"]);
     let known = Known::refs(&d);
-    let held: Vec<_> = (0..3).map(|_| admitted(&d, &known)).collect();
+    let mut held: Vec<_> = (0..7).map(|_| busy(&d)).collect();
     let text = refused_raw(
         &d,
-        &["too many clients", "3 connections open", "the limit is 3"],
+        &[
+            "too many clients",
+            "7 connections open",
+            "the limit is 8",
+            "none idle",
+        ],
     );
     println!("total limit: {text:?}");
     refused_client(&d, &["too many clients"]);
-    // The command line client, as another user, says why.
-    let o = output(as_user(USER, cli()).args(d.dump_args(&[])));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(3), "{err}");
-    assert!(err.contains("too many clients"), "{err}");
+    // Another uid, holding no connection, gets in: the part kept for newcomers.
+    let o = output(as_user(USER, cli()).args(d.dump_args(&["--groups", "base,cred"])));
+    assert!(
+        o.status.success(),
+        "{USER} refused while root holds 7 of 8 connections: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // One of root's connections finishes its request and is idle: the next connection closes
+    // it to make room, and it is told why.
+    let (mut idle, rest) = held.remove(0);
+    idle.write_all(&rest).expect("the rest of the request");
+    let r = read_response(&mut idle).expect("an answer");
+    check_stream(&r, &Request::new(Strategy::One, me(), base_cred())).expect("the answer");
+    let mut c = DaemonClient::connect(&d.socket).expect("connect");
+    good_dump(&mut c, &known).expect("served by making room");
+    let gone = read_to_close(&mut idle).expect("closed");
+    let text = expect_refusal(
+        &gone,
+        libc::EAGAIN,
+        &[
+            "too many clients",
+            "idle connection was closed to make room",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    println!("made room: {text:?}");
     drop(held);
+    drop(c);
     assert!(
         admitted_again(&d, &known),
         "no room after the connections closed"
@@ -1641,7 +1726,7 @@ fn a_thousand_concurrent_clients() {
     let _heavy = heavy();
     const CLIENTS: usize = 1000;
     raise_nofile(4 * CLIENTS as u64 + 256);
-    let d = Arc::new(Daemon::start(&[]));
+    let d = Arc::new(Daemon::start(&["--max-clients-per-uid", "1000"]));
     let known = Known::refs(&d);
     // Both program sets attach their whole-walk link now, not during the measurement.
     warm(&d, Request::new(Strategy::All, 0, base_cred()), 8, 4);
@@ -1669,6 +1754,7 @@ fn a_thousand_concurrent_clients() {
     barrier.wait();
     let connected = t0.elapsed();
     let open_now = fd_counts(&d).0;
+    let threads_now = threads(&d);
     let results: Vec<_> = hs
         .into_iter()
         .map(|h| h.join().expect("client thread"))
@@ -1699,8 +1785,8 @@ fn a_thousand_concurrent_clients() {
          after {connected:?}, all answered after {wall:?} (latency median {:?}, max {:?}); \
          daemon descriptors {total0} idle ({fds0} not BPF links), {open_now} with the clients \
          connected, {total1} after ({} not BPF links); \
-         threads {threads0} idle, {peak_threads} at the end; VmHWM {hwm0} kB before, {hwm} kB \
-         ({:.1} MiB) after",
+         threads {threads0} idle, {threads_now} with the clients connected, {peak_threads} at the \
+         end; VmHWM {hwm0} kB before, {hwm} kB ({:.1} MiB) after",
         tasks.iter().min().expect("tasks"),
         tasks.iter().max().expect("tasks"),
         lat[lat.len() / 2],
@@ -1709,6 +1795,11 @@ fn a_thousand_concurrent_clients() {
         hwm as f64 / 1024.0
     );
     assert!(hwm < 256 * 1024, "daemon VmHWM {hwm} kB over 1000 clients");
+    // Threads do not grow with connections (a VMA walk would add one; none here).
+    assert!(
+        threads_now <= threads0 && peak_threads <= threads0,
+        "daemon threads: {threads0} idle, {threads_now} with {CLIENTS} clients connected"
+    );
     assert!(wall < secs(60.0), "1000 clients took {wall:?}");
     good_client(&d, &known).expect("served after");
 }

@@ -317,10 +317,21 @@ impl EventLoop {
     fn admit(&mut self, sock: UnixStream) {
         let peer = match Peer::of(&sock) {
             Ok(p) => p,
-            Err(e) => return refuse_now(&sock, libc::EACCES, &e.to_string()),
+            Err(e) => {
+                if self.sh.verbose {
+                    eprintln!("taskdiagd: a client refused: {e}");
+                }
+                return refuse_now(&sock, libc::EACCES, &e.to_string());
+            }
         };
         if let Err(m) = self.admission(peer.uid) {
             self.sh.stats.refused.fetch_add(1, Ordering::Relaxed);
+            if self.sh.verbose {
+                eprintln!(
+                    "taskdiagd: client pid {} uid {} refused: {m}",
+                    peer.pid, peer.uid
+                );
+            }
             return refuse_now(&sock, libc::EAGAIN, &m);
         }
         let token = match self.free.pop() {

@@ -62,14 +62,19 @@ fn identify(sh: &Shared, conn: &mut Conn) {
     };
     let (me, root) = match me.and_then(|t| Ok((t, root?))) {
         Ok(t) => t,
-        Err(Error::NoSuchTask { .. }) => {
-            return conn.error(
-                libc::ESRCH,
-                "the client's process is not visible to the task iterator",
-                true,
-            )
+        Err(e) => {
+            let (errno, message) = match e {
+                Error::NoSuchTask { .. } => (
+                    libc::ESRCH,
+                    "the client's process is not visible to the task iterator".to_string(),
+                ),
+                e => (libc::EIO, format!("identifying the client: {e}")),
+            };
+            if sh.verbose {
+                eprintln!("taskdiagd: client pid {} refused: {message}", conn.peer.pid);
+            }
+            return conn.error(errno, &message, true);
         }
-        Err(e) => return conn.error(libc::EIO, &format!("identifying the client: {e}"), true),
     };
     let viewer = match conn.peer.viewer(&me, root, &sh.own) {
         Ok(v) => v,

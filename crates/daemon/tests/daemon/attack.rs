@@ -329,18 +329,21 @@ fn count(line: &str, key: &str) -> u64 {
     kv.get(key).copied().unwrap_or(0)
 }
 
-/// More misbehaviour for the mixed load. Setuid-exec races (a client that connects and
-/// executes a set-user-ID program, again and again, while its requests are answered) are
-/// tested by their own module; they join the load here.
-fn more_attackers(_d: &Daemon) -> Vec<Script> {
-    Vec::new()
+/// More misbehaviour for the mixed load: set-user-ID exec races. Processes of [`USER`] keep
+/// executing a set-user-ID program while USER's connections dump every process's BASE and
+/// VMA: no answer may name the program in a memory map (its `leaks` count must stay 0, checked
+/// by the caller). The identity module tests the other exec races one by one.
+fn more_attackers(d: &Daemon, suid: &SetuidSleep) -> Vec<Script> {
+    let req = Request::new(Strategy::All, 0, Group::Base.flag() | Group::Vma.flag());
+    let program = suid.path().display().to_string();
+    vec![Script::start(USER, &on("setuid", d, &req, &["2", &program])).0]
 }
 
 #[test]
 fn under_mixed_attacks_a_well_behaved_user_is_answered_within_2_s() {
     let _heavy = heavy();
     // Trickling readers of huge answers, greedy readers of huge answers, connection floods
-    // from several uids, for half a minute.
+    // from several uids, set-user-ID exec races, for half a minute.
     let _fixtures = [fixtures(USER, 2, 20_000), fixtures(FLOODERS[0], 1, 20_000)];
     let budget = 8;
     let d = Daemon::start(&[
@@ -364,7 +367,8 @@ fn under_mixed_attacks_a_well_behaved_user_is_answered_within_2_s() {
         Script::start(FLOODERS[2], &on("hold", &d, &one, &["300", "reopen"])).0,
         Script::start(FLOODERS[3], &on("trickle", &d, &req, &["4", "4096", "2"])).0,
     ];
-    load.extend(more_attackers(&d));
+    let suid = SetuidSleep::new();
+    load.extend(more_attackers(&d, &suid));
     let (times, most_threads) = good_user(&d, secs(30.0), secs(0.2));
     let hwm = d.status_kb("VmHWM");
     let counts: Vec<String> = load.into_iter().map(Script::finish).collect();
@@ -373,6 +377,14 @@ fn under_mixed_attacks_a_well_behaved_user_is_answered_within_2_s() {
          ({working} kB serving clients that read, budget {budget} MiB), threads {idle} idle, \
          at most {most_threads}",
         summary(&times)
+    );
+    let races = counts
+        .iter()
+        .find(|c| c.contains("setuid"))
+        .expect("the exec racer");
+    assert!(
+        races.contains("answers=") && races.contains("execs=") && !races.contains("leaks="),
+        "set-user-ID exec races: {races}"
     );
     let slowest = times.iter().max().copied().unwrap_or_default();
     assert!(

@@ -12,6 +12,11 @@ Usage: attack_client.py MODE ARGS...
   hold SOCKET REQ CONNS [reopen]  open CONNS connections one after another, each answered once
                                   (REQ) and then left idle; with reopen, open again those the
                                   daemon closes
+  setuid SOCKET REQ CONNS PROGRAM
+                                  processes of this user execute the set-user-ID PROGRAM again
+                                  and again (each first runs as the user for a random moment)
+                                  while CONNS connections send REQ (BASE and VMA) again and
+                                  again; counts answers that name PROGRAM in a memory map (leaks)
 REQ is a request in hex. Each mode prints one line starting "ready" once its load is in place,
 runs until its standard input closes, then prints one line of counts (key=value) and exits.
 """
@@ -172,6 +177,50 @@ def hold(path, req, conns, reopen):
     count("held_at_end", len(held))
 
 
+def setuid_execs(program):
+    import os
+    import random
+    while not stop.is_set():
+        kids = []
+        for _ in range(4):
+            pid = os.fork()
+            if pid == 0:
+                end = time.time() + random.uniform(0, 0.01)
+                while time.time() < end:
+                    pass
+                os.execv(program, [program, "0.03"])
+            kids.append(pid)
+        for pid in kids:
+            os.waitpid(pid, 0)
+        count("execs", len(kids))
+
+
+def setuid_reader(path, req, program):
+    """Asks REQ (BASE and VMA: the program's path can only be in a memory map's name)."""
+    s = None
+    name = program.encode()
+    while not stop.is_set():
+        try:
+            if s is None:
+                s = connect(path)
+            s.sendall(req)
+            b = bytearray()
+            while True:
+                # The whole answer, to look for the name.
+                h = read_exact(s, HEADER)
+                ln, ty = struct.unpack_from("=IH", h)
+                b += h + read_exact(s, ln - HEADER)
+                if ty == DONE:
+                    break
+            count("answers")
+            if name in b:
+                count("leaks")
+        except (OSError, EOFError):
+            count("reconnects")
+            s = None
+            time.sleep(0.05)
+
+
 def main():
     mode = sys.argv[1]
     if mode == "maps":
@@ -184,6 +233,10 @@ def main():
         if mode == "trickle":
             args = (path, req, int(sys.argv[5]), float(sys.argv[6]))
             target = trickle
+        elif mode == "setuid":
+            args = (path, req, sys.argv[5])
+            target = setuid_reader
+            threading.Thread(target=setuid_execs, args=(sys.argv[5],), daemon=True).start()
         else:
             args = (path, req)
             target = greedy

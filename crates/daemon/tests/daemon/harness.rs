@@ -167,6 +167,28 @@ impl Drop for Daemon {
     }
 }
 
+/// A root-owned, set-user-ID copy of sleep(1) in a directory of its own: the "su" or "passwd"
+/// an attacker would exec, whose memory maps are what ASLR protects. Its path names it in
+/// every memory map it appears in.
+pub struct SetuidSleep {
+    dir: TempDir,
+}
+
+impl SetuidSleep {
+    pub fn new() -> SetuidSleep {
+        let dir = TempDir::new("setuid");
+        let p = dir.0.join("setuid-sleep");
+        std::fs::copy("/bin/sleep", &p).expect("copy sleep");
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o4755))
+            .expect("chmod");
+        SetuidSleep { dir }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.0.join("setuid-sleep")
+    }
+}
+
 /// A private directory (mode 0755, so the test users reach it), removed on drop.
 pub struct TempDir(pub PathBuf);
 

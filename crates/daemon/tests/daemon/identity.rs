@@ -6,8 +6,6 @@
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,27 +14,6 @@ use taskdiag::proto::task::{Task, TaskAssembler};
 use taskdiag::proto::{Done, Group, MsgType, Strategy, VERSION};
 
 use crate::harness::*;
-
-/// A root-owned, set-user-ID copy of sleep(1) in a directory of its own: the "su" or "passwd"
-/// an attacker would exec, whose memory maps are what ASLR protects. Its path names it in
-/// every memory map it appears in.
-struct SetuidSleep {
-    dir: TempDir,
-}
-
-impl SetuidSleep {
-    fn new() -> SetuidSleep {
-        let dir = TempDir::new("setuid");
-        let p = dir.0.join("setuid-sleep");
-        std::fs::copy("/bin/sleep", &p).expect("copy sleep");
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o4755)).expect("chmod");
-        SetuidSleep { dir }
-    }
-
-    fn path(&self) -> PathBuf {
-        self.dir.0.join("setuid-sleep")
-    }
-}
 
 /// A response: its tasks, and the DONE's error and text.
 struct Response {

@@ -334,23 +334,8 @@ impl Viewer {
 /// (a path as d_path() prints it, unescaped), with its leading `/`; `None` if it is not below.
 fn under<'a>(name: &'a [u8], root: &[u8]) -> Option<&'a [u8]> {
     // Names escape a newline as \012 (seq_path()): so must the prefix.
-    let escaped;
-    let root = if root.contains(&b'\n') {
-        escaped = root
-            .iter()
-            .flat_map(|&c| {
-                if c == b'\n' {
-                    b"\\012".to_vec()
-                } else {
-                    vec![c]
-                }
-            })
-            .collect::<Vec<u8>>();
-        &escaped[..]
-    } else {
-        root
-    };
-    let rest = name.strip_prefix(root)?;
+    let root = crate::vma_walk::escape(root);
+    let rest = name.strip_prefix(&root[..])?;
     rest.starts_with(b"/").then_some(rest)
 }
 

@@ -341,7 +341,7 @@ fn align4(n: usize) -> usize {
 }
 
 /// A path as /proc/PID/maps prints it (seq_path() escapes newlines).
-fn escape(raw: &[u8]) -> Cow<'_, [u8]> {
+pub(crate) fn escape(raw: &[u8]) -> Cow<'_, [u8]> {
     if !raw.contains(&b'\n') {
         return Cow::Borrowed(raw);
     }

@@ -307,13 +307,20 @@ static __always_inline __u32 forget_u32(struct out *o, __u32 v)
 	return *(volatile __u32 *)&sc->off_slot;
 }
 
+/* A pointer as a plain number, parked in @slot (map memory: the verifier allows no arithmetic
+ * or comparison on pointers). */
+static __always_inline __u64 addr_of(__u64 *slot, const void *p)
+{
+	*slot = (__u64)p;
+	return *(volatile __u64 *)slot;
+}
+
 /* A pointer as a plain number, for passing to a global function. */
 static __always_inline __u64 as_number(struct out *o, const void *p)
 {
 	struct scratch *sc = (void *)o->buf;
 
-	sc->addr_slot = (__u64)p;
-	return *(volatile __u64 *)&sc->addr_slot;
+	return addr_of(&sc->addr_slot, p);
 }
 
 static __always_inline void forget_off(struct out *o)
@@ -541,13 +548,6 @@ static __always_inline __u8 mm_dumpable(struct mm_struct *mm)
 static __always_inline __u32 userns_inum(struct user_namespace *ns)
 {
 	return ns ? ns->ns.inum : 0;
-}
-
-/* A pointer as a plain number (see as_number()), through the program's own scratch slot. */
-static __always_inline __u64 addr_of(__u64 *slot, const void *p)
-{
-	*slot = (__u64)p;
-	return *(volatile __u64 *)slot;
 }
 
 /*

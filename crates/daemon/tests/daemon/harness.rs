@@ -70,21 +70,55 @@ pub fn user(name: &str) -> u32 {
         .expect("uid")
 }
 
-/// `prog` run as `name` with no capabilities (setpriv).
-pub fn as_user(name: &str, prog: impl AsRef<std::ffi::OsStr>) -> Command {
-    user(name);
-    let mut c = Command::new("setpriv");
-    c.args([
+/// The setpriv arguments that run a program as `name` with no capabilities.
+fn setpriv_args(name: &str) -> [&str; 6] {
+    [
         "--reuid",
         name,
         "--regid",
         name,
         "--init-groups",
         "--inh-caps=-all",
-        "--",
-    ]);
+    ]
+}
+
+/// `prog` run as `name` with no capabilities (setpriv).
+pub fn as_user(name: &str, prog: impl AsRef<std::ffi::OsStr>) -> Command {
+    user(name);
+    let mut c = Command::new("setpriv");
+    c.args(setpriv_args(name)).arg("--");
     c.arg(prog);
     c
+}
+
+/// [`as_user`] as a shell command prefix, for test scripts.
+pub fn as_user_sh(name: &str) -> String {
+    user(name);
+    format!("setpriv {}", setpriv_args(name).join(" "))
+}
+
+/// Runs `script` under `sh` as root in a mount namespace of its own (mounts it makes do not
+/// propagate back), returning its output.
+pub fn in_private_mounts(script: &str) -> Output {
+    output(Command::new("unshare").args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+    ]))
+}
+
+/// Waits for `child`'s first line on its piped standard output (a fixture saying it is set
+/// up) and returns it.
+pub fn first_line(child: &mut Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().expect("piped stdout"))
+        .read_line(&mut line)
+        .expect("a line from the fixture");
+    line
 }
 
 /// A running daemon on a private socket; killed (by pid) and its socket removed on drop.

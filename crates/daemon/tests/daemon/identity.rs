@@ -257,10 +257,7 @@ while time.time() < end:
         .stdout(Stdio::piped())
         .spawn()
         .expect("python3");
-    let mut line = String::new();
-    BufReader::new(c.stdout.as_mut().expect("stdout"))
-        .read_line(&mut line)
-        .expect("ready");
+    first_line(&mut c);
     c
 }
 
@@ -374,7 +371,7 @@ fn one_and_thread_with_maps_answer_in_a_child_pid_namespace() {
     let d = Daemon::start(&[]);
     let socket = d.socket.display().to_string();
     let cli = cli().display().to_string();
-    let sp = format!("setpriv --reuid {USER} --regid {USER} --init-groups --inh-caps=-all");
+    let sp = as_user_sh(USER);
     // Inside a new pid namespace with its own /proc: a process of USER, and USER asking for its
     // maps by the namespace's pid, through the daemon and from its /proc.
     let script = format!(
@@ -429,7 +426,7 @@ fn maps_of_a_client_in_a_chroot_name_files_from_its_root() {
     let out = TempDir::new("chroot-out");
     let croot = TempDir::new("chroot");
     let (o, r) = (out.0.display().to_string(), croot.0.display().to_string());
-    let sp = format!("setpriv --reuid {USER} --regid {USER} --init-groups --inh-caps=-all");
+    let sp = as_user_sh(USER);
     // The whole file system again under R, in a mount namespace of the test's own; a process
     // of USER chrooted there, and USER, chrooted too, reading its maps.
     let script = format!(
@@ -441,14 +438,7 @@ fn maps_of_a_client_in_a_chroot_name_files_from_its_root() {
          echo rc $?\n\
          kill $S; wait\n"
     );
-    let run = output(Command::new("unshare").args([
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        &script,
-    ]));
+    let run = in_private_mounts(&script);
     let text = String::from_utf8_lossy(&run.stdout);
     let read = |f: &str| std::fs::read_to_string(out.0.join(f)).unwrap_or_default();
     assert!(

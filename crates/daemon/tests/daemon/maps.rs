@@ -1,7 +1,6 @@
 //! Memory maps through the daemon: what /proc/PID/maps shows the same unprivileged user, for
 //! its own process, another user's and its own non-dumpable one (ptrace-read decides).
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 
 use crate::harness::*;
@@ -32,11 +31,7 @@ fn spawn(user: &str, nondumpable: bool) -> Child {
         .stdout(Stdio::piped())
         .spawn()
         .expect("python3");
-    let mut line = String::new();
-    BufReader::new(c.stdout.as_mut().expect("stdout"))
-        .read_line(&mut line)
-        .expect("ready");
-    assert_eq!(line, "ready\n");
+    assert_eq!(first_line(&mut c), "ready\n");
     c
 }
 

@@ -180,14 +180,7 @@ fn under_hidepid_the_unprivileged_daemon_serves_what_each_proc_shows() {
          done\n\
          kill $O $D; wait\n"
     );
-    let o = output(std::process::Command::new("unshare").args([
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        &script,
-    ]));
+    let o = in_private_mounts(&script);
     let text = String::from_utf8_lossy(&o.stdout);
     let get = |k: &str| -> i64 {
         text.lines()

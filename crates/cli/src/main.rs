@@ -170,7 +170,8 @@ struct DumpArgs {
     /// /run/taskdiag.sock].
     #[arg(long, value_name = "PATH")]
     socket: Option<std::path::PathBuf>,
-    /// Output format: text, json (JSON Lines, one object per task) or raw (the binary stream).
+    /// Output format: text, json (JSON Lines, one object per task; docs/JSON.md) or raw (the
+    /// binary stream).
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
     format: Format,
     /// Print the backend, task count and time taken to standard error.

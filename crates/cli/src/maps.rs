@@ -80,9 +80,14 @@ pub fn maps(a: MapsArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let t = task.context("the backend answered without the task")?;
-    if let Some(e) = t.errors.iter().find(|e| e.group == Group::Vma as u16) {
+    for e in &t.errors {
+        let file = match Group::from_u16(e.group) {
+            Some(Group::Vma) => "maps",
+            Some(Group::VmaStat) => "smaps",
+            _ => continue,
+        };
         anyhow::bail!(
-            "/proc/{}/maps: {}",
+            "/proc/{}/{file}: {}",
             a.pid,
             io::Error::from_raw_os_error(e.errno)
         );
@@ -104,8 +109,7 @@ pub fn maps(a: MapsArgs) -> anyhow::Result<ExitCode> {
 fn json(t: &Task, out: &mut Vec<u8>) -> io::Result<()> {
     // One JSON object per mapping, as in `dump --format json`'s "vma" array.
     for v in t.vmas.iter().flatten() {
-        crate::render::json_vma(out, v)?;
-        out.push(b'\n');
+        crate::render::json_line(out, &crate::render::JsonVma(v))?;
     }
     Ok(())
 }
@@ -127,12 +131,18 @@ fn pmap_x(t: &Task, out: &mut Vec<u8>) -> io::Result<()> {
     let (mut size, mut rss, mut dirty) = (0u64, 0u64, 0u64);
     for v in t.vmas.iter().flatten() {
         let r = &v.rec;
-        let st = v.stat.unwrap_or_default();
         let kb = (r.end - r.start) / 1024;
-        let d = (st.shared_dirty + st.private_dirty) / 1024;
         size += kb;
-        rss += st.rss / 1024;
-        dirty += d;
+        // A mapping without counters (never the case when VMA_STAT was read) shows `-`.
+        let (rss_kb, dirty_kb) = match &v.stat {
+            Some(st) => {
+                let d = (st.shared_dirty + st.private_dirty) / 1024;
+                rss += st.rss / 1024;
+                dirty += d;
+                ((st.rss / 1024).to_string(), d.to_string())
+            }
+            None => ("-".to_string(), "-".to_string()),
+        };
         let p = taskdiag_proto::vma_flags::perms(r.vm_flags);
         let mode = [
             p[0],
@@ -155,8 +165,8 @@ fn pmap_x(t: &Task, out: &mut Vec<u8>) -> io::Result<()> {
             "{:016x} {:7} {:7} {:7} {}  {}",
             r.start,
             kb,
-            st.rss / 1024,
-            d,
+            rss_kb,
+            dirty_kb,
             String::from_utf8_lossy(&mode),
             name
         )?;

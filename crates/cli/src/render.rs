@@ -1,13 +1,20 @@
 //! Rendering decoded tasks as text (one block per task) or JSON Lines (one object per task).
 //!
-//! Names and command lines are bytes: text output escapes non-printable bytes (`\n`, `\xNN`);
-//! JSON output decodes them as UTF-8 and replaces invalid sequences with U+FFFD (use
-//! `--format raw` for exact bytes).
+//! Both formats print the same fields under the same names: each group's fields are listed
+//! once ([`base_fields`], [`cred_fields`], ...) and each renderer walks those lists. The JSON
+//! shape is documented field by field in docs/JSON.md (a test keeps the two in step).
+//!
+//! Names, command lines and mapping paths are bytes, not text. Text output escapes them
+//! (`\n`, `\t`, `\\`, `\x20` for a space, `\xNN` for anything not printable ASCII). JSON output
+//! keeps them exactly, as ripgrep's JSON printer does: a JSON string when the bytes are valid
+//! UTF-8, else an object `{"bytes": "<base64>"}` (standard alphabet, padded).
 
 use std::io::{self, Write};
 
-use taskdiag_proto::task::{Event, Task};
-use taskdiag_proto::{state_char, BackendId, Group, StatRec, StatmRec};
+use base64::Engine as _;
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use taskdiag_proto::task::{Base, Cred, Event, Task, Vma};
+use taskdiag_proto::{state_char, BackendId, Group, StatRec, StatmRec, VmaStatRec};
 
 /// Renders a stream's events.
 pub struct Renderer {
@@ -16,6 +23,7 @@ pub struct Renderer {
 }
 
 impl Renderer {
+    /// A renderer of text, or of JSON Lines when `json`.
     pub fn new(json: bool) -> Self {
         Renderer {
             json,
@@ -28,6 +36,7 @@ impl Renderer {
         self.done_error
     }
 
+    /// Writes one event: a header line (text), one task, or the DONE line (text).
     pub fn event(&mut self, w: &mut dyn Write, ev: &Event) -> io::Result<()> {
         match ev {
             Event::Start(s) if !self.json => {
@@ -39,7 +48,7 @@ impl Renderer {
                 )
             }
             Event::Start(_) => Ok(()),
-            Event::Task(t) if self.json => json_task(w, t),
+            Event::Task(t) if self.json => json_line(w, &JsonTask(t)),
             Event::Task(t) => text_task(w, t),
             Event::Done(d) => {
                 self.done_error = d.error;
@@ -51,6 +60,178 @@ impl Renderer {
         }
     }
 }
+
+/// One value, as both renderers print it.
+#[derive(Debug, Clone)]
+pub(crate) enum Val<'a> {
+    /// A number.
+    Int(i128),
+    /// A yes/no property.
+    Bool(bool),
+    /// A bit set printed in hex in text (`0x…`), a number in JSON.
+    Flags(u64),
+    /// A 64-bit capability set: 16 hex digits in both formats (a JSON string, since JSON
+    /// numbers above 2^53 lose precision in most readers).
+    Mask(u64),
+    /// One letter (the task state).
+    Char(char),
+    /// Bytes (names, paths).
+    Bytes(&'a [u8]),
+    /// A list of ids (supplementary groups).
+    Ids(&'a [u32]),
+    /// Text made here (a mapping's permissions and device).
+    Text(String),
+}
+
+/// A group's fields in order.
+pub(crate) type Fields<'a> = Vec<(&'static str, Val<'a>)>;
+
+/// BASE.
+pub(crate) fn base_fields(b: &Base) -> Fields<'_> {
+    let r = &b.rec;
+    vec![
+        ("ppid", Val::Int(r.ppid.into())),
+        ("tpid", Val::Int(r.tpid.into())),
+        ("sid", Val::Int(r.sid.into())),
+        ("pgid", Val::Int(r.pgid.into())),
+        ("tty_nr", Val::Int(r.tty_nr.into())),
+        ("tpgid", Val::Int(r.tpgid.into())),
+        ("state", Val::Char(state_char(r.state))),
+        ("task_flags", Val::Flags(r.task_flags.into())),
+        (
+            "kthread",
+            Val::Bool(r.flags & taskdiag_proto::BASE_F_KTHREAD != 0),
+        ),
+        (
+            "leader",
+            Val::Bool(r.flags & taskdiag_proto::BASE_F_LEADER != 0),
+        ),
+        ("start_time_ns", Val::Int(r.start_time_ns.into())),
+        ("comm", Val::Bytes(&b.comm)),
+    ]
+}
+
+/// CRED.
+pub(crate) fn cred_fields(c: &Cred) -> Fields<'_> {
+    let r = &c.rec;
+    vec![
+        ("uid", Val::Int(r.uid.into())),
+        ("euid", Val::Int(r.euid.into())),
+        ("suid", Val::Int(r.suid.into())),
+        ("fsuid", Val::Int(r.fsuid.into())),
+        ("gid", Val::Int(r.gid.into())),
+        ("egid", Val::Int(r.egid.into())),
+        ("sgid", Val::Int(r.sgid.into())),
+        ("fsgid", Val::Int(r.fsgid.into())),
+        ("groups", Val::Ids(&c.groups)),
+        ("cap_inheritable", Val::Mask(r.cap_inheritable)),
+        ("cap_permitted", Val::Mask(r.cap_permitted)),
+        ("cap_effective", Val::Mask(r.cap_effective)),
+        ("cap_bset", Val::Mask(r.cap_bset)),
+        ("cap_ambient", Val::Mask(r.cap_ambient)),
+    ]
+}
+
+/// STAT.
+pub(crate) fn stat_fields(s: &StatRec) -> Fields<'static> {
+    vec![
+        ("minflt", Val::Int(s.minflt.into())),
+        ("cminflt", Val::Int(s.cminflt.into())),
+        ("majflt", Val::Int(s.majflt.into())),
+        ("cmajflt", Val::Int(s.cmajflt.into())),
+        ("utime_ns", Val::Int(s.utime_ns.into())),
+        ("stime_ns", Val::Int(s.stime_ns.into())),
+        ("cutime_ns", Val::Int(s.cutime_ns.into())),
+        ("cstime_ns", Val::Int(s.cstime_ns.into())),
+        ("nvcsw", Val::Int(s.nvcsw.into())),
+        ("nivcsw", Val::Int(s.nivcsw.into())),
+        ("threads", Val::Int(s.threads.into())),
+        ("priority", Val::Int(s.priority.into())),
+        ("nice", Val::Int(s.nice.into())),
+        ("policy", Val::Int(s.policy.into())),
+        ("rt_priority", Val::Int(s.rt_priority.into())),
+        ("processor", Val::Int(s.processor.into())),
+    ]
+}
+
+/// STATM (bytes).
+pub(crate) fn statm_fields(s: &StatmRec) -> Fields<'static> {
+    vec![
+        ("vm_size", Val::Int(s.vm_size.into())),
+        ("vm_peak", Val::Int(s.vm_peak.into())),
+        ("rss_anon", Val::Int(s.rss_anon.into())),
+        ("rss_file", Val::Int(s.rss_file.into())),
+        ("rss_shmem", Val::Int(s.rss_shmem.into())),
+        ("rss_peak", Val::Int(s.rss_peak.into())),
+        ("swap", Val::Int(s.swap.into())),
+        ("text", Val::Int(s.text.into())),
+        ("lib", Val::Int(s.lib.into())),
+        ("data", Val::Int(s.data.into())),
+        ("stack", Val::Int(s.stack.into())),
+        ("locked", Val::Int(s.locked.into())),
+        ("pinned", Val::Int(s.pinned.into())),
+        ("page_tables", Val::Int(s.page_tables.into())),
+    ]
+}
+
+/// VMA_STAT counters of one mapping, by their smaps names (bytes).
+pub(crate) fn vma_stat_fields(s: &VmaStatRec) -> Fields<'static> {
+    vec![
+        ("rss", Val::Int(s.rss.into())),
+        ("pss", Val::Int(s.pss.into())),
+        ("pss_dirty", Val::Int(s.pss_dirty.into())),
+        ("shared_clean", Val::Int(s.shared_clean.into())),
+        ("shared_dirty", Val::Int(s.shared_dirty.into())),
+        ("private_clean", Val::Int(s.private_clean.into())),
+        ("private_dirty", Val::Int(s.private_dirty.into())),
+        ("referenced", Val::Int(s.referenced.into())),
+        ("anonymous", Val::Int(s.anonymous.into())),
+        ("anon_huge", Val::Int(s.anon_huge.into())),
+        ("swap", Val::Int(s.swap.into())),
+        ("swap_pss", Val::Int(s.swap_pss.into())),
+        ("locked", Val::Int(s.locked.into())),
+    ]
+}
+
+/// One mapping: its /proc/PID/maps fields, then the VMA_STAT counters when present. (Text
+/// output prints the maps line itself instead of the first fields; see [`text_task`].)
+pub(crate) fn vma_fields(m: &Vma) -> Fields<'_> {
+    let r = &m.rec;
+    let perms = taskdiag_proto::vma_flags::perms(r.vm_flags);
+    let mut f = vec![
+        ("start", Val::Int(r.start.into())),
+        ("end", Val::Int(r.end.into())),
+        ("perms", Val::Text(String::from_utf8_lossy(&perms).into_owned())),
+        ("flags", Val::Int(r.vm_flags.into())),
+        ("flags_known", Val::Int(r.vm_flags_known.into())),
+        ("pgoff", Val::Int(r.pgoff.into())),
+        (
+            "dev",
+            Val::Text(format!("{:02x}:{:02x}", r.dev_major, r.dev_minor)),
+        ),
+        ("inode", Val::Int(r.inode.into())),
+        ("name", Val::Bytes(&m.name)),
+    ];
+    if let Some(st) = &m.stat {
+        f.extend(vma_stat_fields(st));
+    }
+    f
+}
+
+/// The arguments of a NUL-separated command line; a final NUL ends the last argument rather
+/// than starting one.
+fn split_cmdline(c: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let c = c.strip_suffix(b"\0").unwrap_or(c);
+    let empty = c.is_empty();
+    c.split(|&b| b == 0).filter(move |_| !empty)
+}
+
+/// The message of a group error.
+fn errno_text(errno: i32) -> String {
+    io::Error::from_raw_os_error(errno).to_string()
+}
+
+// ---- text ----
 
 fn escape_text(w: &mut dyn Write, b: &[u8]) -> io::Result<()> {
     for &c in b {
@@ -66,69 +247,54 @@ fn escape_text(w: &mut dyn Write, b: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+fn text_val(w: &mut dyn Write, v: &Val) -> io::Result<()> {
+    match *v {
+        Val::Int(n) => write!(w, "{n}"),
+        Val::Bool(b) => write!(w, "{b}"),
+        Val::Flags(f) => write!(w, "{f:#x}"),
+        Val::Mask(m) => write!(w, "{m:016x}"),
+        Val::Char(c) => write!(w, "{c}"),
+        Val::Bytes(b) => escape_text(w, b),
+        Val::Ids(ids) if ids.is_empty() => write!(w, "-"),
+        Val::Ids(ids) => {
+            for (i, g) in ids.iter().enumerate() {
+                write!(w, "{}{g}", if i > 0 { "," } else { "" })?;
+            }
+            Ok(())
+        }
+        Val::Text(ref t) => escape_text(w, t.as_bytes()),
+    }
+}
+
+/// ` name value` for each field.
+fn text_fields(w: &mut dyn Write, f: &Fields) -> io::Result<()> {
+    for (k, v) in f {
+        write!(w, " {k} ")?;
+        text_val(w, v)?;
+    }
+    Ok(())
+}
+
+/// A task as text: `pid N tgid N` and BASE on the first line, then one indented line per
+/// group (`  cred: uid 0 …`), one per mapping (`  vma: <its /proc/PID/maps line> rss …`), and
+/// one per group that could not be read.
 fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
     write!(w, "pid {} tgid {}", t.pid, t.tgid)?;
     if let Some(b) = &t.base {
-        let r = &b.rec;
-        write!(
-            w,
-            " ppid {} tpid {} sid {} pgid {} tty {} tpgid {} state {} flags {:#x}{}{} start {}.{:09} comm ",
-            r.ppid,
-            r.tpid,
-            r.sid,
-            r.pgid,
-            r.tty_nr,
-            r.tpgid,
-            state_char(r.state),
-            r.task_flags,
-            if r.flags & taskdiag_proto::BASE_F_KTHREAD != 0 {
-                " kthread"
-            } else {
-                ""
-            },
-            if r.flags & taskdiag_proto::BASE_F_LEADER != 0 {
-                " leader"
-            } else {
-                ""
-            },
-            r.start_time_ns / 1_000_000_000,
-            r.start_time_ns % 1_000_000_000,
-        )?;
-        escape_text(w, &b.comm)?;
+        text_fields(w, &base_fields(b))?;
     }
     writeln!(w)?;
-    if let Some(c) = &t.cred {
-        let r = &c.rec;
-        write!(
-            w,
-            "  cred: uid {} {} {} {} gid {} {} {} {} groups ",
-            r.uid, r.euid, r.suid, r.fsuid, r.gid, r.egid, r.sgid, r.fsgid
-        )?;
-        if c.groups.is_empty() {
-            write!(w, "-")?;
+    let groups: [(&str, Option<Fields>); 3] = [
+        ("cred", t.cred.as_ref().map(cred_fields)),
+        ("stat", t.stat.as_ref().map(stat_fields)),
+        ("statm", t.statm.as_ref().map(statm_fields)),
+    ];
+    for (name, f) in groups {
+        if let Some(f) = f {
+            write!(w, "  {name}:")?;
+            text_fields(w, &f)?;
+            writeln!(w)?;
         }
-        for (i, g) in c.groups.iter().enumerate() {
-            write!(w, "{}{g}", if i > 0 { "," } else { "" })?;
-        }
-        writeln!(
-            w,
-            " cap inh {:016x} prm {:016x} eff {:016x} bnd {:016x} amb {:016x}",
-            r.cap_inheritable, r.cap_permitted, r.cap_effective, r.cap_bset, r.cap_ambient
-        )?;
-    }
-    if let Some(s) = &t.stat {
-        write!(w, "  stat:")?;
-        for (k, v) in stat_fields(s) {
-            write!(w, " {k} {v}")?;
-        }
-        writeln!(w)?;
-    }
-    if let Some(s) = &t.statm {
-        write!(w, "  statm:")?;
-        for (k, v) in statm_fields(s) {
-            write!(w, " {k} {v}")?;
-        }
-        writeln!(w)?;
     }
     if let Some(v) = &t.vmas {
         // /proc/PID/maps lines (the name as the kernel prints it), then smaps counters.
@@ -138,9 +304,7 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
             w.write_all(b"  vma: ")?;
             w.write_all(line)?;
             if let Some(st) = &m.stat {
-                for (k, x) in vma_stat_fields(st) {
-                    write!(w, " {k} {x}")?;
-                }
+                text_fields(w, &vma_stat_fields(st))?;
             }
             writeln!(w)?;
         }
@@ -155,218 +319,151 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
     }
     for e in &t.errors {
         let g = Group::from_u16(e.group).map_or("?", |g| g.name());
-        writeln!(
-            w,
-            "  {g}: unavailable: {}",
-            io::Error::from_raw_os_error(e.errno)
-        )?;
+        writeln!(w, "  {g}: unavailable: {}", errno_text(e.errno))?;
     }
     Ok(())
 }
 
-/// Splits NUL-separated argv; a final NUL ends the last argument rather than starting one.
-fn split_cmdline(c: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let c = c.strip_suffix(b"\0").unwrap_or(c);
-    let empty = c.is_empty();
-    c.split(|&b| b == 0).filter(move |_| !empty)
-}
+// ---- JSON ----
 
-fn stat_fields(s: &StatRec) -> [(&'static str, i128); 16] {
-    [
-        ("minflt", s.minflt as i128),
-        ("cminflt", s.cminflt as i128),
-        ("majflt", s.majflt as i128),
-        ("cmajflt", s.cmajflt as i128),
-        ("utime_ns", s.utime_ns as i128),
-        ("stime_ns", s.stime_ns as i128),
-        ("cutime_ns", s.cutime_ns as i128),
-        ("cstime_ns", s.cstime_ns as i128),
-        ("nvcsw", s.nvcsw as i128),
-        ("nivcsw", s.nivcsw as i128),
-        ("threads", s.threads as i128),
-        ("priority", s.priority as i128),
-        ("nice", s.nice as i128),
-        ("policy", s.policy as i128),
-        ("rt_priority", s.rt_priority as i128),
-        ("processor", s.processor as i128),
-    ]
-}
+/// Bytes as JSON: a string when they are UTF-8, else `{"bytes": base64}`.
+struct JsonBytes<'a>(&'a [u8]);
 
-/// VMA_STAT counters by their smaps names (bytes).
-pub(crate) fn vma_stat_fields(s: &taskdiag_proto::VmaStatRec) -> [(&'static str, u64); 13] {
-    [
-        ("rss", s.rss),
-        ("pss", s.pss),
-        ("pss_dirty", s.pss_dirty),
-        ("shared_clean", s.shared_clean),
-        ("shared_dirty", s.shared_dirty),
-        ("private_clean", s.private_clean),
-        ("private_dirty", s.private_dirty),
-        ("referenced", s.referenced),
-        ("anonymous", s.anonymous),
-        ("anon_huge", s.anon_huge),
-        ("swap", s.swap),
-        ("swap_pss", s.swap_pss),
-        ("locked", s.locked),
-    ]
-}
-
-fn statm_fields(s: &StatmRec) -> [(&'static str, u64); 14] {
-    [
-        ("vm_size", s.vm_size),
-        ("vm_peak", s.vm_peak),
-        ("rss_anon", s.rss_anon),
-        ("rss_file", s.rss_file),
-        ("rss_shmem", s.rss_shmem),
-        ("rss_peak", s.rss_peak),
-        ("swap", s.swap),
-        ("text", s.text),
-        ("lib", s.lib),
-        ("data", s.data),
-        ("stack", s.stack),
-        ("locked", s.locked),
-        ("pinned", s.pinned),
-        ("page_tables", s.page_tables),
-    ]
-}
-
-fn json_str(w: &mut dyn Write, b: &[u8]) -> io::Result<()> {
-    w.write_all(b"\"")?;
-    for ch in String::from_utf8_lossy(b).chars() {
-        match ch {
-            '"' => w.write_all(b"\\\"")?,
-            '\\' => w.write_all(b"\\\\")?,
-            '\n' => w.write_all(b"\\n")?,
-            '\r' => w.write_all(b"\\r")?,
-            '\t' => w.write_all(b"\\t")?,
-            c if (c as u32) < 0x20 || c == '\u{7f}' => write!(w, "\\u{:04x}", c as u32)?,
-            c => write!(w, "{c}")?,
-        }
-    }
-    w.write_all(b"\"")
-}
-
-/// One mapping as a JSON object: start, end, perms, flags, flags_known, pgoff, dev, inode,
-/// name, and the smaps counters when present.
-pub(crate) fn json_vma(w: &mut dyn Write, m: &taskdiag_proto::task::Vma) -> io::Result<()> {
-    let r = &m.rec;
-    let perms = taskdiag_proto::vma_flags::perms(r.vm_flags);
-    write!(
-        w,
-        "{{\"start\":{},\"end\":{},\"perms\":\"{}\",\"flags\":{},\"flags_known\":{},\
-         \"pgoff\":{},\"dev\":\"{:02x}:{:02x}\",\"inode\":{},\"name\":",
-        r.start,
-        r.end,
-        String::from_utf8_lossy(&perms),
-        r.vm_flags,
-        r.vm_flags_known,
-        r.pgoff,
-        r.dev_major,
-        r.dev_minor,
-        r.inode
-    )?;
-    json_str(w, &m.name)?;
-    if let Some(st) = &m.stat {
-        for (k, x) in vma_stat_fields(st) {
-            write!(w, ",\"{k}\":{x}")?;
-        }
-    }
-    w.write_all(b"}")
-}
-
-fn json_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
-    write!(w, "{{\"pid\":{},\"tgid\":{}", t.pid, t.tgid)?;
-    if let Some(b) = &t.base {
-        let r = &b.rec;
-        write!(
-            w,
-            ",\"base\":{{\"ppid\":{},\"tpid\":{},\"sid\":{},\"pgid\":{},\"tty_nr\":{},\"tpgid\":{},\"state\":\"{}\",\
-             \"task_flags\":{},\"kthread\":{},\"leader\":{},\"start_time_ns\":{},\"comm\":",
-            r.ppid,
-            r.tpid,
-            r.sid,
-            r.pgid,
-            r.tty_nr,
-            r.tpgid,
-            state_char(r.state),
-            r.task_flags,
-            r.flags & taskdiag_proto::BASE_F_KTHREAD != 0,
-            r.flags & taskdiag_proto::BASE_F_LEADER != 0,
-            r.start_time_ns
-        )?;
-        json_str(w, &b.comm)?;
-        w.write_all(b"}")?;
-    }
-    if let Some(c) = &t.cred {
-        let r = &c.rec;
-        write!(
-            w,
-            ",\"cred\":{{\"uid\":{},\"euid\":{},\"suid\":{},\"fsuid\":{},\"gid\":{},\"egid\":{},\
-             \"sgid\":{},\"fsgid\":{},\"groups\":[",
-            r.uid, r.euid, r.suid, r.fsuid, r.gid, r.egid, r.sgid, r.fsgid
-        )?;
-        for (i, g) in c.groups.iter().enumerate() {
-            write!(w, "{}{g}", if i > 0 { "," } else { "" })?;
-        }
-        write!(
-            w,
-            "],\"cap_inheritable\":\"{:016x}\",\"cap_permitted\":\"{:016x}\",\
-             \"cap_effective\":\"{:016x}\",\"cap_bset\":\"{:016x}\",\"cap_ambient\":\"{:016x}\"}}",
-            r.cap_inheritable, r.cap_permitted, r.cap_effective, r.cap_bset, r.cap_ambient
-        )?;
-    }
-    if let Some(s) = &t.stat {
-        w.write_all(b",\"stat\":{")?;
-        for (i, (k, v)) in stat_fields(s).iter().enumerate() {
-            write!(w, "{}\"{k}\":{v}", if i > 0 { "," } else { "" })?;
-        }
-        w.write_all(b"}")?;
-    }
-    if let Some(s) = &t.statm {
-        w.write_all(b",\"statm\":{")?;
-        for (i, (k, v)) in statm_fields(s).iter().enumerate() {
-            write!(w, "{}\"{k}\":{v}", if i > 0 { "," } else { "" })?;
-        }
-        w.write_all(b"}")?;
-    }
-    if let Some(v) = &t.vmas {
-        w.write_all(b",\"vma\":[")?;
-        for (i, m) in v.iter().enumerate() {
-            if i > 0 {
-                w.write_all(b",")?;
+impl Serialize for JsonBytes<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(self.0) {
+            Ok(text) => s.serialize_str(text),
+            Err(_) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry(
+                    "bytes",
+                    &base64::engine::general_purpose::STANDARD.encode(self.0),
+                )?;
+                m.end()
             }
-            json_vma(w, m)?;
         }
-        w.write_all(b"]")?;
     }
-    if let Some(c) = &t.cmdline {
-        w.write_all(b",\"cmdline\":[")?;
-        for (i, arg) in split_cmdline(c).enumerate() {
-            if i > 0 {
-                w.write_all(b",")?;
-            }
-            json_str(w, arg)?;
+}
+
+impl Serialize for Val<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Val::Int(n) => s.serialize_i128(n),
+            Val::Bool(b) => s.serialize_bool(b),
+            Val::Flags(f) => s.serialize_u64(f),
+            Val::Mask(m) => s.serialize_str(&format!("{m:016x}")),
+            Val::Char(c) => s.serialize_char(c),
+            Val::Bytes(b) => JsonBytes(b).serialize(s),
+            Val::Ids(ids) => ids.serialize(s),
+            Val::Text(ref t) => s.serialize_str(t),
         }
-        w.write_all(b"]")?;
     }
-    if !t.errors.is_empty() {
-        w.write_all(b",\"errors\":{")?;
-        for (i, e) in t.errors.iter().enumerate() {
-            let g = Group::from_u16(e.group).map_or("?", |g| g.name());
-            write!(w, "{}\"{g}\":", if i > 0 { "," } else { "" })?;
-            json_str(
-                w,
-                io::Error::from_raw_os_error(e.errno).to_string().as_bytes(),
-            )?;
+}
+
+/// A field list as a JSON object.
+struct JsonObject<'a>(&'a Fields<'a>);
+
+impl Serialize for JsonObject<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            m.serialize_entry(k, v)?;
         }
-        w.write_all(b"}")?;
+        m.end()
     }
-    w.write_all(b"}\n")
+}
+
+/// One mapping as a JSON object (also `taskdiag maps --format json`'s lines).
+pub(crate) struct JsonVma<'a>(pub &'a Vma);
+
+impl Serialize for JsonVma<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        JsonObject(&vma_fields(self.0)).serialize(s)
+    }
+}
+
+/// The arguments of a command line as a JSON array.
+struct JsonArgv<'a>(&'a [u8]);
+
+impl Serialize for JsonArgv<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(None)?;
+        for arg in split_cmdline(self.0) {
+            seq.serialize_element(&JsonBytes(arg))?;
+        }
+        seq.end()
+    }
+}
+
+/// A task as one JSON object: `pid`, `tgid`, then one member per group present (`base`,
+/// `cred`, `stat`, `statm` objects; `vma` an array of objects; `cmdline` an array of
+/// arguments) and `errors` (group name → message) when a group could not be read.
+pub(crate) struct JsonTask<'a>(pub &'a Task);
+
+impl Serialize for JsonTask<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let t = self.0;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("pid", &t.pid)?;
+        m.serialize_entry("tgid", &t.tgid)?;
+        if let Some(b) = &t.base {
+            m.serialize_entry("base", &JsonObject(&base_fields(b)))?;
+        }
+        if let Some(c) = &t.cred {
+            m.serialize_entry("cred", &JsonObject(&cred_fields(c)))?;
+        }
+        if let Some(st) = &t.stat {
+            m.serialize_entry("stat", &JsonObject(&stat_fields(st)))?;
+        }
+        if let Some(st) = &t.statm {
+            m.serialize_entry("statm", &JsonObject(&statm_fields(st)))?;
+        }
+        if let Some(v) = &t.vmas {
+            let v: Vec<JsonVma> = v.iter().map(JsonVma).collect();
+            m.serialize_entry("vma", &v)?;
+        }
+        if let Some(c) = &t.cmdline {
+            m.serialize_entry("cmdline", &JsonArgv(c))?;
+        }
+        if !t.errors.is_empty() {
+            let errors: Vec<(&str, String)> = t
+                .errors
+                .iter()
+                .map(|e| {
+                    let g = Group::from_u16(e.group).map_or("?", |g| g.name());
+                    (g, errno_text(e.errno))
+                })
+                .collect();
+            m.serialize_entry("errors", &JsonErrors(&errors))?;
+        }
+        m.end()
+    }
+}
+
+/// Group errors as an object: group name → message.
+struct JsonErrors<'a>(&'a [(&'a str, String)]);
+
+impl Serialize for JsonErrors<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// Writes `v` as one line of JSON.
+pub(crate) fn json_line(w: &mut dyn Write, v: &impl Serialize) -> io::Result<()> {
+    serde_json::to_writer(&mut *w, v).map_err(io::Error::other)?;
+    w.write_all(b"\n")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use taskdiag_proto::task::GroupError;
+    use taskdiag_proto::{BaseRec, CredRec, VmaRec};
 
     #[test]
     fn cmdline_splitting() {
@@ -378,13 +475,136 @@ mod tests {
         assert_eq!(v, vec![&b"nginx: worker"[..]]);
     }
 
-    #[test]
-    fn json_escapes_hostile_names() {
+    fn json(v: &impl Serialize) -> String {
         let mut out = Vec::new();
-        json_str(&mut out, b"(a) \"b\")\n\x01\xff").unwrap();
+        json_line(&mut out, v).expect("json");
+        String::from_utf8(out).expect("JSON is UTF-8")
+    }
+
+    #[test]
+    fn json_keeps_every_byte() {
+        // UTF-8: a plain string, with JSON's escapes.
         assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "\"(a) \\\"b\\\")\\n\\u0001\u{fffd}\""
+            json(&JsonBytes(b"(a) \"b\")\n\x01\xc3\xa9")),
+            "\"(a) \\\"b\\\")\\n\\u0001\u{e9}\"\n"
         );
+        // Not UTF-8: the exact bytes, base64.
+        let raw = b"ab\xff\xfe\0c";
+        let got: serde_json::Value = serde_json::from_str(&json(&JsonBytes(raw))).expect("parse");
+        let b64 = got["bytes"].as_str().expect("bytes member");
+        assert_eq!(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .expect("base64"),
+            raw
+        );
+    }
+
+    /// A task with every group, names that are not UTF-8, and an error.
+    fn full_task() -> Task {
+        Task {
+            pid: 7,
+            tgid: 5,
+            base: Some(Base {
+                rec: BaseRec {
+                    ppid: 1,
+                    tpgid: -1,
+                    flags: taskdiag_proto::BASE_F_LEADER,
+                    ..BaseRec::default()
+                },
+                comm: b"w\xffx".to_vec(),
+            }),
+            cred: Some(Cred {
+                rec: CredRec {
+                    cap_effective: u64::MAX,
+                    ..CredRec::default()
+                },
+                groups: vec![4, 27],
+            }),
+            stat: Some(StatRec::default()),
+            statm: Some(StatmRec::default()),
+            vmas: Some(vec![Vma {
+                rec: VmaRec {
+                    start: 0x1000,
+                    end: 0x2000,
+                    ..VmaRec::default()
+                },
+                stat: Some(VmaStatRec::default()),
+                name: b"/tmp/\xfe".to_vec(),
+            }]),
+            cmdline: Some(b"a\0b\xff\0".to_vec()),
+            errors: vec![GroupError {
+                group: Group::Cmdline as u16,
+                errno: libc::EACCES,
+            }],
+            ..Task::default()
+        }
+    }
+
+    /// Every member of the JSON of `v`, as dotted paths (`base.comm`, `vma[].rss`).
+    fn paths(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) if !m.contains_key("bytes") => {
+                for (k, x) in m {
+                    let p = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    out.push(p.clone());
+                    if !(prefix.is_empty() && k == "errors") {
+                        paths(x, &p, out);
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => {
+                if let Some(x) = a.first() {
+                    paths(x, &format!("{prefix}[]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// docs/JSON.md lists every member `dump --format json` prints (its table rows start with
+    /// a member path in backquotes), and nothing else.
+    #[test]
+    fn the_json_reference_lists_every_member() {
+        let doc = include_str!("../../../docs/JSON.md");
+        let mut documented: Vec<String> = doc
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split('`').next())
+            .map(str::to_string)
+            .collect();
+        documented.sort();
+        let v: serde_json::Value =
+            serde_json::from_str(&json(&JsonTask(&full_task()))).expect("parse");
+        let mut printed = Vec::new();
+        paths(&v, "", &mut printed);
+        printed.sort();
+        assert_eq!(printed, documented, "docs/JSON.md and the JSON output differ");
+    }
+
+    #[test]
+    fn text_and_json_name_the_same_fields() {
+        let t = full_task();
+        let mut text = Vec::new();
+        text_task(&mut text, &t).expect("text");
+        // Lossy only for the maps line, which carries the path as the kernel prints it.
+        let text = String::from_utf8_lossy(&text);
+        let v: serde_json::Value = serde_json::from_str(&json(&JsonTask(&t))).expect("parse");
+        for group in ["base", "cred", "stat", "statm"] {
+            for k in v[group].as_object().expect(group).keys() {
+                assert!(text.contains(&format!(" {k} ")), "text lacks {group}.{k}");
+            }
+        }
+        assert!(text.contains(" comm w\\xffx"));
+        assert!(text.contains("  cmdline: a b\\xff\n"));
+        assert!(text.contains("  cmdline: unavailable: Permission denied"));
+        assert_eq!(v["base"]["comm"]["bytes"], "d/94");
+        assert_eq!(v["cmdline"][0], "a");
+        assert_eq!(v["cred"]["cap_effective"], "ffffffffffffffff");
+        assert_eq!(v["errors"]["cmdline"], "Permission denied (os error 13)");
     }
 }

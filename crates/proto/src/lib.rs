@@ -199,7 +199,7 @@ impl Group {
     }
 
     /// The group's show-flag bit.
-    pub fn flag(self) -> u64 {
+    pub const fn flag(self) -> u64 {
         1u64 << (self as u16)
     }
 

@@ -231,10 +231,6 @@ pub fn ps_main(args: &[OsString]) -> i32 {
 /// The groups the columns, selections and sort keys need.
 fn needed_groups(o: &Opts) -> u64 {
     let mut g = Group::Base.flag();
-    let cred = Group::Cred.flag();
-    let stat = Group::Stat.flag();
-    let statm = Group::Statm.flag();
-    let cmdline = Group::Cmdline.flag();
     // Selections by user or group (-e/-A select everything without looking).
     let by_id = o.selection.iter().any(|s| {
         matches!(
@@ -243,108 +239,15 @@ fn needed_groups(o: &Opts) -> u64 {
         )
     });
     if by_id || (o.select_my_euid && !o.all_processes) {
-        g |= cred;
+        g |= Group::Cred.flag();
     }
     for c in &o.format {
-        let Some(s) = c.spec else { continue };
-        g |= match s.pr {
-            Pr::Args if !o.bsd_c_option => cmdline,
-            Pr::Comm if o.unix_f_option => cmdline,
-            Pr::Egid
-            | Pr::Rgid
-            | Pr::Sgid
-            | Pr::Fgid
-            | Pr::Euid
-            | Pr::Ruid
-            | Pr::Suid
-            | Pr::Fuid
-            | Pr::Euser
-            | Pr::Ruser
-            | Pr::Suser
-            | Pr::Fuser
-            | Pr::Egroup
-            | Pr::Rgroup
-            | Pr::Sgroup
-            | Pr::Fgroup
-            | Pr::Supgid
-            | Pr::Supgrp => cred,
-            Pr::Stat => stat | statm,
-            Pr::Pcpu
-            | Pr::C
-            | Pr::Cp
-            | Pr::Time
-            | Pr::Times
-            | Pr::Bsdtime
-            | Pr::Nice
-            | Pr::Class
-            | Pr::Rtprio
-            | Pr::Sched
-            | Pr::Priority
-            | Pr::Opri
-            | Pr::Pri
-            | Pr::PriApi
-            | Pr::PriBar
-            | Pr::PriBaz
-            | Pr::PriFoo
-            | Pr::Psr
-            | Pr::SgiP
-            | Pr::Nlwp
-            | Pr::Majflt
-            | Pr::Minflt => stat,
-            Pr::Rss | Pr::Vsz | Pr::Sz | Pr::Pmem | Pr::Swapable | Pr::Size => statm,
-            _ => 0,
-        };
+        if let Some(s) = c.spec {
+            g |= s.pr.groups(o.bsd_c_option, o.unix_f_option);
+        }
     }
     for k in &o.sort {
-        g |= match k.sr {
-            Sr::Cmdline => cmdline,
-            Sr::Utilization
-            | Sr::TimeAll
-            | Sr::TicsAll
-            | Sr::SchedClassStr
-            | Sr::SchedClass
-            | Sr::TicsUser
-            | Sr::TicsUserC
-            | Sr::TicsSystemC
-            | Sr::Priority
-            | Sr::PriorityRt
-            | Sr::Processor
-            | Sr::FltMaj
-            | Sr::FltMin
-            | Sr::FltMajC
-            | Sr::FltMinC
-            | Sr::Nice
-            | Sr::Nlwp => stat,
-            Sr::VmRss
-            | Sr::MemResPgs
-            | Sr::MemShrPgs
-            | Sr::VsizeBytes
-            | Sr::VmSize
-            | Sr::VmData
-            | Sr::VmExe
-            | Sr::VmLib
-            | Sr::VmLock
-            | Sr::VmStack => statm,
-            Sr::IdEgid
-            | Sr::IdEgroup
-            | Sr::IdEuid
-            | Sr::IdEuser
-            | Sr::IdFgid
-            | Sr::IdFgroup
-            | Sr::IdFuid
-            | Sr::IdFuser
-            | Sr::IdRgid
-            | Sr::IdRgroup
-            | Sr::IdRuid
-            | Sr::IdRuser
-            | Sr::IdSgid
-            | Sr::IdSgroup
-            | Sr::IdSuid
-            | Sr::IdSuser
-            | Sr::Supgids
-            | Sr::Supgroups => cred,
-            _ => 0,
-        };
+        g |= k.sr.groups();
     }
     g
 }
@@ -364,7 +267,7 @@ fn want(o: &Opts, r: &Row, utf8: bool) -> bool {
         }
         accepted = false;
     }
-    if o.running_only && !matches!(r.state(), b'R' | b'D') {
+    if o.running_only && !matches!(r.state(), Some(b'R' | b'D')) {
         accepted = false;
     }
     if o.negate_selection {
@@ -375,16 +278,16 @@ fn want(o: &Opts, r: &Row, utf8: bool) -> bool {
 }
 
 fn simple_accept(o: &Opts, r: &Row) -> bool {
-    if o.select_my_euid && r.euid() != o.cached_euid {
+    if o.select_my_euid && r.euid() != Some(o.cached_euid) {
         return false;
     }
-    if o.select_my_tty && r.tty() != o.cached_tty {
+    if o.select_my_tty && r.tty() != Some(o.cached_tty) {
         return false;
     }
-    if o.select_no_leader && r.session() == r.tgid() {
+    if o.select_no_leader && r.session() == Some(r.tgid()) {
         return false;
     }
-    if o.select_has_tty && r.tty() == 0 {
+    if o.select_has_tty && r.tty().is_none_or(|t| t == 0) {
         return false;
     }
     true
@@ -398,13 +301,15 @@ fn listed(o: &Opts, r: &Row, utf8: bool) -> bool {
             SelKind::Rgid => r.rgid(),
             SelKind::Egid => r.egid(),
             SelKind::Pgrp => r.pgrp(),
-            SelKind::Pid | SelKind::PidQuick => r.tgid(),
+            SelKind::Pid | SelKind::PidQuick => Some(r.tgid()),
             SelKind::Ppid => r.ppid(),
             SelKind::Tty => r.tty(),
             SelKind::Sess => r.session(),
             SelKind::Comm => {
                 // Names are at most 15 bytes: a longer pattern matches on its first 15.
-                let cmd = r.cmd(utf8);
+                let Some(cmd) = r.cmd(utf8) else {
+                    continue;
+                };
                 let hit = |c: &Vec<u8>| {
                     *c == cmd || (cmd.len() == 15 && c.len() >= 15 && c[..15] == cmd[..])
                 };
@@ -414,7 +319,7 @@ fn listed(o: &Opts, r: &Row, utf8: bool) -> bool {
                 continue;
             }
         };
-        if sn.ids.contains(&v) {
+        if v.is_some_and(|v| sn.ids.contains(&v)) {
             return true;
         }
     }
@@ -461,7 +366,10 @@ fn run(o: &Opts, utf8: bool) -> io::Result<bool> {
     if !threads && o.sort.is_empty() && o.forest_type == 0 && quick.is_none() {
         // A plain listing: print each process as it is decoded, in pid order.
         let res = source.for_each_process(q.groups, &mut |t| {
-            let r = Row { t: &t };
+            let r = Row {
+                t: &t,
+                fetched: q.groups,
+            };
             if want(o, &r, utf8) {
                 p.show(&mut ctx, &r)?;
             }
@@ -479,7 +387,13 @@ fn run(o: &Opts, utf8: bool) -> io::Result<bool> {
             .leaders_as_processes(&mut tasks)
             .map_err(io::Error::other)?;
     }
-    let rows: Vec<Row> = tasks.iter().map(|t| Row { t }).collect();
+    let rows: Vec<Row> = tasks
+        .iter()
+        .map(|t| Row {
+            t,
+            fetched: q.groups,
+        })
+        .collect();
     if o.forest_type != 0 || !o.sort.is_empty() {
         fancy(o, &mut ctx, &mut p, &rows)?;
     } else if let Some(q) = quick {
@@ -501,10 +415,10 @@ fn run(o: &Opts, utf8: bool) -> io::Result<bool> {
 }
 
 fn sort_rows(ctx: &mut Ctx, rows: &mut Vec<&Row>, sr: Sr, reverse: bool) {
-    let mut keyed: Vec<(output::SortVal, &Row)> =
+    let mut keyed: Vec<(Option<output::SortVal>, &Row)> =
         rows.iter().map(|r| (ctx.sort_value(sr, r), *r)).collect();
     keyed.sort_by(|a, b| {
-        let c = a.0.compare(&b.0);
+        let c = output::SortVal::compare_missing_first(&a.0, &b.0);
         if reverse {
             c.reverse()
         } else {
@@ -538,12 +452,15 @@ fn fancy<W: Write>(o: &Opts, ctx: &mut Ctx, p: &mut Printer<W>, all: &[Row]) -> 
     }
     // show_forest: roots are tasks whose parent is not listed, scanned from the end.
     let pids: HashSet<u32> = rows.iter().map(|r| r.tid()).collect();
+    // A task whose BASE is missing has no known parent: it is a root.
     let mut first_child: HashMap<u32, usize> = HashMap::new();
     for (i, r) in rows.iter().enumerate() {
-        first_child.entry(r.ppid()).or_insert(i);
+        if let Some(ppid) = r.ppid() {
+            first_child.entry(ppid).or_insert(i);
+        }
     }
     for i in (0..rows.len()).rev() {
-        if pids.contains(&rows[i].ppid()) {
+        if rows[i].ppid().is_some_and(|pp| pids.contains(&pp)) {
             continue;
         }
         show_tree(ctx, p, &rows, &first_child, i)?;
@@ -584,7 +501,7 @@ fn show_tree<W: Write>(
         let Some(&first) = first_child.get(&pid) else {
             return Ok(());
         };
-        if first >= n || rows[first].ppid() != pid {
+        if first >= n || rows[first].ppid() != Some(pid) {
             return Ok(());
         }
         if level > 0 {
@@ -600,10 +517,10 @@ fn show_tree<W: Write>(
     };
     visit(ctx, p, &mut stack, root, 0, false)?;
     while let Some(top) = stack.last_mut() {
-        if top.next < n && rows[top.next].ppid() == top.pid {
+        if top.next < n && rows[top.next].ppid() == Some(top.pid) {
             let i = top.next;
             top.next += 1;
-            let more = i + 1 < n && rows[i + 1].ppid() == top.pid;
+            let more = i + 1 < n && rows[i + 1].ppid() == Some(top.pid);
             // procps shows init's children at init's own level, except in -H trees.
             let adopted = top.pid == 1 && ctx.forest_type != b'u';
             let level = if adopted || top.level + 1 >= FOREST_MAX {

@@ -10,7 +10,7 @@
 use std::io::{self, Write};
 
 use taskdiag_proto::task::Task;
-use taskdiag_proto::{state_char, BaseRec, StatRec, StatmRec};
+use taskdiag_proto::{state_char, BaseRec, Group, StatRec, StatmRec};
 
 use super::args::{Col, OUTBUF_SIZE};
 use super::specs::{cf, Pr, Sr};
@@ -24,34 +24,34 @@ const MAX_CMDLINE: usize = 128 * 1024 - 1;
 const SPACE_AMOUNT: i32 = 144;
 
 /// One task as ps sees it.
+///
+/// Every accessor of a value that comes from an attribute group returns `None` when that group
+/// was not fetched or is unavailable for this task (it then prints as `-`), so no column can
+/// show a zero that was never read. A group that was fetched and is absent because the task has
+/// no address space (kernel threads, zombies: no STATM, no CMDLINE) is what procps shows for
+/// such tasks: zero sizes and the `[name]` command line.
 pub struct Row<'a> {
     /// The decoded record.
     pub t: &'a Task,
+    /// The groups asked for (`Group::flag` bits).
+    pub fetched: u64,
 }
 
-static NO_BASE: BaseRec = BaseRec {
-    ppid: 0,
-    tpid: 0,
-    sid: 0,
-    pgid: 0,
-    tty_nr: 0,
-    task_flags: 0,
-    state: 0,
-    flags: 0,
-    comm_len: 0,
-    tpgid: -1,
-    start_time_ns: 0,
-};
-
 impl Row<'_> {
-    fn b(&self) -> &BaseRec {
-        self.t.base.as_ref().map(|b| &b.rec).unwrap_or(&NO_BASE)
+    /// A record of group `g` that is absent: `Some(default)` when it was fetched without an
+    /// error (the task has no such data, as a kernel thread has no memory), else `None`.
+    fn absent<T: Default>(&self, g: Group) -> Option<T> {
+        let failed = self.t.errors.iter().any(|e| e.group == g as u16);
+        (self.fetched & g.flag() != 0 && !failed).then(T::default)
     }
-    fn st(&self) -> StatRec {
-        self.t.stat.unwrap_or_default()
+    fn b(&self) -> Option<&BaseRec> {
+        self.t.base.as_ref().map(|b| &b.rec)
     }
-    fn sm(&self) -> StatmRec {
-        self.t.statm.unwrap_or_default()
+    fn st(&self) -> Option<&StatRec> {
+        self.t.stat.as_ref()
+    }
+    fn sm(&self) -> Option<StatmRec> {
+        self.t.statm.or_else(|| self.absent(Group::Statm))
     }
     /// Thread id.
     pub fn tid(&self) -> u32 {
@@ -62,139 +62,136 @@ impl Row<'_> {
         self.t.tgid
     }
     /// Parent pid.
-    pub fn ppid(&self) -> u32 {
-        self.b().ppid
+    pub fn ppid(&self) -> Option<u32> {
+        self.b().map(|b| b.ppid)
     }
     /// Process group.
-    pub fn pgrp(&self) -> u32 {
-        self.b().pgid
+    pub fn pgrp(&self) -> Option<u32> {
+        self.b().map(|b| b.pgid)
     }
     /// Session.
-    pub fn session(&self) -> u32 {
-        self.b().sid
+    pub fn session(&self) -> Option<u32> {
+        self.b().map(|b| b.sid)
     }
     /// Terminal (tty_nr).
-    pub fn tty(&self) -> u32 {
-        self.b().tty_nr
+    pub fn tty(&self) -> Option<u32> {
+        self.b().map(|b| b.tty_nr)
     }
     /// Foreground process group of the terminal.
-    pub fn tpgid(&self) -> i32 {
-        self.b().tpgid
+    pub fn tpgid(&self) -> Option<i32> {
+        self.b().map(|b| b.tpgid)
     }
     /// State letter.
-    pub fn state(&self) -> u8 {
-        state_char(self.b().state) as u8
+    pub fn state(&self) -> Option<u8> {
+        self.b().map(|b| state_char(b.state) as u8)
     }
-    fn ids(&self) -> [u32; 8] {
-        match &self.t.cred {
-            Some(c) => {
-                let r = &c.rec;
-                [
-                    r.uid, r.euid, r.suid, r.fsuid, r.gid, r.egid, r.sgid, r.fsgid,
-                ]
-            }
-            None => [0; 8],
-        }
+    /// Real, effective, saved and filesystem uid, then the same gids.
+    fn ids(&self) -> Option<[u32; 8]> {
+        let r = &self.t.cred.as_ref()?.rec;
+        Some([
+            r.uid, r.euid, r.suid, r.fsuid, r.gid, r.egid, r.sgid, r.fsgid,
+        ])
     }
     /// Real uid.
-    pub fn ruid(&self) -> u32 {
-        self.ids()[0]
+    pub fn ruid(&self) -> Option<u32> {
+        Some(self.ids()?[0])
     }
     /// Effective uid.
-    pub fn euid(&self) -> u32 {
-        self.ids()[1]
+    pub fn euid(&self) -> Option<u32> {
+        Some(self.ids()?[1])
     }
     /// Saved uid.
-    pub fn suid(&self) -> u32 {
-        self.ids()[2]
+    pub fn suid(&self) -> Option<u32> {
+        Some(self.ids()?[2])
     }
     /// Filesystem uid.
-    pub fn fuid(&self) -> u32 {
-        self.ids()[3]
+    pub fn fuid(&self) -> Option<u32> {
+        Some(self.ids()?[3])
     }
     /// Real gid.
-    pub fn rgid(&self) -> u32 {
-        self.ids()[4]
+    pub fn rgid(&self) -> Option<u32> {
+        Some(self.ids()?[4])
     }
     /// Effective gid.
-    pub fn egid(&self) -> u32 {
-        self.ids()[5]
+    pub fn egid(&self) -> Option<u32> {
+        Some(self.ids()?[5])
     }
     /// Saved gid.
-    pub fn sgid(&self) -> u32 {
-        self.ids()[6]
+    pub fn sgid(&self) -> Option<u32> {
+        Some(self.ids()?[6])
     }
     /// Filesystem gid.
-    pub fn fgid(&self) -> u32 {
-        self.ids()[7]
+    pub fn fgid(&self) -> Option<u32> {
+        Some(self.ids()?[7])
+    }
+    /// Supplementary groups.
+    fn groups(&self) -> Option<&[u32]> {
+        self.t.cred.as_ref().map(|c| c.groups.as_slice())
     }
     fn ticks(&self, ns: u64, m: &Machine) -> u64 {
         ns / m.ns_per_tick()
     }
-    fn utime(&self, m: &Machine) -> u64 {
-        self.ticks(self.st().utime_ns, m)
+    fn utime(&self, m: &Machine) -> Option<u64> {
+        Some(self.ticks(self.st()?.utime_ns, m))
     }
-    fn stime(&self, m: &Machine) -> u64 {
-        self.ticks(self.st().stime_ns, m)
+    fn stime(&self, m: &Machine) -> Option<u64> {
+        Some(self.ticks(self.st()?.stime_ns, m))
     }
-    fn cutime(&self, m: &Machine) -> u64 {
-        self.ticks(self.st().cutime_ns, m)
+    fn cutime(&self, m: &Machine) -> Option<u64> {
+        Some(self.ticks(self.st()?.cutime_ns, m))
     }
-    fn cstime(&self, m: &Machine) -> u64 {
-        self.ticks(self.st().cstime_ns, m)
+    fn cstime(&self, m: &Machine) -> Option<u64> {
+        Some(self.ticks(self.st()?.cstime_ns, m))
     }
     /// Start time in clock ticks since boot.
-    pub fn start_ticks(&self, m: &Machine) -> u64 {
-        self.ticks(self.b().start_time_ns, m)
+    pub fn start_ticks(&self, m: &Machine) -> Option<u64> {
+        Some(self.ticks(self.b()?.start_time_ns, m))
     }
-    fn nice(&self) -> i32 {
-        self.st().nice
+    fn nice(&self) -> Option<i32> {
+        Some(self.st()?.nice)
     }
-    fn priority(&self) -> i32 {
-        self.st().priority
+    fn priority(&self) -> Option<i32> {
+        Some(self.st()?.priority)
     }
-    fn nlwp(&self) -> i32 {
-        self.st().threads as i32
+    fn nlwp(&self) -> Option<i32> {
+        Some(self.st()?.threads as i32)
     }
-    fn policy(&self) -> i32 {
-        self.st().policy as i32
+    fn policy(&self) -> Option<i32> {
+        Some(self.st()?.policy as i32)
     }
-    fn vm_rss(&self) -> u64 {
-        let s = self.sm();
-        (s.rss_anon + s.rss_file + s.rss_shmem) >> 10
+    fn vm_rss(&self) -> Option<u64> {
+        let s = self.sm()?;
+        Some((s.rss_anon + s.rss_file + s.rss_shmem) >> 10)
     }
-    fn vm_size(&self) -> u64 {
-        self.sm().vm_size >> 10
+    fn vm_size(&self) -> Option<u64> {
+        Some(self.sm()?.vm_size >> 10)
     }
     /// The name, escaped as libproc2 escapes it.
-    pub fn cmd(&self, utf8: bool) -> Vec<u8> {
-        let comm = self
-            .t
-            .base
-            .as_ref()
-            .map(|b| b.comm.as_slice())
-            .unwrap_or(b"");
-        lib_escape(comm, utf8)
+    pub fn cmd(&self, utf8: bool) -> Option<Vec<u8>> {
+        let comm = &self.t.base.as_ref()?.comm;
+        Some(lib_escape(comm, utf8))
     }
     /// The command line as procps shows it: argv joined and escaped, or `[name]` (with
-    /// ` <defunct>` for zombies) when there is none.
-    pub fn cmdline(&self, utf8: bool) -> Vec<u8> {
-        let joined = self
-            .t
-            .cmdline
-            .as_deref()
-            .map(|c| unvector(c, MAX_CMDLINE))
-            .unwrap_or_default();
+    /// ` <defunct>` for zombies) when there is none (no address space, or unreadable: procps
+    /// falls back to the name then too).
+    pub fn cmdline(&self, utf8: bool) -> Option<Vec<u8>> {
+        let name = self.cmd(utf8)?;
+        let failed = self.t.errors.iter().any(|e| e.group == Group::Cmdline as u16);
+        let joined = match &self.t.cmdline {
+            Some(c) => unvector(c, MAX_CMDLINE),
+            None if self.fetched & Group::Cmdline.flag() != 0 || failed => Vec::new(),
+            None => return None,
+        };
         if !joined.is_empty() {
-            return lib_escape(&joined, utf8);
+            return Some(lib_escape(&joined, utf8));
         }
         let mut v = b"[".to_vec();
-        v.extend(self.cmd(utf8));
+        v.extend(name);
         v.push(b']');
-        if self.state() == b'Z' {
+        if self.state() == Some(b'Z') {
             v.extend_from_slice(b" <defunct>");
         }
-        v
+        Some(v)
     }
 }
 
@@ -254,27 +251,23 @@ impl Ctx {
         }
     }
 
-    fn tics_all(&self, r: &Row) -> u64 {
+    fn tics_all(&self, r: &Row) -> Option<u64> {
         let m = &self.m;
-        let mut t = r.utime(m) + r.stime(m);
+        let mut t = r.utime(m)? + r.stime(m)?;
         if self.include_dead_children {
-            t += r.cutime(m) + r.cstime(m);
+            t += r.cutime(m)? + r.cstime(m)?;
         }
-        t
+        Some(t)
     }
 
     /// procps TIME_ELAPSED: seconds since the task started, as a double.
-    fn elapsed(&self, r: &Row) -> f64 {
-        let t = self.boot_tics as f64 - r.start_ticks(&self.m) as f64;
-        if t > 0.0 {
-            t / self.m.hz as f64
-        } else {
-            0.0
-        }
+    fn elapsed(&self, r: &Row) -> Option<f64> {
+        let t = self.boot_tics as f64 - r.start_ticks(&self.m)? as f64;
+        Some(if t > 0.0 { t / self.m.hz as f64 } else { 0.0 })
     }
 
-    fn start_secs(&self, r: &Row) -> i64 {
-        (self.m.boot_time + r.start_ticks(&self.m) / self.m.hz) as i64
+    fn start_secs(&self, r: &Row) -> Option<i64> {
+        Some((self.m.boot_time + r.start_ticks(&self.m)? / self.m.hz) as i64)
     }
 
     fn forest_helper(&self, out: &mut Vec<u8>) -> i32 {
@@ -330,44 +323,55 @@ impl Ctx {
         s.len() as i32
     }
 
-    /// Prints column `pr` of `r` into `out`; returns the screen cells used.
+    /// Prints column `pr` of `r` into `out`; returns the screen cells used. A value whose
+    /// group was not fetched or is unavailable prints as `-`.
     pub fn print(&mut self, pr: Pr, r: &Row, out: &mut Vec<u8>) -> i32 {
+        let start = out.len();
+        self.value(pr, r, out).unwrap_or_else(|| {
+            out.truncate(start);
+            out.push(b'-');
+            1
+        })
+    }
+
+    /// Column `pr` of `r`, or `None` (nothing meaningful written) when its data is missing.
+    fn value(&mut self, pr: Pr, r: &Row, out: &mut Vec<u8>) -> Option<i32> {
         let start = out.len();
         let m = self.m;
         macro_rules! w {
             ($($a:tt)*) => {{
                 let _ = write!(out, $($a)*);
-                (out.len() - start) as i32
+                Some((out.len() - start) as i32)
             }};
         }
         match pr {
             Pr::Nop | Pr::Unsupported => w!("-"),
             Pr::Args | Pr::Comm => {
-                let mut rightward = self.max_rightward;
-                rightward -= self.forest_helper(out);
                 let long = match pr {
                     Pr::Args => !self.bsd_c_option,
                     _ => self.unix_f_option,
                 };
                 let s = if long {
-                    r.cmdline(self.utf8)
+                    r.cmdline(self.utf8)?
                 } else {
-                    r.cmd(self.utf8)
+                    r.cmd(self.utf8)?
                 };
+                let mut rightward = self.max_rightward;
+                rightward -= self.forest_helper(out);
                 self.escaped(out, &s, &mut rightward);
-                self.max_rightward - rightward
+                Some(self.max_rightward - rightward)
             }
             Pr::Fname => {
+                let s = r.cmd(self.utf8)?;
                 let mut rightward = self.max_rightward;
                 rightward -= self.forest_helper(out);
                 rightward = rightward.min(8);
-                let s = r.cmd(self.utf8);
                 self.escaped(out, &s, &mut rightward);
                 // As procps: measured against max_rightward, not the clamped 8.
-                self.max_rightward - rightward
+                Some(self.max_rightward - rightward)
             }
             Pr::Etime => {
-                let mut t = self.elapsed(r) as u64;
+                let mut t = self.elapsed(r)? as u64;
                 let ss = t % 60;
                 t /= 60;
                 let mm = t % 60;
@@ -382,10 +386,10 @@ impl Ctx {
                 }
                 w!("{mm:02}:{ss:02}")
             }
-            Pr::Etimes => w!("{}", self.elapsed(r) as u32),
+            Pr::Etimes => w!("{}", self.elapsed(r)? as u32),
             Pr::C | Pr::Pcpu | Pr::Cp => {
-                let total = self.tics_all(r);
-                let jiffies = (self.elapsed(r) * m.hz as f64) as u64;
+                let total = self.tics_all(r)?;
+                let jiffies = (self.elapsed(r)? * m.hz as f64) as u64;
                 let scale = if pr == Pr::C { 100 } else { 1000 };
                 let mut pcpu = (total * scale).checked_div(jiffies).unwrap_or(0);
                 match pr {
@@ -398,10 +402,10 @@ impl Ctx {
                     _ => w!("{}.{}", pcpu / 10, pcpu % 10),
                 }
             }
-            Pr::Pgid => w!("{}", r.pgrp()),
-            Pr::Ppid => w!("{}", r.ppid()),
+            Pr::Pgid => w!("{}", r.pgrp()?),
+            Pr::Ppid => w!("{}", r.ppid()?),
             Pr::Time | Pr::Times => {
-                let mut t = ((r.utime(&m) as f64 + r.stime(&m) as f64) / m.hz as f64) as u64;
+                let mut t = ((r.utime(&m)? as f64 + r.stime(&m)? as f64) / m.hz as f64) as u64;
                 if pr == Pr::Times {
                     return w!("{t}");
                 }
@@ -416,37 +420,37 @@ impl Ctx {
                 }
                 w!("{hh:02}:{mm:02}:{ss:02}")
             }
-            Pr::Vsz => w!("{}", r.vm_size()),
-            Pr::Priority => w!("{}", r.priority()),
-            Pr::Opri => w!("{}", 60 + r.priority()),
-            Pr::PriFoo => w!("{}", r.priority() - 20),
-            Pr::PriBar => w!("{}", r.priority() + 1),
-            Pr::PriBaz => w!("{}", r.priority() + 100),
-            Pr::Pri => w!("{}", 39 - r.priority()),
-            Pr::PriApi => w!("{}", -1 - r.priority()),
+            Pr::Vsz => w!("{}", r.vm_size()?),
+            Pr::Priority => w!("{}", r.priority()?),
+            Pr::Opri => w!("{}", 60 + r.priority()?),
+            Pr::PriFoo => w!("{}", r.priority()? - 20),
+            Pr::PriBar => w!("{}", r.priority()? + 1),
+            Pr::PriBaz => w!("{}", r.priority()? + 100),
+            Pr::Pri => w!("{}", 39 - r.priority()?),
+            Pr::PriApi => w!("{}", -1 - r.priority()?),
             Pr::Nice => {
-                let p = r.policy();
+                let p = r.policy()?;
                 if p != 0 && p != 3 && p != -1 {
                     w!("-")
                 } else {
-                    w!("{}", r.nice())
+                    w!("{}", r.nice()?)
                 }
             }
-            Pr::Class => w!("{}", sched_class(r.policy())),
+            Pr::Class => w!("{}", sched_class(r.policy()?)),
             Pr::Rtprio => {
-                let p = r.policy();
+                let p = r.policy()?;
                 if p == 0 || p == -1 {
                     w!("-")
                 } else {
-                    w!("{}", r.st().rt_priority as i32)
+                    w!("{}", r.st()?.rt_priority as i32)
                 }
             }
-            Pr::Sched => w!("{}", r.policy()),
+            Pr::Sched => w!("{}", r.policy()?),
             Pr::Wchan => {
                 let name = wchan(r.tid());
                 let len = name.len().min(self.max_rightward.max(0) as usize);
                 out.extend_from_slice(&name.as_bytes()[..len]);
-                len as i32
+                Some(len as i32)
             }
             Pr::Tty4 | Pr::Tty8 => {
                 let ab = if pr == Pr::Tty4 {
@@ -454,43 +458,44 @@ impl Ctx {
                 } else {
                     Abbrev::Dev
                 };
-                let name = self.ttys.name(r.tty(), r.tid(), 64, ab);
+                let name = self.ttys.name(r.tty()?, r.tid(), 64, ab);
                 w!("{name}")
             }
             Pr::Stat => {
-                let mut s = vec![r.state()];
-                if r.nice() < 0 {
+                let nice = r.nice()?;
+                let mut s = vec![r.state()?];
+                if nice < 0 {
                     s.push(b'<');
                 }
-                if r.nice() > 0 {
+                if nice > 0 {
                     s.push(b'N');
                 }
-                if r.sm().locked != 0 {
+                if r.sm()?.locked != 0 {
                     s.push(b'L');
                 }
-                if r.session() == r.tgid() {
+                if r.session()? == r.tgid() {
                     s.push(b's');
                 }
-                if r.nlwp() > 1 {
+                if r.nlwp()? > 1 {
                     s.push(b'l');
                 }
-                if r.pgrp() as i64 == r.tpgid() as i64 {
+                if r.pgrp()? as i64 == r.tpgid()? as i64 {
                     s.push(b'+');
                 }
                 out.extend_from_slice(&s);
-                s.len() as i32
+                Some(s.len() as i32)
             }
             Pr::S => {
-                out.push(r.state());
-                1
+                out.push(r.state()?);
+                Some(1)
             }
-            Pr::Flag => w!("{:o}", (r.b().task_flags >> 6) & 7),
+            Pr::Flag => w!("{:o}", (r.b()?.task_flags >> 6) & 7),
             Pr::Bsdtime => {
-                let u = self.tics_all(r) / m.hz;
+                let u = self.tics_all(r)? / m.hz;
                 w!("{:3}:{:02}", u / 60, u % 60)
             }
             Pr::Bsdstart => {
-                let start = self.start_secs(r);
+                let start = self.start_secs(r)?;
                 let ago = (self.now - start).max(0);
                 let c = ctime(start);
                 let s = if ago > 3600 * 24 {
@@ -499,13 +504,16 @@ impl Ctx {
                     &c[10..16]
                 };
                 out.extend_from_slice(s.as_bytes());
-                6
+                Some(6)
             }
-            Pr::Sz => w!("{}", r.vm_size() / (m.page_size / 1024)),
-            Pr::Swapable => w!("{}", (r.sm().data + r.sm().stack) >> 10),
-            Pr::Size => w!("{}", r.sm().vm_size),
+            Pr::Sz => w!("{}", r.vm_size()? / (m.page_size / 1024)),
+            Pr::Swapable => {
+                let sm = r.sm()?;
+                w!("{}", (sm.data + sm.stack) >> 10)
+            }
+            Pr::Size => w!("{}", r.sm()?.vm_size),
             Pr::Majflt => {
-                let s = r.st();
+                let s = r.st()?;
                 w!(
                     "{}",
                     if self.include_dead_children {
@@ -516,7 +524,7 @@ impl Ctx {
                 )
             }
             Pr::Minflt => {
-                let s = r.st();
+                let s = r.st()?;
                 w!(
                     "{}",
                     if self.include_dead_children {
@@ -526,19 +534,19 @@ impl Ctx {
                     }
                 )
             }
-            Pr::Psr => w!("{}", r.st().processor),
-            Pr::Rss => w!("{}", r.vm_rss()),
+            Pr::Psr => w!("{}", r.st()?.processor),
+            Pr::Rss => w!("{}", r.vm_rss()?),
             Pr::Pmem => {
-                let pmem = (r.vm_rss() * 1000 / m.mem_total_kib.max(1)).min(999);
+                let pmem = (r.vm_rss()? * 1000 / m.mem_total_kib.max(1)).min(999);
                 w!("{:2}.{}", pmem / 10, pmem % 10)
             }
             Pr::Lstart => {
-                let s = strftime(self.start_secs(r), "%a %b %e %H:%M:%S %Y");
+                let s = strftime(self.start_secs(r)?, "%a %b %e %H:%M:%S %Y");
                 w!("{s}")
             }
             Pr::Stime => {
+                let t = self.start_secs(r)?;
                 let now = localtime(self.now);
-                let t = self.start_secs(r);
                 let pt = localtime(t);
                 let mut fmt = "%H:%M";
                 if now.tm_yday != pt.tm_yday {
@@ -551,7 +559,7 @@ impl Ctx {
                 w!("{s}")
             }
             Pr::Start => {
-                let t = self.start_secs(r);
+                let t = self.start_secs(r)?;
                 let mut c = ctime(t).into_bytes();
                 if c[8] == b' ' {
                     c[8] = b'0';
@@ -566,23 +574,23 @@ impl Ctx {
                     w!("  {}", &c[4..10])
                 }
             }
-            Pr::Egid => w!("{}", r.egid() as i32),
-            Pr::Rgid => w!("{}", r.rgid() as i32),
-            Pr::Sgid => w!("{}", r.sgid() as i32),
-            Pr::Fgid => w!("{}", r.fgid() as i32),
-            Pr::Euid => w!("{}", r.euid() as i32),
-            Pr::Ruid => w!("{}", r.ruid() as i32),
-            Pr::Suid => w!("{}", r.suid() as i32),
-            Pr::Fuid => w!("{}", r.fuid() as i32),
+            Pr::Egid => w!("{}", r.egid()? as i32),
+            Pr::Rgid => w!("{}", r.rgid()? as i32),
+            Pr::Sgid => w!("{}", r.sgid()? as i32),
+            Pr::Fgid => w!("{}", r.fgid()? as i32),
+            Pr::Euid => w!("{}", r.euid()? as i32),
+            Pr::Ruid => w!("{}", r.ruid()? as i32),
+            Pr::Suid => w!("{}", r.suid()? as i32),
+            Pr::Fuid => w!("{}", r.fuid()? as i32),
             Pr::Euser | Pr::Ruser | Pr::Suser | Pr::Fuser => {
                 let id = match pr {
                     Pr::Euser => r.euid(),
                     Pr::Ruser => r.ruid(),
                     Pr::Suser => r.suid(),
                     _ => r.fuid(),
-                };
+                }?;
                 let name = self.names.user(id).to_string();
-                self.do_pr_name(out, &name, id)
+                Some(self.do_pr_name(out, &name, id))
             }
             Pr::Egroup | Pr::Rgroup | Pr::Sgroup | Pr::Fgroup => {
                 let id = match pr {
@@ -590,28 +598,25 @@ impl Ctx {
                     Pr::Rgroup => r.rgid(),
                     Pr::Sgroup => r.sgid(),
                     _ => r.fgid(),
-                };
+                }?;
                 let name = self.names.group(id).to_string();
-                self.do_pr_name(out, &name, id)
+                Some(self.do_pr_name(out, &name, id))
             }
             Pr::Pid => w!("{}", r.tgid()),
             Pr::Tid => w!("{}", r.tid()),
-            Pr::Nlwp => w!("{}", r.nlwp()),
-            Pr::Sess => w!("{}", r.session()),
-            Pr::Tpgid => w!("{}", r.tpgid()),
+            Pr::Nlwp => w!("{}", r.nlwp()?),
+            Pr::Sess => w!("{}", r.session()?),
+            Pr::Tpgid => w!("{}", r.tpgid()?),
             Pr::SgiP => {
-                if r.state() == b'R' {
-                    w!("{}", r.st().processor as u32)
+                let processor = r.st()?.processor;
+                if r.state()? == b'R' {
+                    w!("{}", processor as u32)
                 } else {
                     w!("*")
                 }
             }
             Pr::Supgid | Pr::Supgrp => {
-                let gids: Vec<u32> =
-                    r.t.cred
-                        .as_ref()
-                        .map(|c| c.groups.clone())
-                        .unwrap_or_default();
+                let gids = r.groups()?;
                 let text = if gids.is_empty() {
                     "-".to_string()
                 } else if pr == Pr::Supgid {
@@ -629,102 +634,106 @@ impl Ctx {
                 if pr == Pr::Supgid {
                     let n = text.len().min(rightward.max(0) as usize);
                     out.extend_from_slice(&text.as_bytes()[..n]);
-                    return n as i32;
+                    return Some(n as i32);
                 }
                 self.escaped(out, text.as_bytes(), &mut rightward);
-                self.max_rightward - rightward
+                Some(self.max_rightward - rightward)
             }
         }
     }
 
-    /// The value `r` sorts by for `sr`.
-    pub fn sort_value(&mut self, sr: Sr, r: &Row) -> SortVal {
+    /// The value `r` sorts by for `sr`; `None` when its data is missing (such rows sort first,
+    /// like the `-` they print).
+    pub fn sort_value(&mut self, sr: Sr, r: &Row) -> Option<SortVal> {
         let m = self.m;
-        let sm = r.sm();
-        let st = r.st();
         use SortVal::*;
-        match sr {
+        let user = |ctx: &mut Ctx, id: Option<u32>| Some(S(ctx.names.user(id?).as_bytes().to_vec()));
+        let group =
+            |ctx: &mut Ctx, id: Option<u32>| Some(S(ctx.names.group(id?).as_bytes().to_vec()));
+        Some(match sr {
             Sr::Noop | Sr::Unsupported => I(0),
             Sr::Utilization => {
-                let t = self.boot_tics as f64 - r.start_ticks(&m) as f64;
+                let t = self.boot_tics as f64 - r.start_ticks(&m)? as f64;
                 if t > 0.0 {
-                    F((((r.utime(&m) + r.stime(&m)) as f32) * 100.0f32) as f64 / t)
+                    F((((r.utime(&m)? + r.stime(&m)?) as f32) * 100.0f32) as f64 / t)
                 } else {
                     F(0.0)
                 }
             }
-            Sr::VmRss => U(r.vm_rss()),
-            Sr::Cmdline => S(r.cmdline(self.utf8)),
-            Sr::Cmd => S(r.cmd(self.utf8)),
-            Sr::TimeAll => F((r.utime(&m) as f64 + r.stime(&m) as f64) / m.hz as f64),
-            Sr::TicsAll => U(r.utime(&m) + r.stime(&m)),
-            Sr::TicsBegan => U(r.start_ticks(&m)),
-            Sr::SchedClassStr => S(sched_class(r.policy()).as_bytes().to_vec()),
-            Sr::SchedClass => I(r.policy() as i64),
-            Sr::TicsUser => U(r.utime(&m)),
-            Sr::TicsUserC => U(r.utime(&m) + r.cutime(&m)),
-            Sr::TicsSystemC => U(r.stime(&m) + r.cstime(&m)),
-            Sr::IdEgid => U(r.egid() as u64),
-            Sr::IdRgid => U(r.rgid() as u64),
-            Sr::IdSgid => U(r.sgid() as u64),
-            Sr::IdFgid => U(r.fgid() as u64),
-            Sr::IdEuid => U(r.euid() as u64),
-            Sr::IdRuid => U(r.ruid() as u64),
-            Sr::IdSuid => U(r.suid() as u64),
-            Sr::IdFuid => U(r.fuid() as u64),
-            Sr::IdEuser => S(self.names.user(r.euid()).as_bytes().to_vec()),
-            Sr::IdRuser => S(self.names.user(r.ruid()).as_bytes().to_vec()),
-            Sr::IdSuser => S(self.names.user(r.suid()).as_bytes().to_vec()),
-            Sr::IdFuser => S(self.names.user(r.fuid()).as_bytes().to_vec()),
-            Sr::IdEgroup => S(self.names.group(r.egid()).as_bytes().to_vec()),
-            Sr::IdRgroup => S(self.names.group(r.rgid()).as_bytes().to_vec()),
-            Sr::IdSgroup => S(self.names.group(r.sgid()).as_bytes().to_vec()),
-            Sr::IdFgroup => S(self.names.group(r.fgid()).as_bytes().to_vec()),
-            Sr::IdPgrp => I(r.pgrp() as i32 as i64),
+            Sr::VmRss => U(r.vm_rss()?),
+            Sr::Cmdline => S(r.cmdline(self.utf8)?),
+            Sr::Cmd => S(r.cmd(self.utf8)?),
+            Sr::TimeAll => F((r.utime(&m)? as f64 + r.stime(&m)? as f64) / m.hz as f64),
+            Sr::TicsAll => U(r.utime(&m)? + r.stime(&m)?),
+            Sr::TicsBegan => U(r.start_ticks(&m)?),
+            Sr::SchedClassStr => S(sched_class(r.policy()?).as_bytes().to_vec()),
+            Sr::SchedClass => I(r.policy()? as i64),
+            Sr::TicsUser => U(r.utime(&m)?),
+            Sr::TicsUserC => U(r.utime(&m)? + r.cutime(&m)?),
+            Sr::TicsSystemC => U(r.stime(&m)? + r.cstime(&m)?),
+            Sr::IdEgid => U(r.egid()? as u64),
+            Sr::IdRgid => U(r.rgid()? as u64),
+            Sr::IdSgid => U(r.sgid()? as u64),
+            Sr::IdFgid => U(r.fgid()? as u64),
+            Sr::IdEuid => U(r.euid()? as u64),
+            Sr::IdRuid => U(r.ruid()? as u64),
+            Sr::IdSuid => U(r.suid()? as u64),
+            Sr::IdFuid => U(r.fuid()? as u64),
+            Sr::IdEuser => user(self, r.euid())?,
+            Sr::IdRuser => user(self, r.ruid())?,
+            Sr::IdSuser => user(self, r.suid())?,
+            Sr::IdFuser => user(self, r.fuid())?,
+            Sr::IdEgroup => group(self, r.egid())?,
+            Sr::IdRgroup => group(self, r.rgid())?,
+            Sr::IdSgroup => group(self, r.sgid())?,
+            Sr::IdFgroup => group(self, r.fgid())?,
+            Sr::IdPgrp => I(r.pgrp()? as i32 as i64),
             Sr::IdPid => I(r.tid() as i32 as i64),
             Sr::IdTgid => I(r.tgid() as i32 as i64),
-            Sr::IdPpid => I(r.ppid() as i32 as i64),
-            Sr::IdSession => I(r.session() as i32 as i64),
-            Sr::IdTpgid => I(r.tpgid() as i64),
-            Sr::TimeElapsed => F(self.elapsed(r)),
-            Sr::Flags => U(r.b().task_flags as u64),
-            Sr::Priority => I(r.priority() as i64),
-            Sr::PriorityRt => I(st.rt_priority as i32 as i64),
-            Sr::Processor => I(st.processor as i64),
+            Sr::IdPpid => I(r.ppid()? as i32 as i64),
+            Sr::IdSession => I(r.session()? as i32 as i64),
+            Sr::IdTpgid => I(r.tpgid()? as i64),
+            Sr::TimeElapsed => F(self.elapsed(r)?),
+            Sr::Flags => U(r.b()?.task_flags as u64),
+            Sr::Priority => I(r.priority()? as i64),
+            Sr::PriorityRt => I(r.st()?.rt_priority as i32 as i64),
+            Sr::Processor => I(r.st()?.processor as i64),
             Sr::TtyName => S(self
                 .ttys
-                .name(r.tty(), r.tid(), 64, Abbrev::Dev)
+                .name(r.tty()?, r.tid(), 64, Abbrev::Dev)
                 .into_bytes()),
-            Sr::FltMaj => U(st.majflt),
-            Sr::FltMin => U(st.minflt),
-            Sr::FltMajC => U(st.majflt + st.cmajflt),
-            Sr::FltMinC => U(st.minflt + st.cminflt),
-            Sr::MemResPgs => U((sm.rss_anon + sm.rss_file + sm.rss_shmem) / m.page_size),
-            Sr::MemShrPgs => U((sm.rss_file + sm.rss_shmem) / m.page_size),
-            Sr::VsizeBytes => U(sm.vm_size),
-            Sr::Nice => I(r.nice() as i64),
-            Sr::Nlwp => I(r.nlwp() as i64),
-            Sr::State => I(r.state() as i64),
+            Sr::FltMaj => U(r.st()?.majflt),
+            Sr::FltMin => U(r.st()?.minflt),
+            Sr::FltMajC => U(r.st()?.majflt + r.st()?.cmajflt),
+            Sr::FltMinC => U(r.st()?.minflt + r.st()?.cminflt),
+            Sr::MemResPgs => {
+                let sm = r.sm()?;
+                U((sm.rss_anon + sm.rss_file + sm.rss_shmem) / m.page_size)
+            }
+            Sr::MemShrPgs => {
+                let sm = r.sm()?;
+                U((sm.rss_file + sm.rss_shmem) / m.page_size)
+            }
+            Sr::VsizeBytes => U(r.sm()?.vm_size),
+            Sr::Nice => I(r.nice()? as i64),
+            Sr::Nlwp => I(r.nlwp()? as i64),
+            Sr::State => I(r.state()? as i64),
             Sr::Supgids | Sr::Supgroups => {
-                let g: Vec<String> =
-                    r.t.cred
-                        .as_ref()
-                        .map(|c| c.groups.iter().map(|g| g.to_string()).collect())
-                        .unwrap_or_default();
+                let g: Vec<String> = r.groups()?.iter().map(|g| g.to_string()).collect();
                 S(if g.is_empty() {
                     b"-".to_vec()
                 } else {
                     g.join(",").into_bytes()
                 })
             }
-            Sr::VmSize => U(r.vm_size()),
-            Sr::VmData => U(sm.data >> 10),
-            Sr::VmExe => U(sm.text >> 10),
-            Sr::VmLib => U(sm.lib >> 10),
-            Sr::VmLock => U(sm.locked >> 10),
-            Sr::VmStack => U(sm.stack >> 10),
+            Sr::VmSize => U(r.vm_size()?),
+            Sr::VmData => U(r.sm()?.data >> 10),
+            Sr::VmExe => U(r.sm()?.text >> 10),
+            Sr::VmLib => U(r.sm()?.lib >> 10),
+            Sr::VmLock => U(r.sm()?.locked >> 10),
+            Sr::VmStack => U(r.sm()?.stack >> 10),
             Sr::WchanName => S(wchan(r.tid()).into_bytes()),
-        }
+        })
     }
 }
 
@@ -751,6 +760,14 @@ impl SortVal {
             (SortVal::F(a), SortVal::F(b)) => a.partial_cmp(b).unwrap_or(Ordering::Equal),
             (SortVal::S(a), SortVal::S(b)) => strcoll(a, b),
             _ => Ordering::Equal,
+        }
+    }
+
+    /// [`SortVal::compare`] for values that may be missing: a missing value sorts first.
+    pub fn compare_missing_first(a: &Option<SortVal>, b: &Option<SortVal>) -> std::cmp::Ordering {
+        match (a, b) {
+            (Some(a), Some(b)) => a.compare(b),
+            _ => a.is_some().cmp(&b.is_some()),
         }
     }
 }
@@ -1025,6 +1042,202 @@ impl<W: Write> Printer<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ps::specs::SPECS;
+    use taskdiag_proto::task::{Base, Cred, GroupError};
+    use taskdiag_proto::CredRec;
+
+    /// Every group ps reads.
+    const ALL: [Group; 5] = [
+        Group::Base,
+        Group::Cred,
+        Group::Stat,
+        Group::Statm,
+        Group::Cmdline,
+    ];
+
+    /// A task with every group, its values chosen so that columns print something other
+    /// than `-` (a pid that does not exist, so per-task lookups find nothing).
+    fn full(policy: u32) -> Task {
+        Task {
+            pid: 999_999_991,
+            tgid: 999_999_990,
+            base: Some(Base {
+                rec: BaseRec {
+                    ppid: 7,
+                    sid: 999_999_990,
+                    pgid: 11,
+                    tty_nr: 0x8801,
+                    task_flags: 0x40_0140,
+                    state: 0,
+                    tpgid: 11,
+                    start_time_ns: 3_000_000_000,
+                    ..BaseRec::default()
+                },
+                comm: b"worker".to_vec(),
+            }),
+            cred: Some(Cred {
+                rec: CredRec {
+                    uid: 1,
+                    euid: 2,
+                    suid: 3,
+                    fsuid: 4,
+                    gid: 5,
+                    egid: 6,
+                    sgid: 7,
+                    fsgid: 8,
+                    ..CredRec::default()
+                },
+                groups: vec![4, 27],
+            }),
+            stat: Some(StatRec {
+                minflt: 12,
+                cminflt: 3,
+                majflt: 5,
+                cmajflt: 1,
+                utime_ns: 7_000_000_000,
+                stime_ns: 2_000_000_000,
+                cutime_ns: 1_000_000_000,
+                cstime_ns: 1_000_000_000,
+                threads: 3,
+                priority: 20,
+                nice: -5,
+                policy,
+                rt_priority: if policy == 0 { 0 } else { 9 },
+                processor: 1,
+                ..StatRec::default()
+            }),
+            statm: Some(StatmRec {
+                vm_size: 64 << 20,
+                rss_anon: 3 << 20,
+                rss_file: 1 << 20,
+                rss_shmem: 1 << 12,
+                data: 5 << 20,
+                stack: 1 << 17,
+                text: 1 << 16,
+                lib: 1 << 21,
+                locked: 1 << 12,
+                ..StatmRec::default()
+            }),
+            cmdline: Some(b"worker\0--flag\0".to_vec()),
+            ..Task::default()
+        }
+    }
+
+    /// `t` with only the groups in `keep`.
+    fn only(t: &Task, keep: u64) -> Task {
+        let has = |g: Group| keep & g.flag() != 0;
+        Task {
+            base: t.base.clone().filter(|_| has(Group::Base)),
+            cred: t.cred.clone().filter(|_| has(Group::Cred)),
+            stat: t.stat.filter(|_| has(Group::Stat)),
+            statm: t.statm.filter(|_| has(Group::Statm)),
+            cmdline: t.cmdline.clone().filter(|_| has(Group::Cmdline)),
+            ..t.clone()
+        }
+    }
+
+    fn ctx(bsd_c: bool, unix_f: bool) -> Ctx {
+        let m = Machine {
+            hz: 100,
+            page_size: 4096,
+            mem_total_kib: 1 << 20,
+            boot_time: 1_700_000_000,
+        };
+        let mut c = Ctx::new(m, 100_000, 1_700_001_000, true);
+        c.bsd_c_option = bsd_c;
+        c.unix_f_option = unix_f;
+        c
+    }
+
+    fn cell(c: &mut Ctx, pr: Pr, t: &Task, fetched: u64) -> String {
+        let mut out = Vec::new();
+        c.print(pr, &Row { t, fetched }, &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Every column prints the same from the groups it says it needs as from all of them, and
+    /// `-` (never a made-up value) when one of those groups was not fetched, or was fetched and
+    /// could not be read.
+    #[test]
+    fn no_column_prints_a_value_it_did_not_read() {
+        let all = ALL.iter().fold(0, |a, g| a | g.flag());
+        let mut checked = 0;
+        for policy in [0, 1] {
+            let t = full(policy);
+            for (bsd_c, unix_f) in [(false, false), (true, false), (false, true)] {
+                let mut c = ctx(bsd_c, unix_f);
+                for spec in SPECS {
+                    let need = spec.pr.groups(bsd_c, unix_f);
+                    let reference = cell(&mut c, spec.pr, &t, all);
+                    let name = spec.name;
+                    assert_eq!(
+                        cell(&mut c, spec.pr, &only(&t, need), need),
+                        reference,
+                        "{name}: reads a group it does not declare"
+                    );
+                    for g in ALL.iter().filter(|g| need & g.flag() != 0) {
+                        let without = need & !g.flag();
+                        let got = cell(&mut c, spec.pr, &only(&t, without), without);
+                        assert_eq!(got, "-", "{name} without {g:?} (not fetched)");
+                        if *g == Group::Cmdline {
+                            // procps shows `[name]` when the command line cannot be read.
+                            continue;
+                        }
+                        let mut failed = only(&t, without);
+                        failed.errors.push(GroupError {
+                            group: *g as u16,
+                            errno: libc::EACCES,
+                        });
+                        let got = cell(&mut c, spec.pr, &failed, need);
+                        assert_eq!(got, "-", "{name} without {g:?} (unreadable)");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 300, "only {checked} cases");
+    }
+
+    /// The same for every sort key: nothing to sort by when a group is missing.
+    #[test]
+    fn no_sort_key_uses_a_value_it_did_not_read() {
+        let all = ALL.iter().fold(0, |a, g| a | g.flag());
+        let t = full(1);
+        let mut c = ctx(false, false);
+        for spec in SPECS {
+            let need = spec.sr.groups();
+            let name = spec.name;
+            let reference = c.sort_value(spec.sr, &Row { t: &t, fetched: all });
+            assert!(reference.is_some(), "{name}: no value from a full task");
+            let t2 = only(&t, need);
+            let got = c.sort_value(spec.sr, &Row { t: &t2, fetched: need });
+            assert_eq!(got, reference, "{name}: sorts by a group it does not declare");
+            for g in ALL.iter().filter(|g| need & g.flag() != 0) {
+                let without = need & !g.flag();
+                let t3 = only(&t, without);
+                let got = c.sort_value(spec.sr, &Row { t: &t3, fetched: without });
+                assert_eq!(got, None, "{name} without {g:?}");
+            }
+        }
+    }
+
+    /// A task without an address space (kernel thread, zombie) has no STATM and no CMDLINE
+    /// even when they were asked for: procps prints zero sizes and `[name]` for it.
+    #[test]
+    fn a_task_without_memory_prints_what_procps_prints() {
+        let fetched = ALL.iter().fold(0, |a, g| a | g.flag());
+        let mut t = full(0);
+        t.statm = None;
+        t.cmdline = None;
+        let mut c = ctx(false, false);
+        assert_eq!(cell(&mut c, Pr::Vsz, &t, fetched), "0");
+        assert_eq!(cell(&mut c, Pr::Rss, &t, fetched), "0");
+        assert_eq!(cell(&mut c, Pr::Args, &t, fetched), "[worker]");
+        // Not asked for: not zero.
+        let f = fetched & !Group::Statm.flag() & !Group::Cmdline.flag();
+        assert_eq!(cell(&mut c, Pr::Vsz, &t, f), "-");
+        assert_eq!(cell(&mut c, Pr::Args, &t, f), "-");
+    }
 
     #[test]
     fn ctime_has_the_fixed_layout() {

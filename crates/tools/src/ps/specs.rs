@@ -168,6 +168,150 @@ pub enum Sr {
     WchanName,
 }
 
+const BASE: u64 = Group::Base.flag();
+const CRED: u64 = Group::Cred.flag();
+const STAT: u64 = Group::Stat.flag();
+const STATM: u64 = Group::Statm.flag();
+const CMDLINE: u64 = Group::Cmdline.flag();
+
+impl Pr {
+    /// The attribute groups this column prints from (`Group::flag` bits); `bsd_c` and `unix_f`
+    /// are BSD `c` and `-f`, which decide whether `args` and `comm` show the command line.
+    /// Every variant is listed: a new column must say what it needs, or it would print values
+    /// that were never read.
+    pub fn groups(self, bsd_c: bool, unix_f: bool) -> u64 {
+        match self {
+            // Nothing read, or read by the printer itself (wchan from /proc/TID/wchan).
+            Pr::Nop | Pr::Unsupported | Pr::Pid | Pr::Tid | Pr::Wchan => 0,
+            Pr::Args if !bsd_c => BASE | CMDLINE,
+            Pr::Comm if unix_f => BASE | CMDLINE,
+            Pr::Args
+            | Pr::Comm
+            | Pr::Fname
+            | Pr::Etime
+            | Pr::Etimes
+            | Pr::Bsdstart
+            | Pr::Lstart
+            | Pr::Stime
+            | Pr::Start
+            | Pr::Flag
+            | Pr::Pgid
+            | Pr::Ppid
+            | Pr::S
+            | Pr::Sess
+            | Pr::Tpgid
+            | Pr::Tty4
+            | Pr::Tty8 => BASE,
+            Pr::Egid
+            | Pr::Rgid
+            | Pr::Sgid
+            | Pr::Fgid
+            | Pr::Euid
+            | Pr::Ruid
+            | Pr::Suid
+            | Pr::Fuid
+            | Pr::Euser
+            | Pr::Ruser
+            | Pr::Suser
+            | Pr::Fuser
+            | Pr::Egroup
+            | Pr::Rgroup
+            | Pr::Sgroup
+            | Pr::Fgroup
+            | Pr::Supgid
+            | Pr::Supgrp => CRED,
+            Pr::Stat => BASE | STAT | STATM,
+            // %CPU and TIME-like columns divide by the time since the task started.
+            Pr::Pcpu | Pr::C | Pr::Cp | Pr::SgiP => BASE | STAT,
+            Pr::Time
+            | Pr::Times
+            | Pr::Bsdtime
+            | Pr::Nice
+            | Pr::Class
+            | Pr::Rtprio
+            | Pr::Sched
+            | Pr::Priority
+            | Pr::Opri
+            | Pr::Pri
+            | Pr::PriApi
+            | Pr::PriBar
+            | Pr::PriBaz
+            | Pr::PriFoo
+            | Pr::Psr
+            | Pr::Nlwp
+            | Pr::Majflt
+            | Pr::Minflt => STAT,
+            Pr::Rss | Pr::Vsz | Pr::Sz | Pr::Pmem | Pr::Swapable | Pr::Size => STATM,
+        }
+    }
+}
+
+impl Sr {
+    /// The attribute groups this sort key reads (`Group::flag` bits); every variant listed,
+    /// as for [`Pr::groups`].
+    pub fn groups(self) -> u64 {
+        match self {
+            Sr::Noop | Sr::Unsupported | Sr::IdPid | Sr::IdTgid | Sr::WchanName => 0,
+            Sr::Cmdline => BASE | CMDLINE,
+            Sr::Cmd
+            | Sr::TicsBegan
+            | Sr::TimeElapsed
+            | Sr::IdPgrp
+            | Sr::IdPpid
+            | Sr::IdSession
+            | Sr::IdTpgid
+            | Sr::Flags
+            | Sr::TtyName
+            | Sr::State => BASE,
+            Sr::Utilization => BASE | STAT,
+            Sr::TimeAll
+            | Sr::TicsAll
+            | Sr::SchedClassStr
+            | Sr::SchedClass
+            | Sr::TicsUser
+            | Sr::TicsUserC
+            | Sr::TicsSystemC
+            | Sr::Priority
+            | Sr::PriorityRt
+            | Sr::Processor
+            | Sr::FltMaj
+            | Sr::FltMin
+            | Sr::FltMajC
+            | Sr::FltMinC
+            | Sr::Nice
+            | Sr::Nlwp => STAT,
+            Sr::VmRss
+            | Sr::MemResPgs
+            | Sr::MemShrPgs
+            | Sr::VsizeBytes
+            | Sr::VmSize
+            | Sr::VmData
+            | Sr::VmExe
+            | Sr::VmLib
+            | Sr::VmLock
+            | Sr::VmStack => STATM,
+            Sr::IdEgid
+            | Sr::IdEgroup
+            | Sr::IdEuid
+            | Sr::IdEuser
+            | Sr::IdFgid
+            | Sr::IdFgroup
+            | Sr::IdFuid
+            | Sr::IdFuser
+            | Sr::IdRgid
+            | Sr::IdRgroup
+            | Sr::IdRuid
+            | Sr::IdRuser
+            | Sr::IdSgid
+            | Sr::IdSgroup
+            | Sr::IdSuid
+            | Sr::IdSuser
+            | Sr::Supgids
+            | Sr::Supgroups => CRED,
+        }
+    }
+}
+
 /// One format specifier.
 #[derive(Debug)]
 pub struct Spec {
@@ -186,6 +330,7 @@ pub struct Spec {
 }
 
 use cf::*;
+use taskdiag_proto::Group;
 
 macro_rules! specs {
     ($( ($name:literal, $head:literal, $pr:ident, $sr:ident, $w:literal, $fl:expr) ),* $(,)?) => {

@@ -261,7 +261,7 @@ fn run(o: &Opts, width: usize) -> io::Result<i32> {
         }
         _ => {
             if let Some(n) = tree.find(start) {
-                p.dump(n, 0);
+                p.dump(n, Some(0));
             }
         }
     }

@@ -195,7 +195,7 @@ struct Pending {
     leaders: Vec<(u32, u32)>,
     pos: usize,
     level: usize,
-    parent_uid: u32,
+    parent_uid: Option<u32>,
     closing: u32,
 }
 
@@ -305,7 +305,7 @@ impl<'a, W: Write> Printer<'a, W> {
         rep: u32,
         leaf: bool,
         last: bool,
-        prev_uid: u32,
+        prev_uid: Option<u32>,
         closing: u32,
     ) -> Option<Pending> {
         let tree = self.tree;
@@ -362,12 +362,13 @@ impl<'a, W: Write> Printer<'a, W> {
             sep(&mut self.out);
             self.out.int(n.pgid);
         }
-        if o.user_change && prev_uid != n.uid {
+        // An owner that was not read is not shown (never as root's).
+        if let Some(uid) = n.uid.filter(|_| o.user_change && prev_uid != n.uid) {
             sep(&mut self.out);
-            match self.user_name(n.uid) {
+            match self.user_name(uid) {
                 Some(name) => self.out.s(&name),
                 None => {
-                    self.out.int(n.uid as i32);
+                    self.out.int(uid as i32);
                 }
             }
         }
@@ -439,7 +440,7 @@ impl<'a, W: Write> Printer<'a, W> {
     }
 
     /// Prints the tree under `root` (psmisc's `dump_tree(root, 0, 1, 1, 1, prev_uid, 0)`).
-    pub fn dump(&mut self, root: u32, prev_uid: u32) {
+    pub fn dump(&mut self, root: u32, prev_uid: Option<u32>) {
         let mut stack: Vec<Pending> = Vec::new();
         if let Some(p) = self.node(root, 0, 1, true, true, prev_uid, 0) {
             stack.push(p);
@@ -488,11 +489,11 @@ impl<'a, W: Write> Printer<'a, W> {
                 continue;
             }
             let n = &tree.nodes[k as usize];
-            if n.uid == uid {
+            if n.uid == Some(uid) {
                 if dumped {
                     self.out.raw(b"\n");
                 }
-                self.dump(k, uid);
+                self.dump(k, Some(uid));
                 dumped = true;
                 continue;
             }

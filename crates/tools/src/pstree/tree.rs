@@ -31,8 +31,9 @@ pub struct Node {
     pub pid: i32,
     /// Process group id (a thread's is its process's).
     pub pgid: i32,
-    /// Owner: the effective uid of the process (a thread shows its process's).
-    pub uid: u32,
+    /// Owner: the effective uid of the process (a thread shows its process's); `None` when
+    /// CRED was not read (not needed by the options, or unreadable).
+    pub uid: Option<u32>,
     /// Name as psmisc stores it: the /proc name, or `{name}` for a thread, or `?`.
     pub comm: Vec<u8>,
     /// With `-a`: number of arguments after argv\[0\], -1 for an empty command line.
@@ -56,7 +57,7 @@ impl Node {
         Node {
             pid,
             pgid: 0,
-            uid: 0,
+            uid: None,
             comm: b"?".to_vec(),
             argc: 0,
             argv: Vec::new(),
@@ -177,7 +178,7 @@ impl Tree {
                 continue;
             };
             let pid = leader.pid as i32;
-            let uid = leader.cred.as_ref().map_or(0, |c| c.rec.euid);
+            let uid = leader.cred.as_ref().map(|c| c.rec.euid);
             let pgid = base.rec.pgid as i32;
             let age = b.clock.map_or(0.0, |(uptime, hz)| {
                 let ns_per_tick = (1_000_000_000 / hz.max(1)).max(1);
@@ -390,14 +391,14 @@ impl Tree {
             at += 1;
         }
         let mut names: HashMap<&[u8], u32> = HashMap::new();
-        let mut ids: HashMap<(u32, u32, Box<[u32]>), u32> = HashMap::new();
+        let mut ids: HashMap<(u32, Option<u32>, Box<[u32]>), u32> = HashMap::new();
         let mut class = vec![NONE; n];
         for &k in order.iter().rev() {
             let node = &self.nodes[k as usize];
             let next_name = names.len() as u32;
             let name = *names.entry(node.comm.as_slice()).or_insert(next_name);
             let kids: Box<[u32]> = node.children.iter().map(|&c| class[c as usize]).collect();
-            let key = (name, if with_uid { node.uid } else { 0 }, kids);
+            let key = (name, if with_uid { node.uid } else { None }, kids);
             let next = ids.len() as u32;
             class[k as usize] = *ids.entry(key).or_insert(next);
         }

@@ -215,48 +215,60 @@ pub struct RowCtx<'a> {
 }
 
 impl RowCtx<'_> {
-    /// %CPU of a row, capped as procps caps it.
-    pub fn pcpu(&self, r: &Row) -> f32 {
-        let mut u = r.delta as f32 * self.etscale;
-        let n = r.nlwp.max(1) as f32;
+    /// %CPU of a row, capped as procps caps it; `None` without STAT.
+    pub fn pcpu(&self, r: &Row) -> Option<f32> {
+        let cpu = r.cpu?;
+        let mut u = cpu.delta as f32 * self.etscale;
+        let n = cpu.nlwp.max(1) as f32;
         if u > 100.0 * n {
             u = 100.0 * n;
         }
         if u > self.pmax {
             u = self.pmax;
         }
-        u
+        Some(u)
     }
 
-    /// One cell, as text (for other-filters).
+    /// One cell, as text (for other-filters); `-` for a value whose group could not be read.
     pub fn cell(&self, r: &Row, c: Col, w: usize) -> Vec<u8> {
-        match c {
+        self.value(r, c, w).unwrap_or_else(|| b"-".to_vec())
+    }
+
+    fn value(&self, r: &Row, c: Col, w: usize) -> Option<Vec<u8>> {
+        Some(match c {
             Col::Pid => num(r.pid as i64, w),
             Col::User => {
                 let mut v = Vec::new();
                 let name = self
                     .frame
                     .users
-                    .get(r.user as usize)
+                    .get(r.user? as usize)
                     .map(String::as_bytes)
                     .unwrap_or(b"?");
                 fit(&mut v, name, w, self.utf8);
                 v
             }
-            Col::Pr if r.pr < -99 || r.pr > 999 => b"rt".to_vec(),
-            Col::Pr => num(r.pr as i64, w),
-            Col::Ni => num(r.ni as i64, w),
-            Col::Virt => scale_mem(self.task_scale, r.virt, w),
-            Col::Res => scale_mem(self.task_scale, r.res, w),
-            Col::Shr => scale_mem(self.task_scale, r.shr, w),
+            Col::Pr => {
+                let pr = r.cpu?.pr;
+                if !(-99..=999).contains(&pr) {
+                    b"rt".to_vec()
+                } else {
+                    num(pr as i64, w)
+                }
+            }
+            Col::Ni => num(r.cpu?.ni as i64, w),
+            Col::Virt => scale_mem(self.task_scale, r.mem?.virt, w),
+            Col::Res => scale_mem(self.task_scale, r.mem?.res, w),
+            Col::Shr => scale_mem(self.task_scale, r.mem?.shr, w),
             Col::S => vec![r.state],
-            Col::Cpu => scale_pcnt(self.pcpu(r), w),
+            Col::Cpu => scale_pcnt(self.pcpu(r)?, w),
             Col::Mem => {
-                let pct = r.res as f32 * 100.0 / self.mem_total.max(1) as f32;
+                let pct = r.mem?.res as f32 * 100.0 / self.mem_total.max(1) as f32;
                 scale_pcnt(pct, w)
             }
             Col::Time => {
-                let t = if self.cumulative { r.ctics } else { r.tics };
+                let cpu = r.cpu?;
+                let t = if self.cumulative { cpu.ctics } else { cpu.tics };
                 scale_tics(t, self.hz, w)
             }
             Col::Command => {
@@ -265,7 +277,7 @@ impl RowCtx<'_> {
                 fit(&mut v, &cmd, w, self.utf8);
                 v
             }
-        }
+        })
     }
 
     /// Appends the line of row `r` (not trimmed, no newline).
@@ -453,6 +465,91 @@ pub fn put_line(out: &mut impl Write, s: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::top::model::Deltas;
+    use taskdiag_proto::layout::{BaseRec, CredRec, StatRec, StatmRec};
+    use taskdiag_proto::task::{Base, Cred, GroupError, Task};
+    use taskdiag_proto::Group;
+
+    /// Every column's text for each task of one frame.
+    fn cells(tasks: Vec<Task>, fetched: u64) -> Vec<Vec<String>> {
+        let frame = Deltas::new().frame(tasks, 1_000_000_000, &[], 10_000_000, fetched);
+        let ctx = RowCtx {
+            frame: &frame,
+            etscale: 1.0,
+            pmax: 100.0,
+            mem_total: 1 << 20,
+            hz: 100,
+            task_scale: 0,
+            cmdline: false,
+            cumulative: false,
+            utf8: true,
+        };
+        frame
+            .rows
+            .iter()
+            .map(|r| {
+                Col::ALL
+                    .iter()
+                    .map(|&c| String::from_utf8_lossy(&ctx.cell(r, c, 9)).trim().to_string())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// A value top could not read shows as `-`, never as a zero; a task without an address
+    /// space (STATM asked for, absent, no error) has zero sizes, as procps shows them.
+    #[test]
+    fn unreadable_values_show_as_a_dash() {
+        let all = Group::Base.flag() | Group::Cred.flag() | Group::Stat.flag() | Group::Statm.flag();
+        let full = Task {
+            pid: 42,
+            tgid: 42,
+            base: Some(Base {
+                rec: BaseRec::default(),
+                comm: b"w".to_vec(),
+            }),
+            cred: Some(Cred {
+                rec: CredRec::default(),
+                groups: vec![],
+            }),
+            stat: Some(StatRec {
+                priority: 20,
+                threads: 1,
+                utime_ns: 5_000_000_000,
+                ..StatRec::default()
+            }),
+            statm: Some(StatmRec {
+                vm_size: 8 << 20,
+                rss_anon: 1 << 20,
+                ..StatmRec::default()
+            }),
+            ..Task::default()
+        };
+        let got = cells(vec![full.clone()], all);
+        assert_eq!(got[0][..7], ["42", "root", "20", "0", "8192", "1024", "0"]);
+        let failed = |g: Group| GroupError {
+            group: g as u16,
+            errno: libc::EACCES,
+        };
+        let broken = Task {
+            cred: None,
+            stat: None,
+            statm: None,
+            errors: vec![failed(Group::Cred), failed(Group::Stat), failed(Group::Statm)],
+            ..full.clone()
+        };
+        let got = cells(vec![broken], all);
+        assert_eq!(
+            got[0],
+            ["42", "-", "-", "-", "-", "-", "-", "R", "-", "-", "-", "w"]
+        );
+        let kthread = Task {
+            statm: None,
+            ..full
+        };
+        let got = cells(vec![kthread], all);
+        assert_eq!(got[0][4..7], ["0", "0", "0"]);
+    }
 
     #[test]
     fn memory_scales_like_procps() {

@@ -605,7 +605,7 @@ pub fn select_and_sort(
         .rows
         .iter()
         .enumerate()
-        .filter(|(_, r)| (o.idle || r.delta > 0) && o.user.is_none_or(|u| u.matches(r)) && keep(r))
+        .filter(|(_, r)| (o.idle || r.delta().is_some_and(|d| d > 0)) && o.user.is_none_or(|u| u.matches(r)) && keep(r))
         .map(|(i, _)| i as u32)
         .collect();
     if !o.pids.is_empty() {
@@ -669,7 +669,7 @@ impl Sampler {
         }
         let frame = self
             .deltas
-            .frame(tasks, now, &o.pids, self.machine.ns_per_tick());
+            .frame(tasks, now, &o.pids, self.machine.ns_per_tick(), groups);
         let cpu = sys::read_cpu();
         let pct = sys::cpu_pct(&self.cpu_prev, &cpu);
         let ncpu = cpu_count(&cpu);

@@ -12,7 +12,7 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use taskdiag_proto::{state_char, BASE_F_KTHREAD};
+use taskdiag_proto::{state_char, Group, BASE_F_KTHREAD};
 
 use crate::names::Names;
 use crate::snapshot::Task;
@@ -99,32 +99,54 @@ pub struct Row {
     pub tgid: u32,
     /// Start time since boot, ns.
     pub start_ns: u64,
-    /// Real, effective, saved and filesystem uid.
-    pub uids: [u32; 4],
-    /// Index of the effective user's name in [`Frame::users`].
-    pub user: u32,
+    /// Real, effective, saved and filesystem uid; `None` when CRED could not be read.
+    pub uids: Option<[u32; 4]>,
+    /// Index of the effective user's name in [`Frame::users`]; `None` without CRED.
+    pub user: Option<u32>,
     /// State letter.
     pub state: u8,
     /// A kernel thread.
     pub kthread: bool,
+    /// What STAT gives; `None` when it could not be read (its columns show `-`).
+    pub cpu: Option<Cpu>,
+    /// What STATM gives; `None` when it could not be read.
+    pub mem: Option<Mem>,
+}
+
+/// A row's scheduling and time values (from STAT).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cpu {
     /// Priority as /proc/PID/stat field 18.
     pub pr: i32,
     /// Nice value.
     pub ni: i32,
     /// Threads in the group.
     pub nlwp: u32,
-    /// VmSize, KiB.
-    pub virt: u64,
-    /// Resident, KiB.
-    pub res: u64,
-    /// Resident file and shmem pages, KiB.
-    pub shr: u64,
     /// utime + stime, clock ticks.
     pub tics: u64,
     /// The same plus waited-for children's.
     pub ctics: u64,
     /// Ticks used since the previous snapshot.
     pub delta: u64,
+}
+
+/// A row's memory sizes (from STATM), KiB; zero for a task without an address space (kernel
+/// threads, zombies), as procps shows them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mem {
+    /// VmSize.
+    pub virt: u64,
+    /// Resident.
+    pub res: u64,
+    /// Resident file and shmem pages.
+    pub shr: u64,
+}
+
+impl Row {
+    /// Ticks used since the previous snapshot (`None` without STAT).
+    pub fn delta(&self) -> Option<u64> {
+        self.cpu.map(|c| c.delta)
+    }
 }
 
 /// Task counts by state, for the summary's second line.
@@ -206,6 +228,7 @@ impl Deltas {
         now_ns: u64,
         pids: &[u32],
         ns_per_tick: u64,
+        fetched: u64,
     ) -> Frame {
         if !pids.is_empty() {
             tasks.retain(|t| pids.contains(&t.tgid));
@@ -236,13 +259,52 @@ impl Deltas {
             let uids = t
                 .cred
                 .as_ref()
-                .map(|c| [c.rec.uid, c.rec.euid, c.rec.suid, c.rec.fsuid])
-                .unwrap_or_default();
-            let user = *user_idx.entry(uids[1]).or_insert_with(|| {
-                users.push(self.names.user(uids[1]).to_string());
-                (users.len() - 1) as u32
+                .map(|c| [c.rec.uid, c.rec.euid, c.rec.suid, c.rec.fsuid]);
+            let user = uids.map(|u| {
+                *user_idx.entry(u[1]).or_insert_with(|| {
+                    users.push(self.names.user(u[1]).to_string());
+                    (users.len() - 1) as u32
+                })
             });
-            let mut r = Row {
+            while j < self.prev.len() && self.prev[j].key < key {
+                j += 1;
+            }
+            let cpu = t.stat.as_ref().map(|s| {
+                let tics = (s.utime_ns + s.stime_ns) / ns_per_tick;
+                let delta = match self.prev.get(j) {
+                    Some(p) if p.key == key && p.start_ns == start_ns => {
+                        tics.saturating_sub(p.tics)
+                    }
+                    // New since the previous snapshot (or a reused pid): all its time is recent.
+                    _ if self.prev_ns != 0 && start_ns >= self.prev_ns => tics,
+                    _ => 0,
+                };
+                next_prev.push(Prev {
+                    key,
+                    start_ns,
+                    tics,
+                });
+                Cpu {
+                    pr: s.priority,
+                    ni: s.nice,
+                    nlwp: s.threads.max(1),
+                    tics,
+                    ctics: tics + (s.cutime_ns + s.cstime_ns) / ns_per_tick,
+                    delta,
+                }
+            });
+            // No STATM without an error: the task has no address space (it was asked for).
+            let statm_failed = t.errors.iter().any(|e| e.group == Group::Statm as u16);
+            let mem = match &t.statm {
+                Some(m) => Some(Mem {
+                    virt: m.vm_size / 1024,
+                    res: (m.rss_anon + m.rss_file + m.rss_shmem) / 1024,
+                    shr: (m.rss_file + m.rss_shmem) / 1024,
+                }),
+                None if fetched & Group::Statm.flag() != 0 && !statm_failed => Some(Mem::default()),
+                None => None,
+            };
+            let r = Row {
                 idx: i as u32,
                 pid: t.pid,
                 tgid: t.tgid,
@@ -251,35 +313,9 @@ impl Deltas {
                 user,
                 state,
                 kthread,
-                nlwp: 1,
-                ..Row::default()
+                cpu,
+                mem,
             };
-            if let Some(s) = &t.stat {
-                r.pr = s.priority;
-                r.ni = s.nice;
-                r.nlwp = s.threads.max(1);
-                r.tics = (s.utime_ns + s.stime_ns) / ns_per_tick;
-                r.ctics = r.tics + (s.cutime_ns + s.cstime_ns) / ns_per_tick;
-            }
-            if let Some(m) = &t.statm {
-                r.virt = m.vm_size / 1024;
-                r.res = (m.rss_anon + m.rss_file + m.rss_shmem) / 1024;
-                r.shr = (m.rss_file + m.rss_shmem) / 1024;
-            }
-            while j < self.prev.len() && self.prev[j].key < key {
-                j += 1;
-            }
-            r.delta = match self.prev.get(j) {
-                Some(p) if p.key == key && p.start_ns == start_ns => r.tics.saturating_sub(p.tics),
-                // New since the previous snapshot (or a reused pid): all its time is recent.
-                _ if self.prev_ns != 0 && start_ns >= self.prev_ns => r.tics,
-                _ => 0,
-            };
-            next_prev.push(Prev {
-                key,
-                start_ns,
-                tics: r.tics,
-            });
             counts.total += 1;
             match state {
                 b'R' => counts.running += 1,
@@ -333,10 +369,14 @@ impl UserSel {
 
     /// Whether `r` passes.
     pub fn matches(&self, r: &Row) -> bool {
+        let Some(uids) = r.uids else {
+            // Whose task it is is unknown: it is neither included nor excluded by user.
+            return false;
+        };
         let hit = if self.any {
-            r.uids.contains(&self.uid)
+            uids.contains(&self.uid)
         } else {
-            r.uids[1] == self.uid
+            uids[1] == self.uid
         };
         hit != self.exclude
     }
@@ -483,16 +523,20 @@ pub fn sort(order: &mut [u32], rows: &[Row], col: Col, ascending: bool, key: &So
         let (a, b) = (get(a), get(b));
         match col {
             Col::Pid => a.pid.cmp(&b.pid),
-            Col::User => key.users[a.user as usize].cmp(&key.users[b.user as usize]),
-            Col::Pr => a.pr.cmp(&b.pr),
-            Col::Ni => a.ni.cmp(&b.ni),
-            Col::Virt => a.virt.cmp(&b.virt),
-            Col::Res | Col::Mem => a.res.cmp(&b.res),
-            Col::Shr => a.shr.cmp(&b.shr),
+            // A missing value (None) sorts below every value.
+            Col::User => {
+                let name = |r: &Row| r.user.map(|u| &key.users[u as usize]);
+                name(a).cmp(&name(b))
+            }
+            Col::Pr => a.cpu.map(|c| c.pr).cmp(&b.cpu.map(|c| c.pr)),
+            Col::Ni => a.cpu.map(|c| c.ni).cmp(&b.cpu.map(|c| c.ni)),
+            Col::Virt => a.mem.map(|m| m.virt).cmp(&b.mem.map(|m| m.virt)),
+            Col::Res | Col::Mem => a.mem.map(|m| m.res).cmp(&b.mem.map(|m| m.res)),
+            Col::Shr => a.mem.map(|m| m.shr).cmp(&b.mem.map(|m| m.shr)),
             Col::S => a.state.cmp(&b.state),
-            Col::Cpu => a.delta.cmp(&b.delta),
-            Col::Time if key.cumulative => a.ctics.cmp(&b.ctics),
-            Col::Time => a.tics.cmp(&b.tics),
+            Col::Cpu => a.delta().cmp(&b.delta()),
+            Col::Time if key.cumulative => a.cpu.map(|c| c.ctics).cmp(&b.cpu.map(|c| c.ctics)),
+            Col::Time => a.cpu.map(|c| c.tics).cmp(&b.cpu.map(|c| c.tics)),
             Col::Command => Ordering::Equal,
         }
     };
@@ -539,6 +583,10 @@ mod tests {
     use taskdiag_proto::layout::{BaseRec, StatRec};
     use taskdiag_proto::task::Base;
 
+    /// The groups top asks for.
+    const ALL: u64 =
+        Group::Base.flag() | Group::Cred.flag() | Group::Stat.flag() | Group::Statm.flag();
+
     fn task(pid: u32, start: u64, ticks: u64) -> Task {
         Task {
             pid,
@@ -567,8 +615,9 @@ mod tests {
             1_000_000_000,
             &[],
             10_000_000,
+            ALL,
         );
-        assert!(f.rows.iter().all(|r| r.delta == 0));
+        assert!(f.rows.iter().all(|r| r.delta() == Some(0)));
         // Task 5 used 30 ticks; pid 7 was reused by a task started after the first snapshot;
         // task 9 is new.
         let f = d.frame(
@@ -580,8 +629,9 @@ mod tests {
             2_000_000_000,
             &[],
             10_000_000,
+            ALL,
         );
-        let deltas: Vec<u64> = f.rows.iter().map(|r| r.delta).collect();
+        let deltas: Vec<u64> = f.rows.iter().filter_map(|r| r.delta()).collect();
         assert_eq!(deltas, [30, 4, 3]);
         assert!((f.et - 1.0).abs() < 1e-6);
         // A task missing from the previous snapshot that started before it gets nothing.
@@ -590,8 +640,9 @@ mod tests {
             3_000_000_000,
             &[],
             10_000_000,
+            ALL,
         );
-        let deltas: Vec<u64> = f.rows.iter().map(|r| r.delta).collect();
+        let deltas: Vec<u64> = f.rows.iter().filter_map(|r| r.delta()).collect();
         assert_eq!(deltas, [0, 0]);
         // -p keeps only the listed thread groups.
         let f = d.frame(
@@ -599,6 +650,7 @@ mod tests {
             4_000_000_000,
             &[5],
             10_000_000,
+            ALL,
         );
         assert_eq!(f.rows.len(), 1);
         assert_eq!(f.counts.total, 1);

@@ -201,7 +201,10 @@ pub(crate) fn vma_fields(m: &Vma) -> Fields<'_> {
     let mut f = vec![
         ("start", Val::Int(r.start.into())),
         ("end", Val::Int(r.end.into())),
-        ("perms", Val::Text(String::from_utf8_lossy(&perms).into_owned())),
+        (
+            "perms",
+            Val::Text(String::from_utf8_lossy(&perms).into_owned()),
+        ),
         ("flags", Val::Int(r.vm_flags.into())),
         ("flags_known", Val::Int(r.vm_flags_known.into())),
         ("pgoff", Val::Int(r.pgoff.into())),
@@ -255,7 +258,7 @@ fn text_val(w: &mut dyn Write, v: &Val) -> io::Result<()> {
         Val::Mask(m) => write!(w, "{m:016x}"),
         Val::Char(c) => write!(w, "{c}"),
         Val::Bytes(b) => escape_text(w, b),
-        Val::Ids(ids) if ids.is_empty() => write!(w, "-"),
+        Val::Ids([]) => write!(w, "-"),
         Val::Ids(ids) => {
             for (i, g) in ids.iter().enumerate() {
                 write!(w, "{}{g}", if i > 0 { "," } else { "" })?;
@@ -583,7 +586,10 @@ mod tests {
         let mut printed = Vec::new();
         paths(&v, "", &mut printed);
         printed.sort();
-        assert_eq!(printed, documented, "docs/JSON.md and the JSON output differ");
+        assert_eq!(
+            printed, documented,
+            "docs/JSON.md and the JSON output differ"
+        );
     }
 
     #[test]

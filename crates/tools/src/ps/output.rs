@@ -176,7 +176,11 @@ impl Row<'_> {
     /// falls back to the name then too).
     pub fn cmdline(&self, utf8: bool) -> Option<Vec<u8>> {
         let name = self.cmd(utf8)?;
-        let failed = self.t.errors.iter().any(|e| e.group == Group::Cmdline as u16);
+        let failed = self
+            .t
+            .errors
+            .iter()
+            .any(|e| e.group == Group::Cmdline as u16);
         let joined = match &self.t.cmdline {
             Some(c) => unvector(c, MAX_CMDLINE),
             None if self.fetched & Group::Cmdline.flag() != 0 || failed => Vec::new(),
@@ -647,7 +651,8 @@ impl Ctx {
     pub fn sort_value(&mut self, sr: Sr, r: &Row) -> Option<SortVal> {
         let m = self.m;
         use SortVal::*;
-        let user = |ctx: &mut Ctx, id: Option<u32>| Some(S(ctx.names.user(id?).as_bytes().to_vec()));
+        let user =
+            |ctx: &mut Ctx, id: Option<u32>| Some(S(ctx.names.user(id?).as_bytes().to_vec()));
         let group =
             |ctx: &mut Ctx, id: Option<u32>| Some(S(ctx.names.group(id?).as_bytes().to_vec()));
         Some(match sr {
@@ -1207,15 +1212,36 @@ mod tests {
         for spec in SPECS {
             let need = spec.sr.groups();
             let name = spec.name;
-            let reference = c.sort_value(spec.sr, &Row { t: &t, fetched: all });
+            let reference = c.sort_value(
+                spec.sr,
+                &Row {
+                    t: &t,
+                    fetched: all,
+                },
+            );
             assert!(reference.is_some(), "{name}: no value from a full task");
             let t2 = only(&t, need);
-            let got = c.sort_value(spec.sr, &Row { t: &t2, fetched: need });
-            assert_eq!(got, reference, "{name}: sorts by a group it does not declare");
+            let got = c.sort_value(
+                spec.sr,
+                &Row {
+                    t: &t2,
+                    fetched: need,
+                },
+            );
+            assert_eq!(
+                got, reference,
+                "{name}: sorts by a group it does not declare"
+            );
             for g in ALL.iter().filter(|g| need & g.flag() != 0) {
                 let without = need & !g.flag();
                 let t3 = only(&t, without);
-                let got = c.sort_value(spec.sr, &Row { t: &t3, fetched: without });
+                let got = c.sort_value(
+                    spec.sr,
+                    &Row {
+                        t: &t3,
+                        fetched: without,
+                    },
+                );
                 assert_eq!(got, None, "{name} without {g:?}");
             }
         }

@@ -391,7 +391,9 @@ impl Tree {
             at += 1;
         }
         let mut names: HashMap<&[u8], u32> = HashMap::new();
-        let mut ids: HashMap<(u32, Option<u32>, Box<[u32]>), u32> = HashMap::new();
+        // (name, owner if it counts, children's classes) -> class.
+        type Key = (u32, Option<u32>, Box<[u32]>);
+        let mut ids: HashMap<Key, u32> = HashMap::new();
         let mut class = vec![NONE; n];
         for &k in order.iter().rev() {
             let node = &self.nodes[k as usize];

@@ -490,7 +490,11 @@ mod tests {
             .map(|r| {
                 Col::ALL
                     .iter()
-                    .map(|&c| String::from_utf8_lossy(&ctx.cell(r, c, 9)).trim().to_string())
+                    .map(|&c| {
+                        String::from_utf8_lossy(&ctx.cell(r, c, 9))
+                            .trim()
+                            .to_string()
+                    })
                     .collect()
             })
             .collect()
@@ -500,7 +504,8 @@ mod tests {
     /// space (STATM asked for, absent, no error) has zero sizes, as procps shows them.
     #[test]
     fn unreadable_values_show_as_a_dash() {
-        let all = Group::Base.flag() | Group::Cred.flag() | Group::Stat.flag() | Group::Statm.flag();
+        let all =
+            Group::Base.flag() | Group::Cred.flag() | Group::Stat.flag() | Group::Statm.flag();
         let full = Task {
             pid: 42,
             tgid: 42,
@@ -535,7 +540,11 @@ mod tests {
             cred: None,
             stat: None,
             statm: None,
-            errors: vec![failed(Group::Cred), failed(Group::Stat), failed(Group::Statm)],
+            errors: vec![
+                failed(Group::Cred),
+                failed(Group::Stat),
+                failed(Group::Statm),
+            ],
             ..full.clone()
         };
         let got = cells(vec![broken], all);

@@ -605,7 +605,11 @@ pub fn select_and_sort(
         .rows
         .iter()
         .enumerate()
-        .filter(|(_, r)| (o.idle || r.delta().is_some_and(|d| d > 0)) && o.user.is_none_or(|u| u.matches(r)) && keep(r))
+        .filter(|(_, r)| {
+            (o.idle || r.delta().is_some_and(|d| d > 0))
+                && o.user.is_none_or(|u| u.matches(r))
+                && keep(r)
+        })
         .map(|(i, _)| i as u32)
         .collect();
     if !o.pids.is_empty() {

@@ -325,7 +325,7 @@ mod tests {
             j.starts_with("{\"threads\":1,\"sizes\":[{\"tasks\":1000,\"result\":{\"tasks\":1010,"),
             "{j}"
         );
-        assert!(j.ends_with("]}]}\n"), "{j}");
+        assert!(j.ends_with("]}}]}\n"), "{j}");
         let series = scale_series(&sizes);
         assert_eq!(series.len(), 2);
         assert_eq!(series[0].points, vec![(1000.0, 0.1), (10000.0, 1.0)]);

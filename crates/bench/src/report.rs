@@ -1,4 +1,5 @@
-//! Reports of measured rows: a Markdown table (for docs/BENCHMARKS.md) or JSON.
+//! Reports of measured rows: a Markdown table (for docs/BENCHMARKS.md) or JSON, for one task
+//! count or, for the scaling curves, several ([`Size`]).
 
 use std::fmt::Write;
 
@@ -170,6 +171,83 @@ pub fn json(rows: &[RowResult], tasks: usize) -> String {
     s
 }
 
+/// The rows measured at one task count (one point of the scaling curves).
+pub struct Size {
+    /// Tasks asked for.
+    pub tasks: usize,
+    /// Processes in /proc during the run.
+    pub in_proc: usize,
+    /// The rows, in the same order at every size.
+    pub rows: Vec<RowResult>,
+}
+
+fn label(r: &RowResult) -> String {
+    format!("{} {}", r.row.key, r.row.label)
+}
+
+/// The scaling table: a row per measured row, a column per size, median wall times.
+pub fn scale_markdown(sizes: &[Size], runs: usize, threads: usize) -> String {
+    let mut s = format!(
+        "Median wall time (s), {runs} run(s) per point, {threads} thread(s) per process.\n\n| row |"
+    );
+    for z in sizes {
+        let _ = write!(s, " {} tasks |", z.tasks);
+    }
+    let _ = writeln!(s, "\n|---|{}", "---|".repeat(sizes.len()));
+    let Some(first) = sizes.first() else {
+        return s;
+    };
+    for (i, r) in first.rows.iter().enumerate() {
+        let _ = write!(s, "| {} |", label(r));
+        for z in sizes {
+            match z.rows.get(i).and_then(stats) {
+                Some(st) => {
+                    let _ = write!(s, " {:.4} |", st.wall);
+                }
+                None => {
+                    let why = z.rows.get(i).and_then(|r| r.error.as_deref());
+                    let _ = write!(s, " {} |", why.unwrap_or("-"));
+                }
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// The scaling measurements as JSON: `{"threads":M,"sizes":[{"tasks":N,"result":{...}}]}`,
+/// each result as [`json`] writes it.
+pub fn scale_json(sizes: &[Size], threads: usize) -> String {
+    let mut s = format!("{{\"threads\":{threads},\"sizes\":[");
+    for (i, z) in sizes.iter().enumerate() {
+        let _ = write!(
+            s,
+            "{}{{\"tasks\":{},\"result\":{}}}",
+            if i > 0 { "," } else { "" },
+            z.tasks,
+            json(&z.rows, z.in_proc).trim_end()
+        );
+    }
+    s.push_str("]}\n");
+    s
+}
+
+/// The lines of the scaling chart: one per row, a (tasks, median wall) point per size.
+pub fn scale_series(sizes: &[Size]) -> Vec<crate::svg::Series> {
+    let Some(first) = sizes.first() else {
+        return Vec::new();
+    };
+    (0..first.rows.len())
+        .map(|i| crate::svg::Series {
+            label: label(&first.rows[i]),
+            points: sizes
+                .iter()
+                .filter_map(|z| Some((z.tasks as f64, stats(z.rows.get(i)?)?.wall)))
+                .collect(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,5 +300,35 @@ mod tests {
             "{j}"
         );
         assert!(j.contains("\"error\":\"not installed\""));
+    }
+
+    #[test]
+    fn scaling_tables_have_a_column_per_size() {
+        let sizes = vec![
+            Size {
+                tasks: 1000,
+                in_proc: 1010,
+                rows: vec![row("A", None, &[0.1]), row("B", None, &[0.2])],
+            },
+            Size {
+                tasks: 10000,
+                in_proc: 10010,
+                rows: vec![row("A", None, &[1.0]), row("B", None, &[])],
+            },
+        ];
+        let md = scale_markdown(&sizes, 1, 1);
+        assert!(md.contains("| row | 1000 tasks | 10000 tasks |"), "{md}");
+        assert!(md.contains("| A row A | 0.1000 | 1.0000 |"), "{md}");
+        assert!(md.contains("| B row B | 0.2000 | - |"), "{md}");
+        let j = scale_json(&sizes, 1);
+        assert!(
+            j.starts_with("{\"threads\":1,\"sizes\":[{\"tasks\":1000,\"result\":{\"tasks\":1010,"),
+            "{j}"
+        );
+        assert!(j.ends_with("]}}]}\n"), "{j}");
+        let series = scale_series(&sizes);
+        assert_eq!(series.len(), 2);
+        assert_eq!(series[0].points, vec![(1000.0, 0.1), (10000.0, 1.0)]);
+        assert_eq!(series[1].points, vec![(1000.0, 0.2)]);
     }
 }

@@ -71,11 +71,6 @@ impl Spawned {
         }
         Ok(s)
     }
-
-    /// The spawned process ids.
-    pub fn pids(&self) -> &[libc::pid_t] {
-        &self.pids
-    }
 }
 
 impl Drop for Spawned {

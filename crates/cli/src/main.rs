@@ -9,7 +9,6 @@
 //! Exit status: 0 success; 1 no such process (ONE/THREAD/CHILDREN); 2 usage error;
 //! 3 any other failure (a backend that cannot be used, an I/O error).
 
-mod bench;
 mod maps;
 mod render;
 
@@ -41,22 +40,6 @@ enum Cmd {
     Dump(DumpArgs),
     /// Read a raw stream (from `dump --format raw`) and print it as text or JSON.
     Decode(DecodeArgs),
-    /// Reproduce the task_diag article's measurements on this machine (needs root).
-    ///
-    /// Spawns --tasks sleeping processes, then times, interleaved, loops over /proc files,
-    /// taskdiag with each backend, and procps/psmisc/psutil when installed; reports wall, CPU,
-    /// peak RSS, system calls and kernel allocations (with perf), and ratios to the /proc loops.
-    /// The spawned processes are killed on exit, Ctrl-C or failure.
-    Bench(bench::BenchArgs),
-    /// The /proc baseline loop used by `bench` (internal).
-    #[command(hide = true)]
-    BenchLoop(bench::LoopArgs),
-    /// The raw memory-map iterator read used by `bench` (internal).
-    #[command(hide = true)]
-    BenchVmaFloor,
-    /// Concurrent daemon clients used by `bench` (internal).
-    #[command(hide = true)]
-    BenchClients(bench::ClientsArgs),
     /// Print a process's memory mappings (as /proc/PID/maps; -x like pmap -x).
     Maps(maps::MapsArgs),
     /// Report a snapshot of the current processes (procps ps options; `ps --help`).
@@ -265,10 +248,6 @@ fn main() -> ExitCode {
         Cmd::Dump(a) => dump(a),
         Cmd::Decode(a) => decode(a),
         Cmd::Maps(a) => maps::maps(a),
-        Cmd::Bench(a) => bench::bench(a),
-        Cmd::BenchLoop(a) => bench::bench_loop(a),
-        Cmd::BenchVmaFloor => bench::bench_vma_floor(),
-        Cmd::BenchClients(a) => bench::bench_clients(a),
         Cmd::Ps(a) => return run_tool(taskdiag_tools::ps::ps_main, &a.args),
         Cmd::Pstree(a) => return run_tool(taskdiag_tools::pstree::pstree_main, &a.args),
         Cmd::Pgrep(a) => return run_tool(taskdiag_tools::pgrep::pgrep_main, &a.args),

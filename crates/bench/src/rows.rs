@@ -1,0 +1,498 @@
+//! The rows of the table: which commands are measured, under which key, against which
+//! baseline. P rows are the raw-syscall /proc loop (mode `loop`), C rows the article's C loop and
+//! B0 the bare iterator read (the C floors built by build.rs), B, F and D rows taskdiag, T rows
+//! the tools people use (when installed), U and S rows the daemon as an unprivileged user.
+
+use std::path::{Path, PathBuf};
+
+use crate::measure::Row;
+
+/// Where build.rs put the C floors (`proc_loop`, `min_iter`) and `min_iter.bpf.o`.
+const FLOORS: &str = env!("OUT_DIR");
+
+/// Rows with no per-thread variant, left out with `--threads` above 1: the C programs walk
+/// processes only, and the map walk is per process anyway.
+const PER_PROCESS_ONLY: [&str; 7] = ["C0", "C1", "C2", "C4", "C5", "B0", "B7"];
+
+/// The programs the rows run.
+pub struct Programs {
+    /// This binary (modes `loop`, `vma-floor`, `clients`).
+    pub bench: String,
+    /// The taskdiag binary measured.
+    pub taskdiag: String,
+}
+
+impl Programs {
+    /// taskdiagd, beside the measured taskdiag.
+    pub fn taskdiagd(&self) -> PathBuf {
+        Path::new(&self.taskdiag).with_file_name("taskdiagd")
+    }
+}
+
+/// The full path of `tool` on $PATH, if it is installed.
+pub fn which(tool: &str) -> Option<String> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+}
+
+/// A file built by build.rs.
+fn floor(name: &str) -> String {
+    Path::new(FLOORS).join(name).display().to_string()
+}
+
+/// `taskdiag dump` of every process (every thread with `per_thread`) through `backend`, raw.
+fn dump_argv(exe: &str, per_thread: bool, groups: &str, backend: &str) -> Vec<String> {
+    let sel = if per_thread { "--all-threads" } else { "--all" };
+    [
+        exe,
+        "dump",
+        sel,
+        "--groups",
+        groups,
+        "--format",
+        "raw",
+        "--backend",
+        backend,
+    ]
+    .iter()
+    .map(|x| x.to_string())
+    .collect()
+}
+
+/// The command answering its request twenty times in one process (`dump --repeat 20`): the
+/// per-request cost without process start-up or program loading is (this - one-shot) / 19.
+fn repeat20(mut argv: Vec<String>) -> Vec<String> {
+    argv.extend(["--repeat".to_string(), "20".to_string()]);
+    argv
+}
+
+fn row(key: &str, label: &str, argv: Option<Vec<String>>, baseline: Option<&str>) -> Row {
+    Row {
+        key: key.into(),
+        label: label.into(),
+        argv,
+        baseline: baseline.map(Into::into),
+    }
+}
+
+/// The rows; `per_thread` makes every row list threads rather than processes (loops over
+/// /proc/PID/task/TID, `dump --all-threads`, `ps -L`, `top -H`).
+pub fn rows(p: &Programs, per_thread: bool) -> Vec<Row> {
+    let (bench, exe) = (p.bench.as_str(), p.taskdiag.as_str());
+    let s = |v: &[&str]| -> Vec<String> { v.iter().map(|x| x.to_string()).collect() };
+    let t = if per_thread { "/task/*" } else { "" };
+    let all = if per_thread { " --all-threads" } else { "" };
+    let lp = |files: &[&str]| -> Vec<String> {
+        let mode: &[&str] = if per_thread { &["--threads"] } else { &[] };
+        [bench, "loop"]
+            .iter()
+            .chain(mode)
+            .chain(files)
+            .map(|x| x.to_string())
+            .collect()
+    };
+    let dump = |groups: &str, backend: &str| dump_argv(exe, per_thread, groups, backend);
+    let c_loop = |files: &[&str]| [&[floor("proc_loop")][..], &s(files)].concat();
+    let tool = |name: &str, args: &[&str]| which(name).map(|p| [vec![p], s(args)].concat());
+    let psutil = which("python3").filter(|py| {
+        std::process::Command::new(py)
+            .args(["-c", "import psutil"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|st| st.success())
+    });
+    let psutil_code = "import psutil\nfor p in psutil.process_iter(['pid','ppid','name','username','cmdline']): p.info";
+    let mut rows = vec![
+        row(
+            "P0",
+            &format!("loop: open+close /proc/*{t}/stat (no read)"),
+            Some(lp(&["--noread", "stat"])),
+            None,
+        ),
+        row(
+            "P1",
+            &format!("loop: /proc/*{t}/stat"),
+            Some(lp(&["stat"])),
+            None,
+        ),
+        row(
+            "P2",
+            &format!("loop: /proc/*{t}/status"),
+            Some(lp(&["status"])),
+            None,
+        ),
+        row(
+            "P3",
+            &format!("loop: /proc/*{t}/cmdline"),
+            Some(lp(&["cmdline"])),
+            None,
+        ),
+        row(
+            "P4",
+            &format!("loop: /proc/*{t}/stat + cmdline"),
+            Some(lp(&["stat", "cmdline"])),
+            None,
+        ),
+        row(
+            "P5",
+            &format!("loop: /proc/*{t}/stat + status"),
+            Some(lp(&["stat", "status"])),
+            None,
+        ),
+        // The files the procfs backend reads for BASE/CRED (+ CMDLINE): its fair floor.
+        row(
+            "P6",
+            &format!("loop: /proc/*{t}/stat + status + cmdline"),
+            Some(lp(&["stat", "status", "cmdline"])),
+            None,
+        ),
+        row(
+            "P7",
+            &format!("loop: /proc/*{t}/maps"),
+            Some(lp(&["maps"])),
+            None,
+        ),
+        row(
+            "P8",
+            &format!("loop: /proc/*{t}/smaps"),
+            Some(lp(&["smaps"])),
+            None,
+        ),
+        // The article's task_proc_all as its C program (src/c/proc_loop.c), beside the loop above.
+        row(
+            "C0",
+            "C loop: open+close /proc/*/stat (no read)",
+            Some(c_loop(&["--noread", "stat"])),
+            None,
+        ),
+        row("C1", "C loop: /proc/*/stat", Some(c_loop(&["stat"])), None),
+        row(
+            "C2",
+            "C loop: /proc/*/status",
+            Some(c_loop(&["status"])),
+            None,
+        ),
+        row(
+            "C4",
+            "C loop: /proc/*/stat + cmdline",
+            Some(c_loop(&["stat", "cmdline"])),
+            None,
+        ),
+        row(
+            "C5",
+            "C loop: /proc/*/stat + status",
+            Some(c_loop(&["stat", "status"])),
+            None,
+        ),
+        row(
+            "T8",
+            "cat /proc/*/maps",
+            which("sh").map(|sh| {
+                vec![
+                    sh,
+                    "-c".into(),
+                    "cat /proc/[0-9]*/maps 2>/dev/null || true".into(),
+                ]
+            }),
+            Some("P7"),
+        ),
+        row(
+            "B5",
+            &format!("taskdiag bpf base,vma{all}"),
+            Some(dump("vma", "bpf")),
+            Some("P7"),
+        ),
+        // The kernel's map walk alone (a program that writes nothing): what any BPF map
+        // dump costs at least.
+        row(
+            "B7",
+            "raw iter/task_vma read, empty program",
+            Some(s(&[bench, "vma-floor"])),
+            Some("P7"),
+        ),
+        row(
+            "F4",
+            &format!("taskdiag procfs base,vma{all}"),
+            Some(dump("vma", "procfs")),
+            Some("P7"),
+        ),
+        row(
+            "B6",
+            &format!("taskdiag bpf base,vma_stat{all}"),
+            Some(dump("vma_stat", "bpf")),
+            Some("P8"),
+        ),
+        // A fixed 32-byte record per process from an iter/task program, read by a minimal
+        // libbpf C program (src/c/min_iter.c): what any BPF task dump costs at least.
+        row(
+            "B0",
+            "bare minimal iterator (C, libbpf)",
+            Some(vec![floor("min_iter"), floor("min_iter.bpf.o")]),
+            None,
+        ),
+        row(
+            "B1",
+            &format!("taskdiag bpf base,cred{all}"),
+            Some(dump("base,cred", "bpf")),
+            Some("P2"),
+        ),
+        row(
+            "B2",
+            &format!("taskdiag bpf base,cmdline{all}"),
+            Some(dump("base,cmdline", "bpf")),
+            Some("P4"),
+        ),
+        row(
+            "B3",
+            &format!("taskdiag bpf base{all}"),
+            Some(dump("base", "bpf")),
+            Some("P1"),
+        ),
+        // With the programs loaded once (the daemon's and an agent's situation).
+        row(
+            "B4",
+            &format!("taskdiag bpf base,cred{all} --repeat 20, as root"),
+            Some(repeat20(dump("base,cred", "bpf"))),
+            None,
+        ),
+        row(
+            "B8",
+            &format!("taskdiag bpf base,cmdline{all} --repeat 20, as root"),
+            Some(repeat20(dump("base,cmdline", "bpf"))),
+            None,
+        ),
+        row(
+            "F1",
+            &format!("taskdiag procfs base,cred{all}"),
+            Some(dump("base,cred", "procfs")),
+            Some("P5"),
+        ),
+        row(
+            "F2",
+            &format!("taskdiag procfs base,cmdline{all}"),
+            Some(dump("base,cmdline", "procfs")),
+            Some("P6"),
+        ),
+        row(
+            "F3",
+            &format!("taskdiag procfs base{all}"),
+            Some(dump("base", "procfs")),
+            Some("P5"),
+        ),
+        row(
+            "T1",
+            if per_thread {
+                "procps ps -eL -o pid,lwp,ppid,pgid,sid,comm"
+            } else {
+                "procps ps -e -o pid,ppid,pgid,sid,comm"
+            },
+            if per_thread {
+                tool("ps", &["-eL", "-o", "pid,lwp,ppid,pgid,sid,comm"])
+            } else {
+                tool("ps", &["-e", "-o", "pid,ppid,pgid,sid,comm"])
+            },
+            Some("P1"),
+        ),
+        row(
+            "T2",
+            if per_thread {
+                "procps ps auxH"
+            } else {
+                "procps ps aux"
+            },
+            tool("ps", &[if per_thread { "auxH" } else { "aux" }]),
+            Some("P1"),
+        ),
+        row(
+            "T3",
+            if per_thread {
+                "procps top -H -b -n 1"
+            } else {
+                "procps top -b -n 1"
+            },
+            if per_thread {
+                tool("top", &["-H", "-b", "-n", "1"])
+            } else {
+                tool("top", &["-b", "-n", "1"])
+            },
+            Some("P1"),
+        ),
+        row(
+            "T4",
+            "procps pgrep -c -f taskdiag",
+            tool("pgrep", &["-c", "-f", "taskdiag"]),
+            Some("P3"),
+        ),
+        row(
+            "T5",
+            "psmisc pstree -p",
+            tool("pstree", &["-p"]),
+            Some("P1"),
+        ),
+        row(
+            "T6",
+            "psutil process_iter(pid,ppid,name,username,cmdline)",
+            psutil.map(|py| vec![py, "-c".into(), psutil_code.into()]),
+            Some("P5"),
+        ),
+        row(
+            "D1",
+            if per_thread {
+                "taskdiag ps -eL -o pid,lwp,ppid,pgid,sid,comm"
+            } else {
+                "taskdiag ps -e -o pid,ppid,pgid,sid,comm"
+            },
+            Some(if per_thread {
+                s(&[exe, "ps", "-eL", "-o", "pid,lwp,ppid,pgid,sid,comm"])
+            } else {
+                s(&[exe, "ps", "-e", "-o", "pid,ppid,pgid,sid,comm"])
+            }),
+            Some("T1"),
+        ),
+        row(
+            "D2",
+            if per_thread {
+                "taskdiag ps auxH"
+            } else {
+                "taskdiag ps aux"
+            },
+            Some(s(&[exe, "ps", if per_thread { "auxH" } else { "aux" }])),
+            Some("T2"),
+        ),
+        row(
+            "D3",
+            if per_thread {
+                "taskdiag top -H -b -n 1"
+            } else {
+                "taskdiag top -b -n 1"
+            },
+            Some(if per_thread {
+                s(&[exe, "top", "-H", "-b", "-n", "1"])
+            } else {
+                s(&[exe, "top", "-b", "-n", "1"])
+            }),
+            Some("T3"),
+        ),
+        row(
+            "D4",
+            "taskdiag pgrep -c -f taskdiag",
+            Some(s(&[exe, "pgrep", "-c", "-f", "taskdiag"])),
+            Some("T4"),
+        ),
+        row(
+            "D5",
+            "taskdiag pstree -p",
+            Some(s(&[exe, "pstree", "-p"])),
+            Some("T5"),
+        ),
+        // Steady state of a refreshing top: four frames a second apart; the CPU of three
+        // refreshes is this row's CPU minus the one-frame row's.
+        row(
+            "T7",
+            "procps top -b -n 4 -d 1",
+            tool("top", &["-b", "-n", "4", "-d", "1"]),
+            Some("T3"),
+        ),
+        row(
+            "D7",
+            "taskdiag top -b -n 4 -d 1",
+            Some(s(&[exe, "top", "-b", "-n", "4", "-d", "1"])),
+            Some("T7"),
+        ),
+    ];
+    rows.retain(|r| !per_thread || !PER_PROCESS_ONLY.contains(&r.key.as_str()));
+    rows
+}
+
+/// The unprivileged user the daemon rows run as (`nobody` exists everywhere; its id is the
+/// overflow id on Debian and most distributions).
+const BENCH_UID: &str = "65534";
+
+/// Rows that need a running taskdiagd; `socket` is its socket.
+pub fn daemon_rows(p: &Programs, per_thread: bool, socket: &str) -> Vec<Row> {
+    let (bench, exe) = (p.bench.as_str(), p.taskdiag.as_str());
+    let setpriv = which("setpriv");
+    let as_nobody = |v: &[&str]| -> Option<Vec<String>> {
+        let sp = setpriv.clone()?;
+        let mut a = vec![
+            sp,
+            "--reuid".into(),
+            BENCH_UID.into(),
+            "--regid".into(),
+            BENCH_UID.into(),
+            "--clear-groups".into(),
+            "--inh-caps=-all".into(),
+            "--".into(),
+        ];
+        a.extend(v.iter().map(|x| x.to_string()));
+        Some(a)
+    };
+    let all = if per_thread { " --all-threads" } else { "" };
+    let dump = |backend: &str| {
+        let mut v = dump_argv(exe, per_thread, "base,cred", backend);
+        if backend == "daemon" {
+            v.extend(["--socket".to_string(), socket.to_string()]);
+        }
+        as_nobody(&v.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let clients = |n: &str| {
+        as_nobody(&[
+            bench,
+            "clients",
+            "--clients",
+            n,
+            "--groups",
+            "base,cred",
+            "--socket",
+            socket,
+        ])
+    };
+    vec![
+        row(
+            "U1",
+            &format!("taskdiag procfs base,cred{all}, as nobody"),
+            dump("procfs"),
+            Some("P5"),
+        ),
+        row(
+            "S1",
+            &format!("taskdiag daemon base,cred{all}, as nobody"),
+            dump("daemon"),
+            Some("U1"),
+        ),
+        // The same, compared with the in-process BPF dump as root.
+        row(
+            "S2",
+            &format!("taskdiag daemon base,cred{all}, as nobody (vs bpf as root)"),
+            dump("daemon"),
+            Some("B1"),
+        ),
+        // Twenty requests on one connection: the per-request cost without process start-up
+        // (compare with B4, the programs loaded once in process).
+        row(
+            "S3",
+            &format!("taskdiag daemon base,cred{all} --repeat 20, as nobody"),
+            dump("daemon").map(repeat20),
+            None,
+        ),
+        row(
+            "S10",
+            "10 concurrent daemon clients, base,cred each, as nobody",
+            clients("10"),
+            Some("S1"),
+        ),
+        row(
+            "S100",
+            "100 concurrent daemon clients, base,cred each, as nobody",
+            clients("100"),
+            Some("S1"),
+        ),
+    ]
+}
+
+/// Rows of the scaling curves unless --rows says otherwise: the floor loops, taskdiag, and ps
+/// (the slow tools would take minutes at 100,000 tasks).
+pub const SCALE_ROWS: [&str; 10] = ["P1", "P2", "P4", "P5", "B1", "B2", "F1", "F3", "T1", "D1"];

@@ -90,12 +90,10 @@ pub fn bench_loop(a: LoopArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs the BPF memory-map iterator with a program that writes nothing: the floor of any map
-/// walk through it.
+/// The raw memory-map iterator read: its program left the production BPF object, and the
+/// benchmark harness (crates/bench) carries it with its own.
 pub fn bench_vma_floor() -> anyhow::Result<ExitCode> {
-    let n = taskdiag_bpf::vma_walk_floor().context("the raw iter/task_vma walk")?;
-    eprintln!("mappings: {n}");
-    Ok(ExitCode::SUCCESS)
+    anyhow::bail!("the raw iter/task_vma walk is measured by the benchmark harness (crates/bench)")
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -230,14 +228,6 @@ fn rows(exe: &str, per_thread: bool) -> Vec<Row> {
             "B5",
             &format!("taskdiag bpf base,vma{all}"),
             Some(dump("vma", "bpf")),
-            Some("P7"),
-        ),
-        // The kernel's map walk alone (a program that writes nothing): what any BPF map
-        // dump costs at least.
-        row(
-            "B7",
-            &format!("raw iter/task_vma read, empty program{all}"),
-            Some(s(&[exe, "bench-vma-floor"])).filter(|_| !per_thread),
             Some("P7"),
         ),
         row(

@@ -470,6 +470,26 @@ mod tests {
     }
 
     #[test]
+    fn header_defines_every_shared_constant_once() {
+        let h = c_header();
+        for (name, value) in crate::C_CONSTANTS {
+            let line = format!("#define {name} {value}\n");
+            assert_eq!(h.matches(&format!("#define {name} ")).count(), 1, "{name}");
+            assert!(h.contains(&line), "{line}");
+        }
+        // The ones the BPF C once defined by hand.
+        for name in [
+            "TD_MSG_F_FIXUP",
+            "TD_PF_KTHREAD",
+            "TD_VM_SHARED",
+            "TD_VMA_NAME_REF",
+        ] {
+            assert!(h.contains(&format!("#define {name} ")), "{name}");
+        }
+        assert!(h.contains(&format!("#define TD_MSG_F_FIXUP {}\n", crate::MSG_F_FIXUP)));
+    }
+
+    #[test]
     fn record_round_trips_through_bytes() {
         let b = BaseRec {
             ppid: 1,

@@ -361,3 +361,28 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
 pub const fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_leader_stands_for_its_process_in_a_per_thread_listing() {
+        for s in [Strategy::All, Strategy::One, Strategy::Children] {
+            assert!(s.stands_for_process(7, 7) && s.stands_for_process(8, 7));
+        }
+        for s in [Strategy::AllThread, Strategy::Thread] {
+            assert!(s.stands_for_process(7, 7));
+            assert!(!s.stands_for_process(8, 7));
+        }
+    }
+
+    #[test]
+    fn backend_names_round_trip() {
+        for b in BackendId::ALL {
+            assert_eq!(BackendId::from_name(b.name()), Some(b));
+            assert_eq!(BackendId::from_u16(b as u16), Some(b));
+        }
+        assert_eq!(BackendId::from_name("auto"), None);
+    }
+}

@@ -665,6 +665,126 @@ mod tests {
         assert_eq!(cmd, big);
     }
 
+    /// Tasks 1..=n, each with a BASE-sized attribute; every fourth with a command line that
+    /// is cut into CONTINUED messages.
+    fn tasks(n: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        for pid in 1..=n {
+            let mut w = TaskWriter::begin(&mut out, pid, pid);
+            w.attr(Group::Base as u16, &[pid as u8; 42]);
+            if pid % 4 == 0 {
+                w.attr(Group::Cmdline as u16, &vec![b'a'; MSG_MAX + 100]);
+            }
+            w.finish();
+        }
+        out
+    }
+
+    /// Feeds `data` to a [`StreamReader`] in pieces of `piece` bytes; returns the chunks of
+    /// whole messages it let through and the reader.
+    fn split(data: &[u8], piece: usize) -> (Vec<Vec<u8>>, Result<(), DecodeError>) {
+        let mut r = StreamReader::new();
+        let mut chunks = Vec::new();
+        let mut rest = data;
+        loop {
+            let n = r
+                .fill(&mut &rest[..piece.min(rest.len())])
+                .expect("reading a slice");
+            rest = &rest[n..];
+            let mut whole = r.messages();
+            for m in whole.by_ref() {
+                if let Err(e) = m {
+                    return (chunks, Err(e));
+                }
+            }
+            let end = whole.end();
+            if end > 0 {
+                chunks.push(r.bytes()[..end].to_vec());
+                r.consume(end);
+            }
+            if n == 0 {
+                return (chunks, r.finish());
+            }
+        }
+    }
+
+    #[test]
+    fn a_stream_in_pieces_of_any_size_comes_out_as_whole_messages() {
+        let data = tasks(9);
+        let total = Messages::new(&data).count();
+        for piece in [1, 3, 16, 17, 1000, MSG_MAX, data.len()] {
+            let (chunks, end) = split(&data, piece);
+            assert_eq!(end, Ok(()), "pieces of {piece}");
+            assert_eq!(chunks.concat(), data, "pieces of {piece}");
+            let n: usize = chunks.iter().map(|c| Messages::new(c).count()).sum();
+            assert_eq!(n, total);
+        }
+    }
+
+    #[test]
+    fn a_stream_that_stops_inside_a_message_is_truncated_there() {
+        let data = tasks(3);
+        let last = Messages::new(&data).last().unwrap().unwrap().offset;
+        for cut in [last + 1, last + MsgHeader::SIZE, data.len() - 4] {
+            let (chunks, end) = split(&data[..cut], 7);
+            assert_eq!(chunks.concat(), &data[..last]);
+            let need = if cut - last < MsgHeader::SIZE {
+                MsgHeader::SIZE
+            } else {
+                data.len() - last
+            };
+            assert_eq!(
+                end,
+                Err(DecodeError::Truncated {
+                    offset: last,
+                    need,
+                    have: cut - last,
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_length_names_its_offset_in_the_whole_stream() {
+        let mut data = tasks(6);
+        let bad = Messages::new(&data).nth(3).unwrap().unwrap().offset;
+        data[bad..bad + 4].copy_from_slice(&(MSG_MAX as u32 + 4).to_ne_bytes());
+        let (chunks, end) = split(&data, 5);
+        assert_eq!(chunks.concat(), &data[..bad]);
+        assert_eq!(
+            end,
+            Err(DecodeError::BadLength {
+                offset: bad,
+                len: MSG_MAX + 4,
+            })
+        );
+        // The same from a buffer that starts further in the stream.
+        let e = Messages::new(&data[bad..]).at(bad).next();
+        assert_eq!(
+            e.map(|m| m.map(|m| m.offset)),
+            Some(Err(DecodeError::BadLength {
+                offset: bad,
+                len: MSG_MAX + 4,
+            }))
+        );
+    }
+
+    #[test]
+    fn a_reader_is_reused_from_the_start_after_clear() {
+        let data = tasks(2);
+        let mut r = StreamReader::new();
+        r.fill(&mut &data[..10]).unwrap();
+        assert!(r.messages().next().is_none());
+        r.clear();
+        assert_eq!((r.offset(), r.bytes().len()), (0, 0));
+        r.fill(&mut &data[..]).unwrap();
+        assert_eq!(r.messages().count(), 2);
+        assert_eq!(
+            r.messages().filter_map(Result::ok).last().unwrap().offset,
+            { Messages::new(&data).last().unwrap().unwrap().offset }
+        );
+    }
+
     #[test]
     fn malformed_lengths_are_errors_not_panics() {
         let mut out = Vec::new();

@@ -373,3 +373,249 @@ fn fill_from_procfs(
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_proc::{FakeProc, FakeTask};
+    use taskdiag_proto::task::Base;
+    use taskdiag_proto::{BaseRec, MsgHeader};
+
+    /// The BASE group the BPF programs would write for `t`.
+    fn base_of(t: &FakeTask) -> Base {
+        Base {
+            rec: BaseRec {
+                ppid: t.ppid,
+                flags: if t.flags & taskdiag_proto::PF_KTHREAD != 0 {
+                    BASE_F_KTHREAD
+                } else {
+                    0
+                },
+                start_time_ns: t.start_ns(),
+                comm_len: t.comm.len() as u16,
+                ..BaseRec::default()
+            },
+            comm: t.comm.as_bytes().to_vec(),
+        }
+    }
+
+    /// A message as the BPF programs write it: BASE, plus for each of `placeholders` a
+    /// GROUP_ERROR asking for /proc, then flagged MSG_F_FIXUP.
+    fn bpf_message(out: &mut Vec<u8>, t: &FakeTask, placeholders: &[Group]) {
+        let start = out.len();
+        Task {
+            pid: t.pid,
+            tgid: t.tgid,
+            base: Some(base_of(t)),
+            errors: placeholders
+                .iter()
+                .map(|&g| GroupError {
+                    group: g as u16,
+                    errno: ERRNO_NEEDS_PROCFS,
+                })
+                .collect(),
+            ..Task::default()
+        }
+        .encode(out);
+        if !placeholders.is_empty() {
+            let h = MsgHeader::read_from(&out[start..]).expect("a header");
+            let flags = h.flags | MSG_F_FIXUP;
+            out[start + 6..start + 8].copy_from_slice(&flags.to_ne_bytes());
+        }
+    }
+
+    /// Runs [`complete`] on `chunk`; returns the tasks of its output and the output.
+    fn run(
+        chunk: &[u8],
+        strategy: Strategy,
+        show: u64,
+        missing: u64,
+        procfs: Option<&ProcReader>,
+    ) -> (Vec<Task>, Vec<u8>) {
+        let req = Request::new(strategy, 0, show);
+        let mut out = Vec::new();
+        let mut flushed = Vec::new();
+        complete(chunk, &req, missing, None, procfs, &mut out, &mut |b| {
+            flushed.extend_from_slice(b);
+            Ok(())
+        })
+        .expect("a valid chunk");
+        flushed.extend_from_slice(&out);
+        let mut asm = TaskAssembler::new();
+        let tasks = Messages::new(&flushed)
+            .map(|m| asm.push(&m.expect("whole messages")).expect("valid"))
+            .flatten()
+            .collect();
+        (tasks, flushed)
+    }
+
+    fn errno(t: &Task, g: Group) -> Option<i32> {
+        t.errors
+            .iter()
+            .find(|e| e.group == g as u16)
+            .map(|e| e.errno)
+    }
+
+    const BASE_CRED: u64 = 0b11;
+
+    #[test]
+    fn a_placeholder_is_read_from_proc_and_the_fixup_flag_cleared() {
+        let mut t = FakeTask::process(100);
+        t.uid = 1234;
+        t.groups = vec![5, 6];
+        let other = FakeTask::process(200);
+        let proc = FakeProc::with(&[t.clone(), other.clone()]);
+        let mut chunk = Vec::new();
+        bpf_message(&mut chunk, &t, &[Group::Cred]);
+        bpf_message(&mut chunk, &other, &[]);
+        assert!(has_fixups(&chunk));
+        let (tasks, out) = run(&chunk, Strategy::All, BASE_CRED, 0, Some(&proc.reader()));
+        assert!(!has_fixups(&out));
+        assert_eq!(tasks.len(), 2);
+        let cred = tasks[0].cred.as_ref().expect("CRED from /proc");
+        assert_eq!((cred.rec.uid, cred.rec.euid), (1234, 1234));
+        assert_eq!(cred.groups, [5, 6]);
+        assert!(tasks[0].errors.is_empty(), "{:?}", tasks[0].errors);
+        assert_eq!(tasks[0].base, Some(base_of(&t)));
+        // A message that needed nothing passes through as it was.
+        let mut rest = Vec::new();
+        bpf_message(&mut rest, &other, &[]);
+        assert!(out.ends_with(&rest));
+    }
+
+    #[test]
+    fn a_reused_pid_or_a_gone_task_is_not_completed() {
+        let t = FakeTask::process(100);
+        let gone = FakeTask::process(300);
+        // /proc has another task under pid 100 now: same pid, later start.
+        let reused = FakeTask {
+            start_ticks: t.start_ticks + 50,
+            uid: 0,
+            ..t.clone()
+        };
+        let proc = FakeProc::with(&[reused]);
+        let mut chunk = Vec::new();
+        bpf_message(&mut chunk, &t, &[Group::Cred]);
+        bpf_message(&mut chunk, &gone, &[Group::Cred]);
+        let (tasks, _) = run(&chunk, Strategy::All, BASE_CRED, 0, Some(&proc.reader()));
+        for t in &tasks {
+            assert!(t.cred.is_none());
+            assert_eq!(errno(t, Group::Cred), Some(libc::ESRCH), "task {}", t.pid);
+        }
+        // Without a /proc of our namespace, it cannot be read at all.
+        let (tasks, _) = run(&chunk, Strategy::All, BASE_CRED, 0, None);
+        assert!(tasks
+            .iter()
+            .all(|t| errno(t, Group::Cred) == Some(libc::EOPNOTSUPP)));
+    }
+
+    #[test]
+    fn missing_groups_are_filled_but_not_for_kernel_threads() {
+        let user = FakeTask::process(100);
+        let kthread = FakeTask {
+            flags: taskdiag_proto::PF_KTHREAD,
+            cmdline: b"",
+            ..FakeTask::process(2)
+        };
+        let proc = FakeProc::with(&[user.clone(), kthread.clone()]);
+        let mut chunk = Vec::new();
+        bpf_message(&mut chunk, &kthread, &[]);
+        bpf_message(&mut chunk, &user, &[]);
+        let show = Group::Base.flag() | Group::Cmdline.flag();
+        let (tasks, _) = run(
+            &chunk,
+            Strategy::All,
+            show,
+            Group::Cmdline.flag(),
+            Some(&proc.reader()),
+        );
+        assert_eq!(tasks[0].pid, 2);
+        assert!(tasks[0].cmdline.is_none() && tasks[0].errors.is_empty());
+        assert_eq!(tasks[1].cmdline.as_deref(), Some(user.cmdline));
+        assert!(tasks[1].errors.is_empty());
+    }
+
+    #[test]
+    fn with_threads_only_the_leader_gets_the_memory_maps() {
+        let leader = FakeTask::process(100);
+        let thread = FakeTask::thread(101, 100);
+        let proc = FakeProc::with(&[leader.clone(), thread.clone()]);
+        let mut chunk = Vec::new();
+        bpf_message(&mut chunk, &leader, &[]);
+        bpf_message(&mut chunk, &thread, &[]);
+        let show = Group::Base.flag() | Group::Vma.flag();
+        let reader = proc.reader();
+        let missing = Group::Vma.flag();
+        let (tasks, _) = run(&chunk, Strategy::AllThread, show, missing, Some(&reader));
+        let vmas = tasks[0].vmas.as_ref().expect("the leader's maps");
+        assert_eq!(vmas.len(), 1);
+        assert_eq!(vmas[0].name, b"/usr/bin/fake");
+        assert_eq!((vmas[0].rec.start, vmas[0].rec.end), (0x40_0000, 0x45_2000));
+        assert_eq!(tasks[1].pid, 101);
+        assert!(tasks[1].vmas.is_none() && tasks[1].errors.is_empty());
+        // Per process, the record stands for its process.
+        let mut chunk = Vec::new();
+        bpf_message(&mut chunk, &leader, &[]);
+        let (tasks, _) = run(&chunk, Strategy::All, show, missing, Some(&reader));
+        assert_eq!(tasks[0].vmas.as_ref().map(Vec::len), Some(1));
+    }
+
+    /// Messages of tasks `pids` (each its own process), as a chunk.
+    fn chunk_of(pids: &[u32]) -> Vec<u8> {
+        let mut c = Vec::new();
+        for &p in pids {
+            bpf_message(&mut c, &FakeTask::process(p), &[]);
+        }
+        c
+    }
+
+    fn pids(b: &[u8]) -> Vec<u32> {
+        Messages::new(b)
+            .map(|m| m.expect("whole").header.pid)
+            .collect()
+    }
+
+    #[test]
+    fn a_hidden_init_is_read_from_proc_and_merged_in_pid_order() {
+        let proc = FakeProc::with(&[FakeTask::process(1), FakeTask::process(40)]);
+        let reader = proc.reader();
+        let all = Request::new(Strategy::All, 0, Group::Base.flag());
+        let first = chunk_of(&[5, 9]);
+        let mut hidden = init_if_hidden(&all, &first, Some(&reader));
+        assert_eq!(hidden.tasks, 1);
+        let mut out = Vec::new();
+        let mut sink = |b: &[u8]| {
+            out.extend_from_slice(b);
+            Ok(())
+        };
+        hidden.merge(&first, &mut sink).unwrap();
+        hidden.merge(&chunk_of(&[12]), &mut sink).unwrap();
+        hidden.flush(&mut sink).unwrap();
+        assert_eq!(pids(&out), [1, 5, 9, 12]);
+        // Shown by the iterator: nothing to add. Not a whole-system dump: nothing either.
+        assert_eq!(
+            init_if_hidden(&all, &chunk_of(&[1, 5]), Some(&reader)).tasks,
+            0
+        );
+        let one = Request::new(Strategy::One, 5, Group::Base.flag());
+        assert_eq!(init_if_hidden(&one, &first, Some(&reader)).tasks, 0);
+        assert_eq!(init_if_hidden(&all, &first, None).tasks, 0);
+    }
+
+    #[test]
+    fn pending_tasks_go_before_the_first_larger_pid_and_the_rest_at_the_end() {
+        let mut h = Hidden {
+            pending: vec![(50, chunk_of(&[50])), (3, chunk_of(&[3]))],
+            tasks: 2,
+        };
+        let mut out = Vec::new();
+        let mut sink = |b: &[u8]| {
+            out.extend_from_slice(b);
+            Ok(())
+        };
+        h.merge(&chunk_of(&[1, 2, 7]), &mut sink).unwrap();
+        h.merge(&chunk_of(&[8]), &mut sink).unwrap();
+        h.flush(&mut sink).unwrap();
+        assert_eq!(pids(&out), [1, 2, 3, 7, 8, 50]);
+    }
+}

@@ -63,36 +63,37 @@ impl Dumper {
     ) -> Result<Self, Error> {
         let daemon = || DaemonClient::connect(&client::socket_path(socket));
         match kind {
-            BackendKind::Daemon => Ok(Dumper {
-                backend: Backend::Daemon(daemon()?),
-                procfs: None,
-                bpf_unavailable: None,
-            }),
-            BackendKind::Procfs => Ok(Dumper {
-                backend: Backend::Procfs(ProcReader::open()?),
-                procfs: None,
-                bpf_unavailable: None,
-            }),
-            BackendKind::Bpf => Ok(Dumper {
-                backend: Backend::Bpf(Box::new(TaskIter::load_for(show_flags)?)),
-                procfs: ProcReader::open().ok(),
-                bpf_unavailable: None,
-            }),
+            BackendKind::Daemon => Ok(Self::with(Backend::Daemon(daemon()?))),
+            BackendKind::Procfs => Ok(Self::with(Backend::Procfs(ProcReader::open()?))),
+            BackendKind::Bpf => Ok(Self::with(Backend::Bpf(Box::new(TaskIter::load_for(
+                show_flags,
+            )?)))),
             BackendKind::Auto => match TaskIter::load_for(show_flags) {
-                Ok(it) => Ok(Dumper {
-                    backend: Backend::Bpf(Box::new(it)),
-                    procfs: ProcReader::open().ok(),
-                    bpf_unavailable: None,
-                }),
-                Err(e) => Ok(Dumper {
-                    backend: match daemon() {
+                Ok(it) => Ok(Self::with(Backend::Bpf(Box::new(it)))),
+                Err(e) => {
+                    let backend = match daemon() {
                         Ok(c) => Backend::Daemon(c),
                         Err(_) => Backend::Procfs(ProcReader::open()?),
-                    },
-                    procfs: None,
-                    bpf_unavailable: Some(e.to_string()),
-                }),
+                    };
+                    Ok(Dumper {
+                        bpf_unavailable: Some(e.to_string()),
+                        ..Self::with(backend)
+                    })
+                }
             },
+        }
+    }
+
+    /// A dumper answering with `backend`; BPF's records are completed from our /proc.
+    fn with(backend: Backend) -> Self {
+        let procfs = match backend {
+            Backend::Bpf(_) => ProcReader::open().ok(),
+            Backend::Procfs(_) | Backend::Daemon(_) => None,
+        };
+        Dumper {
+            backend,
+            procfs,
+            bpf_unavailable: None,
         }
     }
 
@@ -341,5 +342,176 @@ impl Dumper {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_proc::{FakeProc, FakeTask};
+    use crate::view::{HidePid, ProcMount};
+    use taskdiag_proto::task::{Event, StreamDecoder};
+
+    /// init, a process 10 with a thread 11, and 10's child 20.
+    fn machine() -> FakeProc {
+        FakeProc::with(&[
+            FakeTask {
+                ppid: 0,
+                ..FakeTask::process(1)
+            },
+            FakeTask::process(10),
+            FakeTask::thread(11, 10),
+            FakeTask {
+                ppid: 10,
+                ..FakeTask::process(20)
+            },
+        ])
+    }
+
+    fn procfs(proc: &FakeProc) -> Dumper {
+        Dumper::with(Backend::Procfs(proc.reader()))
+    }
+
+    /// The result of `d.dump_for(req, viewer)` (or of `d.dump(req)` without one) and the
+    /// stream it wrote, decoded.
+    fn answer(
+        d: &mut Dumper,
+        req: &Request,
+        viewer: Option<&Viewer>,
+    ) -> (Result<u64, Error>, Vec<Event>) {
+        let mut buf = Vec::new();
+        let mut out = |b: &[u8]| {
+            buf.extend_from_slice(b);
+            Ok(())
+        };
+        let r = match viewer {
+            Some(v) => d.dump_for(req, v, &mut out),
+            None => d.dump(req, &mut out),
+        };
+        (r, StreamDecoder::decode_all(&buf).expect("a whole stream"))
+    }
+
+    fn task_ids(ev: &[Event]) -> Vec<(u32, u32)> {
+        ev.iter()
+            .filter_map(|e| match e {
+                Event::Task(t) => Some((t.pid, t.tgid)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn done(ev: &[Event]) -> Done {
+        match ev.last() {
+            Some(Event::Done(d)) => *d,
+            e => panic!("the stream ends with {e:?}"),
+        }
+    }
+
+    #[test]
+    fn the_procfs_backend_answers_every_strategy_from_its_root() {
+        let proc = machine();
+        let mut d = procfs(&proc);
+        assert_eq!(d.backend(), BackendId::Procfs);
+        assert_eq!(d.bpf_unavailable(), None);
+        let show = Group::Base.flag() | Group::Cred.flag();
+        let cases = [
+            (Strategy::All, 0, vec![(1, 1), (10, 10), (20, 20)]),
+            (
+                Strategy::AllThread,
+                0,
+                vec![(1, 1), (10, 10), (11, 10), (20, 20)],
+            ),
+            (Strategy::One, 10, vec![(10, 10)]),
+            (Strategy::Thread, 10, vec![(10, 10), (11, 10)]),
+            (Strategy::Children, 10, vec![(20, 20)]),
+        ];
+        for (strategy, pid, want) in cases {
+            let req = Request::new(strategy, pid, show);
+            let (r, ev) = answer(&mut d, &req, None);
+            assert_eq!(r.ok(), Some(want.len() as u64), "{strategy:?}");
+            let Some(Event::Start(s)) = ev.first() else {
+                panic!("{strategy:?}: no START")
+            };
+            assert_eq!(
+                (s.backend, s.strategy, s.show_flags, s.pid),
+                (BackendId::Procfs as u16, strategy as u32, show, pid)
+            );
+            assert_eq!(task_ids(&ev), want, "{strategy:?}");
+            let dn = done(&ev);
+            assert_eq!((dn.error, dn.tasks), (0, want.len() as u64));
+        }
+    }
+
+    #[test]
+    fn a_missing_pid_ends_the_stream_with_esrch() {
+        let proc = machine();
+        let mut d = procfs(&proc);
+        for (strategy, pid) in [
+            (Strategy::One, 999),
+            (Strategy::Thread, 999),
+            (Strategy::Children, 999),
+            (Strategy::One, 0),
+        ] {
+            let (r, ev) = answer(&mut d, &Request::new(strategy, pid, 1), None);
+            assert!(
+                matches!(r, Err(Error::NoSuchTask { pid: p }) if p == pid),
+                "{strategy:?} {pid}: {r:?}"
+            );
+            assert!(task_ids(&ev).is_empty());
+            assert_eq!(done(&ev).error, -libc::ESRCH);
+        }
+    }
+
+    #[test]
+    fn an_invalid_request_is_refused_before_any_output() {
+        let proc = machine();
+        let mut d = procfs(&proc);
+        let mut req = Request::new(Strategy::All, 0, 1);
+        req.show_flags = 1 << 40;
+        let mut wrote = false;
+        let r = d.dump(&req, &mut |_| {
+            wrote = true;
+            Ok(())
+        });
+        assert!(matches!(r, Err(Error::Request(_))), "{r:?}");
+        assert!(!wrote);
+    }
+
+    #[test]
+    fn a_failing_sink_is_the_callers_error() {
+        let proc = machine();
+        let mut d = procfs(&proc);
+        let req = Request::new(Strategy::All, 0, 1);
+        let r = d.dump(&req, &mut |_| Err(io::ErrorKind::BrokenPipe.into()));
+        assert!(matches!(r, Err(Error::Sink(e)) if e.kind() == io::ErrorKind::BrokenPipe));
+    }
+
+    #[test]
+    fn answering_for_another_caller_needs_bpf_unless_its_view_is_ours() {
+        let proc = machine();
+        let mut d = procfs(&proc);
+        let req = Request::new(Strategy::All, 0, Group::Base.flag());
+        // A caller whose /proc shows what ours shows: our records, from the daemon.
+        let same = Viewer::default();
+        let (r, ev) = answer(&mut d, &req, Some(&same));
+        assert_eq!(r.ok(), Some(3));
+        let Some(Event::Start(s)) = ev.first() else {
+            panic!("no START")
+        };
+        assert_eq!(s.backend, BackendId::Daemon as u16);
+        // Behind hidepid, each task must be checked: not from /proc.
+        let hidden = Viewer {
+            proc_mount: ProcMount {
+                hidepid: HidePid::Invisible,
+                gid: None,
+            },
+            ..Viewer::default()
+        };
+        let (r, ev) = answer(&mut d, &req, Some(&hidden));
+        assert!(matches!(r, Err(Error::Unsupported(_))), "{r:?}");
+        assert!(task_ids(&ev).is_empty());
+        assert_eq!(done(&ev).error, -libc::EIO);
+        assert!(matches!(d.identify(10), Err(Error::Unsupported(_))));
+        assert!(matches!(d.root_of(10), Err(Error::Unsupported(_))));
     }
 }

@@ -35,6 +35,8 @@ mod backend;
 pub mod client;
 mod complete;
 mod dumper;
+#[cfg(test)]
+mod fake_proc;
 mod filter;
 pub mod view;
 mod vma_walk;

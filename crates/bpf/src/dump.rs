@@ -102,8 +102,8 @@ impl TaskIter {
 
     /// Answers `req`, passing chunks of whole TASK messages to `sink`.
     ///
-    /// Messages flagged [`taskdiag_proto::MSG_F_FIXUP`] and groups listed in [`DumpReport::missing_groups`]
-    /// are left for the caller to complete.
+    /// Messages flagged [`taskdiag_proto::MSG_F_FIXUP`] and groups listed in
+    /// [`DumpReport::missing_groups`] are left for the caller to complete.
     pub fn dump(
         &mut self,
         req: &Request,

@@ -110,7 +110,7 @@ pub struct DumpReport {
     /// Requested groups this kernel could not produce at all (e.g. CMDLINE before 5.18): the
     /// caller must fill them for every task.
     pub missing_groups: u64,
-    /// Whether some message carries [`MSG_F_FIXUP`].
+    /// Whether some message carries [`taskdiag_proto::MSG_F_FIXUP`].
     pub fixups: bool,
 }
 

@@ -443,8 +443,7 @@ mod tests {
         flushed.extend_from_slice(&out);
         let mut asm = TaskAssembler::new();
         let tasks = Messages::new(&flushed)
-            .map(|m| asm.push(&m.expect("whole messages")).expect("valid"))
-            .flatten()
+            .filter_map(|m| asm.push(&m.expect("whole messages")).expect("valid"))
             .collect();
         (tasks, flushed)
     }

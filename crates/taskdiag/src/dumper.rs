@@ -127,8 +127,8 @@ impl Dumper {
     }
 
     /// Answers `req` for another process, `viewer`: numbered in its pid namespace and showing
-    /// exactly what its /proc would show it (see [`view`]). The START message names the daemon
-    /// as the backend. Needs the BPF backend when the viewer's view differs from ours.
+    /// exactly what its /proc would show it (see [`crate::view`]). The START message names the
+    /// daemon as the backend. Needs the BPF backend when the viewer's view differs from ours.
     pub fn dump_for(
         &mut self,
         req: &Request,

@@ -4,8 +4,9 @@
 //!
 //! The backend comes from `TASKDIAG_BACKEND` (a `taskdiag::BackendKind` name: `auto`, `bpf`,
 //! `daemon` or `procfs`; default `auto`: BPF when this process may load it, else the daemon,
-//! else /proc), so every tool can be pinned to a backend for tests and comparisons. Records come out sorted like a /proc directory listing: processes
-//! in pid order, and with threads, each process's leader first and then its threads by tid.
+//! else /proc), so every tool can be pinned to a backend for tests and comparisons. Records
+//! come out sorted like a /proc directory listing: processes in pid order, and with threads,
+//! each process's leader first and then its threads by tid.
 //!
 //! Reading the records is `taskdiag`'s job; what the tools make of them is theirs.
 

@@ -17,9 +17,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
 use taskdiag::{BackendKind, Dumper, Error, Group, Request, Strategy};
-use taskdiag_proto::msg::{message_len, DecodeError};
+use taskdiag_proto::msg::{Message, Messages, StreamReader};
 use taskdiag_proto::task::StreamDecoder;
 
 /// Fast, binary, batched access to process information (the task_diag interface on stock kernels).
@@ -147,8 +148,13 @@ struct DumpArgs {
     #[arg(long, short = 'g', value_name = "LIST", default_value = "base")]
     groups: String,
     /// Which backend answers.
-    #[arg(long, short = 'b', value_enum, default_value_t = Backend::Auto)]
-    backend: Backend,
+    #[arg(
+        long,
+        short = 'b',
+        default_value_t = BackendKind::Auto,
+        value_parser = backend_parser(),
+    )]
+    backend: BackendKind,
     /// taskdiagd's socket, for the daemon backend [default: $TASKDIAG_SOCKET, else
     /// /run/taskdiag.sock].
     #[arg(long, value_name = "PATH")]
@@ -172,14 +178,6 @@ struct DecodeArgs {
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value_t = TextFormat::Text)]
     format: TextFormat,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Backend {
-    Auto,
-    Bpf,
-    Daemon,
-    Procfs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -216,14 +214,9 @@ fn parse_groups(list: &str) -> anyhow::Result<u64> {
     Ok(flags)
 }
 
-/// The library's backend for a `--backend` value.
-fn backend_kind(b: Backend) -> BackendKind {
-    match b {
-        Backend::Auto => BackendKind::Auto,
-        Backend::Bpf => BackendKind::Bpf,
-        Backend::Procfs => BackendKind::Procfs,
-        Backend::Daemon => BackendKind::Daemon,
-    }
+/// The values of a `--backend` option: [`BackendKind`]'s names, listed in help and errors.
+fn backend_parser() -> impl TypedValueParser<Value = BackendKind> {
+    PossibleValuesParser::new(BackendKind::names()).try_map(|s| s.parse::<BackendKind>())
 }
 
 /// Exit status for "no such process".
@@ -294,10 +287,9 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
         (_, _, _, Some(p)) => (Strategy::Children, p),
         _ => (Strategy::All, 0),
     };
-    let kind = backend_kind(a.backend);
     let t0 = Instant::now();
     let mut dumper =
-        Dumper::open_with(kind, show, a.socket.as_deref()).context("opening the backend")?;
+        Dumper::open_with(a.backend, show, a.socket.as_deref()).context("opening the backend")?;
     let t_open = t0.elapsed();
     let stdout = io::stdout();
     let mut w = io::BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -364,11 +356,21 @@ fn feed(
     w: &mut dyn Write,
     chunk: &[u8],
 ) -> io::Result<()> {
-    for m in taskdiag_proto::msg::Messages::new(chunk) {
-        let m = m.map_err(io::Error::other)?;
-        if let Some(ev) = dec.push(&m).map_err(io::Error::other)? {
-            r.event(w, &ev)?;
-        }
+    for m in Messages::new(chunk) {
+        render_message(dec, r, w, &m.map_err(io::Error::other)?)?;
+    }
+    Ok(())
+}
+
+/// Decodes one message and renders the event it completes, if any.
+fn render_message(
+    dec: &mut StreamDecoder,
+    r: &mut render::Renderer,
+    w: &mut dyn Write,
+    m: &Message<'_>,
+) -> io::Result<()> {
+    if let Some(ev) = dec.push(m).map_err(io::Error::other)? {
+        r.event(w, &ev)?;
     }
     Ok(())
 }
@@ -385,38 +387,29 @@ fn decode(a: DecodeArgs) -> anyhow::Result<ExitCode> {
     let mut w = io::BufWriter::new(stdout.lock());
     let mut r = render::Renderer::new(a.format == TextFormat::Json);
     let mut dec = StreamDecoder::new();
-    let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
-    let mut offset = 0usize;
-    let mut chunk = vec![0u8; 1 << 16];
+    let mut stream = StreamReader::new();
     loop {
-        let n = input
-            .read(&mut chunk)
+        let n = stream
+            .fill(&mut input)
             .with_context(|| format!("reading {name}"))?;
-        buf.extend_from_slice(&chunk[..n]);
-        // Consume whole messages.
-        let mut pos = 0;
-        loop {
-            match message_len(&buf[pos..], offset + pos) {
-                Ok(len) if pos + len <= buf.len() => {
-                    feed(&mut dec, &mut r, &mut w, &buf[pos..pos + len])
-                        .with_context(|| format!("{name}: byte {}", offset + pos))?;
-                    pos += len;
-                }
-                Ok(_) | Err(DecodeError::Truncated { .. }) => break,
-                Err(e) => return Err(e).with_context(|| name.clone()),
-            }
+        let mut whole = stream.messages();
+        for m in whole.by_ref() {
+            let m = m.with_context(|| name.clone())?;
+            render_message(&mut dec, &mut r, &mut w, &m)
+                .with_context(|| format!("{name}: byte {}", stream.offset() + m.offset))?;
         }
-        buf.drain(..pos);
-        offset += pos;
+        let end = whole.end();
+        stream.consume(end);
         if n == 0 {
             break;
         }
     }
     w.flush()?;
-    if !buf.is_empty() {
+    if stream.finish().is_err() {
         bail!(
-            "{name}: stream truncated at byte {offset} ({} bytes of an incomplete message)",
-            buf.len()
+            "{name}: stream truncated at byte {} ({} bytes of an incomplete message)",
+            stream.offset(),
+            stream.bytes().len()
         );
     }
     if !dec.finished() {

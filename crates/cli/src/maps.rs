@@ -8,11 +8,11 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use taskdiag::{Dumper, Error, Group, Request, Strategy};
+use taskdiag::{BackendKind, Dumper, Error, Group, Request, Strategy};
 use taskdiag_proto::msg::Messages;
 use taskdiag_proto::task::{Event, StreamDecoder, Task};
 
-use crate::{backend_kind, Backend, EXIT_NO_TASK};
+use crate::{backend_parser, EXIT_NO_TASK};
 
 const AFTER_MAPS: &str = "\
 EXIT STATUS:
@@ -38,8 +38,8 @@ pub struct MapsArgs {
     #[arg(long, short = 'f', value_enum, default_value_t = MapsFormat::Maps)]
     format: MapsFormat,
     /// Which backend answers.
-    #[arg(long, short = 'b', value_enum, default_value_t = Backend::Auto)]
-    backend: Backend,
+    #[arg(long, short = 'b', default_value_t = BackendKind::Auto, value_parser = backend_parser())]
+    backend: BackendKind,
     /// taskdiagd's socket, for the daemon backend.
     #[arg(long, value_name = "PATH")]
     socket: Option<std::path::PathBuf>,
@@ -57,8 +57,8 @@ pub fn maps(a: MapsArgs) -> anyhow::Result<ExitCode> {
     if a.extended {
         show |= Group::VmaStat.flag() | Group::Cmdline.flag();
     }
-    let mut d = Dumper::open_with(backend_kind(a.backend), show, a.socket.as_deref())
-        .context("opening the backend")?;
+    let mut d =
+        Dumper::open_with(a.backend, show, a.socket.as_deref()).context("opening the backend")?;
     let mut buf = Vec::new();
     let r = d.dump(&Request::new(Strategy::One, a.pid, show), &mut |b| {
         buf.extend_from_slice(b);

@@ -23,15 +23,12 @@ use std::sync::mpsc;
 use taskdiag_proto::msg::TaskWriter;
 use taskdiag_proto::{
     state_index, BaseRec, CredRec, Group, Request, StatRec, StatmRec, Strategy, BASE_F_KTHREAD,
-    BASE_F_LEADER,
+    BASE_F_LEADER, PF_KTHREAD,
 };
 
 use crate::parse::{
     parse_stat, parse_status, parse_status_until, ParseError, StatLine, Status, Vm,
 };
-
-/// PF_KTHREAD from include/linux/sched.h.
-const PF_KTHREAD: u32 = 0x0020_0000;
 
 /// Errors of the procfs backend. Each names the path or pid involved.
 #[derive(Debug, thiserror::Error)]

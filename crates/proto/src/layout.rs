@@ -1,6 +1,6 @@
 //! Fixed-size record layouts, defined once for Rust and C.
 //!
-//! Every struct that crosses the wire is declared here with the [`wire_structs!`] macro, which emits
+//! Every struct that crosses the wire is declared here with the `wire_structs!` macro, which emits
 //! the `#[repr(C)]` Rust type, its byte codec and the C declaration that [`c_header`] writes for the
 //! BPF programs. The BPF crate's build script calls [`c_header`], so the C side can never drift from
 //! this file. Integers are in host byte order (like netlink: the stream never leaves the host),
@@ -350,7 +350,8 @@ wire_structs! {
         /// Bytes of this entry: record, statistics, name, padding to 4.
         vma_len: u16,
         /// Bytes of name: the mapping's name exactly as /proc/PID/maps prints it (a file path
-        /// with "\012" for newlines and " (deleted)", [heap], [stack], [vdso], [anon:NAME], ...).
+        /// with "\012" for newlines and " (deleted)", `[heap]`, `[stack]`, `[vdso]`,
+        /// `[anon:NAME]`, ...).
         name_len: u16,
         /// Bytes of statistics that follow the record: 0 or the size of [`VmaStatRec`].
         stat_len: u16,
@@ -467,6 +468,26 @@ mod tests {
             assert!(!fields.is_empty());
         }
         assert!(h.contains("\t__u64 start_time_ns;"));
+    }
+
+    #[test]
+    fn header_defines_every_shared_constant_once() {
+        let h = c_header();
+        for (name, value) in crate::C_CONSTANTS {
+            let line = format!("#define {name} {value}\n");
+            assert_eq!(h.matches(&format!("#define {name} ")).count(), 1, "{name}");
+            assert!(h.contains(&line), "{line}");
+        }
+        // The ones the BPF C once defined by hand.
+        for name in [
+            "TD_MSG_F_FIXUP",
+            "TD_PF_KTHREAD",
+            "TD_VM_SHARED",
+            "TD_VMA_NAME_REF",
+        ] {
+            assert!(h.contains(&format!("#define {name} ")), "{name}");
+        }
+        assert!(h.contains(&format!("#define TD_MSG_F_FIXUP {}\n", crate::MSG_F_FIXUP)));
     }
 
     #[test]

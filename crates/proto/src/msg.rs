@@ -2,8 +2,12 @@
 //!
 //! The writer ([`TaskWriter`]) enforces [`MSG_MAX`] by cutting a task into CONTINUED messages; the
 //! readers ([`Messages`], [`Attrs`]) check every length before slicing and report malformed input
-//! as a [`DecodeError`] with the byte offset, never by panicking. Turning attributes into typed
-//! tasks is [`crate::task`]'s job.
+//! as a [`DecodeError`] with the byte offset, never by panicking. [`StreamReader`] is the one
+//! place a stream that arrives in pieces (a socket, a pipe, a BPF iterator's `read()`s) is cut
+//! into whole messages: every reader of such a stream goes through it. Turning attributes into
+//! typed tasks is [`crate::task`]'s job.
+
+use std::io::{self, Read};
 
 use crate::{
     align4, AttrHeader, Done, Group, GroupErrorRec, MsgHeader, MsgType, Request, Start, Strategy,
@@ -375,9 +379,17 @@ pub fn message_len(buf: &[u8], offset: usize) -> Result<usize, DecodeError> {
 }
 
 /// Iterates over the messages in a buffer. Stops after the first error.
+///
+/// [`Message::offset`] is the message's offset in the buffer; errors name the offset in the
+/// stream, which is the same unless the buffer starts further in ([`Messages::at`]).
 pub struct Messages<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// Stream offset of `buf[0]`, for errors.
+    base: usize,
+    /// Whether a message cut off by the end of `buf` ends the walk quietly (the rest of it has
+    /// not arrived yet) rather than as [`DecodeError::Truncated`].
+    partial_ok: bool,
     failed: bool,
 }
 
@@ -387,8 +399,22 @@ impl<'a> Messages<'a> {
         Messages {
             buf,
             pos: 0,
+            base: 0,
+            partial_ok: false,
             failed: false,
         }
+    }
+
+    /// The same walk, for a buffer that starts at byte `offset` of its stream: errors name
+    /// stream offsets.
+    pub fn at(mut self, offset: usize) -> Self {
+        self.base = offset;
+        self
+    }
+
+    /// Bytes of the buffer walked so far: the end of the last message returned.
+    pub fn end(&self) -> usize {
+        self.pos
     }
 }
 
@@ -400,14 +426,15 @@ impl<'a> Iterator for Messages<'a> {
             return None;
         }
         let rest = &self.buf[self.pos..];
-        let res = message_len(rest, self.pos).and_then(|len| {
+        let offset = self.base + self.pos;
+        let res = message_len(rest, offset).and_then(|len| {
             let msg = rest.get(..len).ok_or(DecodeError::Truncated {
-                offset: self.pos,
+                offset,
                 need: len,
                 have: rest.len(),
             })?;
             let header = MsgHeader::read_from(msg).ok_or(DecodeError::Truncated {
-                offset: self.pos,
+                offset,
                 need: MsgHeader::SIZE,
                 have: msg.len(),
             })?;
@@ -419,9 +446,118 @@ impl<'a> Iterator for Messages<'a> {
         });
         match &res {
             Ok(m) => self.pos += m.header.len as usize,
+            Err(DecodeError::Truncated { .. }) if self.partial_ok => {
+                self.failed = true;
+                return None;
+            }
             Err(_) => self.failed = true,
         }
         Some(res)
+    }
+}
+
+/// Cuts a stream that arrives in pieces of any size into whole messages.
+///
+/// [`StreamReader::fill`] reads once from the source into the buffer (grown so that a whole
+/// message always fits); [`StreamReader::messages`] walks the whole messages that have arrived
+/// and stops quietly before one whose end has not, which stays for the next `fill`;
+/// [`StreamReader::consume`] drops what the caller passed on. At the end of the input,
+/// [`StreamReader::finish`] tells whether the stream stopped between two messages. Lengths are
+/// checked as [`Messages`] checks them, and errors name offsets in the whole stream.
+#[derive(Debug, Clone)]
+pub struct StreamReader {
+    buf: Vec<u8>,
+    /// Bytes of `buf` that arrived and were not consumed.
+    have: usize,
+    /// Stream offset of `buf[0]`.
+    offset: usize,
+}
+
+impl Default for StreamReader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StreamReader {
+    /// A reader with a 64 KiB buffer.
+    pub fn new() -> Self {
+        Self::with_capacity(1 << 16)
+    }
+
+    /// A reader with a buffer of `capacity` bytes (at least room for two whole messages).
+    pub fn with_capacity(capacity: usize) -> Self {
+        StreamReader {
+            buf: vec![0; capacity.max(2 * MSG_MAX)],
+            have: 0,
+            offset: 0,
+        }
+    }
+
+    /// Forgets the stream, keeping the buffer for the next one.
+    pub fn clear(&mut self) {
+        self.have = 0;
+        self.offset = 0;
+    }
+
+    /// Reads once from `r` into the buffer, retrying a read that a signal interrupted. Returns
+    /// the bytes read: 0 at the end of the input.
+    pub fn fill<R: Read + ?Sized>(&mut self, r: &mut R) -> io::Result<usize> {
+        if self.buf.len() - self.have < MSG_MAX {
+            let len = (2 * self.buf.len()).max(self.have + MSG_MAX);
+            self.buf.resize(len, 0);
+        }
+        loop {
+            match r.read(&mut self.buf[self.have..]) {
+                Ok(n) => {
+                    self.have += n;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The whole messages that arrived and were not consumed; [`Messages::end`] then tells how
+    /// many bytes they take ([`StreamReader::bytes`]`()[..end]`, to pass on and consume).
+    pub fn messages(&self) -> Messages<'_> {
+        Messages {
+            partial_ok: true,
+            ..Messages::new(self.bytes()).at(self.offset)
+        }
+    }
+
+    /// The bytes that arrived and were not consumed.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.have]
+    }
+
+    /// Drops the first `n` bytes of [`StreamReader::bytes`] (messages passed on).
+    pub fn consume(&mut self, n: usize) {
+        let n = n.min(self.have);
+        self.buf.copy_within(n..self.have, 0);
+        self.have -= n;
+        self.offset += n;
+    }
+
+    /// Stream offset of the first byte not consumed.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Whether the stream, now at its end, stopped between two messages; else the message it
+    /// stopped inside, as [`DecodeError::Truncated`].
+    pub fn finish(&self) -> Result<(), DecodeError> {
+        if self.have == 0 {
+            return Ok(());
+        }
+        let need = message_len(self.bytes(), self.offset).unwrap_or(MsgHeader::SIZE);
+        Err(DecodeError::Truncated {
+            offset: self.offset,
+            need,
+            have: self.have,
+        })
     }
 }
 
@@ -527,6 +663,126 @@ mod tests {
             }
         }
         assert_eq!(cmd, big);
+    }
+
+    /// Tasks 1..=n, each with a BASE-sized attribute; every fourth with a command line that
+    /// is cut into CONTINUED messages.
+    fn tasks(n: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        for pid in 1..=n {
+            let mut w = TaskWriter::begin(&mut out, pid, pid);
+            w.attr(Group::Base as u16, &[pid as u8; 42]);
+            if pid % 4 == 0 {
+                w.attr(Group::Cmdline as u16, &vec![b'a'; MSG_MAX + 100]);
+            }
+            w.finish();
+        }
+        out
+    }
+
+    /// Feeds `data` to a [`StreamReader`] in pieces of `piece` bytes; returns the chunks of
+    /// whole messages it let through and the reader.
+    fn split(data: &[u8], piece: usize) -> (Vec<Vec<u8>>, Result<(), DecodeError>) {
+        let mut r = StreamReader::new();
+        let mut chunks = Vec::new();
+        let mut rest = data;
+        loop {
+            let n = r
+                .fill(&mut &rest[..piece.min(rest.len())])
+                .expect("reading a slice");
+            rest = &rest[n..];
+            let mut whole = r.messages();
+            for m in whole.by_ref() {
+                if let Err(e) = m {
+                    return (chunks, Err(e));
+                }
+            }
+            let end = whole.end();
+            if end > 0 {
+                chunks.push(r.bytes()[..end].to_vec());
+                r.consume(end);
+            }
+            if n == 0 {
+                return (chunks, r.finish());
+            }
+        }
+    }
+
+    #[test]
+    fn a_stream_in_pieces_of_any_size_comes_out_as_whole_messages() {
+        let data = tasks(9);
+        let total = Messages::new(&data).count();
+        for piece in [1, 3, 16, 17, 1000, MSG_MAX, data.len()] {
+            let (chunks, end) = split(&data, piece);
+            assert_eq!(end, Ok(()), "pieces of {piece}");
+            assert_eq!(chunks.concat(), data, "pieces of {piece}");
+            let n: usize = chunks.iter().map(|c| Messages::new(c).count()).sum();
+            assert_eq!(n, total);
+        }
+    }
+
+    #[test]
+    fn a_stream_that_stops_inside_a_message_is_truncated_there() {
+        let data = tasks(3);
+        let last = Messages::new(&data).last().unwrap().unwrap().offset;
+        for cut in [last + 1, last + MsgHeader::SIZE, data.len() - 4] {
+            let (chunks, end) = split(&data[..cut], 7);
+            assert_eq!(chunks.concat(), &data[..last]);
+            let need = if cut - last < MsgHeader::SIZE {
+                MsgHeader::SIZE
+            } else {
+                data.len() - last
+            };
+            assert_eq!(
+                end,
+                Err(DecodeError::Truncated {
+                    offset: last,
+                    need,
+                    have: cut - last,
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_length_names_its_offset_in_the_whole_stream() {
+        let mut data = tasks(6);
+        let bad = Messages::new(&data).nth(3).unwrap().unwrap().offset;
+        data[bad..bad + 4].copy_from_slice(&(MSG_MAX as u32 + 4).to_ne_bytes());
+        let (chunks, end) = split(&data, 5);
+        assert_eq!(chunks.concat(), &data[..bad]);
+        assert_eq!(
+            end,
+            Err(DecodeError::BadLength {
+                offset: bad,
+                len: MSG_MAX + 4,
+            })
+        );
+        // The same from a buffer that starts further in the stream.
+        let e = Messages::new(&data[bad..]).at(bad).next();
+        assert_eq!(
+            e.map(|m| m.map(|m| m.offset)),
+            Some(Err(DecodeError::BadLength {
+                offset: bad,
+                len: MSG_MAX + 4,
+            }))
+        );
+    }
+
+    #[test]
+    fn a_reader_is_reused_from_the_start_after_clear() {
+        let data = tasks(2);
+        let mut r = StreamReader::new();
+        r.fill(&mut &data[..10]).unwrap();
+        assert!(r.messages().next().is_none());
+        r.clear();
+        assert_eq!((r.offset(), r.bytes().len()), (0, 0));
+        r.fill(&mut &data[..]).unwrap();
+        assert_eq!(r.messages().count(), 2);
+        assert_eq!(
+            r.messages().filter_map(Result::ok).last().unwrap().offset,
+            { Messages::new(&data).last().unwrap().unwrap().offset }
+        );
     }
 
     #[test]

@@ -51,13 +51,18 @@ pub const FROM_PERMS: u64 = READ | WRITE | EXEC | MAYSHARE;
 /// Every bit defined here.
 pub const ALL: u64 = (1 << 28) - 1;
 
+/// The kernel's `VM_SHARED` (include/linux/mm.h): a shared mapping. The BPF map walk tests it
+/// on the raw flags too (`TD_VM_SHARED` in the generated C header): of the file mappings, only
+/// shared anonymous memory can have an `anon_name`.
+pub const KERNEL_VM_SHARED: u64 = 0x8;
+
 /// Kernel `VM_*` values (include/linux/mm.h, Linux 5.x-6.x on 64-bit) and the bit each
 /// becomes here. Flags the kernel no longer has (DENYWRITE, MPX) are never set.
 const KERNEL: [(u64, u64); 26] = [
     (0x1, 1 << 0),
     (0x2, 1 << 1),
     (0x4, 1 << 2),
-    (0x8, 1 << 3),
+    (KERNEL_VM_SHARED, SHARED),
     (0x10, 1 << 4),
     (0x20, 1 << 5),
     (0x40, 1 << 6),

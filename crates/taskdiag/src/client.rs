@@ -31,12 +31,12 @@
 //! then uses /proc instead.
 
 use std::ffi::{CStr, CString};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use taskdiag_proto::msg::{done_text, message_len, Messages};
+use taskdiag_proto::msg::{done_text, StreamReader};
 use taskdiag_proto::{Done, MsgType, Request};
 
 use crate::Error;
@@ -67,7 +67,8 @@ pub fn socket_path(explicit: Option<&Path>) -> PathBuf {
 pub struct DaemonClient {
     stream: UnixStream,
     path: PathBuf,
-    buf: Vec<u8>,
+    /// Cuts responses into whole messages; kept between requests for its buffer.
+    reader: StreamReader,
 }
 
 impl DaemonClient {
@@ -96,7 +97,8 @@ impl DaemonClient {
         Ok(DaemonClient {
             stream,
             path: path.to_path_buf(),
-            buf: vec![0; 1 << 18],
+            // Room for a large response in few reads.
+            reader: StreamReader::with_capacity(1 << 18),
         })
     }
 
@@ -132,58 +134,36 @@ impl DaemonClient {
             }
             return Err(self.io_err(e));
         }
-        let mut have = 0usize;
-        let mut offset = 0usize;
+        self.reader.clear();
         loop {
-            if have == self.buf.len() {
-                // Cannot happen with valid messages (each is at most MSG_MAX, far below the
-                // buffer), but never loop on a full buffer.
-                return Err(self.io_err(io::Error::other("response message too large")));
+            let n = self
+                .reader
+                .fill(&mut self.stream)
+                .map_err(|e| self.io_err(e))?;
+            if n == 0 {
+                return Err(self.io_err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the daemon closed the connection before the end of the response",
+                )));
             }
-            let n = match self.stream.read(&mut self.buf[have..]) {
-                Ok(0) => {
-                    return Err(self.io_err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the daemon closed the connection before the end of the response",
-                    )))
-                }
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(self.io_err(e)),
-            };
-            have += n;
-            // Whole messages at the front of the buffer.
-            let mut whole = 0;
+            // Whole messages, up to the DONE that ends the response.
+            let mut whole = self.reader.messages();
             let mut done = None;
-            while whole < have {
-                let len = match message_len(&self.buf[whole..have], offset + whole) {
-                    Ok(len) => len,
-                    Err(taskdiag_proto::msg::DecodeError::Truncated { .. }) => break,
-                    Err(e) => return Err(Error::Internal(e)),
-                };
-                if whole + len > have {
-                    break;
-                }
-                let m = Messages::new(&self.buf[whole..whole + len])
-                    .next()
-                    .and_then(|m| m.ok());
-                if let Some(m) = m.filter(|m| m.msg_type() == Some(MsgType::Done)) {
+            for m in whole.by_ref() {
+                let m = m.map_err(Error::Internal)?;
+                if m.msg_type() == Some(MsgType::Done) {
                     let d = Done::read_from(m.payload).unwrap_or_default();
                     done = Some((d, done_text(&m).map(str::to_owned)));
-                }
-                whole += len;
-                if done.is_some() {
                     break;
                 }
             }
-            if whole > 0 {
-                out(&self.buf[..whole]).map_err(Error::Sink)?;
-                self.buf.copy_within(whole..have, 0);
-                have -= whole;
-                offset += whole;
+            let end = whole.end();
+            if end > 0 {
+                out(&self.reader.bytes()[..end]).map_err(Error::Sink)?;
+                self.reader.consume(end);
             }
             if let Some((d, text)) = done {
-                if have != 0 {
+                if !self.reader.bytes().is_empty() {
                     return Err(self.io_err(io::Error::other("data after the end of a response")));
                 }
                 return self.outcome(req, &d, text);
@@ -211,19 +191,15 @@ impl DaemonClient {
         self.stream
             .set_read_timeout(Some(std::time::Duration::from_secs(1)))
             .ok()?;
-        let mut have = 0;
-        loop {
-            match self.stream.read(&mut self.buf[have..]) {
-                Ok(0) => break,
-                Ok(n) => have += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-            if have == self.buf.len() {
-                break;
+        self.reader.clear();
+        // Up to the end of file, or to the first whole message (all a refusal is).
+        while self.reader.messages().next().is_none() {
+            match self.reader.fill(&mut self.stream) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
             }
         }
-        let m = Messages::new(&self.buf[..have]).next()?.ok()?;
+        let m = self.reader.messages().next()?.ok()?;
         if m.msg_type() != Some(MsgType::Done) {
             return None;
         }

@@ -20,7 +20,7 @@ use taskdiag_proto::msg::{DecodeError, Messages};
 use taskdiag_proto::task::Vma;
 use taskdiag_proto::{
     vma_flags, AccessRec, Request, Strategy, VmaRec, ACCESS_F_EXEC, ACCESS_F_MM_CHANGED,
-    MSG_VMA_PIECE,
+    MSG_VMA_PIECE, VMA_NAME_REF,
 };
 
 use crate::Error;
@@ -298,7 +298,7 @@ impl Builder {
                 return Err(bad("vma entry length inconsistent with its name"));
             }
             let raw = &p[VmaRec::SIZE..VmaRec::SIZE + nl];
-            let name = if rec.reserved == 1 {
+            let name = if rec.reserved == VMA_NAME_REF {
                 // A file named earlier in this walk.
                 Cow::Borrowed(
                     self.names
@@ -488,11 +488,11 @@ mod tests {
             10,
             &[
                 raw_entry(0x1000, 0x5, b"/lib/libc.so", 0, 77),
-                raw_entry(0x2000, 0x1, b"", 1, 77),
+                raw_entry(0x2000, 0x1, b"", VMA_NAME_REF, 77),
                 raw_entry(0x3000, 0x3, b"/tmp/a\nb", 0, 0),
             ],
         );
-        let b = piece(11, 11, &[raw_entry(0x1000, 0x5, b"", 1, 77)]);
+        let b = piece(11, 11, &[raw_entry(0x1000, 0x5, b"", VMA_NAME_REF, 77)]);
         let w = walk(&[a, b]);
         let v10 = &w[&10];
         assert_eq!(v10.len(), 3);

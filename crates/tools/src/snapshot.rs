@@ -2,10 +2,11 @@
 //! machine-wide values (clock ticks, page size, total memory, boot time, uptime) that turn
 //! those records into what procps prints.
 //!
-//! The backend comes from `TASKDIAG_BACKEND` (`auto`, `bpf` or `procfs`; default `auto`: BPF
-//! when this process may load it, else /proc), so every tool can be pinned to a backend for
-//! tests and comparisons. Records come out sorted like a /proc directory listing: processes
-//! in pid order, and with threads, each process's leader first and then its threads by tid.
+//! The backend comes from `TASKDIAG_BACKEND` (a `taskdiag::BackendKind` name: `auto`, `bpf`,
+//! `daemon` or `procfs`; default `auto`: BPF when this process may load it, else the daemon,
+//! else /proc), so every tool can be pinned to a backend for tests and comparisons. Records
+//! come out sorted like a /proc directory listing: processes in pid order, and with threads,
+//! each process's leader first and then its threads by tid.
 //!
 //! Reading the records is `taskdiag`'s job; what the tools make of them is theirs.
 
@@ -13,7 +14,7 @@ use std::ffi::CString;
 use std::io;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use taskdiag::{BackendKind, Dumper, Group, Request, Strategy};
+use taskdiag::{BackendKind, Dumper, Group, Request, Strategy, UnknownBackend};
 use taskdiag_proto::msg::Messages;
 pub use taskdiag_proto::task::Task;
 use taskdiag_proto::task::{Event, StreamDecoder};
@@ -23,8 +24,8 @@ use taskdiag_proto::task::{Event, StreamDecoder};
 #[non_exhaustive]
 pub enum Error {
     /// `TASKDIAG_BACKEND` names no backend.
-    #[error("TASKDIAG_BACKEND={0:?}: expected auto, bpf, daemon or procfs")]
-    BadBackend(String),
+    #[error("TASKDIAG_BACKEND={:?}: {}", .0.0, .0)]
+    BadBackend(UnknownBackend),
     /// The backend could not be opened.
     #[error("opening the {backend} backend: {source}")]
     Open {
@@ -62,11 +63,8 @@ pub enum Error {
 /// The backend `TASKDIAG_BACKEND` asks for (`auto` when unset or empty).
 pub fn backend_from_env() -> Result<BackendKind, Error> {
     match std::env::var("TASKDIAG_BACKEND").as_deref() {
-        Err(_) | Ok("") | Ok("auto") => Ok(BackendKind::Auto),
-        Ok("bpf") => Ok(BackendKind::Bpf),
-        Ok("procfs") => Ok(BackendKind::Procfs),
-        Ok("daemon") => Ok(BackendKind::Daemon),
-        Ok(other) => Err(Error::BadBackend(other.to_string())),
+        Err(_) | Ok("") => Ok(BackendKind::Auto),
+        Ok(name) => name.parse().map_err(Error::BadBackend),
     }
 }
 
@@ -168,15 +166,9 @@ impl Source {
     /// Opens the backend named by `TASKDIAG_BACKEND`, prepared for `groups`.
     pub fn open(groups: u64) -> Result<Source, Error> {
         let kind = backend_from_env()?;
-        let name = match kind {
-            BackendKind::Auto => "auto",
-            BackendKind::Bpf => "bpf",
-            BackendKind::Procfs => "procfs",
-            BackendKind::Daemon => "daemon",
-        };
         let dumper =
             Dumper::open_for(kind, groups | Group::Base.flag()).map_err(|source| Error::Open {
-                backend: name,
+                backend: kind.name(),
                 source,
             })?;
         Ok(Source { dumper })
@@ -275,7 +267,11 @@ impl Source {
         let start = |t: &Task| t.base.as_ref().map(|b| b.rec.start_time_ns);
         let totals: std::collections::HashMap<u32, &Task> =
             procs.iter().map(|t| (t.tgid, t)).collect();
-        for t in tasks.iter_mut().filter(|t| t.pid == t.tgid) {
+        let per_thread = Strategy::AllThread;
+        for t in tasks
+            .iter_mut()
+            .filter(|t| per_thread.stands_for_process(t.pid, t.tgid))
+        {
             if let Some(p) = totals.get(&t.tgid).filter(|p| start(p) == start(t)) {
                 t.stat = p.stat;
             }
@@ -346,6 +342,15 @@ mod tests {
         assert!(m.hz >= 100 && m.page_size >= 4096 && m.mem_total_kib > 0);
         assert!(m.boot_time > 1_000_000_000 && (m.boot_time as i64) < now());
         assert!(uptime().expect("uptime") > 0.0);
+    }
+
+    #[test]
+    fn a_bad_backend_is_named_with_the_known_ones() {
+        let e = Error::BadBackend("bfp".parse::<BackendKind>().unwrap_err());
+        assert_eq!(
+            e.to_string(),
+            "TASKDIAG_BACKEND=\"bfp\": expected auto, bpf, daemon or procfs"
+        );
     }
 
     #[test]

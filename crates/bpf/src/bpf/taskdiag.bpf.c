@@ -33,7 +33,12 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define TD_MSG_F_FIXUP 0x8000
+/*
+ * Every constant shared with user space (message types and flags, group ids, errno markers,
+ * the kernel flags the Rust side tests too) comes from taskdiag_wire.h, generated from
+ * crates/proto. The ones below are this program's own: buffer limits and kernel values only
+ * the BPF side reads.
+ */
 #define TD_BPF_MAX_GROUPS 256
 #define TD_BPF_CMDLINE_MAX 16384
 #define TD_BPF_MAX_THREADS 65536
@@ -43,7 +48,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define SCRATCH_SIZE (2 * TD_FIXED_ROOM + 2 * TD_BPF_CMDLINE_MAX)
 
 #define PF_WQ_WORKER 0x00000020
-#define PF_KTHREAD 0x00200000
 
 #define TASK_REPORT 0x7f
 #define TASK_REPORT_IDLE 0x80
@@ -392,7 +396,7 @@ __noinline int put_name(__u64 task, __u32 flags, __u32 off)
 	if (!dst || off > TD_FIXED_ROOM)
 		return 0;
 	dst += room_mask(off);
-	if (flags & (PF_KTHREAD | PF_WQ_WORKER)) {
+	if (flags & (TD_PF_KTHREAD | PF_WQ_WORKER)) {
 		if (bpf_core_field_exists(t->worker_private)) {
 			kt = BPF_CORE_READ(t, worker_private);
 		} else {
@@ -400,7 +404,7 @@ __noinline int put_name(__u64 task, __u32 flags, __u32 off)
 			kt = (void *)BPF_CORE_READ(o517, set_child_tid);
 		}
 	}
-	if ((flags & PF_KTHREAD) && kt) {
+	if ((flags & TD_PF_KTHREAD) && kt) {
 		char *full = BPF_CORE_READ((struct kthread *)kt, full_name);
 
 		if (full)
@@ -483,7 +487,7 @@ static __always_inline bool put_base(struct out *o, struct task_struct *t, struc
 ids_done:
 	b->task_flags = flags;
 	b->state = state_index(t);
-	b->flags = ((flags & PF_KTHREAD) ? TD_BASE_F_KTHREAD : 0) | (leader ? TD_BASE_F_LEADER : 0);
+	b->flags = ((flags & TD_PF_KTHREAD) ? TD_BASE_F_KTHREAD : 0) | (leader ? TD_BASE_F_LEADER : 0);
 	b->comm_len = name_len;
 	b->start_time_ns = t->start_boottime / cfg_ns_per_tick * cfg_ns_per_tick;
 
@@ -1016,7 +1020,7 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 		return 0;
 
 	flags = t->flags;
-	mm = (flags & PF_KTHREAD) ? 0 : t->mm;
+	mm = (flags & TD_PF_KTHREAD) ? 0 : t->mm;
 	o.off = sizeof(h);
 	if ((show & (1 << TD_GROUP_BASE)) && !put_base(&o, t, &ns, is_leader))
 		return 0;
@@ -1077,13 +1081,13 @@ int dump_task_cmdline(struct bpf_iter__task *ctx)
 #define TD_VMA_PEND 16384
 /* A piece's header: the message header and the piece's td_access. */
 #define TD_VMA_HEAD (sizeof(struct td_msg) + sizeof(struct td_access))
-#define VM_SHARED 0x00000008
 
 /*
  * Most mappings of most processes are of the same few files (the C library, the loader):
  * d_path() of each is the walk's main cost. So a file's name is written only the first time
  * its dentry appears in a walk (cfg_vma_gen numbers the walks); later mappings of it carry the
- * dentry as a key (td_vma.reserved2, with reserved = 1) for user space to look the name up.
+ * dentry as a key (td_vma.reserved2, with reserved = TD_VMA_NAME_REF) for user space to look
+ * the name up.
  * The dentries named are remembered in a direct-mapped table (vma_pend.names): a file whose
  * slot another took meanwhile is simply named again, which user space takes as the same name.
  */
@@ -1299,7 +1303,7 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	/* A file mapping has an anon_name only if it is anonymous shared memory (MAP_SHARED |
 	 * MAP_ANONYMOUS, see replace_anon_vma_name()), so always VM_SHARED: other file mappings
 	 * skip the load, which is on a cache line of its own. */
-	if (bpf_core_field_exists(vma->anon_name) && (!file || (vma->vm_flags & VM_SHARED)))
+	if (bpf_core_field_exists(vma->anon_name) && (!file || (vma->vm_flags & TD_VM_SHARED)))
 		an = vma->anon_name;
 	if (file) {
 		struct inode *ino = file->f_inode;
@@ -1324,9 +1328,9 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 			/* Dentries are cache-line aligned objects: the bits above those vary. */
 			slot = (key >> 6) & (TD_VMA_NAME_SLOTS - 1);
 			if (key == p->last_key) {
-				r->reserved = 1;
+				r->reserved = TD_VMA_NAME_REF;
 			} else if (p->name_key[slot] == key && p->name_gen[slot] == cfg_vma_gen) {
-				r->reserved = 1;
+				r->reserved = TD_VMA_NAME_REF;
 				p->last_key = key;
 			} else {
 				n = bpf_d_path(&file->f_path, (char *)name, TD_VMA_NAME_MAX);
@@ -1392,19 +1396,5 @@ int task_root(struct bpf_iter__task *ctx)
 	n = bpf_d_path(&fs->root, (char *)buf, TD_VMA_NAME_MAX);
 	if (n > 1)
 		bpf_seq_write(ctx->meta->seq, buf, (n - 1) & (TD_VMA_NAME_MAX - 1));
-	return 0;
-}
-
-/*
- * The map iterator's own cost, for benchmarks (taskdiag bench, "a raw iterator read"): visits
- * every mapping of every process like dump_vma, counts them and writes nothing.
- */
-__u64 floor_vmas = 0;
-
-SEC("iter/task_vma")
-int walk_vma_floor(struct bpf_iter__task_vma *ctx)
-{
-	if (ctx->vma)
-		floor_vmas++;
 	return 0;
 }

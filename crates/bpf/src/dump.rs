@@ -1,0 +1,336 @@
+//! Answering requests: a request turned into the programs' configuration (the globals they
+//! read before each walk), the link to walk (shared for whole-system walks, made per request
+//! for one task), and the walk read to its end through `read`.
+
+use std::io::{self, Read};
+
+use libbpf_rs::{Iter, Link};
+use taskdiag_proto::msg::{Messages, StreamReader};
+use taskdiag_proto::{Group, MsgHeader, Request, Strategy};
+
+use crate::load::{Prog, TaskFilter};
+use crate::read::{read_messages, read_ringbuf, Tally};
+use crate::{BpfError, DumpReport, Features, TaskIter, View, VmaWalk};
+
+impl TaskIter {
+    /// Makes the following dumps for `view` (until changed).
+    pub fn set_view(&mut self, view: View) {
+        self.view = view;
+    }
+
+    /// What this kernel supports.
+    pub fn features(&self) -> Features {
+        self.features
+    }
+
+    /// Groups of `show_flags` these programs will not produce at all (not loaded for them, or
+    /// beyond this kernel): the caller fills them for every task.
+    pub fn missing_groups(&self, show_flags: u64) -> u64 {
+        // Memory maps are never in the task messages: the library adds them from the map walk
+        // ([`TaskIter::vma_walk`]) or, for VMA_STAT, from /proc.
+        let mut have = self.groups & !taskdiag_proto::SHOW_MAPS;
+        if !self.features.cmdline {
+            have &= !Group::Cmdline.flag();
+        }
+        show_flags & !have
+    }
+
+    fn configure(&mut self, strategy: Strategy, show: u64, parent: u32) {
+        self.configure_filter(strategy, show, parent, 0, 0);
+    }
+
+    fn configure_filter(
+        &mut self,
+        strategy: Strategy,
+        show: u64,
+        parent: u32,
+        pid: u32,
+        tgid: u32,
+    ) {
+        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+            b.cfg_strategy = strategy as u32;
+            b.cfg_show_flags = show;
+            b.cfg_parent = parent;
+            b.cfg_only_pid = pid;
+            b.cfg_only_tgid = tgid;
+            b.cfg_ringbuf = u32::from(self.features.ringbuf);
+            let ns = self.view.pidns;
+            b.cfg_target_ns_inum = ns.map_or(0, |n| n.inum);
+            b.cfg_target_ns_level = ns.map_or(0, |n| n.level);
+            b.cfg_access = u32::from(self.view.access);
+        }
+    }
+
+    /// Runs `strategy` for one task (`Tid`) or one thread group (`Pid`): through the kernel's
+    /// link parameters when it has them, else by filtering a full walk in the program.
+    fn run_filtered(
+        &mut self,
+        strategy: Strategy,
+        show: u64,
+        cmdline: bool,
+        filter: TaskFilter,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<Tally, BpfError> {
+        // The link parameters name tasks in the reader's namespace; for another namespace the
+        // program filters on the numbers it computes there.
+        if self.features.task_params && self.view.pidns.is_none() {
+            self.configure(strategy, show, 0);
+            // One task or one thread group: through the seq file. Setting up the ring
+            // buffer's mapping (~0.5 ms) would cost more than the few reads it saves.
+            if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+                b.cfg_ringbuf = 0;
+            }
+            let link = self.attach(cmdline, filter)?;
+            return self.run(LinkRef::Owned(&link), sink);
+        }
+        let (pid, tgid) = match filter {
+            TaskFilter::Tid(t) => (t, 0),
+            TaskFilter::Pid(p) => (0, p),
+            TaskFilter::None => (0, 0),
+        };
+        // A full walk of ALL_THREAD visits every task; the filter keeps the wanted ones.
+        self.configure_filter(Strategy::AllThread, show, 0, pid, tgid);
+        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+            // STAT must still be the thread-group view for ONE.
+            if strategy == Strategy::One {
+                b.cfg_strategy = Strategy::One as u32;
+            }
+        }
+        let link = self.shared_link(cmdline)?;
+        self.run(link, sink)
+    }
+
+    /// Answers `req`, passing chunks of whole TASK messages to `sink`.
+    ///
+    /// Messages flagged [`taskdiag_proto::MSG_F_FIXUP`] and groups listed in
+    /// [`DumpReport::missing_groups`] are left for the caller to complete.
+    pub fn dump(
+        &mut self,
+        req: &Request,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<DumpReport, BpfError> {
+        let strategy = req.strategy().unwrap_or(Strategy::All);
+        // No task has pid 0 (the kernel's link parameters would take it as "no filter").
+        if strategy.takes_pid() && req.pid == 0 {
+            return Err(BpfError::NoSuchTask { pid: 0 });
+        }
+        let want_cmdline = req.wants(Group::Cmdline);
+        let cmdline = want_cmdline && self.features.cmdline;
+        let mut report = DumpReport {
+            missing_groups: self.missing_groups(req.show_flags),
+            ..DumpReport::default()
+        };
+        let show = req.show_flags;
+        let tally = match strategy {
+            Strategy::All | Strategy::AllThread => {
+                self.configure(strategy, show, 0);
+                let link = self.shared_link(cmdline)?;
+                self.run(link, sink)?
+            }
+            Strategy::Children => {
+                let tgid = self.tgid_of(req.pid)?;
+                self.configure(strategy, show, tgid);
+                let link = self.shared_link(cmdline)?;
+                self.run(link, sink)?
+            }
+            Strategy::One | Strategy::Thread => {
+                // The kernel's pid parameter wants a thread-group id; task_diag's THREAD
+                // accepts any tid of the group, so resolve it first.
+                let filter = if strategy == Strategy::One {
+                    TaskFilter::Tid(req.pid)
+                } else {
+                    TaskFilter::Pid(self.tgid_of(req.pid)?)
+                };
+                let r = self.run_filtered(strategy, show, cmdline, filter, sink)?;
+                if r.messages == 0 {
+                    return Err(BpfError::NoSuchTask { pid: req.pid });
+                }
+                r
+            }
+        };
+        report.tasks = tally.messages;
+        report.fixups = tally.fixups;
+        Ok(report)
+    }
+
+    /// Whether the memory-map program is loaded (requests with VMA).
+    pub fn has_vma(&self) -> bool {
+        self.groups & taskdiag_proto::SHOW_MAPS != 0
+    }
+
+    /// Walks memory mappings: of thread group `tgid` (in the caller's namespace) or, with
+    /// `None`, of every process. Passes chunks of [`taskdiag_proto::MSG_VMA_PIECE`] messages
+    /// to `sink`: each holds back-to-back entries (a `td_vma` with the kernel's raw
+    /// `vm_flags`, the raw name, padding to 4) of one process, in kernel order; a process with
+    /// a large map comes in consecutive pieces. Returns the number of pieces. An entry for a
+    /// file already named in this walk has no name but `reserved` 1 and, in `reserved2`, the
+    /// key of the earlier entry that carried it.
+    pub fn dump_vmas(
+        &mut self,
+        tgid: Option<u32>,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, BpfError> {
+        let r = self.vma_walk(tgid)?.read_all(sink);
+        self.configure_filter(Strategy::All, 0, 0, 0, 0);
+        r
+    }
+
+    /// Starts the walk [`TaskIter::dump_vmas`] makes, to be read with
+    /// [`VmaWalk::read_all`], on any thread and while this instance answers task walks: the
+    /// map program has buffers of its own. It walks the processes as they are when it reaches
+    /// them, as a task walk does.
+    pub fn vma_walk(&mut self, tgid: Option<u32>) -> Result<VmaWalk, BpfError> {
+        if !self.has_vma() {
+            return Err(BpfError::Attach {
+                what: "the memory-map program (not loaded for these groups)".into(),
+                source: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            });
+        }
+        let filter = match tgid {
+            Some(t) if self.features.task_params => TaskFilter::Pid(t),
+            _ => TaskFilter::None,
+        };
+        // Without link parameters the program filters by cfg_vma_tgid, which task walks read
+        // meanwhile leave alone.
+        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+            b.cfg_vma_tgid = tgid.unwrap_or(0);
+            // A new walk: every file's name is written again once (see dump_vma).
+            b.cfg_vma_gen = b.cfg_vma_gen.wrapping_add(1).max(1);
+        }
+        let link = self.attach_prog(Prog::Vma, filter)?;
+        let it = Iter::new(&link).map_err(|e| BpfError::Attach {
+            what: "bpf_iter_create".into(),
+            source: io::Error::other(e),
+        })?;
+        Ok(VmaWalk {
+            it,
+            _link: link,
+            reader: StreamReader::new(),
+        })
+    }
+
+    /// The thread-group id of task `pid` (in the caller's namespace), or NoSuchTask.
+    pub fn tgid_of(&mut self, pid: u32) -> Result<u32, BpfError> {
+        if pid == 0 {
+            return Err(BpfError::NoSuchTask { pid });
+        }
+        let mut tgid = None;
+        self.run_filtered(Strategy::One, 0, false, TaskFilter::Tid(pid), &mut |b| {
+            tgid = MsgHeader::read_from(b).map(|h| h.tgid);
+            Ok(())
+        })?;
+        tgid.ok_or(BpfError::NoSuchTask { pid })
+    }
+
+    /// The thread-group id of task `pid` (numbered as the dumps number it: in the view's pid
+    /// namespace) in the reader's own pid namespace, the numbering a memory-map walk filters
+    /// by ([`TaskIter::vma_walk`]); NoSuchTask if it is not there.
+    pub fn reader_tgid_of(&mut self, pid: u32) -> Result<u32, BpfError> {
+        if self.view.pidns.is_none() {
+            return self.tgid_of(pid);
+        }
+        // The ACCESS attribute carries the reader's numbers.
+        let view = self.view;
+        self.view.access = true;
+        let mut tgid = None;
+        let r = self.run_filtered(Strategy::One, 0, false, TaskFilter::Tid(pid), &mut |b| {
+            for m in Messages::new(b).flatten() {
+                for a in m.attrs().flatten() {
+                    if a.attr_type == taskdiag_proto::ATTR_ACCESS {
+                        tgid =
+                            taskdiag_proto::AccessRec::read_from(a.payload).map(|a| a.reader_tgid);
+                    }
+                }
+            }
+            Ok(())
+        });
+        self.view = view;
+        r?;
+        tgid.ok_or(BpfError::NoSuchTask { pid })
+    }
+
+    /// The root directory of task `pid` (in the reader's pid namespace) as the reader's paths
+    /// name it (`/` for the reader's own root), from the kernel (loaded with the memory-map
+    /// program: `None` without it); NoSuchTask if there is no such task.
+    pub fn root_of(&mut self, pid: u32) -> Result<Option<Vec<u8>>, BpfError> {
+        if !self.has_vma() || pid == 0 {
+            return Ok(None);
+        }
+        let filter = if self.features.task_params {
+            TaskFilter::Tid(pid)
+        } else {
+            TaskFilter::None
+        };
+        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+            b.cfg_root_tid = if self.features.task_params { 0 } else { pid };
+        }
+        let link = self.attach_prog(Prog::Root, filter)?;
+        let mut it = Iter::new(&link).map_err(|e| BpfError::Attach {
+            what: "bpf_iter_create".into(),
+            source: io::Error::other(e),
+        })?;
+        let mut path = Vec::new();
+        it.read_to_end(&mut path).map_err(BpfError::Read)?;
+        if path.is_empty() {
+            return Err(BpfError::NoSuchTask { pid });
+        }
+        Ok(Some(path))
+    }
+
+    fn shared_link(&mut self, cmdline: bool) -> Result<LinkRef<'static>, BpfError> {
+        let slot_empty = if cmdline {
+            self.link_all_cmdline.is_none()
+        } else {
+            self.link_all.is_none()
+        };
+        if slot_empty {
+            let l = self.attach(cmdline, TaskFilter::None)?;
+            if cmdline {
+                self.link_all_cmdline = Some(l);
+            } else {
+                self.link_all = Some(l);
+            }
+        }
+        Ok(LinkRef::Shared(cmdline))
+    }
+
+    /// Reads one iterator to the end.
+    fn run(
+        &mut self,
+        link: LinkRef<'_>,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<Tally, BpfError> {
+        let link = match link {
+            LinkRef::Owned(l) => l,
+            LinkRef::Shared(true) => self.link_all_cmdline.as_ref().ok_or_else(no_link)?,
+            LinkRef::Shared(false) => self.link_all.as_ref().ok_or_else(no_link)?,
+        };
+        let mut it = Iter::new(link).map_err(|e| BpfError::Attach {
+            what: "bpf_iter_create".into(),
+            source: io::Error::other(e),
+        })?;
+        // As configured for this walk (configure_filter).
+        let ring = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref()
+            .is_some_and(|b| b.cfg_ringbuf != 0);
+        if ring {
+            return read_ringbuf(&mut it, &self.skel.maps.out_rb, sink);
+        }
+        read_messages(&mut it, &mut self.reader, sink)
+    }
+}
+
+fn no_link() -> BpfError {
+    BpfError::Attach {
+        what: "shared link".into(),
+        source: io::Error::from_raw_os_error(libc::EBADF),
+    }
+}
+
+enum LinkRef<'a> {
+    Owned(&'a Link),
+    Shared(bool),
+}

@@ -1,0 +1,620 @@
+//! Completion from /proc: what the BPF programs could not put in a message, filled per task
+//! and per group after checking that /proc still shows the same task (same start time).
+//!
+//! Three cases: a group this kernel or this load cannot produce at all
+//! ([`taskdiag_bpf::DumpReport::missing_groups`]), a record that did not fit the iterator's buffer
+//! (a GROUP_ERROR with [`ERRNO_NEEDS_PROCFS`] on a message flagged [`MSG_F_FIXUP`]), and tasks the
+//! iterator never shows (pid 1 on some hosts, see [`init_if_hidden`]), merged into the stream in
+//! pid order. Memory maps from the BPF map walk are spliced in here too. Everything but
+//! [`bpf_tasks`] works on byte streams and a [`ProcReader`], so it is tested on synthetic
+//! streams against a fake /proc.
+
+use std::cell::RefCell;
+use std::io;
+
+use taskdiag_bpf::{BpfError, TaskIter};
+use taskdiag_procfs::{ProcReader, ProcfsError};
+use taskdiag_proto::msg::{Messages, TaskWriter};
+use taskdiag_proto::task::{GroupError, Task, TaskAssembler};
+use taskdiag_proto::{
+    Group, Request, Strategy, ATTR_ACCESS, BASE_F_KTHREAD, ERRNO_NEEDS_PROCFS, MSG_F_CONTINUED,
+    MSG_F_FIXUP, SHOW_MAPS,
+};
+
+use crate::vma_walk::VmaStream;
+use crate::Error;
+
+/// The TASK messages of `req` from the BPF programs, completed from /proc where they could not
+/// fill a group, with the memory maps of `maps` when the request has VMA.
+pub(crate) fn bpf_tasks(
+    it: &mut TaskIter,
+    req: &Request,
+    foreign_ns: bool,
+    maps: Option<&RefCell<VmaStream>>,
+    procfs: Option<&ProcReader>,
+    out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+) -> Result<u64, Error> {
+    let mut missing = it.missing_groups(req.show_flags);
+    if maps.is_some() {
+        missing &= !SHOW_MAPS;
+    }
+    let mut fix_err = None;
+    let mut fixed = Vec::new();
+    let mut first = true;
+    let mut hidden = Hidden::default();
+    let r = it.dump(req, &mut |chunk| {
+        // The hidden init is ours; another namespace has its own, which the iterator shows.
+        if std::mem::take(&mut first) && !foreign_ns {
+            hidden = init_if_hidden(req, chunk, procfs);
+        }
+        if missing == 0 && maps.is_none() && !has_fixups(chunk) {
+            return hidden.merge(chunk, out);
+        }
+        fixed.clear();
+        let mut flush = |b: &[u8]| hidden.merge(b, out);
+        if let Err(e) = complete(chunk, req, missing, maps, procfs, &mut fixed, &mut flush) {
+            fix_err = Some(e);
+            return Err(io::Error::other("invalid record"));
+        }
+        hidden.merge(&fixed, out)
+    });
+    let extra = hidden.tasks;
+    let r = match r {
+        Ok(rep) => hidden.flush(out).map(|()| rep).map_err(BpfError::Sink),
+        e => e,
+    };
+    match (r, fix_err) {
+        (_, Some(e)) => Err(e),
+        (Ok(rep), None) => Ok(rep.tasks + extra),
+        (Err(BpfError::Sink(e)), None) => Err(Error::Sink(e)),
+        // A task the iterator cannot see (pid 1 on some hosts) may still be in /proc: ask it
+        // before answering "no such process".
+        (Err(BpfError::NoSuchTask { pid }), None) => match procfs {
+            Some(p) if !foreign_ns => p.dump(req, out).map_err(|e| match e {
+                ProcfsError::NoSuchTask { .. } => Error::NoSuchTask { pid },
+                e => Error::Procfs(e),
+            }),
+            _ => Err(Error::NoSuchTask { pid }),
+        },
+        (Err(e), None) => Err(Error::Bpf(e)),
+    }
+}
+
+/// Messages of tasks the BPF iterator did not show, waiting for their place in the stream.
+#[derive(Default)]
+struct Hidden {
+    /// (pid, message bytes), in decreasing pid order (the next one is last).
+    pending: Vec<(u32, Vec<u8>)>,
+    /// Tasks added.
+    tasks: u64,
+}
+
+impl Hidden {
+    /// Forwards `chunk`, inserting pending messages before the first message with a larger pid.
+    fn merge(
+        &mut self,
+        chunk: &[u8],
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return out(chunk);
+        }
+        let mut from = 0;
+        for m in Messages::new(chunk).flatten() {
+            while self
+                .pending
+                .last()
+                .is_some_and(|(pid, _)| *pid < m.header.pid)
+            {
+                if m.offset > from {
+                    out(&chunk[from..m.offset])?;
+                    from = m.offset;
+                }
+                if let Some((_, msg)) = self.pending.pop() {
+                    out(&msg)?;
+                }
+            }
+        }
+        out(&chunk[from..])
+    }
+
+    /// Forwards what is still pending (tasks after the iterator's last one).
+    fn flush(&mut self, out: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+        while let Some((_, msg)) = self.pending.pop() {
+            out(&msg)?;
+        }
+        Ok(())
+    }
+}
+
+/// The pid namespace's init task (and, with threads, its threads), read from /proc when the
+/// task iterator did not show it.
+///
+/// On some hosts the BPF task iterator never yields pid 1's thread group (seen with
+/// firecracker's init). A listing without init would be wrong for every tool (pstree has no
+/// root), so when a whole-system dump's first record (the lowest pid: the iterator walks in
+/// pid order) is not pid 1, its thread group is read from /proc and merged into the stream in
+/// pid order.
+fn init_if_hidden(req: &Request, first_chunk: &[u8], procfs: Option<&ProcReader>) -> Hidden {
+    let mut hidden = Hidden::default();
+    let strategy = match req.strategy() {
+        Some(Strategy::All) => Strategy::One,
+        Some(Strategy::AllThread) => Strategy::Thread,
+        _ => return hidden,
+    };
+    let Some(procfs) = procfs else { return hidden };
+    let first_tgid = Messages::new(first_chunk)
+        .next()
+        .and_then(|m| m.ok())
+        .map(|m| m.header.tgid);
+    if first_tgid == Some(1) {
+        return hidden;
+    }
+    let mut buf = Vec::new();
+    let Ok(n) = procfs.dump(&Request::new(strategy, 1, req.show_flags), &mut |b| {
+        buf.extend_from_slice(b);
+        Ok(())
+    }) else {
+        return hidden;
+    };
+    hidden.tasks = n;
+    // Whole messages, grouped per task (CONTINUED pieces stay with their task).
+    let mut cur: Option<(u32, Vec<u8>)> = None;
+    for m in Messages::new(&buf).flatten() {
+        let bytes = &buf[m.offset..m.offset + m.header.len as usize];
+        match &mut cur {
+            Some((pid, v)) if *pid == m.header.pid => v.extend_from_slice(bytes),
+            _ => {
+                hidden.pending.extend(cur.take());
+                cur = Some((m.header.pid, bytes.to_vec()));
+            }
+        }
+    }
+    hidden.pending.extend(cur);
+    hidden.pending.sort_by_key(|p| std::cmp::Reverse(p.0));
+    hidden
+}
+
+/// Whether any message in a chunk carries [`MSG_F_FIXUP`].
+fn has_fixups(chunk: &[u8]) -> bool {
+    Messages::new(chunk).any(|m| m.is_ok_and(|m| m.header.flags & MSG_F_FIXUP != 0))
+}
+
+/// Re-encodes `chunk` into `out` with every placeholder group read from /proc instead and the
+/// memory maps added, passing `out` to `flush` (and clearing it) as it grows.
+fn complete(
+    chunk: &[u8],
+    req: &Request,
+    missing: u64,
+    vmas: Option<&RefCell<VmaStream>>,
+    procfs: Option<&ProcReader>,
+    out: &mut Vec<u8>,
+    flush: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+) -> Result<(), Error> {
+    // A chunk may hold thousands of tasks (a ring-buffer read), each grown by what /proc adds
+    // (smaps' counters are ~10 KB a process): passed on every MiB, between tasks.
+    const FLUSH_AT: usize = 1 << 20;
+    let strategy = req.strategy().unwrap_or(Strategy::All);
+    let per_thread = strategy.per_thread();
+    let mut asm = TaskAssembler::new();
+    for m in Messages::new(chunk) {
+        let m = m?;
+        if out.len() >= FLUSH_AT && asm.pending().is_none() {
+            flush(out).map_err(Error::Sink)?;
+            out.clear();
+        }
+        let start = out.len();
+        let bytes = &chunk[m.offset..m.offset + m.header.len as usize];
+        let whole =
+            m.header.flags & (MSG_F_FIXUP | MSG_F_CONTINUED) == 0 && asm.pending().is_none();
+        if whole && missing == 0 {
+            match vmas {
+                None => {
+                    out.extend_from_slice(bytes);
+                    continue;
+                }
+                // Memory maps only on a record that stands for its process (threads share them).
+                Some(_) if !strategy.stands_for_process(m.header.pid, m.header.tgid) => {
+                    out.extend_from_slice(bytes);
+                    continue;
+                }
+                // The common case: the process's maps appended to its message as they are.
+                // (With ACCESS, the walk's numbers are in it: the general path below.)
+                Some(w)
+                    if !m
+                        .attrs()
+                        .any(|a| a.is_ok_and(|a| a.attr_type == ATTR_ACCESS)) =>
+                {
+                    let mut w = w.borrow_mut();
+                    // A listing torn by an exec between two reads is read from /proc below.
+                    if let Some(maps) = w.take(m.header.tgid)?.filter(|m| m.consistent()) {
+                        if let Some(mut tw) = TaskWriter::resume(out, bytes) {
+                            tw.attr_parts(Group::Vma as u16, &[&maps.entries, w.gate()]);
+                            tw.finish();
+                            continue;
+                        }
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        let Some(mut task) = asm.push(&m)? else {
+            continue;
+        };
+        let mut groups: Vec<Group> = task
+            .errors
+            .iter()
+            .filter(|e| e.errno == ERRNO_NEEDS_PROCFS)
+            .filter_map(|e| Group::from_u16(e.group))
+            .collect();
+        task.errors.retain(|e| e.errno != ERRNO_NEEDS_PROCFS);
+        // Memory maps only on a record that stands for its process (threads share them), and
+        // only for a task with an address space.
+        let maps_here = may_have_cmdline(&task) && strategy.stands_for_process(task.pid, task.tgid);
+        for g in Group::SUPPORTED {
+            let here = match g {
+                Group::Vma | Group::VmaStat => maps_here,
+                Group::Cmdline | Group::Statm => may_have_cmdline(&task),
+                _ => true,
+            };
+            if missing & g.flag() != 0 && here {
+                groups.push(g);
+            }
+        }
+        if let (Some(map), true) = (vmas, maps_here) {
+            // The walk numbers processes in our pid namespace; a stream numbered in another
+            // carries our numbers in ACCESS.
+            let key = task.access.map_or(task.tgid, |a| a.reader_tgid);
+            let got = map.borrow_mut().take_decoded(key)?;
+            match (task.access, got) {
+                (None, Some((maps, v))) if maps.consistent() => task.vmas = Some(v),
+                // Started after the map walk, or torn by an exec: read its maps from /proc.
+                (None, _) => groups.push(Group::Vma),
+                // For another caller (a server), whose permission is checked against the task
+                // as it was when its maps were read (the view's job): those maps and that
+                // record, if they are of the image this message describes; never /proc, which
+                // the server would read with its own rights, at another moment.
+                // A process without an address space (a zombie leader) shows none, as /proc.
+                (Some(a), _) if a.has_mm == 0 => {
+                    task.vmas = Some(Vec::new());
+                    task.vma_access = Some(a);
+                }
+                (Some(a), Some((maps, v))) if maps.same_image(&a) => {
+                    task.vmas = Some(v);
+                    task.vma_access = Some(maps.access);
+                }
+                // It executed a program (or started) between the walks: ask again.
+                (Some(_), _) => task.errors.push(GroupError {
+                    group: Group::Vma as u16,
+                    errno: libc::EAGAIN,
+                }),
+            }
+        }
+        fill_from_procfs(&mut task, &groups, per_thread, procfs);
+        out.truncate(start);
+        task.encode(out);
+    }
+    Ok(())
+}
+
+/// Whether the task may have a command line: it is not a kernel thread.
+fn may_have_cmdline(t: &Task) -> bool {
+    t.base
+        .as_ref()
+        .is_none_or(|b| b.rec.flags & BASE_F_KTHREAD == 0)
+}
+
+/// Reads `groups` of `task` from /proc, if /proc still shows the same task.
+fn fill_from_procfs(
+    task: &mut Task,
+    groups: &[Group],
+    per_thread: bool,
+    procfs: Option<&ProcReader>,
+) {
+    if groups.is_empty() {
+        return;
+    }
+    let show = groups.iter().fold(Group::Base.flag(), |a, g| a | g.flag());
+    let mut buf = Vec::new();
+    // Our /proc knows the task by the ids in our namespace, which the ACCESS attribute carries
+    // when the stream is numbered in another one.
+    let (pid, tgid) = task
+        .access
+        .map_or((task.pid, task.tgid), |a| (a.reader_pid, a.reader_tgid));
+    // A thread asked for by its own id (ONE) is read from its own entry, like a thread strategy.
+    let tid = if per_thread || pid != tgid {
+        Some(pid)
+    } else {
+        None
+    };
+    let found = procfs.map(|p| p.task_message(tgid, tid, show, &mut buf));
+    let got = match found {
+        Some(Ok(true)) => {
+            let mut asm = TaskAssembler::new();
+            Messages::new(&buf)
+                .filter_map(|m| asm.push(&m.ok()?).ok().flatten())
+                .next()
+        }
+        _ => None,
+    };
+    // The same task: same id and start time (a reused pid has another start time).
+    let same = |p: &Task| {
+        p.pid == pid
+            && match (&p.base, &task.base) {
+                (Some(a), Some(b)) => a.rec.start_time_ns == b.rec.start_time_ns,
+                _ => true,
+            }
+    };
+    for &g in groups {
+        let errno = match &got {
+            None if procfs.is_none() => libc::EOPNOTSUPP,
+            Some(p) if same(p) => {
+                match g {
+                    Group::Cred => task.cred = p.cred.clone(),
+                    Group::Stat => task.stat = p.stat,
+                    Group::Statm => task.statm = p.statm,
+                    Group::Cmdline => task.cmdline = p.cmdline.clone(),
+                    Group::Vma | Group::VmaStat => task.vmas = p.vmas.clone(),
+                    _ => {}
+                }
+                // What /proc could not give (EACCES for another user's maps, say) says why.
+                if let Some(e) = p.errors.iter().find(|e| e.group == g as u16) {
+                    if !task.errors.iter().any(|x| x.group == e.group) {
+                        task.errors.push(*e);
+                    }
+                }
+                continue;
+            }
+            _ => libc::ESRCH,
+        };
+        task.errors.push(GroupError {
+            group: g as u16,
+            errno,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_proc::{FakeProc, FakeTask};
+    use taskdiag_proto::task::Base;
+    use taskdiag_proto::{BaseRec, MsgHeader};
+
+    /// The BASE group the BPF programs would write for `t`.
+    fn base_of(t: &FakeTask) -> Base {
+        Base {
+            rec: BaseRec {
+                ppid: t.ppid,
+                flags: if t.flags & taskdiag_proto::PF_KTHREAD != 0 {
+                    BASE_F_KTHREAD
+                } else {
+                    0
+                },
+                start_time_ns: t.start_ns(),
+                comm_len: t.comm.len() as u16,
+                ..BaseRec::default()
+            },
+            comm: t.comm.as_bytes().to_vec(),
+        }
+    }
+
+    /// A message as the BPF programs write it: BASE, plus for each of `placeholders` a
+    /// GROUP_ERROR asking for /proc, then flagged MSG_F_FIXUP.
+    fn bpf_message(out: &mut Vec<u8>, t: &FakeTask, placeholders: &[Group]) {
+        let start = out.len();
+        Task {
+            pid: t.pid,
+            tgid: t.tgid,
+            base: Some(base_of(t)),
+            errors: placeholders
+                .iter()
+                .map(|&g| GroupError {
+                    group: g as u16,
+                    errno: ERRNO_NEEDS_PROCFS,
+                })
+                .collect(),
+            ..Task::default()
+        }
+        .encode(out);
+        if !placeholders.is_empty() {
+            let h = MsgHeader::read_from(&out[start..]).expect("a header");
+            let flags = h.flags | MSG_F_FIXUP;
+            out[start + 6..start + 8].copy_from_slice(&flags.to_ne_bytes());
+        }
+    }
+
+    /// Runs [`complete`] on `chunk`; returns the tasks of its output and the output.
+    fn run(
+        chunk: &[u8],
+        strategy: Strategy,
+        show: u64,
+        missing: u64,
+        procfs: Option<&ProcReader>,
+    ) -> (Vec<Task>, Vec<u8>) {
+        let req = Request::new(strategy, 0, show);
+        let mut out = Vec::new();
+        let mut flushed = Vec::new();
+        complete(chunk, &req, missing, None, procfs, &mut out, &mut |b| {
+            flushed.extend_from_slice(b);
+            Ok(())
+        })
+        .expect("a valid chunk");
+        flushed.extend_from_slice(&out);
+        let mut asm = TaskAssembler::new();
+        let tasks = Messages::new(&flushed)
+            .filter_map(|m| asm.push(&m.expect("whole messages")).expect("valid"))
+            .collect();
+        (tasks, flushed)
+    }
+
+    fn errno(t: &Task, g: Group) -> Option<i32> {
+        t.errors
+            .iter()
+            .find(|e| e.group == g as u16)
+            .map(|e| e.errno)
+    }
+
+    const BASE_CRED: u64 = 0b11;
+
+    #[test]
+    fn a_placeholder_is_read_from_proc_and_the_fixup_flag_cleared() {
+        let mut t = FakeTask::process(100);
+        t.uid = 1234;
+        t.groups = vec![5, 6];
+        let other = FakeTask::process(200);
+        let proc = FakeProc::with(&[t.clone(), other.clone()]);
+        let mut chunk = Vec::new();
+        bpf_message(&mut chunk, &t, &[Group::Cred]);
+        bpf_message(&mut chunk, &other, &[]);
+        assert!(has_fixups(&chunk));
+        let (tasks, out) = run(&chunk, Strategy::All, BASE_CRED, 0, Some(&proc.reader()));
+        assert!(!has_fixups(&out));
+        assert_eq!(tasks.len(), 2);
+        let cred = tasks[0].cred.as_ref().expect("CRED from /proc");
+        assert_eq!((cred.rec.uid, cred.rec.euid), (1234, 1234));
+        assert_eq!(cred.groups, [5, 6]);
+        assert!(tasks[0].errors.is_empty(), "{:?}", tasks[0].errors);
+        assert_eq!(tasks[0].base, Some(base_of(&t)));
+        // A message that needed nothing passes through as it was.
+        let mut rest = Vec::new();
+        bpf_message(&mut rest, &other, &[]);
+        assert!(out.ends_with(&rest));
+    }
+
+    #[test]
+    fn a_reused_pid_or_a_gone_task_is_not_completed() {
+        let t = FakeTask::process(100);
+        let gone = FakeTask::process(300);
+        // /proc has another task under pid 100 now: same pid, later start.
+        let reused = FakeTask {
+            start_ticks: t.start_ticks + 50,
+            uid: 0,
+            ..t.clone()
+        };
+        let proc = FakeProc::with(&[reused]);
+        let mut chunk = Vec::new();
+        bpf_message(&mut chunk, &t, &[Group::Cred]);
+        bpf_message(&mut chunk, &gone, &[Group::Cred]);
+        let (tasks, _) = run(&chunk, Strategy::All, BASE_CRED, 0, Some(&proc.reader()));
+        for t in &tasks {
+            assert!(t.cred.is_none());
+            assert_eq!(errno(t, Group::Cred), Some(libc::ESRCH), "task {}", t.pid);
+        }
+        // Without a /proc of our namespace, it cannot be read at all.
+        let (tasks, _) = run(&chunk, Strategy::All, BASE_CRED, 0, None);
+        assert!(tasks
+            .iter()
+            .all(|t| errno(t, Group::Cred) == Some(libc::EOPNOTSUPP)));
+    }
+
+    #[test]
+    fn missing_groups_are_filled_but_not_for_kernel_threads() {
+        let user = FakeTask::process(100);
+        let kthread = FakeTask {
+            flags: taskdiag_proto::PF_KTHREAD,
+            cmdline: b"",
+            ..FakeTask::process(2)
+        };
+        let proc = FakeProc::with(&[user.clone(), kthread.clone()]);
+        let mut chunk = Vec::new();
+        bpf_message(&mut chunk, &kthread, &[]);
+        bpf_message(&mut chunk, &user, &[]);
+        let show = Group::Base.flag() | Group::Cmdline.flag();
+        let (tasks, _) = run(
+            &chunk,
+            Strategy::All,
+            show,
+            Group::Cmdline.flag(),
+            Some(&proc.reader()),
+        );
+        assert_eq!(tasks[0].pid, 2);
+        assert!(tasks[0].cmdline.is_none() && tasks[0].errors.is_empty());
+        assert_eq!(tasks[1].cmdline.as_deref(), Some(user.cmdline));
+        assert!(tasks[1].errors.is_empty());
+    }
+
+    #[test]
+    fn with_threads_only_the_leader_gets_the_memory_maps() {
+        let leader = FakeTask::process(100);
+        let thread = FakeTask::thread(101, 100);
+        let proc = FakeProc::with(&[leader.clone(), thread.clone()]);
+        let mut chunk = Vec::new();
+        bpf_message(&mut chunk, &leader, &[]);
+        bpf_message(&mut chunk, &thread, &[]);
+        let show = Group::Base.flag() | Group::Vma.flag();
+        let reader = proc.reader();
+        let missing = Group::Vma.flag();
+        let (tasks, _) = run(&chunk, Strategy::AllThread, show, missing, Some(&reader));
+        let vmas = tasks[0].vmas.as_ref().expect("the leader's maps");
+        assert_eq!(vmas.len(), 1);
+        assert_eq!(vmas[0].name, b"/usr/bin/fake");
+        assert_eq!((vmas[0].rec.start, vmas[0].rec.end), (0x40_0000, 0x45_2000));
+        assert_eq!(tasks[1].pid, 101);
+        assert!(tasks[1].vmas.is_none() && tasks[1].errors.is_empty());
+        // Per process, the record stands for its process.
+        let mut chunk = Vec::new();
+        bpf_message(&mut chunk, &leader, &[]);
+        let (tasks, _) = run(&chunk, Strategy::All, show, missing, Some(&reader));
+        assert_eq!(tasks[0].vmas.as_ref().map(Vec::len), Some(1));
+    }
+
+    /// Messages of tasks `pids` (each its own process), as a chunk.
+    fn chunk_of(pids: &[u32]) -> Vec<u8> {
+        let mut c = Vec::new();
+        for &p in pids {
+            bpf_message(&mut c, &FakeTask::process(p), &[]);
+        }
+        c
+    }
+
+    fn pids(b: &[u8]) -> Vec<u32> {
+        Messages::new(b)
+            .map(|m| m.expect("whole").header.pid)
+            .collect()
+    }
+
+    #[test]
+    fn a_hidden_init_is_read_from_proc_and_merged_in_pid_order() {
+        let proc = FakeProc::with(&[FakeTask::process(1), FakeTask::process(40)]);
+        let reader = proc.reader();
+        let all = Request::new(Strategy::All, 0, Group::Base.flag());
+        let first = chunk_of(&[5, 9]);
+        let mut hidden = init_if_hidden(&all, &first, Some(&reader));
+        assert_eq!(hidden.tasks, 1);
+        let mut out = Vec::new();
+        let mut sink = |b: &[u8]| {
+            out.extend_from_slice(b);
+            Ok(())
+        };
+        hidden.merge(&first, &mut sink).unwrap();
+        hidden.merge(&chunk_of(&[12]), &mut sink).unwrap();
+        hidden.flush(&mut sink).unwrap();
+        assert_eq!(pids(&out), [1, 5, 9, 12]);
+        // Shown by the iterator: nothing to add. Not a whole-system dump: nothing either.
+        assert_eq!(
+            init_if_hidden(&all, &chunk_of(&[1, 5]), Some(&reader)).tasks,
+            0
+        );
+        let one = Request::new(Strategy::One, 5, Group::Base.flag());
+        assert_eq!(init_if_hidden(&one, &first, Some(&reader)).tasks, 0);
+        assert_eq!(init_if_hidden(&all, &first, None).tasks, 0);
+    }
+
+    #[test]
+    fn pending_tasks_go_before_the_first_larger_pid_and_the_rest_at_the_end() {
+        let mut h = Hidden {
+            pending: vec![(50, chunk_of(&[50])), (3, chunk_of(&[3]))],
+            tasks: 2,
+        };
+        let mut out = Vec::new();
+        let mut sink = |b: &[u8]| {
+            out.extend_from_slice(b);
+            Ok(())
+        };
+        h.merge(&chunk_of(&[1, 2, 7]), &mut sink).unwrap();
+        h.merge(&chunk_of(&[8]), &mut sink).unwrap();
+        h.flush(&mut sink).unwrap();
+        assert_eq!(pids(&out), [1, 2, 3, 7, 8, 50]);
+    }
+}

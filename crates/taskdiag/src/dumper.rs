@@ -1,0 +1,517 @@
+//! The library facade: [`Dumper`] opens a backend once and answers requests with a whole
+//! stream (START, TASK messages, DONE), for the caller itself or, in a server, for another
+//! process ([`Dumper::dump_for`]).
+//!
+//! Choosing the backend by name is `backend`'s job; completing what the BPF programs could not
+//! write is `complete`'s; what another caller may see is `view`'s and `filter`'s.
+
+use std::io;
+use std::path::Path;
+
+use taskdiag_bpf::{BpfError, TaskIter};
+use taskdiag_procfs::{ProcReader, ProcfsError};
+use taskdiag_proto::msg::{write_done, write_start, Messages};
+use taskdiag_proto::task::{Task, TaskAssembler};
+use taskdiag_proto::{BackendId, Done, Group, Request, Start, Strategy, SHOW_MAPS, VERSION};
+
+use crate::client::{self, DaemonClient};
+use crate::complete::bpf_tasks;
+use crate::filter::ViewFilter;
+use crate::view::Viewer;
+use crate::{vma_walk, BackendKind, Error};
+
+enum Backend {
+    Bpf(Box<TaskIter>),
+    Procfs(ProcReader),
+    Daemon(DaemonClient),
+}
+
+// A server keeps a pool of loaded dumpers and lends them to its connection threads.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Dumper>();
+};
+
+/// Answers requests with one backend, loaded once. `Send`: it may move between threads, and
+/// serves one request at a time (`&mut self`).
+pub struct Dumper {
+    backend: Backend,
+    /// /proc, for completing BPF records; `None` when it belongs to another pid namespace.
+    procfs: Option<ProcReader>,
+    /// Why BPF was not used under `Auto`, if it was not.
+    bpf_unavailable: Option<String>,
+}
+
+impl Dumper {
+    /// Opens the backend, ready for any request.
+    pub fn open(kind: BackendKind) -> Result<Self, Error> {
+        Self::open_for(kind, taskdiag_proto::SHOW_SUPPORTED)
+    }
+
+    /// Opens the backend, prepared for requests of `show_flags` (other requests still work,
+    /// perhaps more slowly). With BPF this loads only the programs those groups need.
+    pub fn open_for(kind: BackendKind, show_flags: u64) -> Result<Self, Error> {
+        Self::open_with(kind, show_flags, None)
+    }
+
+    /// Like [`Dumper::open_for`], with the daemon's socket given explicitly (a `--socket`
+    /// option); `None` means [`client::socket_path`]'s default.
+    pub fn open_with(
+        kind: BackendKind,
+        show_flags: u64,
+        socket: Option<&Path>,
+    ) -> Result<Self, Error> {
+        let daemon = || DaemonClient::connect(&client::socket_path(socket));
+        match kind {
+            BackendKind::Daemon => Ok(Self::with(Backend::Daemon(daemon()?))),
+            BackendKind::Procfs => Ok(Self::with(Backend::Procfs(ProcReader::open()?))),
+            BackendKind::Bpf => Ok(Self::with(Backend::Bpf(Box::new(TaskIter::load_for(
+                show_flags,
+            )?)))),
+            BackendKind::Auto => match TaskIter::load_for(show_flags) {
+                Ok(it) => Ok(Self::with(Backend::Bpf(Box::new(it)))),
+                Err(e) => {
+                    let backend = match daemon() {
+                        Ok(c) => Backend::Daemon(c),
+                        Err(_) => Backend::Procfs(ProcReader::open()?),
+                    };
+                    Ok(Dumper {
+                        bpf_unavailable: Some(e.to_string()),
+                        ..Self::with(backend)
+                    })
+                }
+            },
+        }
+    }
+
+    /// A dumper answering with `backend`; BPF's records are completed from our /proc.
+    fn with(backend: Backend) -> Self {
+        let procfs = match backend {
+            Backend::Bpf(_) => ProcReader::open().ok(),
+            Backend::Procfs(_) | Backend::Daemon(_) => None,
+        };
+        Dumper {
+            backend,
+            procfs,
+            bpf_unavailable: None,
+        }
+    }
+
+    /// The backend in use.
+    pub fn backend(&self) -> BackendId {
+        match self.backend {
+            Backend::Bpf(_) => BackendId::Bpf,
+            Backend::Procfs(_) => BackendId::Procfs,
+            Backend::Daemon(_) => BackendId::Daemon,
+        }
+    }
+
+    /// Why `Auto` did not choose BPF, if it did not.
+    pub fn bpf_unavailable(&self) -> Option<&str> {
+        self.bpf_unavailable.as_deref()
+    }
+
+    /// Answers `req` with a complete stream (START, tasks, DONE) written to `out` in chunks of
+    /// whole messages. Returns the number of tasks. For a missing pid the stream ends with
+    /// DONE(-ESRCH) and the result is [`Error::NoSuchTask`].
+    pub fn dump(
+        &mut self,
+        req: &Request,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, Error> {
+        let req = Request::parse(&req.to_bytes())?;
+        if let Backend::Daemon(c) = &mut self.backend {
+            return c.dump(&req, out);
+        }
+        self.answer(&req, None, out)
+    }
+
+    /// Answers `req` for another process, `viewer`: numbered in its pid namespace and showing
+    /// exactly what its /proc would show it (see [`crate::view`]). The START message names the
+    /// daemon as the backend. Needs the BPF backend when the viewer's view differs from ours.
+    pub fn dump_for(
+        &mut self,
+        req: &Request,
+        viewer: &Viewer,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, Error> {
+        let req = Request::parse(&req.to_bytes())?;
+        self.answer(&req, Some(viewer), out)
+    }
+
+    fn answer(
+        &mut self,
+        req: &Request,
+        viewer: Option<&Viewer>,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, Error> {
+        let mut head = Vec::with_capacity(64);
+        let backend = if viewer.is_some() {
+            BackendId::Daemon
+        } else {
+            self.backend()
+        };
+        write_start(
+            &mut head,
+            &Start {
+                version: VERSION,
+                backend: backend as u16,
+                strategy: req.strategy,
+                show_flags: req.show_flags,
+                pid: req.pid,
+                reserved: 0,
+            },
+        );
+        out(&head).map_err(Error::Sink)?;
+        // Memory maps are checked per task (ptrace-read), so they always go through the view.
+        let maps = req.show_flags & SHOW_MAPS != 0;
+        let res = match viewer.filter(|v| v.rewrites() || maps) {
+            // No task has pid 0, in any backend or namespace.
+            _ if req.pid == 0 && req.strategy().is_some_and(Strategy::takes_pid) => {
+                Err(Error::NoSuchTask { pid: 0 })
+            }
+            None => self.tasks(req, None, out),
+            Some(v) => self.tasks_for(req, v, out),
+        };
+        let res = match res {
+            Err(Error::Procfs(ProcfsError::NoSuchTask { pid })) => Err(Error::NoSuchTask { pid }),
+            Err(Error::Procfs(ProcfsError::Sink(e))) => Err(Error::Sink(e)),
+            r => r,
+        };
+        let (error, tasks) = match &res {
+            Ok(n) => (0, *n),
+            Err(Error::NoSuchTask { .. }) => (-libc::ESRCH, 0),
+            Err(Error::Sink(_)) => return res,
+            Err(_) => (-libc::EIO, 0),
+        };
+        let mut tail = Vec::with_capacity(32);
+        write_done(
+            &mut tail,
+            &Done {
+                error,
+                reserved: 0,
+                tasks,
+            },
+        );
+        out(&tail).map_err(Error::Sink)?;
+        res
+    }
+
+    /// The TASK messages for a viewer whose view differs from ours, through [`ViewFilter`].
+    fn tasks_for(
+        &mut self,
+        req: &Request,
+        viewer: &Viewer,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, Error> {
+        let Backend::Bpf(it) = &mut self.backend else {
+            return Err(Error::Unsupported(
+                "answering for a process in another namespace or behind hidepid needs the BPF \
+                 backend",
+            ));
+        };
+        it.set_view(taskdiag_bpf::View {
+            pidns: viewer.pidns,
+            access: viewer.needs_access() || req.show_flags & SHOW_MAPS != 0,
+        });
+        let r = self.viewed_tasks(req, viewer, out);
+        self.reset_view();
+        r
+    }
+
+    /// [`Self::tasks_for`] once the BPF programs are set for the viewer.
+    fn viewed_tasks(
+        &mut self,
+        req: &Request,
+        viewer: &Viewer,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, Error> {
+        let strategy = req.strategy();
+        // CHILDREN of a task the viewer may not see is "no such process", as in its /proc.
+        if strategy == Some(Strategy::Children) && viewer.needs_access() {
+            let one = Request::new(Strategy::One, req.pid, 0);
+            let mut f = ViewFilter::new(viewer);
+            let r = self.tasks(&one, Some(viewer), &mut |c| f.push(c, &mut |_| Ok(())));
+            if matches!(r, Err(Error::NoSuchTask { .. })) || (r.is_ok() && f.passed == 0) {
+                return Err(Error::NoSuchTask { pid: req.pid });
+            }
+            r?;
+        }
+        let mut f = ViewFilter::new(viewer);
+        let r = self.tasks(req, Some(viewer), &mut |c| f.push(c, out));
+        if let Some(e) = f.error {
+            return Err(Error::Internal(e));
+        }
+        r?;
+        if f.passed == 0
+            && strategy.is_some_and(Strategy::takes_pid)
+            && strategy != Some(Strategy::Children)
+        {
+            return Err(Error::NoSuchTask { pid: req.pid });
+        }
+        Ok(f.passed)
+    }
+
+    /// The task `pid` (in our pid namespace) with its BASE and CRED groups and the internal
+    /// ACCESS attribute: what a server needs to know about a client (its namespaces, its
+    /// capabilities). Needs the BPF backend.
+    pub fn identify(&mut self, pid: u32) -> Result<Task, Error> {
+        let Backend::Bpf(it) = &mut self.backend else {
+            return Err(Error::Unsupported(
+                "identifying a client needs the BPF backend",
+            ));
+        };
+        it.set_view(taskdiag_bpf::View {
+            pidns: None,
+            access: true,
+        });
+        let req = Request::new(Strategy::One, pid, Group::Base.flag() | Group::Cred.flag());
+        let mut asm = TaskAssembler::new();
+        let mut task = None;
+        let mut bad = None;
+        let r = it.dump(&req, &mut |chunk| {
+            for m in Messages::new(chunk) {
+                match m.and_then(|m| asm.push(&m)) {
+                    Ok(Some(t)) => task = Some(t),
+                    Ok(None) => {}
+                    Err(e) => bad = Some(e),
+                }
+            }
+            Ok(())
+        });
+        self.reset_view();
+        if let Some(e) = bad {
+            return Err(Error::Internal(e));
+        }
+        match (r, task) {
+            (Ok(_), Some(t)) if t.access.is_some() => Ok(t),
+            (Ok(_), _) | (Err(BpfError::NoSuchTask { .. }), _) => Err(Error::NoSuchTask { pid }),
+            (Err(e), _) => Err(Error::Bpf(e)),
+        }
+    }
+
+    /// The root directory of task `pid` (in our pid namespace) as our paths name it, when it
+    /// is not ours: the prefix that file names in memory maps carry for us and not for that
+    /// task's /proc (a task in a chroot). `None` for our own root, or when the BPF backend
+    /// cannot tell (without the memory-map program). Needs the BPF backend.
+    pub fn root_of(&mut self, pid: u32) -> Result<Option<Vec<u8>>, Error> {
+        let Backend::Bpf(it) = &mut self.backend else {
+            return Err(Error::Unsupported(
+                "finding a client's root directory needs the BPF backend",
+            ));
+        };
+        match it.root_of(pid) {
+            Ok(Some(r)) if r != b"/" => Ok(Some(r)),
+            Ok(_) => Ok(None),
+            Err(BpfError::NoSuchTask { pid }) => Err(Error::NoSuchTask { pid }),
+            Err(e) => Err(Error::Bpf(e)),
+        }
+    }
+
+    fn reset_view(&mut self) {
+        if let Backend::Bpf(it) = &mut self.backend {
+            it.set_view(taskdiag_bpf::View::default());
+        }
+    }
+
+    /// The TASK messages of `req` from the backend, completed from /proc where the BPF
+    /// programs could not fill a group. `viewer` (set for the BPF programs already) only
+    /// changes which /proc entries may be consulted: ours, by the ids in our namespace.
+    fn tasks(
+        &mut self,
+        req: &Request,
+        viewer: Option<&Viewer>,
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, Error> {
+        let foreign_ns = viewer.is_some_and(|v| v.pidns.is_some());
+        match &mut self.backend {
+            Backend::Daemon(_) => Err(Error::Unsupported(
+                "a daemon client cannot answer for another process",
+            )),
+            Backend::Procfs(p) => p.dump(req, out).map_err(Error::from),
+            Backend::Bpf(it) => {
+                let procfs = self.procfs.as_ref();
+                // Memory maps from the BPF map walk (VMA alone: VMA_STAT's counters exist only
+                // in smaps, read from /proc), read beside the task walk.
+                if req.show_flags & SHOW_MAPS == Group::Vma.flag() && it.has_vma() {
+                    vma_walk::VmaStream::with(it, req, |it, maps| {
+                        bpf_tasks(it, req, foreign_ns, Some(maps), procfs, out)
+                    })
+                } else {
+                    bpf_tasks(it, req, foreign_ns, None, procfs, out)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_proc::{FakeProc, FakeTask};
+    use crate::view::{HidePid, ProcMount};
+    use taskdiag_proto::task::{Event, StreamDecoder};
+
+    /// init, a process 10 with a thread 11, and 10's child 20.
+    fn machine() -> FakeProc {
+        FakeProc::with(&[
+            FakeTask {
+                ppid: 0,
+                ..FakeTask::process(1)
+            },
+            FakeTask::process(10),
+            FakeTask::thread(11, 10),
+            FakeTask {
+                ppid: 10,
+                ..FakeTask::process(20)
+            },
+        ])
+    }
+
+    fn procfs(proc: &FakeProc) -> Dumper {
+        Dumper::with(Backend::Procfs(proc.reader()))
+    }
+
+    /// The result of `d.dump_for(req, viewer)` (or of `d.dump(req)` without one) and the
+    /// stream it wrote, decoded.
+    fn answer(
+        d: &mut Dumper,
+        req: &Request,
+        viewer: Option<&Viewer>,
+    ) -> (Result<u64, Error>, Vec<Event>) {
+        let mut buf = Vec::new();
+        let mut out = |b: &[u8]| {
+            buf.extend_from_slice(b);
+            Ok(())
+        };
+        let r = match viewer {
+            Some(v) => d.dump_for(req, v, &mut out),
+            None => d.dump(req, &mut out),
+        };
+        (r, StreamDecoder::decode_all(&buf).expect("a whole stream"))
+    }
+
+    fn task_ids(ev: &[Event]) -> Vec<(u32, u32)> {
+        ev.iter()
+            .filter_map(|e| match e {
+                Event::Task(t) => Some((t.pid, t.tgid)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn done(ev: &[Event]) -> Done {
+        match ev.last() {
+            Some(Event::Done(d)) => *d,
+            e => panic!("the stream ends with {e:?}"),
+        }
+    }
+
+    #[test]
+    fn the_procfs_backend_answers_every_strategy_from_its_root() {
+        let proc = machine();
+        let mut d = procfs(&proc);
+        assert_eq!(d.backend(), BackendId::Procfs);
+        assert_eq!(d.bpf_unavailable(), None);
+        let show = Group::Base.flag() | Group::Cred.flag();
+        let cases = [
+            (Strategy::All, 0, vec![(1, 1), (10, 10), (20, 20)]),
+            (
+                Strategy::AllThread,
+                0,
+                vec![(1, 1), (10, 10), (11, 10), (20, 20)],
+            ),
+            (Strategy::One, 10, vec![(10, 10)]),
+            (Strategy::Thread, 10, vec![(10, 10), (11, 10)]),
+            (Strategy::Children, 10, vec![(20, 20)]),
+        ];
+        for (strategy, pid, want) in cases {
+            let req = Request::new(strategy, pid, show);
+            let (r, ev) = answer(&mut d, &req, None);
+            assert_eq!(r.ok(), Some(want.len() as u64), "{strategy:?}");
+            let Some(Event::Start(s)) = ev.first() else {
+                panic!("{strategy:?}: no START")
+            };
+            assert_eq!(
+                (s.backend, s.strategy, s.show_flags, s.pid),
+                (BackendId::Procfs as u16, strategy as u32, show, pid)
+            );
+            assert_eq!(task_ids(&ev), want, "{strategy:?}");
+            let dn = done(&ev);
+            assert_eq!((dn.error, dn.tasks), (0, want.len() as u64));
+        }
+    }
+
+    #[test]
+    fn a_missing_pid_ends_the_stream_with_esrch() {
+        let proc = machine();
+        let mut d = procfs(&proc);
+        for (strategy, pid) in [
+            (Strategy::One, 999),
+            (Strategy::Thread, 999),
+            (Strategy::Children, 999),
+            (Strategy::One, 0),
+        ] {
+            let (r, ev) = answer(&mut d, &Request::new(strategy, pid, 1), None);
+            assert!(
+                matches!(r, Err(Error::NoSuchTask { pid: p }) if p == pid),
+                "{strategy:?} {pid}: {r:?}"
+            );
+            assert!(task_ids(&ev).is_empty());
+            assert_eq!(done(&ev).error, -libc::ESRCH);
+        }
+    }
+
+    #[test]
+    fn an_invalid_request_is_refused_before_any_output() {
+        let proc = machine();
+        let mut d = procfs(&proc);
+        let mut req = Request::new(Strategy::All, 0, 1);
+        req.show_flags = 1 << 40;
+        let mut wrote = false;
+        let r = d.dump(&req, &mut |_| {
+            wrote = true;
+            Ok(())
+        });
+        assert!(matches!(r, Err(Error::Request(_))), "{r:?}");
+        assert!(!wrote);
+    }
+
+    #[test]
+    fn a_failing_sink_is_the_callers_error() {
+        let proc = machine();
+        let mut d = procfs(&proc);
+        let req = Request::new(Strategy::All, 0, 1);
+        let r = d.dump(&req, &mut |_| Err(io::ErrorKind::BrokenPipe.into()));
+        assert!(matches!(r, Err(Error::Sink(e)) if e.kind() == io::ErrorKind::BrokenPipe));
+    }
+
+    #[test]
+    fn answering_for_another_caller_needs_bpf_unless_its_view_is_ours() {
+        let proc = machine();
+        let mut d = procfs(&proc);
+        let req = Request::new(Strategy::All, 0, Group::Base.flag());
+        // A caller whose /proc shows what ours shows: our records, from the daemon.
+        let same = Viewer::default();
+        let (r, ev) = answer(&mut d, &req, Some(&same));
+        assert_eq!(r.ok(), Some(3));
+        let Some(Event::Start(s)) = ev.first() else {
+            panic!("no START")
+        };
+        assert_eq!(s.backend, BackendId::Daemon as u16);
+        // Behind hidepid, each task must be checked: not from /proc.
+        let hidden = Viewer {
+            proc_mount: ProcMount {
+                hidepid: HidePid::Invisible,
+                gid: None,
+            },
+            ..Viewer::default()
+        };
+        let (r, ev) = answer(&mut d, &req, Some(&hidden));
+        assert!(matches!(r, Err(Error::Unsupported(_))), "{r:?}");
+        assert!(task_ids(&ev).is_empty());
+        assert_eq!(done(&ev).error, -libc::EIO);
+        assert!(matches!(d.identify(10), Err(Error::Unsupported(_))));
+        assert!(matches!(d.root_of(10), Err(Error::Unsupported(_))));
+    }
+}

@@ -74,23 +74,13 @@ mod tests {
     use super::*;
     use crate::view::{HidePid, ProcMount};
     use taskdiag_proto::task::Task;
-    use taskdiag_proto::AccessRec;
 
     /// Task `pid` of user `uid`, with the ACCESS record the BPF programs add for a server.
     fn task(pid: u32, uid: u32, out: &mut Vec<u8>) {
         Task {
             pid,
             tgid: pid,
-            access: Some(AccessRec {
-                uid,
-                euid: uid,
-                suid: uid,
-                gid: uid,
-                egid: uid,
-                sgid: uid,
-                dumpable: 1,
-                ..AccessRec::default()
-            }),
+            access: Some(crate::view::tests::task(uid)),
             ..Task::default()
         }
         .encode(out);
@@ -101,6 +91,7 @@ mod tests {
         let viewer = Viewer {
             uid: 1000,
             gid: 1000,
+            userns: 1,
             proc_mount: ProcMount {
                 hidepid: HidePid::Invisible,
                 gid: Some(4242),

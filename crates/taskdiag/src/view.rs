@@ -340,7 +340,7 @@ fn under<'a>(name: &'a [u8], root: &[u8]) -> Option<&'a [u8]> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn user(uid: u32) -> Viewer {
@@ -358,7 +358,8 @@ mod tests {
         }
     }
 
-    fn task(uid: u32) -> AccessRec {
+    /// The ACCESS record of a plain, dumpable task whose every id is `uid`, in user namespace 1.
+    pub(crate) fn task(uid: u32) -> AccessRec {
         AccessRec {
             reader_tgid: 200,
             uid,

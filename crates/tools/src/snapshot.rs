@@ -267,10 +267,11 @@ impl Source {
         let start = |t: &Task| t.base.as_ref().map(|b| b.rec.start_time_ns);
         let totals: std::collections::HashMap<u32, &Task> =
             procs.iter().map(|t| (t.tgid, t)).collect();
-        let per_thread = Strategy::AllThread;
+        // The snapshot is per thread: the records that stand for their process are leaders'.
+        let listing = Strategy::AllThread;
         for t in tasks
             .iter_mut()
-            .filter(|t| per_thread.stands_for_process(t.pid, t.tgid))
+            .filter(|t| listing.stands_for_process(t.pid, t.tgid))
         {
             if let Some(p) = totals.get(&t.tgid).filter(|p| start(p) == start(t)) {
                 t.stat = p.stat;

@@ -1,10 +1,12 @@
-//! The `taskdiag` command: dump task information through the best backend, decode raw streams,
-//! and run the procps/psmisc-compatible tools (`taskdiag ps`, `pstree`, `pgrep`, `pkill`; also
-//! as `ps` etc. when invoked through a symlink of that name).
+//! The `taskdiag` command: dump task information through the best backend (BPF, taskdiagd or
+//! /proc), print a process's memory maps, decode raw streams, and run the procps/psmisc-
+//! compatible tools (`taskdiag ps`, `pstree`, `pgrep`, `pkill`, `top`; also as `ps`
+//! etc. when invoked through a symlink of that name).
 //!
 //! This binary parses arguments, builds a request, hands it to `taskdiag::Dumper` and renders
-//! the stream ([`render`]); the tools live in `taskdiag_tools`. It holds no knowledge of /proc
-//! or BPF.
+//! the stream ([`render`], [`maps`]); the tools live in `taskdiag_tools`. Choosing and running
+//! a backend is the `taskdiag` library's; the binary reads no /proc file and loads no BPF
+//! program itself.
 //!
 //! Exit status: 0 success; 1 no such process (ONE/THREAD/CHILDREN); 2 usage error;
 //! 3 any other failure (a backend that cannot be used, an I/O error).
@@ -144,7 +146,8 @@ struct DumpArgs {
     /// The child processes of PID.
     #[arg(long, value_name = "PID", group = "sel")]
     children_of: Option<u32>,
-    /// Comma-separated groups: base, cred, stat, statm, cmdline, all.
+    /// Comma-separated groups: base, cred, stat, statm, cmdline, vma, vma_stat, all (see
+    /// GROUPS below).
     #[arg(long, short = 'g', value_name = "LIST", default_value = "base")]
     groups: String,
     /// Which backend answers.

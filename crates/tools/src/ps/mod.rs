@@ -103,7 +103,7 @@ COLUMNS
   labels, I/O counters, code and stack addresses, environ, exe, pss/uss, oom scores.
 
 ENVIRONMENT
-  TASKDIAG_BACKEND  auto (default), bpf or procfs
+  TASKDIAG_BACKEND  auto (default), bpf, daemon or procfs
   COLUMNS, LINES    screen size          PS_FORMAT  default output format
   PS_PERSONALITY    unknown/default/posix/linux only
 

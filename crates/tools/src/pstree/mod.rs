@@ -88,7 +88,7 @@ OUTPUT
 ENVIRONMENT
   COLUMNS             output width
   TERM                terminal type, for -h and -H
-  TASKDIAG_BACKEND    auto (default), bpf or procfs
+  TASKDIAG_BACKEND    auto (default), bpf, daemon or procfs
 
 EXIT STATUS
   0 the tree was shown (also when PID does not exist), 1 a usage error, an unknown user, no

@@ -111,7 +111,7 @@ DIFFERENCES FROM PROCPS TOP
   %CPU only when it started after that refresh (procps counts it whatever its age).
 
 ENVIRONMENT
-  TASKDIAG_BACKEND   auto (default), bpf or procfs
+  TASKDIAG_BACKEND   auto (default), bpf, daemon or procfs
   COLUMNS, LINES     screen size for -w without a number and for batch output to a pipe
 
 EXIT STATUS

@@ -11,9 +11,12 @@
 
 use std::collections::HashMap;
 
-use crate::cnum::strtol;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use taskdiag_procfs::parse::parse_stat;
+
+use crate::cnum::strtol;
 
 /// `si_code` of a signal sent with `sigqueue` (SI_QUEUE in <asm-generic/siginfo.h>).
 const SI_QUEUE: i32 = -1;
@@ -167,10 +170,7 @@ pub fn pidfd_send(fd: &OwnedFd, sig: i32, queue: Option<i32>) -> io::Result<()> 
 /// /proc/PID/stat; `None` if there is none.
 pub fn proc_start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let close = stat.iter().rposition(|&c| c == b')')?;
-    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
-    // After the name: state is field 3, starttime field 22.
-    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+    parse_stat(&stat).ok().map(|s| s.starttime)
 }
 
 /// Whether /proc shows this process's own pid namespace (so /proc/PID is the process

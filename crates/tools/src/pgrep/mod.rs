@@ -25,6 +25,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 
 use taskdiag::Group;
+use taskdiag_procfs::parse::cgroup_v2_paths;
 
 use self::args::{Mode, Opts, Parsed, EXIT_FATAL, EXIT_USAGE, NAMESPACES};
 use self::kill::{Holder, Outcome};
@@ -85,17 +86,8 @@ fn in_cgroups(tgid: u32, tid: u32, threads: bool, paths: &[Vec<u8>]) -> bool {
     let Ok(data) = std::fs::read(file) else {
         return false;
     };
-    for line in data.split(|&c| c == b'\n' || c == 0) {
-        if line.is_empty() {
-            break;
-        }
-        if let Some(path) = line.strip_prefix(b"0::") {
-            if paths.iter().any(|p| p == path) {
-                return true;
-            }
-        }
-    }
-    false
+    let found = cgroup_v2_paths(&data).any(|path| paths.iter().any(|p| p == path));
+    found
 }
 
 /// procps' "long simple match" test: more than 15 bytes and no `|` or `[`.

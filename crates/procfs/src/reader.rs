@@ -1021,6 +1021,9 @@ fn statm_from_status(st: &Status) -> StatmRec {
 }
 
 #[cfg(test)]
+mod fake_proc;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use taskdiag_proto::msg::Messages;
@@ -1066,6 +1069,28 @@ mod tests {
         assert!(t.windows(2).all(|w| w[0].pid < w[1].pid));
         assert!(t.iter().all(|t| t.pid == t.tgid));
         assert!(t.iter().any(|t| t.pid == std::process::id()));
+    }
+
+    #[test]
+    fn a_task_reaped_after_its_files_were_opened_reads_as_gone() {
+        // What `task` relies on: a descriptor opened for a task fails to read once the task is
+        // gone, with an error `is_gone` recognizes, so the task is skipped rather than mixed
+        // with whoever reuses its pid.
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("sleep");
+        let r = ProcReader::open().unwrap();
+        let mut s = Scratch::new();
+        s.path.set_dir(child.id(), None);
+        let status = openat(r.dir.as_raw_fd(), s.path.file(b"status"), libc::O_RDONLY);
+        let stat = openat(r.dir.as_raw_fd(), s.path.file(b"stat"), libc::O_RDONLY);
+        let _ = child.kill();
+        let _ = child.wait();
+        for fd in [status.expect("open status"), stat.expect("open stat")] {
+            let e = read_all(&fd, &mut s.status).expect_err("read after the task was reaped");
+            assert!(is_gone(&e), "{e}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! exit status of a broken pipe) to the `taskdiag` binary.
 
 pub mod cnum;
+pub mod getopt;
 pub mod names;
 pub mod pgrep;
 pub mod ps;

@@ -25,3 +25,17 @@ pub mod top;
 pub fn warn(prog: &str, msg: impl std::fmt::Display) {
     eprintln!("{prog}: {msg}");
 }
+
+/// C's `strerror` text for an error number, as the C tools print it ("No such process",
+/// "Unknown error 999"), without Rust's " (os error N)".
+pub fn strerror(errno: i32) -> String {
+    let mut buf = [0 as libc::c_char; 256];
+    // SAFETY: `buf` is writable for its length; the XSI strerror_r NUL-terminates it.
+    let rc = unsafe { libc::strerror_r(errno, buf.as_mut_ptr(), buf.len()) };
+    if rc != 0 {
+        return format!("Unknown error {errno}");
+    }
+    // SAFETY: strerror_r succeeded and wrote a NUL-terminated string into `buf`.
+    let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    s.to_string_lossy().into_owned()
+}

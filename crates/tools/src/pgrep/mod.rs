@@ -289,18 +289,8 @@ impl Selector<'_> {
 
 /// C's `strerror` text for an error (without Rust's "(os error N)").
 fn strerror(e: &io::Error) -> String {
-    let Some(n) = e.raw_os_error() else {
-        return e.to_string();
-    };
-    let mut buf = [0 as libc::c_char; 256];
-    // SAFETY: `buf` is writable for its length; the XSI strerror_r NUL-terminates it.
-    let rc = unsafe { libc::strerror_r(n, buf.as_mut_ptr(), buf.len()) };
-    if rc != 0 {
-        return format!("Unknown error {n}");
-    }
-    // SAFETY: strerror_r succeeded and wrote a NUL-terminated string into `buf`.
-    let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
-    s.to_string_lossy().into_owned()
+    e.raw_os_error()
+        .map_or_else(|| e.to_string(), crate::strerror)
 }
 
 /// Writes the output; a closed pipe is not an error, others are reported as procps does

@@ -6,8 +6,6 @@
 //! parsed by `taskdiag_procfs::system`; what procps derives from it is here. How the numbers
 //! are laid out on screen is [`super::format`]'s job.
 
-use std::ffi::CStr;
-
 use taskdiag_procfs::system::{self, Meminfo};
 
 pub use taskdiag_procfs::system::CpuTicks;
@@ -179,95 +177,14 @@ pub fn pid_width() -> usize {
         .unwrap_or(5)
 }
 
-/// The name of signal `sig` without the SIG prefix (for messages), or its number.
-pub fn signal_name(sig: i32) -> String {
-    SIGNALS
-        .iter()
-        .find(|(_, n)| *n == sig)
-        .map(|(name, _)| (*name).to_string())
-        .unwrap_or_else(|| sig.to_string())
-}
-
-/// Signal names top accepts, without the SIG prefix.
-const SIGNALS: &[(&str, i32)] = &[
-    ("HUP", libc::SIGHUP),
-    ("INT", libc::SIGINT),
-    ("QUIT", libc::SIGQUIT),
-    ("ILL", libc::SIGILL),
-    ("TRAP", libc::SIGTRAP),
-    ("ABRT", libc::SIGABRT),
-    ("IOT", libc::SIGIOT),
-    ("BUS", libc::SIGBUS),
-    ("FPE", libc::SIGFPE),
-    ("KILL", libc::SIGKILL),
-    ("USR1", libc::SIGUSR1),
-    ("SEGV", libc::SIGSEGV),
-    ("USR2", libc::SIGUSR2),
-    ("PIPE", libc::SIGPIPE),
-    ("ALRM", libc::SIGALRM),
-    ("TERM", libc::SIGTERM),
-    ("STKFLT", libc::SIGSTKFLT),
-    ("CHLD", libc::SIGCHLD),
-    ("CLD", libc::SIGCHLD),
-    ("CONT", libc::SIGCONT),
-    ("STOP", libc::SIGSTOP),
-    ("TSTP", libc::SIGTSTP),
-    ("TTIN", libc::SIGTTIN),
-    ("TTOU", libc::SIGTTOU),
-    ("URG", libc::SIGURG),
-    ("XCPU", libc::SIGXCPU),
-    ("XFSZ", libc::SIGXFSZ),
-    ("VTALRM", libc::SIGVTALRM),
-    ("PROF", libc::SIGPROF),
-    ("WINCH", libc::SIGWINCH),
-    ("IO", libc::SIGIO),
-    ("POLL", libc::SIGPOLL),
-    ("PWR", libc::SIGPWR),
-    ("SYS", libc::SIGSYS),
-];
-
-/// A signal given as a number, a name (`TERM`, `SIGTERM`, any case) or `RTMIN+n`.
+/// The signal a `k` command's answer names, as procps top reads it
+/// ([`crate::signal::signal_number`]); `None` when it names none.
 pub fn parse_signal(s: &str) -> Option<i32> {
-    let s = s.trim();
-    if let Ok(n) = s.parse::<i32>() {
-        return (0..=libc::SIGRTMAX()).contains(&n).then_some(n);
-    }
-    let up = s.to_ascii_uppercase();
-    let name = up.strip_prefix("SIG").unwrap_or(&up);
-    if let Some((_, n)) = SIGNALS.iter().find(|(k, _)| *k == name) {
-        return Some(*n);
-    }
-    let rt = |base: i32, rest: &str, sign: i32| -> Option<i32> {
-        let off: i32 = if rest.is_empty() {
-            0
-        } else {
-            rest.parse().ok()?
-        };
-        let n = base + sign * off;
-        (libc::SIGRTMIN()..=libc::SIGRTMAX())
-            .contains(&n)
-            .then_some(n)
-    };
-    if let Some(r) = name.strip_prefix("RTMIN") {
-        return rt(libc::SIGRTMIN(), r.strip_prefix('+').unwrap_or(r), 1);
-    }
-    if let Some(r) = name.strip_prefix("RTMAX") {
-        return rt(libc::SIGRTMAX(), r.strip_prefix('-').unwrap_or(r), -1);
-    }
-    None
+    let n = crate::signal::signal_number(s.trim().as_bytes());
+    (n >= 0).then_some(n)
 }
 
-/// `strerror(errno)` for an error number.
-pub fn strerror(errno: i32) -> String {
-    // SAFETY: strerror returns a pointer to a NUL-terminated string valid until the next
-    // call; we copy it at once.
-    let p = unsafe { libc::strerror(errno) };
-    if p.is_null() {
-        return format!("error {errno}");
-    }
-    // SAFETY: non-null and NUL-terminated (see above).
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
+pub use crate::strerror;
 
 #[cfg(test)]
 mod tests {
@@ -324,10 +241,13 @@ mod tests {
     fn signals_by_name_and_number() {
         assert_eq!(parse_signal("9"), Some(9));
         assert_eq!(parse_signal("kill"), Some(libc::SIGKILL));
-        assert_eq!(parse_signal("SIGterm"), Some(libc::SIGTERM));
+        assert_eq!(parse_signal(" SIGterm "), Some(libc::SIGTERM));
         assert_eq!(parse_signal("RTMIN+1"), Some(libc::SIGRTMIN() + 1));
+        assert_eq!(parse_signal("iot"), Some(libc::SIGABRT));
+        // As procps top: 0 (EXIT, NULL) sends nothing, and names it does not know are refused.
+        assert_eq!(parse_signal("EXIT"), Some(0));
+        assert_eq!(parse_signal("RTMAX"), None);
         assert_eq!(parse_signal("bogus"), None);
         assert_eq!(parse_signal("-3"), None);
-        assert_eq!(signal_name(15), "TERM");
     }
 }

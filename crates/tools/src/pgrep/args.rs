@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::OpenOptionsExt;
 
-use crate::cnum::{atoi, is_space};
+use crate::cnum::{atoi, is_space, strict_atol, strtoul};
 use crate::getopt::{Getopt, HasArg, LongOpt};
 use crate::signal::signal_number;
 
@@ -337,32 +337,6 @@ fn usage(mode: Mode, to_stdout: bool) -> Parsed {
     }
 }
 
-/// procps' `strict_atol`: an optional sign and digits only ("" is 0); `None` otherwise or
-/// on overflow.
-pub fn strict_atol(s: &[u8]) -> Option<i64> {
-    let (neg, digits) = match s.first() {
-        Some(b'+') => (false, &s[1..]),
-        Some(b'-') => (true, &s[1..]),
-        _ => (false, s),
-    };
-    let mut res: i64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        if res >= i64::MAX / 10 {
-            return None;
-        }
-        res *= 10;
-        let d = i64::from(c - b'0');
-        if res >= i64::MAX - d {
-            return None;
-        }
-        res += d;
-    }
-    Some(if neg { -res } else { res })
-}
-
 /// Why a list could not be read.
 enum ListError {
     /// The argument was empty: procps shows its usage.
@@ -446,27 +420,10 @@ fn read_pidfile(path: &[u8], lock: bool) -> Option<i64> {
         return None;
     }
     let s = &buf[..n];
-    // strtoul: blanks, a sign, digits; a minus negates modulo 2^64.
-    let mut i = 0;
-    while i < s.len() && is_space(s[i]) {
-        i += 1;
-    }
-    let mut neg = false;
-    if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
-        neg = s[i] == b'-';
-        i += 1;
-    }
-    let start = i;
-    let mut v: u64 = 0;
-    while i < s.len() && s[i].is_ascii_digit() {
-        v = v.wrapping_mul(10).wrapping_add(u64::from(s[i] - b'0'));
-        i += 1;
-    }
-    if i == start {
+    // strtoul: blanks, a sign, digits (11 bytes cannot overflow); a minus negates modulo 2^64.
+    let (v, i) = strtoul(s, 10);
+    if i == 0 {
         return None;
-    }
-    if neg {
-        v = v.wrapping_neg();
     }
     // Stored into an int.
     let pid = v as u32 as i32;
@@ -814,12 +771,6 @@ mod tests {
 
     #[test]
     fn lists_and_numbers() {
-        assert_eq!(strict_atol(b"12"), Some(12));
-        assert_eq!(strict_atol(b"-12"), Some(-12));
-        assert_eq!(strict_atol(b"+0"), Some(0));
-        assert_eq!(strict_atol(b""), Some(0));
-        assert_eq!(strict_atol(b"1x"), None);
-        assert_eq!(strict_atol(b"99999999999999999999"), None);
         let o = run(Mode::Pgrep, &["-u", "root,5,", "-U", "0", "-G", "root"]).expect("ok");
         assert_eq!(o.euid, Some(vec![0, 5, 0]));
         assert_eq!(o.ruid, Some(vec![0]));

@@ -269,11 +269,7 @@ pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
                     return usage_fail(String::new());
                 }
                 // strtol saturates at LONG_MAX; the result is then stored in a pid_t.
-                let mut v: i64 = 0;
-                for d in one.iter() {
-                    v = v.saturating_mul(10).saturating_add(i64::from(d - b'0'));
-                }
-                o.target = Target::Pid(v as i32);
+                o.target = Target::Pid(crate::cnum::strtol(one, 10).0 as i32);
             } else {
                 match (env.user_uid)(one) {
                     Some(uid) => o.target = Target::User(uid),

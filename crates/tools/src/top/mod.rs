@@ -266,16 +266,9 @@ fn mkfloat(s: &str) -> Option<f32> {
     (v.is_finite() && v < i32::MAX as f32).then_some(v)
 }
 
-/// procps' whole-number `mkfloat`: `strtol(s, 0)` over the whole string.
+/// procps' whole-number `mkfloat`: `strtol(s, 0)` over the whole string, below `INT_MAX`.
 fn mkwhole(s: &str) -> Option<i64> {
-    let t = s.trim_start();
-    let (neg, t) = match t.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, t),
-    };
-    let v = model::parse_c_ulong(t)? as i64;
-    let v = if neg { -v } else { v };
-    (v < i32::MAX as i64).then_some(v)
+    crate::cnum::strtol_whole(s.as_bytes(), 0).filter(|&v| v < i64::from(i32::MAX))
 }
 
 /// Parses top's command line (`args` without the program name).

@@ -135,6 +135,18 @@ impl<'a> Getopt<'a> {
         &self.operands
     }
 
+    /// The next argument, taken out of the line, if the last option ended its argument (it
+    /// was not inside a cluster) and `want` accepts it: for a tool that, like procps top, takes
+    /// a word after an option as that option's argument itself (`cp = argv[optind++]`).
+    pub fn take_next_if(&mut self, want: impl FnOnce(&[u8]) -> bool) -> Option<&'a [u8]> {
+        if self.sub > 0 || self.done {
+            return None;
+        }
+        let a = self.args.get(self.i).filter(|a| want(a))?;
+        self.i += 1;
+        Some(a)
+    }
+
     /// What the option string says of short option `c`.
     fn short_spec(&self, c: u8) -> Option<HasArg> {
         if c == b':' || c == b';' {
@@ -369,6 +381,29 @@ mod tests {
         assert_eq!(run(&[b"--list"], false).unwrap().0, [('\u{12c}', None)]);
         // list-name and list-names are one option under two names: not ambiguous.
         assert_eq!(run(&[b"--list-n"], false).unwrap().0, [('l', None)]);
+    }
+
+    #[test]
+    fn a_tool_may_take_the_next_word_itself() {
+        let args = argv(&[b"-a", b"5", b"-la", b"6", b"-w", b"-x"]);
+        let mut g = Getopt::new(&args, b"alw::x", LONG, false);
+        let mut seen = Vec::new();
+        while let Some(Ok((c, _))) = g.next() {
+            let word = g.take_next_if(|w| !w.starts_with(b"-"));
+            seen.push((char::from_u32(c).unwrap_or('?'), word.map(<[u8]>::to_vec)));
+        }
+        assert_eq!(
+            seen,
+            [
+                ('a', Some(b"5".to_vec())),
+                // Inside a cluster there is no next word to take.
+                ('l', None),
+                ('a', Some(b"6".to_vec())),
+                ('w', None),
+                ('x', None),
+            ]
+        );
+        assert!(g.operands().is_empty());
     }
 
     #[test]

@@ -31,6 +31,18 @@ pub struct LongOpt {
     pub code: u32,
 }
 
+impl LongOpt {
+    /// `--name` with `has_arg`, returned as `code`: a short option's character (`b'd' as u32`)
+    /// for a long form of it, else a number above 255.
+    pub const fn new(name: &'static str, has_arg: HasArg, code: u32) -> LongOpt {
+        LongOpt {
+            name,
+            has_arg,
+            code,
+        }
+    }
+}
+
 /// A mistake on the command line, as glibc reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GetoptError<'a> {
@@ -270,36 +282,12 @@ mod tests {
     use super::*;
 
     const LONG: &[LongOpt] = &[
-        LongOpt {
-            name: "list-name",
-            has_arg: HasArg::No,
-            code: b'l' as u32,
-        },
-        LongOpt {
-            name: "list-full",
-            has_arg: HasArg::No,
-            code: b'a' as u32,
-        },
-        LongOpt {
-            name: "delimiter",
-            has_arg: HasArg::Required,
-            code: b'd' as u32,
-        },
-        LongOpt {
-            name: "width",
-            has_arg: HasArg::Optional,
-            code: b'w' as u32,
-        },
-        LongOpt {
-            name: "list",
-            has_arg: HasArg::No,
-            code: 300,
-        },
-        LongOpt {
-            name: "list-names",
-            has_arg: HasArg::No,
-            code: b'l' as u32,
-        },
+        LongOpt::new("list-name", HasArg::No, b'l' as u32),
+        LongOpt::new("list-full", HasArg::No, b'a' as u32),
+        LongOpt::new("delimiter", HasArg::Required, b'd' as u32),
+        LongOpt::new("width", HasArg::Optional, b'w' as u32),
+        LongOpt::new("list", HasArg::No, 300),
+        LongOpt::new("list-names", HasArg::No, b'l' as u32),
     ];
 
     fn argv(v: &[&[u8]]) -> Vec<Vec<u8>> {

@@ -247,13 +247,10 @@ const NS_OPT: u32 = 257;
 const NSLIST_OPT: u32 = 258;
 const CGROUP_OPT: u32 = 259;
 
+/// A long option that takes an argument (`arg`) or none.
 const fn lo(name: &'static str, arg: bool, code: u32) -> LongOpt {
     let has_arg = if arg { HasArg::Required } else { HasArg::No };
-    LongOpt {
-        name,
-        has_arg,
-        code,
-    }
+    LongOpt::new(name, has_arg, code)
 }
 
 /// procps 4.0.2's long options, in its order (which ambiguity messages list).

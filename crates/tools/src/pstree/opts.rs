@@ -107,37 +107,29 @@ pub struct Env<'a> {
 /// The code of `--help` (ours; psmisc has none).
 const HELP: u32 = 1;
 
-const fn lo(name: &'static str, has_arg: HasArg, code: u8) -> LongOpt {
-    LongOpt {
-        name,
-        has_arg,
-        code: code as u32,
-    }
-}
-
 /// psmisc 23.6's long options, in its order (which ambiguity messages list), and `--help`.
 const LONG: &[LongOpt] = &[
-    lo("arguments", HasArg::No, b'a'),
-    lo("ascii", HasArg::No, b'A'),
-    lo("compact-not", HasArg::No, b'c'),
-    lo("color", HasArg::Required, b'C'),
-    lo("vt100", HasArg::No, b'G'),
-    lo("highlight-all", HasArg::No, b'h'),
-    lo("highlight-pid", HasArg::Required, b'H'),
-    lo("long", HasArg::No, b'l'),
-    lo("numeric-sort", HasArg::No, b'n'),
-    lo("ns-sort", HasArg::Required, b'N'),
-    lo("show-pids", HasArg::No, b'p'),
-    lo("show-pgids", HasArg::No, b'g'),
-    lo("show-parents", HasArg::No, b's'),
-    lo("ns-changes", HasArg::No, b'S'),
-    lo("thread-names", HasArg::No, b't'),
-    lo("hide-threads", HasArg::No, b'T'),
-    lo("uid-changes", HasArg::No, b'u'),
-    lo("unicode", HasArg::No, b'U'),
-    lo("version", HasArg::No, b'V'),
-    lo("security-context", HasArg::No, b'Z'),
-    lo("help", HasArg::No, HELP as u8),
+    LongOpt::new("arguments", HasArg::No, b'a' as u32),
+    LongOpt::new("ascii", HasArg::No, b'A' as u32),
+    LongOpt::new("compact-not", HasArg::No, b'c' as u32),
+    LongOpt::new("color", HasArg::Required, b'C' as u32),
+    LongOpt::new("vt100", HasArg::No, b'G' as u32),
+    LongOpt::new("highlight-all", HasArg::No, b'h' as u32),
+    LongOpt::new("highlight-pid", HasArg::Required, b'H' as u32),
+    LongOpt::new("long", HasArg::No, b'l' as u32),
+    LongOpt::new("numeric-sort", HasArg::No, b'n' as u32),
+    LongOpt::new("ns-sort", HasArg::Required, b'N' as u32),
+    LongOpt::new("show-pids", HasArg::No, b'p' as u32),
+    LongOpt::new("show-pgids", HasArg::No, b'g' as u32),
+    LongOpt::new("show-parents", HasArg::No, b's' as u32),
+    LongOpt::new("ns-changes", HasArg::No, b'S' as u32),
+    LongOpt::new("thread-names", HasArg::No, b't' as u32),
+    LongOpt::new("hide-threads", HasArg::No, b'T' as u32),
+    LongOpt::new("uid-changes", HasArg::No, b'u' as u32),
+    LongOpt::new("unicode", HasArg::No, b'U' as u32),
+    LongOpt::new("version", HasArg::No, b'V' as u32),
+    LongOpt::new("security-context", HasArg::No, b'Z' as u32),
+    LongOpt::new("help", HasArg::No, HELP),
 ];
 
 /// Short options (getopt syntax).

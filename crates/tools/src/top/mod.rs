@@ -201,38 +201,30 @@ pub enum Parsed {
     Exit(i32),
 }
 
-const fn lo(name: &'static str, has_arg: HasArg, code: u8) -> LongOpt {
-    LongOpt {
-        name,
-        has_arg,
-        code: code as u32,
-    }
-}
-
 /// procps top's short options (getopt syntax), with our `-v` for `-V`.
 const SHORT: &[u8] = b"bcd:E:e:Hhin:Oo:p:SsU:u:Vvw::1";
 
 /// procps top's long options, in its order (which ambiguity messages list).
 const LONG: &[LongOpt] = &[
-    lo("batch-mode", HasArg::No, b'b'),
-    lo("cmdline-toggle", HasArg::No, b'c'),
-    lo("delay", HasArg::Required, b'd'),
-    lo("scale-summary-mem", HasArg::Required, b'E'),
-    lo("scale-task-mem", HasArg::Required, b'e'),
-    lo("threads-show", HasArg::No, b'H'),
-    lo("help", HasArg::No, b'h'),
-    lo("idle-toggle", HasArg::No, b'i'),
-    lo("iterations", HasArg::Required, b'n'),
-    lo("list-fields", HasArg::No, b'O'),
-    lo("sort-override", HasArg::Required, b'o'),
-    lo("pid", HasArg::Required, b'p'),
-    lo("accum-time-toggle", HasArg::No, b'S'),
-    lo("secure-mode", HasArg::No, b's'),
-    lo("filter-any-user", HasArg::Required, b'U'),
-    lo("filter-only-euser", HasArg::Required, b'u'),
-    lo("version", HasArg::No, b'V'),
-    lo("width", HasArg::Optional, b'w'),
-    lo("single-cpu-toggle", HasArg::No, b'1'),
+    LongOpt::new("batch-mode", HasArg::No, b'b' as u32),
+    LongOpt::new("cmdline-toggle", HasArg::No, b'c' as u32),
+    LongOpt::new("delay", HasArg::Required, b'd' as u32),
+    LongOpt::new("scale-summary-mem", HasArg::Required, b'E' as u32),
+    LongOpt::new("scale-task-mem", HasArg::Required, b'e' as u32),
+    LongOpt::new("threads-show", HasArg::No, b'H' as u32),
+    LongOpt::new("help", HasArg::No, b'h' as u32),
+    LongOpt::new("idle-toggle", HasArg::No, b'i' as u32),
+    LongOpt::new("iterations", HasArg::Required, b'n' as u32),
+    LongOpt::new("list-fields", HasArg::No, b'O' as u32),
+    LongOpt::new("sort-override", HasArg::Required, b'o' as u32),
+    LongOpt::new("pid", HasArg::Required, b'p' as u32),
+    LongOpt::new("accum-time-toggle", HasArg::No, b'S' as u32),
+    LongOpt::new("secure-mode", HasArg::No, b's' as u32),
+    LongOpt::new("filter-any-user", HasArg::Required, b'U' as u32),
+    LongOpt::new("filter-only-euser", HasArg::Required, b'u' as u32),
+    LongOpt::new("version", HasArg::No, b'V' as u32),
+    LongOpt::new("width", HasArg::Optional, b'w' as u32),
+    LongOpt::new("single-cpu-toggle", HasArg::No, b'1' as u32),
 ];
 
 /// procps' `mkfloat`: a float, with `.` and `,` both accepted as the decimal point.

@@ -433,7 +433,8 @@ mod tests {
     #[test]
     fn mountinfo_optional_fields_escapes_and_junk() {
         let m = parse_mount(
-            b"36 35 98:0 /mnt1 /mnt\\0402 rw,noatime master:1 shared:7 - ext3 /dev/root rw,errors=continue",
+            b"36 35 98:0 /mnt1 /mnt\\0402 rw,noatime master:1 shared:7 - ext3 /dev/root \
+              rw,errors=continue",
         )
         .unwrap();
         assert_eq!(m.mount_point, b"/mnt\\0402");

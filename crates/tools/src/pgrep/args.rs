@@ -1,8 +1,8 @@
 //! The command line of `pgrep` and `pkill`, read as procps-ng 4.0.2 reads it: GNU
 //! `getopt_long` ([`crate::getopt`]: options anywhere, clustered short options, unique
-//! prefixes of long ones, `--` ending options, `POSIXLY_CORRECT`), pkill's `-SIGNAL` taken out of the arguments
-//! first, lists split at commas, user and group names looked up, and the same messages and
-//! exit statuses for everything wrong.
+//! prefixes of long ones, `--` ending options, `POSIXLY_CORRECT`), pkill's `-SIGNAL` taken
+//! out of the arguments first, lists split at commas, user and group names looked up, and the
+//! same messages and exit statuses for everything wrong.
 //!
 //! The result is an [`Opts`]; selecting and signalling processes is left to the caller.
 //! Messages go to standard error as soon as a problem is found, as procps prints them.

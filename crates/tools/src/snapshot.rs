@@ -13,8 +13,6 @@ use std::io;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use taskdiag::{BackendKind, Dumper, Group, Request, Strategy};
-pub use taskdiag_procfs::clock_ticks;
-use taskdiag_procfs::system;
 use taskdiag_proto::msg::Messages;
 pub use taskdiag_proto::task::Task;
 use taskdiag_proto::task::{Event, StreamDecoder};
@@ -93,7 +91,7 @@ impl Machine {
     pub fn read() -> Result<Machine, Error> {
         // SAFETY: sysconf has no memory-safety preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        let meminfo = system::parse_meminfo(&read_file("/proc/meminfo")?);
+        let meminfo = taskdiag_procfs::system::parse_meminfo(&read_file("/proc/meminfo")?);
         let stat = read_file("/proc/stat")?;
         Ok(Machine {
             hz: clock_ticks(),
@@ -102,7 +100,7 @@ impl Machine {
                 path: "/proc/meminfo",
                 what: "no MemTotal line",
             })?,
-            boot_time: system::boot_time(&stat).map_err(|e| Error::Parse {
+            boot_time: taskdiag_procfs::system::boot_time(&stat).map_err(|e| Error::Parse {
                 path: "/proc/stat",
                 what: e.what,
             })?,
@@ -115,17 +113,20 @@ impl Machine {
     }
 }
 
+pub use taskdiag_procfs::clock_ticks;
+
 /// Seconds since boot as /proc/uptime reports them (centisecond resolution), the clock
 /// procps measures elapsed times and %CPU against.
 pub fn uptime() -> Result<f64, Error> {
     let path = "/proc/uptime";
-    system::parse_uptime(&read_file(path)?).map_err(|e| Error::Parse { path, what: e.what })
+    taskdiag_procfs::system::parse_uptime(&read_file(path)?)
+        .map_err(|e| Error::Parse { path, what: e.what })
 }
 
 /// How many characters the largest pid can have (`procps_pid_length`: the length of
 /// /proc/sys/kernel/pid_max); `None` when that cannot be read.
 pub fn pid_length() -> Option<usize> {
-    system::pid_length(&std::fs::read("/proc/sys/kernel/pid_max").ok()?)
+    taskdiag_procfs::system::pid_length(&std::fs::read("/proc/sys/kernel/pid_max").ok()?)
 }
 
 /// Seconds since the epoch, now.

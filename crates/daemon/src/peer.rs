@@ -38,6 +38,7 @@ use taskdiag::proto::task::Task;
 use taskdiag::proto::AccessRec;
 use taskdiag::view::{HidePid, IdMap, ProcMount, Viewer};
 use taskdiag::PidNs;
+use taskdiag_procfs::system::parse_mountinfo;
 
 /// SO_PEERGROUPS (asm-generic/socket.h), in case libc lacks it.
 const SO_PEERGROUPS: libc::c_int = 59;
@@ -222,9 +223,9 @@ impl Peer {
         r == 0
     }
 
-    fn read(&self, file: &str) -> Result<String, PeerError> {
+    fn read(&self, file: &str) -> Result<Vec<u8>, PeerError> {
         let path = format!("/proc/{}/{file}", self.pid);
-        fs::read_to_string(&path).map_err(|source| PeerError::Proc { path, source })
+        fs::read(&path).map_err(|source| PeerError::Proc { path, source })
     }
 
     /// The peer's view: `me` is the task record of the peer from the daemon's iterator
@@ -268,7 +269,8 @@ impl Peer {
         }
         let map = |file: &str| -> Result<Option<IdMap>, PeerError> {
             let text = self.read(file)?;
-            let m = IdMap::parse(&text).ok_or_else(|| PeerError::Format {
+            let m = std::str::from_utf8(&text).ok().and_then(IdMap::parse);
+            let m = m.ok_or_else(|| PeerError::Format {
                 path: format!("/proc/{}/{file}", self.pid),
             })?;
             Ok((!m.is_identity()).then_some(m))
@@ -411,7 +413,7 @@ impl OwnNamespaces {
     pub fn read() -> io::Result<Self> {
         use std::os::unix::fs::MetadataExt;
         let ino = |p: &str| fs::metadata(p).map(|m| m.ino() as u32);
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
+        let mountinfo = fs::read("/proc/self/mountinfo")?;
         Ok(OwnNamespaces {
             pidns: ino("/proc/self/ns/pid")?,
             userns: ino("/proc/self/ns/user")?,
@@ -422,27 +424,18 @@ impl OwnNamespaces {
 
 /// The options of the procfs mounted on /proc in a mountinfo listing (the last such mount, the
 /// one on top). No procfs on /proc: default options. `None` if the listing does not parse.
-pub fn proc_mount(mountinfo: &str) -> Option<ProcMount> {
+pub fn proc_mount(mountinfo: &[u8]) -> Option<ProcMount> {
     topmost_proc(mountinfo).map(|(m, _)| m)
 }
 
 /// [`proc_mount`] and the device (major, minor) of that procfs instance (`None` without one).
-pub fn topmost_proc(mountinfo: &str) -> Option<(ProcMount, Option<(u32, u32)>)> {
+pub fn topmost_proc(mountinfo: &[u8]) -> Option<(ProcMount, Option<(u32, u32)>)> {
     let mut found = (ProcMount::default(), None);
-    for line in mountinfo.lines() {
-        // id parent major:minor root mountpoint options [optional...] - fstype source superopts
-        let (pre, post) = line.split_once(" - ")?;
-        let mut pre = pre.split(' ');
-        let dev = pre.nth(2)?;
-        let mount_point = pre.nth(1)?;
-        let mut post = post.split(' ');
-        let (fstype, _source, superopts) = (post.next()?, post.next()?, post.next()?);
-        if mount_point == "/proc" && fstype == "proc" {
-            let (major, minor) = dev.split_once(':')?;
-            found = (
-                ProcMount::parse_options(superopts)?,
-                Some((major.parse().ok()?, minor.parse().ok()?)),
-            );
+    for m in parse_mountinfo(mountinfo) {
+        let m = m.ok()?;
+        if m.mount_point == b"/proc" && m.fstype == b"proc" {
+            let opts = std::str::from_utf8(m.super_options).ok()?;
+            found = (ProcMount::parse_options(opts)?, Some((m.major, m.minor)));
         }
     }
     Some(found)
@@ -454,16 +447,21 @@ mod tests {
 
     #[test]
     fn the_topmost_proc_mount_decides() {
-        let mi = "22 27 0:21 / /proc rw,relatime - proc proc rw\n\
-                  30 22 0:40 / /proc/sys/fs/binfmt_misc rw - binfmt_misc binfmt_misc rw\n\
-                  41 22 0:45 / /proc rw,nosuid - proc proc rw,hidepid=invisible,gid=27\n";
+        let mi = b"22 27 0:21 / /proc rw,relatime - proc proc rw\n\
+                   30 22 0:40 / /proc/sys/fs/binfmt_misc rw - binfmt_misc binfmt_misc rw\n\
+                   41 22 0:45 / /proc rw,nosuid - proc proc rw,hidepid=invisible,gid=27\n";
         let m = proc_mount(mi).unwrap();
         assert_eq!(m.hidepid, HidePid::Invisible);
         assert_eq!(m.gid, Some(27));
-        assert_eq!(proc_mount("").unwrap(), ProcMount::default());
-        assert_eq!(proc_mount("garbage"), None);
+        assert_eq!(proc_mount(b"").unwrap(), ProcMount::default());
+        assert_eq!(proc_mount(b"garbage"), None);
         assert_eq!(topmost_proc(mi).unwrap().1, Some((0, 45)));
-        assert_eq!(topmost_proc("").unwrap().1, None);
+        assert_eq!(topmost_proc(b"").unwrap().1, None);
+        // A mount point that is not UTF-8 does not stop the listing from parsing.
+        assert_eq!(
+            topmost_proc(b"50 22 0:46 / /mnt/\xff rw - tmpfs tmpfs rw\n").unwrap(),
+            (ProcMount::default(), None)
+        );
     }
 
     #[test]

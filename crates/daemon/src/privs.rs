@@ -247,15 +247,6 @@ pub fn drop_privileges(user: Option<(u32, u32)>) -> Result<(), PrivError> {
     Ok(())
 }
 
-/// The effective capability set of this thread, from /proc/thread-self/status.
-pub fn effective_caps() -> io::Result<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/status")?;
-    s.lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .ok_or_else(|| io::Error::other("no CapEff line"))
-}
-
 /// The system calls serving needs, once the programs are loaded, the socket is bound and the
 /// daemon has detached: reading iterators and /proc, memory, threads, the sockets it has,
 /// timers and signals, and `bpf` (links and iterators from the programs it loaded; with no

@@ -1,11 +1,14 @@
 //! The procfs backend of taskdiag: /proc read as fast as a correct reader can, into the taskdiag
 //! wire format.
 //!
-//! [`parse`] holds pure parsers (bytes in, fields out); [`reader`] does the file access: it opens
-//! only the files the requested groups need, relative to one open /proc directory descriptor,
-//! reads each with one `read()` into reused buffers, and spreads large walks over the CPUs while
-//! keeping the output in increasing pid order. The wire format itself belongs to
-//! `taskdiag-proto`; choosing between this backend and BPF belongs to the `taskdiag` crate.
+//! [`parse`], [`maps`] and [`system`] hold pure parsers (bytes in, fields out) for a task's files,
+//! its memory maps and the machine-wide files; the tools and the daemon parse their /proc text
+//! with them too, and do only the reading themselves. [`reader`] does the file access for task
+//! records: it opens only the files the requested groups need, relative to one open /proc
+//! directory descriptor, reads each with one `read()` into reused buffers, and spreads large
+//! walks over the CPUs while keeping the output in increasing pid order. The wire format itself
+//! belongs to `taskdiag-proto`; choosing between this backend and BPF belongs to the `taskdiag`
+//! crate.
 //!
 //! Which files each group needs:
 //!
@@ -16,9 +19,13 @@
 //! | STAT    | stat, status (ctxt switches) |
 //! | STATM   | status                  |
 //! | CMDLINE | cmdline (status to tell "no address space" from "empty") |
+//! | VMA     | maps (of the thread-group leader) |
+//! | VMA_STAT| smaps (of the thread-group leader) |
 
 pub mod maps;
 pub mod parse;
 pub mod reader;
+mod scan;
+pub mod system;
 
-pub use reader::{ProcReader, ProcfsError};
+pub use reader::{clock_ticks, ProcReader, ProcfsError};

@@ -10,29 +10,7 @@ use taskdiag_proto::task::Vma;
 use taskdiag_proto::{vma_flags, VmaRec, VmaStatRec};
 
 use crate::parse::ParseError;
-
-fn err(what: &'static str) -> ParseError {
-    ParseError { what, field: None }
-}
-
-fn hex(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 16 {
-        return None;
-    }
-    s.iter().try_fold(0u64, |v, &c| {
-        Some((v << 4) | (c as char).to_digit(16)? as u64)
-    })
-}
-
-fn dec(s: &[u8]) -> Option<u64> {
-    if s.is_empty() {
-        return None;
-    }
-    s.iter().try_fold(0u64, |v, &c| {
-        c.is_ascii_digit()
-            .then(|| v.checked_mul(10)?.checked_add(u64::from(c - b'0')))?
-    })
-}
+use crate::scan::{err, hex, lines, uint};
 
 /// Splits off the next space-separated field.
 fn field(s: &[u8]) -> Option<(&[u8], &[u8])> {
@@ -59,7 +37,7 @@ pub fn parse_header(line: &[u8]) -> Result<Vma, ParseError> {
     let major = hex(&dev[..colon]).ok_or_else(bad)?;
     let minor = hex(&dev[colon + 1..]).ok_or_else(bad)?;
     let (ino, rest) = field(rest).ok_or_else(bad)?;
-    let inode = dec(ino).ok_or_else(bad)?;
+    let inode = uint(ino).ok_or_else(bad)?;
     let name = rest.trim_ascii_start();
     let flags = vma_flags::from_perms(perms);
     Ok(Vma {
@@ -77,19 +55,6 @@ pub fn parse_header(line: &[u8]) -> Result<Vma, ParseError> {
         stat: None,
         name: name.to_vec(),
     })
-}
-
-/// The non-empty lines of `buf`. Found with memchr: smaps has ~750 bytes per mapping, and
-/// splitting them is most of its parsing.
-fn lines(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut start = 0;
-    memchr::memchr_iter(b'\n', buf)
-        .chain(std::iter::once(buf.len()))
-        .filter_map(move |end| {
-            let line = &buf[start..end];
-            start = end + 1;
-            (!line.is_empty()).then_some(line)
-        })
 }
 
 /// Parses /proc/PID/maps, appending its mappings to `out`.
@@ -127,7 +92,7 @@ pub fn parse_smaps(buf: &[u8], out: &mut Vec<Vma>) -> Result<(), ParseError> {
             v.rec.vm_flags_known = vma_flags::ALL;
             continue;
         }
-        let Some(n) = val.strip_suffix(b" kB").and_then(|n| dec(n.trim_ascii())) else {
+        let Some(n) = val.strip_suffix(b" kB").and_then(|n| uint(n.trim_ascii())) else {
             continue; // THPeligible: 0, ProtectionKey: 0, ...
         };
         let b = n * 1024;
@@ -150,6 +115,16 @@ pub fn parse_smaps(buf: &[u8], out: &mut Vec<Vma>) -> Result<(), ParseError> {
         }
     }
     Ok(())
+}
+
+/// The `[vsyscall]` line of a maps listing, parsed, if the listing has one: x86-64's legacy
+/// gate page, which /proc/PID/maps shows for every process although it is in no process's
+/// address space.
+pub fn find_vsyscall(buf: &[u8]) -> Result<Option<Vma>, ParseError> {
+    lines(buf)
+        .find(|l| l.ends_with(b"[vsyscall]"))
+        .map(parse_header)
+        .transpose()
 }
 
 /// Prints mappings the way /proc/PID/maps does (show_vma_header_prefix() and show_map_vma():
@@ -243,6 +218,18 @@ VmFlags: rd wr mr mw me ac sd
         assert_eq!(f & vma_flags::READ, vma_flags::READ);
         assert_eq!(f & (1 << 23), 1 << 23, "sd: softdirty");
         assert_eq!(v[0].rec.vm_flags_known, vma_flags::ALL);
+    }
+
+    #[test]
+    fn the_vsyscall_gate_is_found_by_name() {
+        let v = find_vsyscall(MAPS).unwrap().unwrap();
+        assert_eq!(
+            (v.rec.start, v.rec.end),
+            (0xffff_ffff_ff60_0000, 0xffff_ffff_ff60_1000)
+        );
+        assert_eq!(v.name, b"[vsyscall]");
+        assert_eq!(find_vsyscall(&MAPS[..MAPS.len() - 60]), Ok(None));
+        assert!(find_vsyscall(b"zz [vsyscall]\n").is_err());
     }
 
     #[test]

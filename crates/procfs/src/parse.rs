@@ -1,5 +1,7 @@
-//! Pure parsers for /proc/PID/{stat,status}: bytes in, fields out. No I/O, no allocation
-//! except the supplementary group list, which goes into a caller-owned `Vec`.
+//! Pure parsers for a task's own files, /proc/PID/{stat,status,children,cgroup}: bytes in,
+//! fields out. No I/O, no allocation except the supplementary group list, which goes into a
+//! caller-owned `Vec`. (Memory maps are parsed in [`crate::maps`], machine-wide files in
+//! [`crate::system`].)
 //!
 //! Field positions follow proc(5) and fs/proc/array.c (`do_task_stat`, `proc_pid_status`,
 //! `task_mem` in fs/proc/task_mmu.c). The name in /proc/PID/stat is taken between the first `(`
@@ -7,18 +9,16 @@
 
 use thiserror::Error;
 
+use crate::scan::{err, hex, int, uint, uint32, words};
+
 /// What is wrong with a /proc file's text.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{what}{}", field.map(|f| format!(" in field {f}")).unwrap_or_default())]
 pub struct ParseError {
     /// Description of the defect.
     pub what: &'static str,
-    /// The /proc/PID/stat field it was found in, if one.
+    /// The field (of /proc/PID/stat) or key (of a `Key: value` file) it was found in, if one.
     pub field: Option<&'static str>,
-}
-
-fn err(what: &'static str) -> ParseError {
-    ParseError { what, field: None }
 }
 
 /// The fields of /proc/PID/stat that taskdiag uses.
@@ -113,39 +113,6 @@ impl StatLine {
     pub fn comm(&self) -> &[u8] {
         &self.comm[..self.comm_len]
     }
-}
-
-/// Parses a decimal number (optionally negative) from the start of `s`.
-fn int(s: &[u8]) -> Option<i64> {
-    let (neg, digits) = match s.first() {
-        Some(b'-') => (true, &s[1..]),
-        _ => (false, s),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: i64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as i64)?;
-    }
-    Some(if neg { -v } else { v })
-}
-
-fn uint(s: &[u8]) -> Option<u64> {
-    let mut v: u64 = 0;
-    if s.is_empty() {
-        return None;
-    }
-    for &c in s {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    Some(v)
 }
 
 /// The error for a malformed numeric field of /proc/PID/stat, naming the field (proc(5)).
@@ -318,17 +285,6 @@ impl Vm {
     pub const COUNT: usize = 14;
 }
 
-fn hex(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 16 {
-        return None;
-    }
-    let mut v = 0u64;
-    for &c in s {
-        v = (v << 4) | (c as char).to_digit(16)? as u64;
-    }
-    Some(v)
-}
-
 fn ids4(v: &[u8]) -> Result<[u32; 4], ParseError> {
     let mut out = [0u32; 4];
     let mut it = v.split(|&c| c == b'\t');
@@ -431,6 +387,20 @@ pub fn parse_status_until(
         return Err(err("no Uid line"));
     }
     Ok(s)
+}
+
+/// The pids in /proc/PID/task/TID/children (space-separated, in the order the kernel lists
+/// them). A word that is not a pid is skipped.
+pub fn parse_children(buf: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    words(buf).filter_map(uint32)
+}
+
+/// The cgroup v2 paths of /proc/PID/cgroup: the `PATH` of each `0::PATH` line, read as procps
+/// reads the file (lines end at a newline or a NUL, and the first empty line ends the list).
+pub fn cgroup_v2_paths(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    buf.split(|&c| c == b'\n' || c == 0)
+        .take_while(|line| !line.is_empty())
+        .filter_map(|line| line.strip_prefix(b"0::"))
 }
 
 #[cfg(test)]
@@ -545,5 +515,45 @@ mod tests {
         let s = parse_status_until(STATUS, &mut g, Some(b"Uid")).unwrap();
         assert_eq!((s.tgid, s.tracer_pid, s.uid[0]), (1405, 77, 1000));
         assert_eq!((s.gid, s.has_mm, s.nvcsw), ([0; 4], false, 0));
+    }
+    #[test]
+    fn kthreadd_as_captured() {
+        let st = parse_stat(include_bytes!("../fixtures/linux-6.18/stat_kthreadd")).unwrap();
+        assert_eq!(
+            (st.pid, st.comm(), st.state, st.ppid),
+            (2, &b"kthreadd"[..], b'S', 0)
+        );
+        assert_eq!((st.tty_nr, st.tpgid, st.num_threads), (0, -1, 1));
+        assert_eq!(st.flags & 0x0020_0000, 0x0020_0000, "PF_KTHREAD");
+        let mut g = vec![1];
+        let s = parse_status(
+            include_bytes!("../fixtures/linux-6.18/status_kthreadd"),
+            &mut g,
+        )
+        .unwrap();
+        assert_eq!((s.tgid, s.uid, s.has_mm), (2, [0; 4], false));
+        assert!(g.is_empty());
+        assert_eq!(&s.nspid[..s.nspid_len], &[2]);
+    }
+
+    #[test]
+    fn children_lists_pids_and_skips_junk() {
+        let v: Vec<u32> = parse_children(b"4242 17 99999 \n").collect();
+        assert_eq!(v, [4242, 17, 99999]);
+        assert_eq!(parse_children(b"").count(), 0);
+        let v: Vec<u32> = parse_children(b"1  x 4294967296 2").collect();
+        assert_eq!(v, [1, 2]);
+    }
+
+    #[test]
+    fn cgroup_v2_paths_as_procps_reads_them() {
+        let v: Vec<&[u8]> =
+            cgroup_v2_paths(include_bytes!("../fixtures/linux-6.18/cgroup")).collect();
+        assert_eq!(v, [&b"/"[..]]);
+        // A path with spaces; NUL ends a line too; the first empty line ends the list.
+        let v: Vec<&[u8]> =
+            cgroup_v2_paths(b"1:cpu:/\n0::/a b.scope\x000::/c\n\n0::/not/read\n").collect();
+        assert_eq!(v, [&b"/a b.scope"[..], b"/c"]);
+        assert_eq!(cgroup_v2_paths(b"").count(), 0);
     }
 }

@@ -27,7 +27,7 @@ use taskdiag_proto::{
 };
 
 use crate::parse::{
-    parse_stat, parse_status, parse_status_until, ParseError, StatLine, Status, Vm,
+    parse_children, parse_stat, parse_status, parse_status_until, ParseError, StatLine, Status, Vm,
 };
 
 /// Errors of the procfs backend. Each names the path or pid involved.
@@ -278,6 +278,14 @@ impl Scratch {
     }
 }
 
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`, USER_HZ), the unit of /proc's times; 100
+/// if it cannot be read.
+pub fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
+}
+
 /// Reads tasks from a procfs mount into taskdiag messages.
 pub struct ProcReader {
     root: PathBuf,
@@ -306,16 +314,13 @@ impl ProcReader {
         let c = std::ffi::CString::new(root.as_os_str().as_encoded_bytes())
             .map_err(|_| io_err(io::Error::from(io::ErrorKind::InvalidInput)))?;
         let dir = openat(libc::AT_FDCWD, &c, libc::O_RDONLY | libc::O_DIRECTORY).map_err(io_err)?;
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        let tck = if tck > 0 { tck as u64 } else { 100 };
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(4);
         Ok(ProcReader {
             root: root.to_path_buf(),
             dir,
-            ns_per_tick: 1_000_000_000 / tck,
+            ns_per_tick: 1_000_000_000 / clock_ticks(),
             workers,
         })
     }
@@ -523,15 +528,7 @@ impl ProcReader {
             if read_all(&fd, &mut s.cmdline).is_err() {
                 continue;
             }
-            for w in s
-                .cmdline
-                .split(|&c| c == b' ' || c == b'\n')
-                .filter(|w| !w.is_empty())
-            {
-                if let Some(v) = std::str::from_utf8(w).ok().and_then(|w| w.parse().ok()) {
-                    children.push(v);
-                }
-            }
+            children.extend(parse_children(&s.cmdline));
         }
         s.tids = tids;
         children.sort_unstable();
@@ -1021,6 +1018,9 @@ fn statm_from_status(st: &Status) -> StatmRec {
 }
 
 #[cfg(test)]
+mod fake_proc;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use taskdiag_proto::msg::Messages;
@@ -1069,12 +1069,31 @@ mod tests {
     }
 
     #[test]
+    fn a_task_reaped_after_its_files_were_opened_reads_as_gone() {
+        // What `task` relies on: a descriptor opened for a task fails to read once the task is
+        // gone, with an error `is_gone` recognizes, so the task is skipped rather than mixed
+        // with whoever reuses its pid.
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("sleep");
+        let r = ProcReader::open().unwrap();
+        let mut s = Scratch::new();
+        s.path.set_dir(child.id(), None);
+        let status = openat(r.dir.as_raw_fd(), s.path.file(b"status"), libc::O_RDONLY);
+        let stat = openat(r.dir.as_raw_fd(), s.path.file(b"stat"), libc::O_RDONLY);
+        let _ = child.kill();
+        let _ = child.wait();
+        for fd in [status.expect("open status"), stat.expect("open stat")] {
+            let e = read_all(&fd, &mut s.status).expect_err("read after the task was reaped");
+            assert!(is_gone(&e), "{e}");
+        }
+    }
+
+    #[test]
     fn missing_pid_is_esrch() {
         let r = ProcReader::open().unwrap();
-        let max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
-            .unwrap()
-            .trim()
-            .parse()
+        let max = crate::system::parse_pid_max(&std::fs::read("/proc/sys/kernel/pid_max").unwrap())
             .unwrap();
         for s in [Strategy::One, Strategy::Thread, Strategy::Children] {
             let e = r

@@ -365,13 +365,11 @@ fn vsyscall() -> Option<Vma> {
 
 fn read_vsyscall() -> Option<Vma> {
     let maps = std::fs::read("/proc/self/maps").ok()?;
-    let line = maps
-        .split(|&c| c == b'\n')
-        .find(|l| l.ends_with(b"[vsyscall]"))?;
-    taskdiag_procfs::maps::parse_header(line).ok().map(|mut v| {
-        v.rec.vm_flags_known = vma_flags::ALL;
-        v
-    })
+    let mut gate = taskdiag_procfs::maps::find_vsyscall(&maps).ok()??;
+    // gate_vma has no flags but VM_READ and VM_EXEC (VM_EXEC alone with vsyscall=xonly), all of
+    // which the permissions show.
+    gate.rec.vm_flags_known = vma_flags::ALL;
+    Some(gate)
 }
 
 #[cfg(test)]

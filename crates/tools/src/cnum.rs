@@ -1,6 +1,7 @@
-//! Numbers read the way the C library reads them (`strtol`, `strtoul`, `atoi`), because the
-//! tools accept exactly what procps and psmisc accept: `ps --cols 0x50`, `COLUMNS=010`,
-//! `pstree -H 12x`, `pkill -SIGRTMIN+2`. One scanner for all of them.
+//! Numbers read the way the C library reads them (`strtol`, `strtoul`, `atoi`, and procps'
+//! `strict_atol`), because the tools accept exactly what procps and psmisc accept:
+//! `ps --cols 0x50`, `COLUMNS=010`, `pstree -H 12x`, `pkill -SIGRTMIN+2`, `top -u 0x3e8`. One
+//! scanner for all of them; no tool reads a number its own way.
 //!
 //! What a number means (a pid, a width, a signal) is the caller's business.
 
@@ -70,6 +71,39 @@ pub fn strtoul(s: &[u8], base: u32) -> (u64, usize) {
     }
 }
 
+/// `strtoul(s, &end, base)` when it reads all of a non-empty `s` and neither wraps a negative
+/// number nor saturates: the number as written, or `None`.
+pub fn strtoul_exact(s: &[u8], base: u32) -> Option<u64> {
+    let (neg, v, used) = scan(s, base);
+    if used == 0 || used != s.len() || neg {
+        return None;
+    }
+    v
+}
+
+/// procps' `strict_atol`: an optional sign and digits only ("" is 0); `None` otherwise or on
+/// overflow (procps refuses from `LONG_MAX / 10` on, a little before the `long` range ends).
+pub fn strict_atol(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.first() {
+        Some(b'+') => (false, &s[1..]),
+        Some(b'-') => (true, &s[1..]),
+        _ => (false, s),
+    };
+    let mut res: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() || res >= i64::MAX / 10 {
+            return None;
+        }
+        res *= 10;
+        let d = i64::from(c - b'0');
+        if res >= i64::MAX - d {
+            return None;
+        }
+        res += d;
+    }
+    Some(if neg { -res } else { res })
+}
+
 /// `strtol(s, &end, base)` when it reads all of a non-empty `s`.
 pub fn strtol_whole(s: &[u8], base: u32) -> Option<i64> {
     let (v, used) = strtol(s, base);
@@ -106,5 +140,34 @@ mod tests {
         assert_eq!(atoi(b"-3"), -3);
         assert_eq!(atoi(b"x"), 0);
         assert_eq!(atoi(b"99999999999999999999"), -1);
+        assert_eq!(strtoul_exact(b"0x10", 0), Some(16));
+        assert_eq!(strtoul_exact(b" +010", 0), Some(8));
+        assert_eq!(strtoul_exact(b"18446744073709551615", 10), Some(u64::MAX));
+        for bad in [
+            &b""[..],
+            b"1x",
+            b"-1",
+            b"18446744073709551616",
+            b"0x",
+            b"08",
+            b"++5",
+            b"0x+5",
+        ] {
+            assert_eq!(strtoul_exact(bad, 0), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn strict_atol_as_procps() {
+        assert_eq!(strict_atol(b"12"), Some(12));
+        assert_eq!(strict_atol(b"-12"), Some(-12));
+        assert_eq!(strict_atol(b"+0"), Some(0));
+        assert_eq!(strict_atol(b""), Some(0));
+        assert_eq!(strict_atol(b"1x"), None);
+        assert_eq!(strict_atol(b" 1"), None);
+        assert_eq!(strict_atol(b"922337203685477580"), Some(922337203685477580));
+        // A digit after LONG_MAX / 10 is refused, though the number would fit.
+        assert_eq!(strict_atol(b"9223372036854775800"), None);
+        assert_eq!(strict_atol(b"99999999999999999999"), None);
     }
 }

@@ -7,10 +7,11 @@
 //! crate), so scripts written for those tools keep working.
 //!
 //! This crate owns argument parsing and output of the tools. It leaves the wire format to
-//! `taskdiag_proto`, backends to `taskdiag`, and process-wide concerns (argv[0] dispatch, the
+//! `taskdiag_proto`, backends to `taskdiag`, and process-wide concerns (`argv[0]` dispatch, the
 //! exit status of a broken pipe) to the `taskdiag` binary.
 
 pub mod cnum;
+pub mod getopt;
 pub mod names;
 pub mod pgrep;
 pub mod ps;
@@ -23,4 +24,18 @@ pub mod top;
 /// Prints `prog: msg` on standard error, as the tools report problems.
 pub fn warn(prog: &str, msg: impl std::fmt::Display) {
     eprintln!("{prog}: {msg}");
+}
+
+/// C's `strerror` text for an error number, as the C tools print it ("No such process",
+/// "Unknown error 999"), without Rust's " (os error N)".
+pub fn strerror(errno: i32) -> String {
+    let mut buf = [0 as libc::c_char; 256];
+    // SAFETY: `buf` is writable for its length; the XSI strerror_r NUL-terminates it.
+    let rc = unsafe { libc::strerror_r(errno, buf.as_mut_ptr(), buf.len()) };
+    if rc != 0 {
+        return format!("Unknown error {errno}");
+    }
+    // SAFETY: strerror_r succeeded and wrote a NUL-terminated string into `buf`.
+    let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    s.to_string_lossy().into_owned()
 }

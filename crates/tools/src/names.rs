@@ -7,6 +7,8 @@
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 
+use taskdiag_procfs::system::{parse_tty_drivers, TtyDriver};
+
 /// Longest user or group name procps prints as a name (longer ones print as numbers).
 const NAME_MAX: usize = 32;
 
@@ -136,13 +138,6 @@ pub fn encode_dev(rdev: u64) -> u32 {
     (min & 0xff) | (maj << 8) | ((min & !0xff) << 12)
 }
 
-struct Driver {
-    name: String,
-    devfs: bool,
-    major: u32,
-    minors: (u32, u32),
-}
-
 /// Which prefixes to strip from a terminal name.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Abbrev {
@@ -155,7 +150,7 @@ pub enum Abbrev {
 /// Terminal names for `tty_nr` values, like procps' `dev_to_tty`.
 #[derive(Default)]
 pub struct Ttys {
-    drivers: Option<Vec<Driver>>,
+    drivers: Option<Vec<TtyDriver>>,
     by_dev: HashMap<u32, Option<String>>,
 }
 
@@ -165,44 +160,11 @@ impl Ttys {
         Self::default()
     }
 
-    fn drivers(&mut self) -> &[Driver] {
+    fn drivers(&mut self) -> &[TtyDriver] {
         self.drivers.get_or_insert_with(|| {
-            let text = std::fs::read_to_string("/proc/tty/drivers").unwrap_or_default();
-            let mut v = Vec::new();
+            let text = std::fs::read("/proc/tty/drivers").unwrap_or_default();
             // procps prepends each line to a list, so later lines are searched first.
-            for line in text.lines() {
-                let Some(at) = line.find(" /dev/") else {
-                    continue;
-                };
-                let mut rest = line[at + 6..].split_whitespace();
-                let (Some(mut name), Some(major), Some(minors)) =
-                    (rest.next(), rest.next(), rest.next())
-                else {
-                    continue;
-                };
-                let devfs = name.len() >= 3 && name.ends_with("%d");
-                if devfs {
-                    name = &name[..name.len() - 2];
-                }
-                let name: String = name.chars().take(15).collect();
-                let Ok(major) = major.parse() else { continue };
-                let minors = match minors.split_once('-') {
-                    Some((a, b)) => match (a.parse(), b.parse()) {
-                        (Ok(a), Ok(b)) => (a, b),
-                        _ => continue,
-                    },
-                    None => match minors.parse() {
-                        Ok(a) => (a, a),
-                        Err(_) => continue,
-                    },
-                };
-                v.push(Driver {
-                    name,
-                    devfs,
-                    major,
-                    minors,
-                });
-            }
+            let mut v = parse_tty_drivers(&text);
             v.reverse();
             v
         })
@@ -302,8 +264,14 @@ impl Ttys {
     }
 }
 
+/// `stat(2)` of a path: (st_mode, st_rdev) when it exists.
 fn stat_dev(path: &str) -> Option<(u32, u64)> {
-    crate::snapshot::stat_dev(path)
+    let c = CString::new(path).ok()?;
+    // SAFETY: an all-zero `stat` is a valid value for the out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and `st` is a valid, writable stat buffer.
+    let r = unsafe { libc::stat(c.as_ptr(), &mut st) };
+    (r == 0).then_some((st.st_mode, st.st_rdev))
 }
 
 fn matches(rdev: u64, maj: u32, min: u32) -> bool {

@@ -1,5 +1,6 @@
-//! Signals for `taskdiag pkill` and `top`: signal names as procps spells them, and delivery
-//! through pidfds so that a pid reused since the snapshot is never signalled.
+//! Signals for `taskdiag pkill` and `top`: the one table of signal names, read as procps reads
+//! them, and delivery through pidfds so that a pid reused since the snapshot is never
+//! signalled.
 //!
 //! Delivery opens a pidfd for the pid (`pidfd_open`), then checks that the process holding
 //! the pid *after* the pidfd was opened is still the one the snapshot saw (same start time).
@@ -11,14 +12,17 @@
 
 use std::collections::HashMap;
 
-use crate::cnum::strtol;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use taskdiag_procfs::parse::parse_stat;
+
+use crate::cnum::strtol;
 
 /// `si_code` of a signal sent with `sigqueue` (SI_QUEUE in <asm-generic/siginfo.h>).
 const SI_QUEUE: i32 = -1;
 
-/// Signal names procps knows (without "SIG"), with their numbers on Linux.
+/// Signal names procps knows (without "SIG"), with their numbers on Linux, in procps' order.
 const SIGNALS: &[(&str, i32)] = &[
     ("ABRT", libc::SIGABRT),
     ("ALRM", libc::SIGALRM),
@@ -51,10 +55,15 @@ const SIGNALS: &[(&str, i32)] = &[
     ("WINCH", libc::SIGWINCH),
     ("XCPU", libc::SIGXCPU),
     ("XFSZ", libc::SIGXFSZ),
+    // Other names for three of them, which procps accepts too.
+    ("CLD", libc::SIGCHLD),
+    ("IO", libc::SIGPOLL),
+    ("IOT", libc::SIGABRT),
 ];
 
-/// A signal name or number as procps reads it (`HUP`, `SIGHUP`, `hup`, `1`, `RTMIN+2`,
-/// `CLD`, `IO`, `IOT`, `EXIT`/`NULL` for 0); -1 when it is not one.
+/// A signal name or number as procps reads it (`signal_name_to_number`, which pkill and top's
+/// `k` command use): `HUP`, `SIGHUP`, `hup`, `1`, `RTMIN+2`, `CLD`, `IO`, `IOT`, `EXIT`/`NULL`
+/// for 0; -1 when it is not one.
 pub fn signal_number(name: &[u8]) -> i32 {
     let rtmin = i64::from(libc::SIGRTMIN());
     let mut name = name;
@@ -62,15 +71,6 @@ pub fn signal_number(name: &[u8]) -> i32 {
         name = &name[3..];
     }
     let is = |s: &str| name.eq_ignore_ascii_case(s.as_bytes());
-    if is("CLD") {
-        return libc::SIGCHLD;
-    }
-    if is("IO") {
-        return libc::SIGPOLL;
-    }
-    if is("IOT") {
-        return libc::SIGABRT;
-    }
     if let Some(&(_, n)) = SIGNALS.iter().find(|(s, _)| is(s)) {
         return n;
     }
@@ -167,10 +167,7 @@ pub fn pidfd_send(fd: &OwnedFd, sig: i32, queue: Option<i32>) -> io::Result<()> 
 /// /proc/PID/stat; `None` if there is none.
 pub fn proc_start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let close = stat.iter().rposition(|&c| c == b')')?;
-    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
-    // After the name: state is field 3, starttime field 22.
-    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+    parse_stat(&stat).ok().map(|s| s.starttime)
 }
 
 /// Whether /proc shows this process's own pid namespace (so /proc/PID is the process
@@ -255,6 +252,25 @@ mod tests {
         assert_eq!(signal_number(b"93"), 93);
         assert_eq!(signal_number(b"94"), -1);
         assert_eq!(signal_number(b"-5"), -5);
+    }
+
+    #[test]
+    fn every_name_of_the_table_reads_back_in_any_spelling() {
+        for &(name, n) in SIGNALS {
+            assert!((1..32).contains(&n), "{name}");
+            assert_eq!(
+                SIGNALS.iter().filter(|(m, _)| *m == name).count(),
+                1,
+                "{name}"
+            );
+            for spelled in [
+                name.to_string(),
+                format!("SIG{name}"),
+                format!("sig{}", name.to_lowercase()),
+            ] {
+                assert_eq!(signal_number(spelled.as_bytes()), n, "{spelled}");
+            }
+        }
     }
 
     struct Child(std::process::Child);

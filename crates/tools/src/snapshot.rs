@@ -1,6 +1,6 @@
 //! One look at the tasks: a batched dump decoded into [`Task`] records, plus the few
-//! machine-wide values (clock ticks, page size, total memory, boot time, uptime) that turn
-//! those records into what procps prints.
+//! machine-wide values (clock ticks, page size, total memory, boot time, uptime, pid length)
+//! that turn those records into what procps prints.
 //!
 //! The backend comes from `TASKDIAG_BACKEND` (a `taskdiag::BackendKind` name: `auto`, `bpf`,
 //! `daemon` or `procfs`; default `auto`: BPF when this process may load it, else the daemon,
@@ -10,7 +10,6 @@
 //!
 //! Reading the records is `taskdiag`'s job; what the tools make of them is theirs.
 
-use std::ffi::CString;
 use std::io;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -81,16 +80,8 @@ pub struct Machine {
     pub boot_time: u64,
 }
 
-fn read_file(path: &'static str) -> Result<String, Error> {
-    std::fs::read_to_string(path).map_err(|source| Error::Read { path, source })
-}
-
-/// The number after `key` on the line starting with `key` in `text`.
-fn field(text: &str, key: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
+fn read_file(path: &'static str) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|source| Error::Read { path, source })
 }
 
 impl Machine {
@@ -98,18 +89,18 @@ impl Machine {
     pub fn read() -> Result<Machine, Error> {
         // SAFETY: sysconf has no memory-safety preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        let meminfo = read_file("/proc/meminfo")?;
+        let meminfo = taskdiag_procfs::system::parse_meminfo(&read_file("/proc/meminfo")?);
         let stat = read_file("/proc/stat")?;
         Ok(Machine {
             hz: clock_ticks(),
             page_size: u64::try_from(page).ok().filter(|&p| p > 0).unwrap_or(4096),
-            mem_total_kib: field(&meminfo, "MemTotal:").ok_or(Error::Parse {
+            mem_total_kib: meminfo.mem_total.ok_or(Error::Parse {
                 path: "/proc/meminfo",
                 what: "no MemTotal line",
             })?,
-            boot_time: field(&stat, "btime ").ok_or(Error::Parse {
+            boot_time: taskdiag_procfs::system::boot_time(&stat).map_err(|e| Error::Parse {
                 path: "/proc/stat",
-                what: "no btime line",
+                what: e.what,
             })?,
         })
     }
@@ -120,24 +111,20 @@ impl Machine {
     }
 }
 
-/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`, USER_HZ; 100 if it cannot be read).
-pub fn clock_ticks() -> u64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
-}
+pub use taskdiag_procfs::clock_ticks;
 
 /// Seconds since boot as /proc/uptime reports them (centisecond resolution), the clock
 /// procps measures elapsed times and %CPU against.
 pub fn uptime() -> Result<f64, Error> {
-    let text = read_file("/proc/uptime")?;
-    text.split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .ok_or(Error::Parse {
-            path: "/proc/uptime",
-            what: "not a number",
-        })
+    let path = "/proc/uptime";
+    taskdiag_procfs::system::parse_uptime(&read_file(path)?)
+        .map_err(|e| Error::Parse { path, what: e.what })
+}
+
+/// How many characters the largest pid can have (`procps_pid_length`: the length of
+/// /proc/sys/kernel/pid_max); `None` when that cannot be read.
+pub fn pid_length() -> Option<usize> {
+    taskdiag_procfs::system::pid_length(&std::fs::read("/proc/sys/kernel/pid_max").ok()?)
 }
 
 /// Seconds since the epoch, now.
@@ -297,16 +284,6 @@ pub fn proc_file(pid: u32, name: &str) -> Option<Vec<u8>> {
     std::fs::read(format!("/proc/{pid}/{name}")).ok()
 }
 
-/// `stat(2)` of a path: (st_mode, st_rdev) when it exists.
-pub fn stat_dev(path: &str) -> Option<(u32, u64)> {
-    let c = CString::new(path).ok()?;
-    // SAFETY: an all-zero `stat` is a valid value for the out-parameter.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is NUL-terminated and `st` is a valid, writable stat buffer.
-    let r = unsafe { libc::stat(c.as_ptr(), &mut st) };
-    (r == 0).then_some((st.st_mode, st.st_rdev))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,6 +320,7 @@ mod tests {
         assert!(m.hz >= 100 && m.page_size >= 4096 && m.mem_total_kib > 0);
         assert!(m.boot_time > 1_000_000_000 && (m.boot_time as i64) < now());
         assert!(uptime().expect("uptime") > 0.0);
+        assert!(pid_length().expect("pid_max") >= 3);
     }
 
     #[test]
@@ -352,12 +330,5 @@ mod tests {
             e.to_string(),
             "TASKDIAG_BACKEND=\"bfp\": expected auto, bpf, daemon or procfs"
         );
-    }
-
-    #[test]
-    fn field_finds_the_number_after_a_key() {
-        assert_eq!(field("a 1\nMemTotal:  24 kB\n", "MemTotal:"), Some(24));
-        assert_eq!(field("btime 17\n", "btime "), Some(17));
-        assert_eq!(field("x 1\n", "btime "), None);
     }
 }

@@ -1,8 +1,8 @@
 //! The command line of `pgrep` and `pkill`, read as procps-ng 4.0.2 reads it: GNU
-//! `getopt_long` (options anywhere, clustered short options, unique prefixes of long ones,
-//! `--` ending options, `POSIXLY_CORRECT`), pkill's `-SIGNAL` taken out of the arguments
-//! first, lists split at commas, user and group names looked up, and the same messages and
-//! exit statuses for everything wrong.
+//! `getopt_long` ([`crate::getopt`]: options anywhere, clustered short options, unique
+//! prefixes of long ones, `--` ending options, `POSIXLY_CORRECT`), pkill's `-SIGNAL` taken
+//! out of the arguments first, lists split at commas, user and group names looked up, and the
+//! same messages and exit statuses for everything wrong.
 //!
 //! The result is an [`Opts`]; selecting and signalling processes is left to the caller.
 //! Messages go to standard error as soon as a problem is found, as procps prints them.
@@ -12,7 +12,8 @@ use std::io::{Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::OpenOptionsExt;
 
-use crate::cnum::{atoi, is_space};
+use crate::cnum::{atoi, is_space, strict_atol, strtoul};
+use crate::getopt::{Getopt, HasArg, LongOpt};
 use crate::signal::signal_number;
 
 /// Exit status of a usage error.
@@ -246,14 +247,10 @@ const NS_OPT: u32 = 257;
 const NSLIST_OPT: u32 = 258;
 const CGROUP_OPT: u32 = 259;
 
-struct LongOpt {
-    name: &'static str,
-    arg: bool,
-    code: u32,
-}
-
+/// A long option that takes an argument (`arg`) or none.
 const fn lo(name: &'static str, arg: bool, code: u32) -> LongOpt {
-    LongOpt { name, arg, code }
+    let has_arg = if arg { HasArg::Required } else { HasArg::No };
+    LongOpt::new(name, has_arg, code)
 }
 
 /// procps 4.0.2's long options, in its order (which ambiguity messages list).
@@ -299,13 +296,6 @@ fn shortopts(mode: Mode) -> &'static [u8] {
     }
 }
 
-/// Whether `c` is a short option of `mode`, and whether it takes an argument.
-fn short_spec(mode: Mode, c: u8) -> Option<bool> {
-    let s = shortopts(mode);
-    let i = s.iter().position(|&x| x == c && x != b':')?;
-    Some(s.get(i + 1) == Some(&b':'))
-}
-
 /// Writes raw bytes to standard error (messages may quote arguments that are not UTF-8).
 pub fn err_bytes(parts: &[&[u8]]) {
     let mut e = std::io::stderr().lock();
@@ -342,217 +332,6 @@ fn usage(mode: Mode, to_stdout: bool) -> Parsed {
         err_bytes(&[text.as_bytes()]);
         Parsed::Exit(EXIT_USAGE)
     }
-}
-
-/// One step of getopt.
-enum Got {
-    /// An option: its code and argument.
-    Opt(u32, Option<Vec<u8>>),
-    /// An unknown option or a missing argument (getopt's '?'), already reported.
-    Bad,
-}
-
-/// GNU getopt_long over `args` (argv without argv[0]).
-struct Getopt<'a> {
-    mode: Mode,
-    args: &'a [Vec<u8>],
-    /// Next element of `args` to look at.
-    idx: usize,
-    /// Position inside a cluster of short options (0: not in one).
-    sub: usize,
-    /// Arguments that are not options, in order.
-    operands: Vec<Vec<u8>>,
-    posix: bool,
-}
-
-impl<'a> Getopt<'a> {
-    fn new(mode: Mode, args: &'a [Vec<u8>]) -> Self {
-        Getopt {
-            mode,
-            args,
-            idx: 0,
-            sub: 0,
-            operands: Vec::new(),
-            posix: std::env::var_os("POSIXLY_CORRECT").is_some(),
-        }
-    }
-
-    fn prog(&self) -> &'static [u8] {
-        self.mode.prog().as_bytes()
-    }
-
-    fn next(&mut self) -> Option<Got> {
-        loop {
-            if self.sub > 0 {
-                return Some(self.short());
-            }
-            let a = self.args.get(self.idx)?;
-            if a == b"--" {
-                self.idx += 1;
-                self.operands.extend(self.args[self.idx..].iter().cloned());
-                self.idx = self.args.len();
-                return None;
-            }
-            if a.starts_with(b"--") {
-                self.idx += 1;
-                return Some(self.long(&a[2..]));
-            }
-            if a.len() > 1 && a[0] == b'-' {
-                self.sub = 1;
-                continue;
-            }
-            // An operand.
-            if self.posix {
-                self.operands.extend(self.args[self.idx..].iter().cloned());
-                self.idx = self.args.len();
-                return None;
-            }
-            self.operands.push(a.clone());
-            self.idx += 1;
-        }
-    }
-
-    fn short(&mut self) -> Got {
-        let a = &self.args[self.idx];
-        let c = a[self.sub];
-        self.sub += 1;
-        let at_end = self.sub >= a.len();
-        let spec = if c == b':' {
-            None
-        } else {
-            short_spec(self.mode, c)
-        };
-        let Some(takes_arg) = spec else {
-            if at_end {
-                self.sub = 0;
-                self.idx += 1;
-            }
-            err_bytes(&[self.prog(), b": invalid option -- '", &[c], b"'\n"]);
-            return Got::Bad;
-        };
-        if !takes_arg {
-            if at_end {
-                self.sub = 0;
-                self.idx += 1;
-            }
-            return Got::Opt(u32::from(c), None);
-        }
-        if !at_end {
-            let v = a[self.sub..].to_vec();
-            self.sub = 0;
-            self.idx += 1;
-            return Got::Opt(u32::from(c), Some(v));
-        }
-        self.sub = 0;
-        self.idx += 1;
-        match self.args.get(self.idx) {
-            Some(v) => {
-                self.idx += 1;
-                Got::Opt(u32::from(c), Some(v.clone()))
-            }
-            None => {
-                err_bytes(&[
-                    self.prog(),
-                    b": option requires an argument -- '",
-                    &[c],
-                    b"'\n",
-                ]);
-                Got::Bad
-            }
-        }
-    }
-
-    fn long(&mut self, body: &[u8]) -> Got {
-        let (name, value) = match body.iter().position(|&c| c == b'=') {
-            Some(i) => (&body[..i], Some(body[i + 1..].to_vec())),
-            None => (body, None),
-        };
-        let found = match LONGOPTS.iter().find(|o| o.name.as_bytes() == name) {
-            Some(o) => o,
-            None => {
-                let cands: Vec<&LongOpt> = LONGOPTS
-                    .iter()
-                    .filter(|o| o.name.as_bytes().starts_with(name))
-                    .collect();
-                match cands.as_slice() {
-                    [] => {
-                        err_bytes(&[self.prog(), b": unrecognized option '--", body, b"'\n"]);
-                        return Got::Bad;
-                    }
-                    [one] => *one,
-                    many => {
-                        let mut msg = Vec::new();
-                        msg.extend_from_slice(self.prog());
-                        msg.extend_from_slice(b": option '--");
-                        msg.extend_from_slice(name);
-                        msg.extend_from_slice(b"' is ambiguous; possibilities:");
-                        for o in many {
-                            msg.extend_from_slice(b" '--");
-                            msg.extend_from_slice(o.name.as_bytes());
-                            msg.push(b'\'');
-                        }
-                        msg.push(b'\n');
-                        err_bytes(&[&msg]);
-                        return Got::Bad;
-                    }
-                }
-            }
-        };
-        match (found.arg, value) {
-            (false, Some(_)) => {
-                err_bytes(&[
-                    self.prog(),
-                    b": option '--",
-                    found.name.as_bytes(),
-                    b"' doesn't allow an argument\n",
-                ]);
-                Got::Bad
-            }
-            (false, None) => Got::Opt(found.code, None),
-            (true, Some(v)) => Got::Opt(found.code, Some(v)),
-            (true, None) => match self.args.get(self.idx) {
-                Some(v) => {
-                    self.idx += 1;
-                    Got::Opt(found.code, Some(v.clone()))
-                }
-                None => {
-                    err_bytes(&[
-                        self.prog(),
-                        b": option '--",
-                        found.name.as_bytes(),
-                        b"' requires an argument\n",
-                    ]);
-                    Got::Bad
-                }
-            },
-        }
-    }
-}
-
-/// procps' `strict_atol`: an optional sign and digits only ("" is 0); `None` otherwise or
-/// on overflow.
-pub fn strict_atol(s: &[u8]) -> Option<i64> {
-    let (neg, digits) = match s.first() {
-        Some(b'+') => (false, &s[1..]),
-        Some(b'-') => (true, &s[1..]),
-        _ => (false, s),
-    };
-    let mut res: i64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        if res >= i64::MAX / 10 {
-            return None;
-        }
-        res *= 10;
-        let d = i64::from(c - b'0');
-        if res >= i64::MAX - d {
-            return None;
-        }
-        res += d;
-    }
-    Some(if neg { -res } else { res })
 }
 
 /// Why a list could not be read.
@@ -638,27 +417,10 @@ fn read_pidfile(path: &[u8], lock: bool) -> Option<i64> {
         return None;
     }
     let s = &buf[..n];
-    // strtoul: blanks, a sign, digits; a minus negates modulo 2^64.
-    let mut i = 0;
-    while i < s.len() && is_space(s[i]) {
-        i += 1;
-    }
-    let mut neg = false;
-    if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
-        neg = s[i] == b'-';
-        i += 1;
-    }
-    let start = i;
-    let mut v: u64 = 0;
-    while i < s.len() && s[i].is_ascii_digit() {
-        v = v.wrapping_mul(10).wrapping_add(u64::from(s[i] - b'0'));
-        i += 1;
-    }
-    if i == start {
+    // strtoul: blanks, a sign, digits (11 bytes cannot overflow); a minus negates modulo 2^64.
+    let (v, i) = strtoul(s, 10);
+    if i == 0 {
         return None;
-    }
-    if neg {
-        v = v.wrapping_neg();
     }
     // Stored into an int.
     let pid = v as u32 as i32;
@@ -721,7 +483,8 @@ pub fn parse(mode: Mode, args: &[OsString]) -> Parsed {
     let mut criteria = 0usize;
     let mut pidfile: Option<Vec<u8>> = None;
     let mut lock = 0usize;
-    let mut g = Getopt::new(mode, &args);
+    let posixly = std::env::var_os("POSIXLY_CORRECT").is_some();
+    let mut g = Getopt::new(&args, shortopts(mode), LONGOPTS, posixly);
     macro_rules! list {
         ($arg:expr, $conv:expr) => {
             match split_list(&$arg, $conv) {
@@ -731,10 +494,15 @@ pub fn parse(mode: Mode, args: &[OsString]) -> Parsed {
             }
         };
     }
-    while let Some(got) = g.next() {
+    for got in g.by_ref() {
         let (code, arg) = match got {
-            Got::Opt(c, a) => (c, a.unwrap_or_default()),
-            Got::Bad => return usage(mode, false),
+            Ok((c, a)) => (c, a.map(<[u8]>::to_vec).unwrap_or_default()),
+            Err(e) => {
+                let mut m = e.message(mode.prog());
+                m.push(b'\n');
+                err_bytes(&[&m]);
+                return usage(mode, false);
+            }
         };
         match code {
             SIGNAL_OPT => {
@@ -872,7 +640,7 @@ pub fn parse(mode: Mode, args: &[OsString]) -> Parsed {
             },
         }
     }
-    let operands = std::mem::take(&mut g.operands);
+    let operands = g.operands();
     if lock > 0 && pidfile.is_none() {
         let mut m = b"-L without -F makes no sense".to_vec();
         m.extend(try_help(mode));
@@ -891,7 +659,7 @@ pub fn parse(mode: Mode, args: &[OsString]) -> Parsed {
         }
     }
     match operands.len() {
-        1 => o.pattern = operands.into_iter().next(),
+        1 => o.pattern = Some(operands[0].to_vec()),
         0 if criteria == 0 => {
             let mut m = b"no matching criteria specified".to_vec();
             m.extend(try_help(mode));
@@ -1000,12 +768,6 @@ mod tests {
 
     #[test]
     fn lists_and_numbers() {
-        assert_eq!(strict_atol(b"12"), Some(12));
-        assert_eq!(strict_atol(b"-12"), Some(-12));
-        assert_eq!(strict_atol(b"+0"), Some(0));
-        assert_eq!(strict_atol(b""), Some(0));
-        assert_eq!(strict_atol(b"1x"), None);
-        assert_eq!(strict_atol(b"99999999999999999999"), None);
         let o = run(Mode::Pgrep, &["-u", "root,5,", "-U", "0", "-G", "root"]).expect("ok");
         assert_eq!(o.euid, Some(vec![0, 5, 0]));
         assert_eq!(o.ruid, Some(vec![0]));

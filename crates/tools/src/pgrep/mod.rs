@@ -25,6 +25,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 
 use taskdiag::Group;
+use taskdiag_procfs::parse::cgroup_v2_paths;
 
 use self::args::{Mode, Opts, Parsed, EXIT_FATAL, EXIT_USAGE, NAMESPACES};
 use self::kill::{Holder, Outcome};
@@ -85,17 +86,8 @@ fn in_cgroups(tgid: u32, tid: u32, threads: bool, paths: &[Vec<u8>]) -> bool {
     let Ok(data) = std::fs::read(file) else {
         return false;
     };
-    for line in data.split(|&c| c == b'\n' || c == 0) {
-        if line.is_empty() {
-            break;
-        }
-        if let Some(path) = line.strip_prefix(b"0::") {
-            if paths.iter().any(|p| p == path) {
-                return true;
-            }
-        }
-    }
-    false
+    let found = cgroup_v2_paths(&data).any(|path| paths.iter().any(|p| p == path));
+    found
 }
 
 /// procps' "long simple match" test: more than 15 bytes and no `|` or `[`.
@@ -297,18 +289,8 @@ impl Selector<'_> {
 
 /// C's `strerror` text for an error (without Rust's "(os error N)").
 fn strerror(e: &io::Error) -> String {
-    let Some(n) = e.raw_os_error() else {
-        return e.to_string();
-    };
-    let mut buf = [0 as libc::c_char; 256];
-    // SAFETY: `buf` is writable for its length; the XSI strerror_r NUL-terminates it.
-    let rc = unsafe { libc::strerror_r(n, buf.as_mut_ptr(), buf.len()) };
-    if rc != 0 {
-        return format!("Unknown error {n}");
-    }
-    // SAFETY: strerror_r succeeded and wrote a NUL-terminated string into `buf`.
-    let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
-    s.to_string_lossy().into_owned()
+    e.raw_os_error()
+        .map_or_else(|| e.to_string(), crate::strerror)
 }
 
 /// Writes the output; a closed pipe is not an error, others are reported as procps does

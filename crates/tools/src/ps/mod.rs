@@ -20,6 +20,7 @@ use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 
 use taskdiag::Group;
+use taskdiag_procfs::parse::parse_stat;
 
 use self::args::{ArgError, Env, Heading, Opts, SelKind};
 use self::output::{Ctx, Printer, Row, FOREST_MAX};
@@ -144,40 +145,19 @@ fn gather_env(pid_width: i32) -> Env {
     }
 }
 
-/// Our own controlling terminal (tty_nr of /proc/self/stat).
+/// Our own controlling terminal (tty_nr of /proc/self/stat; 0 if it cannot be read).
 fn own_tty() -> u32 {
-    let Ok(stat) = std::fs::read("/proc/self/stat") else {
-        return 0;
-    };
-    let Some(close) = stat.iter().rposition(|&c| c == b')') else {
-        return 0;
-    };
-    let fields: Vec<&[u8]> = stat[close + 1..]
-        .split(|&c| c == b' ')
-        .filter(|f| !f.is_empty())
-        .collect();
-    fields
-        .get(4)
-        .and_then(|f| std::str::from_utf8(f).ok())
-        .and_then(|f| f.parse::<i64>().ok())
-        .map(|v| v as u32)
-        .unwrap_or(0)
-}
-
-/// Digits of /proc/sys/kernel/pid_max (procps_pid_length).
-fn pid_length() -> i32 {
-    std::fs::read_to_string("/proc/sys/kernel/pid_max")
-        .map(|s| s.trim_end_matches('\n').len() as i32)
+    std::fs::read("/proc/self/stat")
         .ok()
-        .filter(|&n| n > 0)
-        .unwrap_or(5)
+        .and_then(|stat| parse_stat(&stat).ok())
+        .map_or(0, |s| s.tty_nr)
 }
 
 /// Runs `taskdiag ps` with `args` (without the program name); returns the exit status.
 pub fn ps_main(args: &[OsString]) -> i32 {
     let utf8 = crate::text::init_locale();
     let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
-    let env = gather_env(pid_length());
+    let env = gather_env(snapshot::pid_length().map_or(5, |n| n as i32));
     let o = match args::parse(&args, &env) {
         Ok(o) => o,
         Err(ArgError::Procps(m)) => {

@@ -1,14 +1,13 @@
-//! Command-line parsing for `taskdiag pstree`: psmisc 23.6's options with GNU `getopt_long`
-//! rules (clustered short options, unambiguous prefixes of long options, options after the
-//! operand, `--`), its error messages and its exit statuses.
+//! Command-line parsing for `taskdiag pstree`: psmisc 23.6's options, read with GNU
+//! `getopt_long` ([`crate::getopt`]: clustered short options, unambiguous prefixes of long
+//! options, options after the operand, `--`), its error messages and its exit statuses.
 //!
 //! This module only turns arguments into [`Opts`]; it reads nothing from the system except
 //! through the [`Env`] it is given (terminal capabilities for `-h`/`-H`, user names for a USER
 //! operand). Building and printing the tree is left to the other modules.
 
-use std::fmt::Write as _;
-
 use super::term::Caps;
+use crate::getopt::{Getopt, HasArg, LongOpt};
 
 /// Line-drawing characters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,46 +104,36 @@ pub struct Env<'a> {
     pub user_uid: &'a dyn Fn(&[u8]) -> Option<u32>,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum HasArg {
-    No,
-    Yes,
-}
+/// The code of `--help` (ours; psmisc has none).
+const HELP: u32 = 1;
 
-/// Long options: (name, short equivalent, argument). `help` is ours; psmisc has none.
-const LONG: &[(&str, char, HasArg)] = &[
-    ("arguments", 'a', HasArg::No),
-    ("ascii", 'A', HasArg::No),
-    ("compact-not", 'c', HasArg::No),
-    ("color", 'C', HasArg::Yes),
-    ("vt100", 'G', HasArg::No),
-    ("highlight-all", 'h', HasArg::No),
-    ("highlight-pid", 'H', HasArg::Yes),
-    ("long", 'l', HasArg::No),
-    ("numeric-sort", 'n', HasArg::No),
-    ("ns-sort", 'N', HasArg::Yes),
-    ("show-pids", 'p', HasArg::No),
-    ("show-pgids", 'g', HasArg::No),
-    ("show-parents", 's', HasArg::No),
-    ("ns-changes", 'S', HasArg::No),
-    ("thread-names", 't', HasArg::No),
-    ("hide-threads", 'T', HasArg::No),
-    ("uid-changes", 'u', HasArg::No),
-    ("unicode", 'U', HasArg::No),
-    ("version", 'V', HasArg::No),
-    ("security-context", 'Z', HasArg::No),
-    ("help", '\u{1}', HasArg::No),
+/// psmisc 23.6's long options, in its order (which ambiguity messages list), and `--help`.
+const LONG: &[LongOpt] = &[
+    LongOpt::new("arguments", HasArg::No, b'a' as u32),
+    LongOpt::new("ascii", HasArg::No, b'A' as u32),
+    LongOpt::new("compact-not", HasArg::No, b'c' as u32),
+    LongOpt::new("color", HasArg::Required, b'C' as u32),
+    LongOpt::new("vt100", HasArg::No, b'G' as u32),
+    LongOpt::new("highlight-all", HasArg::No, b'h' as u32),
+    LongOpt::new("highlight-pid", HasArg::Required, b'H' as u32),
+    LongOpt::new("long", HasArg::No, b'l' as u32),
+    LongOpt::new("numeric-sort", HasArg::No, b'n' as u32),
+    LongOpt::new("ns-sort", HasArg::Required, b'N' as u32),
+    LongOpt::new("show-pids", HasArg::No, b'p' as u32),
+    LongOpt::new("show-pgids", HasArg::No, b'g' as u32),
+    LongOpt::new("show-parents", HasArg::No, b's' as u32),
+    LongOpt::new("ns-changes", HasArg::No, b'S' as u32),
+    LongOpt::new("thread-names", HasArg::No, b't' as u32),
+    LongOpt::new("hide-threads", HasArg::No, b'T' as u32),
+    LongOpt::new("uid-changes", HasArg::No, b'u' as u32),
+    LongOpt::new("unicode", HasArg::No, b'U' as u32),
+    LongOpt::new("version", HasArg::No, b'V' as u32),
+    LongOpt::new("security-context", HasArg::No, b'Z' as u32),
+    LongOpt::new("help", HasArg::No, HELP),
 ];
 
-/// Short options and whether they take an argument.
-fn short(c: u8) -> Option<HasArg> {
-    match c {
-        b'C' | b'H' | b'N' => Some(HasArg::Yes),
-        b'a' | b'A' | b'c' | b'G' | b'h' | b'n' | b'p' | b'g' | b'l' | b's' | b'S' | b't'
-        | b'T' | b'u' | b'U' | b'V' | b'Z' => Some(HasArg::No),
-        _ => None,
-    }
-}
+/// Short options (getopt syntax).
+const SHORT: &[u8] = b"aAcC:GhH:nN:pglsStTuUVZ";
 
 const PROG: &str = "pstree";
 
@@ -161,145 +150,6 @@ fn fail(msg: String) -> Action {
         msg,
         usage: false,
         code: 1,
-    }
-}
-
-/// One option, decoded.
-enum Got<'a> {
-    Opt(char, Option<&'a [u8]>),
-    Err(Action),
-}
-
-/// GNU getopt_long over `args`: options in order, then the operands.
-struct Getopt<'a> {
-    args: &'a [Vec<u8>],
-    i: usize,
-    /// Position inside a cluster of short options (0: not in one).
-    sub: usize,
-    operands: Vec<&'a [u8]>,
-    posixly: bool,
-    done: bool,
-}
-
-impl<'a> Getopt<'a> {
-    fn next(&mut self) -> Option<Got<'a>> {
-        loop {
-            if self.sub > 0 {
-                return Some(self.short_at());
-            }
-            if self.done || self.i >= self.args.len() {
-                if self.i < self.args.len() {
-                    self.operands
-                        .extend(self.args[self.i..].iter().map(Vec::as_slice));
-                    self.i = self.args.len();
-                }
-                return None;
-            }
-            let a = &self.args[self.i];
-            if a.as_slice() == b"--" {
-                self.i += 1;
-                self.done = true;
-                continue;
-            }
-            if a.len() < 2 || a[0] != b'-' {
-                if self.posixly {
-                    self.done = true;
-                    continue;
-                }
-                self.operands.push(a);
-                self.i += 1;
-                continue;
-            }
-            if a[1] == b'-' {
-                self.i += 1;
-                return Some(self.long(&a[2..]));
-            }
-            self.sub = 1;
-        }
-    }
-
-    fn short_at(&mut self) -> Got<'a> {
-        let a = &self.args[self.i];
-        let c = a[self.sub];
-        self.sub += 1;
-        let at_end = self.sub >= a.len();
-        if at_end {
-            self.sub = 0;
-            self.i += 1;
-        }
-        let ch = char::from(c);
-        match short(c) {
-            None => Got::Err(usage_fail(format!(
-                "{PROG}: invalid option -- '{}'",
-                String::from_utf8_lossy(&[c])
-            ))),
-            Some(HasArg::No) => Got::Opt(ch, None),
-            Some(HasArg::Yes) => {
-                if !at_end {
-                    let v = &a[self.sub..];
-                    self.sub = 0;
-                    self.i += 1;
-                    Got::Opt(ch, Some(v))
-                } else if let Some(v) = self.args.get(self.i) {
-                    self.i += 1;
-                    Got::Opt(ch, Some(v))
-                } else {
-                    Got::Err(usage_fail(format!(
-                        "{PROG}: option requires an argument -- '{ch}'"
-                    )))
-                }
-            }
-        }
-    }
-
-    fn long(&mut self, body: &'a [u8]) -> Got<'a> {
-        let (name, value) = match body.iter().position(|&c| c == b'=') {
-            Some(p) => (&body[..p], Some(&body[p + 1..])),
-            None => (body, None),
-        };
-        let shown = String::from_utf8_lossy(body);
-        let found = match LONG.iter().find(|o| o.0.as_bytes() == name) {
-            Some(o) => *o,
-            None => {
-                let cands: Vec<_> = LONG
-                    .iter()
-                    .filter(|o| o.0.as_bytes().starts_with(name))
-                    .collect();
-                match cands.len() {
-                    0 => {
-                        return Got::Err(usage_fail(format!(
-                            "{PROG}: unrecognized option '--{shown}'"
-                        )))
-                    }
-                    1 => *cands[0],
-                    _ => {
-                        let mut m =
-                            format!("{PROG}: option '--{shown}' is ambiguous; possibilities:");
-                        for o in cands {
-                            let _ = write!(m, " '--{}'", o.0);
-                        }
-                        return Got::Err(usage_fail(m));
-                    }
-                }
-            }
-        };
-        let (lname, ch, has) = found;
-        match (has, value) {
-            (HasArg::No, Some(_)) => Got::Err(usage_fail(format!(
-                "{PROG}: option '--{lname}' doesn't allow an argument"
-            ))),
-            (HasArg::No, None) => Got::Opt(ch, None),
-            (HasArg::Yes, Some(v)) => Got::Opt(ch, Some(v)),
-            (HasArg::Yes, None) => match self.args.get(self.i) {
-                Some(v) => {
-                    self.i += 1;
-                    Got::Opt(ch, Some(v))
-                }
-                None => Got::Err(usage_fail(format!(
-                    "{PROG}: option '--{lname}' requires an argument"
-                ))),
-            },
-        }
     }
 }
 
@@ -334,21 +184,17 @@ pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
         caps: None,
         target: Target::Root,
     };
-    let mut g = Getopt {
-        args,
-        i: 0,
-        sub: 0,
-        operands: Vec::new(),
-        posixly: env.posixly_correct,
-        done: false,
-    };
-    while let Some(got) = g.next() {
-        let (c, val) = match got {
-            Got::Opt(c, v) => (c, v),
-            Got::Err(a) => return a,
+    let mut g = Getopt::new(args, SHORT, LONG, env.posixly_correct);
+    for got in g.by_ref() {
+        let (code, val) = match got {
+            Ok(o) => o,
+            Err(e) => return usage_fail(String::from_utf8_lossy(&e.message(PROG)).into_owned()),
         };
         let val = val.unwrap_or_default();
-        match c {
+        if code == HELP {
+            return Action::Help;
+        }
+        match char::from_u32(code).unwrap_or('?') {
             'a' => o.args = true,
             'A' => o.sym = Sym::Ascii,
             'c' => o.compact = false,
@@ -404,11 +250,10 @@ pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
             'U' => o.sym = Sym::Utf,
             'V' => return Action::Version,
             'Z' => return unsupported("-Z (--security-context, security attributes)"),
-            '\u{1}' => return Action::Help,
             _ => return usage_fail(String::new()),
         }
     }
-    match g.operands.as_slice() {
+    match g.operands() {
         [] => {}
         [one] => {
             if one.first().is_some_and(u8::is_ascii_digit) {
@@ -416,11 +261,7 @@ pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
                     return usage_fail(String::new());
                 }
                 // strtol saturates at LONG_MAX; the result is then stored in a pid_t.
-                let mut v: i64 = 0;
-                for d in one.iter() {
-                    v = v.saturating_mul(10).saturating_add(i64::from(d - b'0'));
-                }
-                o.target = Target::Pid(v as i32);
+                o.target = Target::Pid(crate::cnum::strtol(one, 10).0 as i32);
             } else {
                 match (env.user_uid)(one) {
                     Some(uid) => o.target = Target::User(uid),

@@ -4,8 +4,8 @@
 //! command lines are shown) from a backend opened once, so a refresh costs one dump and an
 //! O(n) merge with the previous snapshot for %CPU ([`model`]), whatever the number of tasks;
 //! user names are looked up once per user. Screen text follows procps-ng 4.0.2 top's default
-//! layout ([`format`]); batch mode (`-b`) prints it as procps does, the interactive screen
-//! ([`tui`]) draws it with ratatui and reads keys with crossterm.
+//! layout ([`format`](mod@format)); batch mode (`-b`) prints it as procps does, the
+//! interactive screen ([`tui`]) draws it with ratatui and reads keys with crossterm.
 //!
 //! This module owns the command line, the help text and the batch loop. Machine-wide
 //! figures come from [`sys`], signals and renicing from [`act`]. Reading tasks is
@@ -19,12 +19,14 @@ pub mod tui;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
 use taskdiag::Group;
 
 use self::format::{layout, RowCtx, Summary};
 use self::model::{Col, Deltas, Frame, SortCtx, UserSel};
+use crate::getopt::{Getopt, HasArg, LongOpt};
 use crate::snapshot::{self, Machine, Query, Source};
 
 /// `taskdiag top --help`.
@@ -199,62 +201,31 @@ pub enum Parsed {
     Exit(i32),
 }
 
-/// Whether an option takes an argument.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Arg {
-    No,
-    Required,
-    Optional,
-}
+/// procps top's short options (getopt syntax), with our `-v` for `-V`.
+const SHORT: &[u8] = b"bcd:E:e:Hhin:Oo:p:SsU:u:Vvw::1";
 
-const SHORT: &[(char, Arg)] = &[
-    ('b', Arg::No),
-    ('c', Arg::No),
-    ('d', Arg::Required),
-    ('E', Arg::Required),
-    ('e', Arg::Required),
-    ('H', Arg::No),
-    ('h', Arg::No),
-    ('i', Arg::No),
-    ('n', Arg::Required),
-    ('O', Arg::No),
-    ('o', Arg::Required),
-    ('p', Arg::Required),
-    ('S', Arg::No),
-    ('s', Arg::No),
-    ('U', Arg::Required),
-    ('u', Arg::Required),
-    ('V', Arg::No),
-    ('v', Arg::No),
-    ('w', Arg::Optional),
-    ('1', Arg::No),
+/// procps top's long options, in its order (which ambiguity messages list).
+const LONG: &[LongOpt] = &[
+    LongOpt::new("batch-mode", HasArg::No, b'b' as u32),
+    LongOpt::new("cmdline-toggle", HasArg::No, b'c' as u32),
+    LongOpt::new("delay", HasArg::Required, b'd' as u32),
+    LongOpt::new("scale-summary-mem", HasArg::Required, b'E' as u32),
+    LongOpt::new("scale-task-mem", HasArg::Required, b'e' as u32),
+    LongOpt::new("threads-show", HasArg::No, b'H' as u32),
+    LongOpt::new("help", HasArg::No, b'h' as u32),
+    LongOpt::new("idle-toggle", HasArg::No, b'i' as u32),
+    LongOpt::new("iterations", HasArg::Required, b'n' as u32),
+    LongOpt::new("list-fields", HasArg::No, b'O' as u32),
+    LongOpt::new("sort-override", HasArg::Required, b'o' as u32),
+    LongOpt::new("pid", HasArg::Required, b'p' as u32),
+    LongOpt::new("accum-time-toggle", HasArg::No, b'S' as u32),
+    LongOpt::new("secure-mode", HasArg::No, b's' as u32),
+    LongOpt::new("filter-any-user", HasArg::Required, b'U' as u32),
+    LongOpt::new("filter-only-euser", HasArg::Required, b'u' as u32),
+    LongOpt::new("version", HasArg::No, b'V' as u32),
+    LongOpt::new("width", HasArg::Optional, b'w' as u32),
+    LongOpt::new("single-cpu-toggle", HasArg::No, b'1' as u32),
 ];
-
-const LONG: &[(&str, char)] = &[
-    ("batch-mode", 'b'),
-    ("cmdline-toggle", 'c'),
-    ("delay", 'd'),
-    ("scale-summary-mem", 'E'),
-    ("scale-task-mem", 'e'),
-    ("threads-show", 'H'),
-    ("help", 'h'),
-    ("idle-toggle", 'i'),
-    ("iterations", 'n'),
-    ("list-fields", 'O'),
-    ("sort-override", 'o'),
-    ("pid", 'p'),
-    ("accum-time-toggle", 'S'),
-    ("secure-mode", 's'),
-    ("filter-any-user", 'U'),
-    ("filter-only-euser", 'u'),
-    ("version", 'V'),
-    ("width", 'w'),
-    ("single-cpu-toggle", '1'),
-];
-
-fn spec(c: char) -> Option<Arg> {
-    SHORT.iter().find(|(k, _)| *k == c).map(|(_, a)| *a)
-}
 
 /// procps' `mkfloat`: a float, with `.` and `,` both accepted as the decimal point.
 fn mkfloat(s: &str) -> Option<f32> {
@@ -266,261 +237,175 @@ fn mkfloat(s: &str) -> Option<f32> {
     (v.is_finite() && v < i32::MAX as f32).then_some(v)
 }
 
-/// procps' whole-number `mkfloat`: `strtol(s, 0)` over the whole string.
+/// procps' whole-number `mkfloat`: `strtol(s, 0)` over the whole string, below `INT_MAX`.
 fn mkwhole(s: &str) -> Option<i64> {
-    let t = s.trim_start();
-    let (neg, t) = match t.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, t),
-    };
-    let v = model::parse_c_ulong(t)? as i64;
-    let v = if neg { -v } else { v };
-    (v < i32::MAX as i64).then_some(v)
+    crate::cnum::strtol_whole(s.as_bytes(), 0).filter(|&v| v < i64::from(i32::MAX))
 }
 
 /// Parses top's command line (`args` without the program name).
 pub fn parse_args(args: &[OsString]) -> Parsed {
-    let args: Vec<String> = args
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
+    let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let mut o = Opts::default();
     let mut delay: Option<f32> = None;
-    let mut i = 0usize;
     let fail = |m: String| {
         eprintln!("top: {m}");
         Parsed::Exit(1)
     };
-    // getopt's own complaints end top with status 0 (procps calls bye_bye, not error_exit).
-    let getopt_fail = |m: String| {
-        eprintln!("top: {m}");
-        Parsed::Exit(0)
-    };
-    while i < args.len() {
-        let a = args[i].clone();
-        i += 1;
-        if a == "--" {
-            if let Some(extra) = args.get(i) {
-                return fail(format!("unknown option '{extra}'"));
+    let posixly = std::env::var_os("POSIXLY_CORRECT").is_some();
+    let mut g = Getopt::new(&args, SHORT, LONG, posixly);
+    while let Some(got) = g.next() {
+        let (code, val) = match got {
+            Ok(opt) => opt,
+            Err(e) => {
+                // getopt's own complaints end top with status 0 (procps calls bye_bye, not
+                // error_exit).
+                let mut m = e.message("top");
+                m.push(b'\n');
+                let _ = io::stderr().write_all(&m);
+                return Parsed::Exit(0);
             }
-            break;
+        };
+        let c = char::from_u32(code).unwrap_or('?');
+        // procps takes a following word not starting with '-' as the argument of any
+        // option that ended its argv element ("-w 120", and "-b foo" is an error).
+        let mut cp = val
+            .or_else(|| g.take_next_if(|n| !n.starts_with(b"-")))
+            .map(text);
+        if let Some(v) = cp.take() {
+            let v = v.strip_prefix('=').map(str::to_string).unwrap_or(v);
+            if v.is_empty() {
+                match g.take_next_if(|_| true) {
+                    Some(n) => cp = Some(text(n)),
+                    None => return fail(format!("-{c} argument missing")),
+                }
+            } else {
+                cp = Some(v);
+            }
         }
-        // (option, its argument, whether it ended its argv element)
-        let mut found: Vec<(char, Option<String>, bool)> = Vec::new();
-        if let Some(long) = a.strip_prefix("--") {
-            let (name, val) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (long, None),
-            };
-            let hits: Vec<&(&str, char)> =
-                LONG.iter().filter(|(n, _)| n.starts_with(name)).collect();
-            let hit = match hits.iter().find(|(n, _)| *n == name) {
-                Some(h) => **h,
-                None if hits.len() == 1 => *hits[0],
-                None if hits.is_empty() => {
-                    return getopt_fail(format!("unrecognized option '--{name}'"))
+        match c {
+            'h' => return Parsed::Print(HELP.to_string()),
+            'V' | 'v' => {
+                return Parsed::Print(format!(
+                    "top from taskdiag {} (procps-ng 4.0.2 compatible)\n",
+                    env!("CARGO_PKG_VERSION")
+                ))
+            }
+            'O' => {
+                let mut s = String::new();
+                for col in Col::ALL {
+                    s.push_str(col.name());
+                    s.push('\n');
                 }
-                None => return getopt_fail(format!("option '--{name}' is ambiguous")),
-            };
-            let arg = spec(hit.1).unwrap_or(Arg::No);
-            let val = match (arg, val) {
-                (Arg::No, Some(_)) => {
-                    return getopt_fail(format!("option '--{}' doesn't allow an argument", hit.0))
+                return Parsed::Print(s);
+            }
+            'b' | 'c' | 'H' | 'i' | 'S' | 's' | '1' => {
+                match c {
+                    'b' => o.batch = true,
+                    'c' => o.cmdline = !o.cmdline,
+                    'H' => o.threads = true,
+                    'i' => o.idle = !o.idle,
+                    'S' => o.cumulative = !o.cumulative,
+                    's' => o.secure = true,
+                    _ => o.per_cpu = !o.per_cpu,
                 }
-                (Arg::Required, None) => match args.get(i) {
-                    Some(v) => {
-                        i += 1;
-                        Some(v.clone())
-                    }
-                    None => {
-                        return getopt_fail(format!("option '--{}' requires an argument", hit.0))
-                    }
-                },
-                (_, v) => v,
-            };
-            found.push((hit.1, val, true));
-        } else if a.len() > 1 && a.starts_with('-') {
-            let chars: Vec<char> = a[1..].chars().collect();
-            let mut j = 0;
-            while j < chars.len() {
-                let c = chars[j];
-                j += 1;
-                let Some(arg) = spec(c) else {
-                    return getopt_fail(format!("invalid option -- '{c}'"));
-                };
-                let rest: String = chars[j..].iter().collect();
-                let val = match arg {
-                    Arg::No => None,
-                    Arg::Optional if rest.is_empty() => None,
-                    Arg::Optional => {
-                        j = chars.len();
-                        Some(rest)
-                    }
-                    Arg::Required if !rest.is_empty() => {
-                        j = chars.len();
-                        Some(rest)
-                    }
-                    Arg::Required => match args.get(i) {
-                        Some(v) => {
-                            i += 1;
-                            j = chars.len();
-                            Some(v.clone())
-                        }
-                        None => {
-                            return getopt_fail(format!("option requires an argument -- '{c}'"))
-                        }
+                if let Some(extra) = cp {
+                    return fail(format!("unknown option '{extra}'"));
+                }
+            }
+            _ => {
+                let v = cp.unwrap_or_default();
+                match c {
+                    'd' => match mkfloat(&v) {
+                        None => return fail(format!("bad delay interval '{v}'")),
+                        Some(d) if d < 0.0 => return fail("-d requires positive argument".into()),
+                        Some(d) => delay = Some(d),
                     },
-                };
-                found.push((c, val, j >= chars.len()));
-            }
-        } else {
-            return fail(format!("unknown option '{a}'"));
-        }
-        for (c, val, ended) in found {
-            // procps takes a following word not starting with '-' as the argument of any
-            // option that ended its argv element ("-w 120", and "-b foo" is an error).
-            let mut cp = val;
-            if cp.is_none() && ended {
-                if let Some(next) = args.get(i).filter(|n| !n.starts_with('-')) {
-                    cp = Some(next.clone());
-                    i += 1;
-                }
-            }
-            if let Some(v) = cp.take() {
-                let v = v.strip_prefix('=').map(str::to_string).unwrap_or(v);
-                if v.is_empty() {
-                    match args.get(i) {
-                        Some(n) => {
-                            cp = Some(n.clone());
-                            i += 1;
+                    'E' | 'e' => {
+                        let units = if c == 'E' { "kmgtpe" } else { "kmgtp" };
+                        let lower = v.to_ascii_lowercase();
+                        match units.find(lower.as_str()).filter(|_| lower.len() == 1) {
+                            Some(n) if c == 'E' => o.summ_scale = n,
+                            Some(n) => o.task_scale = n,
+                            None => return fail(format!("bad memory scaling arg '{v}'")),
                         }
-                        None => return fail(format!("-{c} argument missing")),
                     }
-                } else {
-                    cp = Some(v);
-                }
-            }
-            match c {
-                'h' => return Parsed::Print(HELP.to_string()),
-                'V' | 'v' => {
-                    return Parsed::Print(format!(
-                        "top from taskdiag {} (procps-ng 4.0.2 compatible)\n",
-                        env!("CARGO_PKG_VERSION")
-                    ))
-                }
-                'O' => {
-                    let mut s = String::new();
-                    for col in Col::ALL {
-                        s.push_str(col.name());
-                        s.push('\n');
-                    }
-                    return Parsed::Print(s);
-                }
-                'b' | 'c' | 'H' | 'i' | 'S' | 's' | '1' => {
-                    match c {
-                        'b' => o.batch = true,
-                        'c' => o.cmdline = !o.cmdline,
-                        'H' => o.threads = true,
-                        'i' => o.idle = !o.idle,
-                        'S' => o.cumulative = !o.cumulative,
-                        's' => o.secure = true,
-                        _ => o.per_cpu = !o.per_cpu,
-                    }
-                    if let Some(extra) = cp {
-                        return fail(format!("unknown option '{extra}'"));
-                    }
-                }
-                _ => {
-                    let v = cp.unwrap_or_default();
-                    match c {
-                        'd' => match mkfloat(&v) {
-                            None => return fail(format!("bad delay interval '{v}'")),
-                            Some(d) if d < 0.0 => {
-                                return fail("-d requires positive argument".into())
+                    'n' => match mkwhole(&v).filter(|&n| n >= 1) {
+                        Some(n) => o.iterations = Some(n as u64),
+                        None => return fail(format!("bad iterations argument '{v}'")),
+                    },
+                    'o' => {
+                        let (asc, name) = if let Some(r) = v.strip_prefix('+') {
+                            (false, r)
+                        } else if let Some(r) = v.strip_prefix('-') {
+                            (true, r)
+                        } else {
+                            (o.ascending, v.as_str())
+                        };
+                        match Col::by_name(name) {
+                            Some(col) => {
+                                o.sort = col;
+                                o.ascending = asc;
                             }
-                            Some(d) => delay = Some(d),
-                        },
-                        'E' | 'e' => {
-                            let units = if c == 'E' { "kmgtpe" } else { "kmgtp" };
-                            let lower = v.to_ascii_lowercase();
-                            match units.find(lower.as_str()).filter(|_| lower.len() == 1) {
-                                Some(n) if c == 'E' => o.summ_scale = n,
-                                Some(n) => o.task_scale = n,
-                                None => return fail(format!("bad memory scaling arg '{v}'")),
+                            None => {
+                                let known = Col::ALL.map(|c| c.name()).join(" ");
+                                return fail(format!(
+                                    "unrecognized field name '{name}' (sort fields: {known})"
+                                ));
                             }
                         }
-                        'n' => match mkwhole(&v).filter(|&n| n >= 1) {
-                            Some(n) => o.iterations = Some(n as u64),
-                            None => return fail(format!("bad iterations argument '{v}'")),
-                        },
-                        'o' => {
-                            let (asc, name) = if let Some(r) = v.strip_prefix('+') {
-                                (false, r)
-                            } else if let Some(r) = v.strip_prefix('-') {
-                                (true, r)
-                            } else {
-                                (o.ascending, v.as_str())
+                    }
+                    'p' => {
+                        if o.user.is_some() {
+                            return fail("conflicting process selections (U/p/u)".into());
+                        }
+                        for part in v.split(',') {
+                            let ok = !part.is_empty()
+                                && !part.contains(['+', '-', '.'])
+                                && part.bytes().all(|b| b.is_ascii_digit() || b == b' ');
+                            let pid: Option<u32> = part.trim().parse().ok().filter(|_| ok);
+                            let Some(mut pid) = pid else {
+                                if part.is_empty() {
+                                    continue;
+                                }
+                                return fail(format!("bad pid '{part}'"));
                             };
-                            match Col::by_name(name) {
-                                Some(col) => {
-                                    o.sort = col;
-                                    o.ascending = asc;
-                                }
-                                None => {
-                                    let known = Col::ALL.map(|c| c.name()).join(" ");
-                                    return fail(format!(
-                                        "unrecognized field name '{name}' (sort fields: {known})"
-                                    ));
-                                }
+                            if pid == 0 {
+                                pid = std::process::id();
+                            }
+                            if !o.pids.contains(&pid) {
+                                o.pids.push(pid);
                             }
                         }
-                        'p' => {
-                            if o.user.is_some() {
-                                return fail("conflicting process selections (U/p/u)".into());
-                            }
-                            for part in v.split(',') {
-                                let ok = !part.is_empty()
-                                    && !part.contains(['+', '-', '.'])
-                                    && part.bytes().all(|b| b.is_ascii_digit() || b == b' ');
-                                let pid: Option<u32> = part.trim().parse().ok().filter(|_| ok);
-                                let Some(mut pid) = pid else {
-                                    if part.is_empty() {
-                                        continue;
-                                    }
-                                    return fail(format!("bad pid '{part}'"));
-                                };
-                                if pid == 0 {
-                                    pid = std::process::id();
-                                }
-                                if !o.pids.contains(&pid) {
-                                    o.pids.push(pid);
-                                }
-                            }
-                        }
-                        'u' | 'U' => {
-                            if !o.pids.is_empty() || o.user.is_some() {
-                                return fail("conflicting process selections (U/p/u)".into());
-                            }
-                            match UserSel::parse(&v, c == 'U') {
-                                Ok(u) => o.user = Some(u),
-                                Err(m) => return fail(m.to_string()),
-                            }
-                        }
-                        'w' => {
-                            if v.is_empty() {
-                                o.width = Some(Width::Env);
-                            } else {
-                                match mkwhole(&v).filter(|n| (3..=512).contains(n)) {
-                                    Some(n) => o.width = Some(Width::Cols(n as usize)),
-                                    None => return fail(format!("bad width arg '{v}'")),
-                                }
-                            }
-                        }
-                        _ => {}
                     }
+                    'u' | 'U' => {
+                        if !o.pids.is_empty() || o.user.is_some() {
+                            return fail("conflicting process selections (U/p/u)".into());
+                        }
+                        match UserSel::parse(&v, c == 'U') {
+                            Ok(u) => o.user = Some(u),
+                            Err(m) => return fail(m.to_string()),
+                        }
+                    }
+                    'w' => {
+                        if v.is_empty() {
+                            o.width = Some(Width::Env);
+                        } else {
+                            match mkwhole(&v).filter(|n| (3..=512).contains(n)) {
+                                Some(n) => o.width = Some(Width::Cols(n as usize)),
+                                None => return fail(format!("bad width arg '{v}'")),
+                            }
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
+    }
+    // Operands are none of top's: the first is reported once the options are read, as
+    // getopt leaves them for last.
+    if let Some(extra) = g.operands().first() {
+        return fail(format!("unknown option '{}'", text(extra)));
     }
     if let Some(d) = delay {
         if o.secure {

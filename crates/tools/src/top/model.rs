@@ -360,7 +360,7 @@ impl UserSel {
             Some(r) => (true, r),
             None => (false, s),
         };
-        let uid = match parse_c_ulong(s) {
+        let uid = match crate::cnum::strtoul_exact(s.as_bytes(), 0) {
             Some(n) => u32::try_from(n).map_err(|_| "Invalid user")?,
             None => crate::names::uid_of(s).ok_or("Invalid user")?,
         };
@@ -380,22 +380,6 @@ impl UserSel {
         };
         hit != self.exclude
     }
-}
-
-/// `strtoul(s, &end, 0)` accepting the whole string: decimal, 0x hex or 0 octal.
-pub fn parse_c_ulong(s: &str) -> Option<u64> {
-    let s = s.trim_start();
-    let s = s.strip_prefix('+').unwrap_or(s);
-    if s.is_empty() {
-        return None;
-    }
-    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        return u64::from_str_radix(h, 16).ok();
-    }
-    if s.len() > 1 && s.starts_with('0') {
-        return u64::from_str_radix(&s[1..], 8).ok();
-    }
-    s.parse().ok()
 }
 
 /// How an other-filter compares a cell with its value.
@@ -680,8 +664,8 @@ mod tests {
         );
         assert!(UserSel::parse("!0", false).expect("sel").exclude);
         assert!(UserSel::parse("no such user, surely", false).is_err());
-        assert_eq!(parse_c_ulong("0x10"), Some(16));
-        assert_eq!(parse_c_ulong("010"), Some(8));
-        assert_eq!(parse_c_ulong("1x"), None);
+        assert_eq!(UserSel::parse("0x10", false).map(|u| u.uid), Ok(16));
+        assert_eq!(UserSel::parse("010", false).map(|u| u.uid), Ok(8));
+        assert!(UserSel::parse("1x", false).is_err());
     }
 }

@@ -2,48 +2,19 @@
 //! load averages (/proc/loadavg), CPU time per state (/proc/stat, turned into percentages of
 //! the interval between two readings) and memory (/proc/meminfo).
 //!
-//! One small file each, read once per refresh; nothing here is per task. How the numbers are
-//! laid out on screen is [`super::format`]'s job.
+//! One small file each, read once per refresh; nothing here is per task. The files' text is
+//! parsed by `taskdiag_procfs::system`; what procps derives from it is here. How the numbers
+//! are laid out on screen is [`super::format`]'s job.
 
-use std::ffi::CStr;
+use taskdiag_procfs::system::{self, Meminfo};
 
-/// CPU time of one /proc/stat `cpu` line, in clock ticks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CpuTicks {
-    /// `cpu` for the total line, else the CPU number.
-    pub id: Option<u32>,
-    /// user, nice, system, idle, iowait, irq, softirq, steal.
-    pub t: [u64; 8],
-}
+pub use taskdiag_procfs::system::CpuTicks;
 
-/// The `cpu` lines of /proc/stat: the total first, then one per online CPU.
+/// The `cpu` lines of /proc/stat: the total first, then one per online CPU (none if the file
+/// cannot be read).
 pub fn read_cpu() -> Vec<CpuTicks> {
-    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    parse_cpu(&text)
-}
-
-fn parse_cpu(text: &str) -> Vec<CpuTicks> {
-    let mut v = Vec::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("cpu") else {
-            break;
-        };
-        let mut it = rest.split_ascii_whitespace();
-        let id = if rest.starts_with(' ') {
-            None
-        } else {
-            match it.next().and_then(|n| n.parse().ok()) {
-                Some(n) => Some(n),
-                None => continue,
-            }
-        };
-        let mut t = [0u64; 8];
-        for (slot, f) in t.iter_mut().zip(it) {
-            *slot = f.parse().unwrap_or(0);
-        }
-        v.push(CpuTicks { id, t });
-    }
-    v
+    let text = std::fs::read("/proc/stat").unwrap_or_default();
+    system::cpu_times(&text).unwrap_or_default()
 }
 
 /// Percentages of one CPU line over an interval: us sy ni id wa hi si st.
@@ -114,47 +85,39 @@ pub struct Mem {
     pub swap_used: u64,
 }
 
-/// Reads /proc/meminfo.
+/// Reads /proc/meminfo (all 0 if it cannot be read).
 pub fn read_mem() -> Mem {
-    parse_mem(&std::fs::read_to_string("/proc/meminfo").unwrap_or_default())
+    let text = std::fs::read("/proc/meminfo").unwrap_or_default();
+    Mem::from(system::parse_meminfo(&text))
 }
 
-fn parse_mem(text: &str) -> Mem {
-    let get = |key: &str| -> Option<u64> {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|r| r.strip_prefix(':'))
-            .and_then(|r| r.split_ascii_whitespace().next())
-            .and_then(|v| v.parse().ok())
-    };
-    let total = get("MemTotal").unwrap_or(0);
-    let free = get("MemFree").unwrap_or(0);
-    let buffers = get("Buffers").unwrap_or(0);
-    let cached = get("Cached").unwrap_or(0) + get("SReclaimable").unwrap_or(0);
-    // Inside some containers MemAvailable exceeds MemTotal; procps then uses MemFree.
-    let avail = get("MemAvailable").filter(|&a| a <= total).unwrap_or(free);
-    let swap_total = get("SwapTotal").unwrap_or(0);
-    let swap_free = get("SwapFree").unwrap_or(0);
-    Mem {
-        total,
-        free,
-        used: total.saturating_sub(avail),
-        buff_cache: buffers + cached,
-        avail,
-        swap_total,
-        swap_free,
-        swap_used: swap_total.saturating_sub(swap_free),
+impl From<Meminfo> for Mem {
+    /// procps' derivations from the /proc/meminfo lines (a missing line counts as 0).
+    fn from(m: Meminfo) -> Mem {
+        let total = m.mem_total.unwrap_or(0);
+        let free = m.mem_free.unwrap_or(0);
+        let cached = m.cached.unwrap_or(0) + m.s_reclaimable.unwrap_or(0);
+        // Inside some containers MemAvailable exceeds MemTotal; procps then uses MemFree.
+        let avail = m.mem_available.filter(|&a| a <= total).unwrap_or(free);
+        let swap_total = m.swap_total.unwrap_or(0);
+        let swap_free = m.swap_free.unwrap_or(0);
+        Mem {
+            total,
+            free,
+            used: total.saturating_sub(avail),
+            buff_cache: m.buffers.unwrap_or(0) + cached,
+            avail,
+            swap_total,
+            swap_free,
+            swap_used: swap_total.saturating_sub(swap_free),
+        }
     }
 }
 
-/// The three load averages of /proc/loadavg.
+/// The three load averages of /proc/loadavg (0 if it cannot be read).
 pub fn read_loadavg() -> [f64; 3] {
-    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let mut v = [0.0; 3];
-    for (slot, f) in v.iter_mut().zip(text.split_ascii_whitespace()) {
-        *slot = f.parse().unwrap_or(0.0);
-    }
-    v
+    let text = std::fs::read("/proc/loadavg").unwrap_or_default();
+    system::parse_loadavg(&text).unwrap_or_default()
 }
 
 /// Users logged in: utmp entries of type USER_PROCESS with a name, as procps counts them
@@ -206,104 +169,22 @@ pub fn boottime_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Digits of /proc/sys/kernel/pid_max, the PID column's width (at least 5).
+/// The PID column's width: the length of pid_max when that is 6 to 10, else 5 (as procps
+/// top widens its pid columns).
 pub fn pid_width() -> usize {
-    std::fs::read_to_string("/proc/sys/kernel/pid_max")
-        .map(|s| s.trim_end_matches('\n').len())
-        .ok()
+    crate::snapshot::pid_length()
         .filter(|&n| n > 5 && n <= 10)
         .unwrap_or(5)
 }
 
-/// The name of signal `sig` without the SIG prefix (for messages), or its number.
-pub fn signal_name(sig: i32) -> String {
-    SIGNALS
-        .iter()
-        .find(|(_, n)| *n == sig)
-        .map(|(name, _)| (*name).to_string())
-        .unwrap_or_else(|| sig.to_string())
-}
-
-/// Signal names top accepts, without the SIG prefix.
-const SIGNALS: &[(&str, i32)] = &[
-    ("HUP", libc::SIGHUP),
-    ("INT", libc::SIGINT),
-    ("QUIT", libc::SIGQUIT),
-    ("ILL", libc::SIGILL),
-    ("TRAP", libc::SIGTRAP),
-    ("ABRT", libc::SIGABRT),
-    ("IOT", libc::SIGIOT),
-    ("BUS", libc::SIGBUS),
-    ("FPE", libc::SIGFPE),
-    ("KILL", libc::SIGKILL),
-    ("USR1", libc::SIGUSR1),
-    ("SEGV", libc::SIGSEGV),
-    ("USR2", libc::SIGUSR2),
-    ("PIPE", libc::SIGPIPE),
-    ("ALRM", libc::SIGALRM),
-    ("TERM", libc::SIGTERM),
-    ("STKFLT", libc::SIGSTKFLT),
-    ("CHLD", libc::SIGCHLD),
-    ("CLD", libc::SIGCHLD),
-    ("CONT", libc::SIGCONT),
-    ("STOP", libc::SIGSTOP),
-    ("TSTP", libc::SIGTSTP),
-    ("TTIN", libc::SIGTTIN),
-    ("TTOU", libc::SIGTTOU),
-    ("URG", libc::SIGURG),
-    ("XCPU", libc::SIGXCPU),
-    ("XFSZ", libc::SIGXFSZ),
-    ("VTALRM", libc::SIGVTALRM),
-    ("PROF", libc::SIGPROF),
-    ("WINCH", libc::SIGWINCH),
-    ("IO", libc::SIGIO),
-    ("POLL", libc::SIGPOLL),
-    ("PWR", libc::SIGPWR),
-    ("SYS", libc::SIGSYS),
-];
-
-/// A signal given as a number, a name (`TERM`, `SIGTERM`, any case) or `RTMIN+n`.
+/// The signal a `k` command's answer names, as procps top reads it
+/// ([`crate::signal::signal_number`]); `None` when it names none.
 pub fn parse_signal(s: &str) -> Option<i32> {
-    let s = s.trim();
-    if let Ok(n) = s.parse::<i32>() {
-        return (0..=libc::SIGRTMAX()).contains(&n).then_some(n);
-    }
-    let up = s.to_ascii_uppercase();
-    let name = up.strip_prefix("SIG").unwrap_or(&up);
-    if let Some((_, n)) = SIGNALS.iter().find(|(k, _)| *k == name) {
-        return Some(*n);
-    }
-    let rt = |base: i32, rest: &str, sign: i32| -> Option<i32> {
-        let off: i32 = if rest.is_empty() {
-            0
-        } else {
-            rest.parse().ok()?
-        };
-        let n = base + sign * off;
-        (libc::SIGRTMIN()..=libc::SIGRTMAX())
-            .contains(&n)
-            .then_some(n)
-    };
-    if let Some(r) = name.strip_prefix("RTMIN") {
-        return rt(libc::SIGRTMIN(), r.strip_prefix('+').unwrap_or(r), 1);
-    }
-    if let Some(r) = name.strip_prefix("RTMAX") {
-        return rt(libc::SIGRTMAX(), r.strip_prefix('-').unwrap_or(r), -1);
-    }
-    None
+    let n = crate::signal::signal_number(s.trim().as_bytes());
+    (n >= 0).then_some(n)
 }
 
-/// `strerror(errno)` for an error number.
-pub fn strerror(errno: i32) -> String {
-    // SAFETY: strerror returns a pointer to a NUL-terminated string valid until the next
-    // call; we copy it at once.
-    let p = unsafe { libc::strerror(errno) };
-    if p.is_null() {
-        return format!("error {errno}");
-    }
-    // SAFETY: non-null and NUL-terminated (see above).
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
+pub use crate::strerror;
 
 #[cfg(test)]
 mod tests {
@@ -311,15 +192,17 @@ mod tests {
 
     #[test]
     fn cpu_lines_parse_and_give_percentages() {
-        let a = parse_cpu(
-            "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0\ncpu1 5 0 5 40 0 0 0 0\nintr 1\n",
-        );
+        let a = system::cpu_times(
+            b"cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0\ncpu1 5 0 5 40 0 0 0 0\nintr 1\n",
+        )
+        .unwrap();
         assert_eq!(a.len(), 3);
         assert_eq!(a[0].id, None);
         assert_eq!(a[2].id, Some(1));
-        let b = parse_cpu(
-            "cpu  60 0 10 130 0 0 0 0 0 0\ncpu0 55 0 5 40 0 0 0 0\ncpu1 5 0 5 90 0 0 0 0\n",
-        );
+        let b = system::cpu_times(
+            b"cpu  60 0 10 130 0 0 0 0 0 0\ncpu0 55 0 5 40 0 0 0 0\ncpu1 5 0 5 90 0 0 0 0\n",
+        )
+        .unwrap();
         let p = cpu_pct(&a, &b);
         assert_eq!(p[0].pct[0], 50.0);
         assert_eq!(p[0].pct[3], 50.0);
@@ -332,26 +215,39 @@ mod tests {
 
     #[test]
     fn meminfo_derivations() {
-        let m = parse_mem(
-            "MemTotal: 1000 kB\nMemFree: 300 kB\nMemAvailable: 600 kB\nBuffers: 10 kB\n\
-             Cached: 100 kB\nSwapCached: 7 kB\nSReclaimable: 50 kB\nSwapTotal: 64 kB\n\
-             SwapFree: 60 kB\n",
-        );
+        let m = Mem::from(system::parse_meminfo(
+            b"MemTotal: 1000 kB\nMemFree: 300 kB\nMemAvailable: 600 kB\nBuffers: 10 kB\n\
+              Cached: 100 kB\nSwapCached: 7 kB\nSReclaimable: 50 kB\nSwapTotal: 64 kB\n\
+              SwapFree: 60 kB\n",
+        ));
         assert_eq!(
             (m.total, m.free, m.used, m.buff_cache, m.avail),
             (1000, 300, 400, 160, 600)
         );
         assert_eq!((m.swap_total, m.swap_free, m.swap_used), (64, 60, 4));
+        // MemAvailable above MemTotal (some containers), or missing: MemFree instead.
+        let m = Mem::from(system::parse_meminfo(
+            b"MemTotal: 1000 kB\nMemFree: 300 kB\nMemAvailable: 2000 kB\n",
+        ));
+        assert_eq!((m.avail, m.used), (300, 700));
+        let m = Mem::from(system::parse_meminfo(
+            b"MemTotal: 1000 kB\nMemFree: 300 kB\n",
+        ));
+        assert_eq!((m.avail, m.used, m.buff_cache), (300, 700, 0));
+        assert_eq!(Mem::from(Meminfo::default()), Mem::default());
     }
 
     #[test]
     fn signals_by_name_and_number() {
         assert_eq!(parse_signal("9"), Some(9));
         assert_eq!(parse_signal("kill"), Some(libc::SIGKILL));
-        assert_eq!(parse_signal("SIGterm"), Some(libc::SIGTERM));
+        assert_eq!(parse_signal(" SIGterm "), Some(libc::SIGTERM));
         assert_eq!(parse_signal("RTMIN+1"), Some(libc::SIGRTMIN() + 1));
+        assert_eq!(parse_signal("iot"), Some(libc::SIGABRT));
+        // As procps top: 0 (EXIT, NULL) sends nothing, and names it does not know are refused.
+        assert_eq!(parse_signal("EXIT"), Some(0));
+        assert_eq!(parse_signal("RTMAX"), None);
         assert_eq!(parse_signal("bogus"), None);
         assert_eq!(parse_signal("-3"), None);
-        assert_eq!(signal_name(15), "TERM");
     }
 }

@@ -133,6 +133,31 @@ pub fn thread_statuses(pid: u32) -> Vec<(u32, String)> {
         .collect()
 }
 
+/// Whether process `pid` is done with the signals sent to it: gone, a zombie, or every thread
+/// asleep or stopped with no signal pending and not exiting. (A signal's effect is not
+/// synchronous with kill(): this is the state to wait for before looking at its effect.)
+pub fn quiet(pid: u32) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    if matches!(state(pid), None | Some('Z' | 'X')) {
+        return true;
+    }
+    tids(pid).into_iter().all(|t| {
+        let Some(st) = task_stat(pid, t) else {
+            return true;
+        };
+        let Some(status) = read_string(format!("/proc/{pid}/task/{t}/status")) else {
+            return true;
+        };
+        let state = st[0].as_str();
+        let flags: u64 = st.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+        let none_pending = ["SigPnd", "ShdPnd"]
+            .iter()
+            .all(|k| status_field(&status, k).is_some_and(|v| v.trim_start_matches('0').is_empty()));
+        matches!(state, "Z" | "X")
+            || (matches!(state, "S" | "T" | "t" | "I") && none_pending && flags & PF_EXITING == 0)
+    })
+}
+
 /// A field of /proc/PID/status given in kB (VmRSS, VmHWM) or as a count (Threads).
 pub fn status_number(pid: u32, name: &str) -> Option<u64> {
     let s = status(pid)?;
@@ -179,6 +204,7 @@ mod tests {
         assert!(tids(me).contains(&me));
         assert!(status_number(me, "Threads").is_some_and(|n| n >= 1));
         assert_eq!(stat(missing_pid()), None);
+        assert!(quiet(missing_pid()));
         assert!(tids(missing_pid()).is_empty());
         assert_eq!(
             status_field("Uid:\t0\t0\t0\t0\n", "Uid"),

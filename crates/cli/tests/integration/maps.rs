@@ -314,7 +314,7 @@ fn an_all_processes_dump_matches_each_processes_maps() {
                 .iter()
                 .map(|m| {
                     format!(
-                        "{:x}-{:x} {} {}",
+                        "{:08x}-{:08x} {} {}",
                         m["start"].as_u64().expect("start"),
                         m["end"].as_u64().expect("end"),
                         m["perms"].as_str().expect("perms"),

@@ -218,6 +218,29 @@ pub fn wait_pid_exit(pid: u32, limit: Duration) -> bool {
     }
 }
 
+/// Waits until our child `pid` is stopped (by a signal), without reaping or continuing it.
+pub fn wait_stopped(pid: u32) {
+    // SAFETY: a zeroed siginfo_t is valid for waitid to fill.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waitid on our own child with a valid siginfo_t; WNOWAIT leaves the stop to
+        // be reported again.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid,
+                &mut info,
+                libc::WSTOPPED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 {
+            return;
+        }
+        let e = io::Error::last_os_error();
+        assert_eq!(e.kind(), io::ErrorKind::Interrupted, "waitid({pid}, WSTOPPED): {e}");
+    }
+}
+
 /// Waits (through a pidfd) for `child` to exit, at most `limit`, and reaps it; its status if
 /// it exited.
 pub fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {

@@ -225,19 +225,17 @@ pub fn wait_stopped(pid: u32) {
     loop {
         // SAFETY: waitid on our own child with a valid siginfo_t; WNOWAIT leaves the stop to
         // be reported again.
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid,
-                &mut info,
-                libc::WSTOPPED | libc::WNOWAIT,
-            )
-        };
+        let r =
+            unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WSTOPPED | libc::WNOWAIT) };
         if r == 0 {
             return;
         }
         let e = io::Error::last_os_error();
-        assert_eq!(e.kind(), io::ErrorKind::Interrupted, "waitid({pid}, WSTOPPED): {e}");
+        assert_eq!(
+            e.kind(),
+            io::ErrorKind::Interrupted,
+            "waitid({pid}, WSTOPPED): {e}"
+        );
     }
 }
 

@@ -150,9 +150,9 @@ pub fn quiet(pid: u32) -> bool {
         };
         let state = st[0].as_str();
         let flags: u64 = st.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
-        let none_pending = ["SigPnd", "ShdPnd"]
-            .iter()
-            .all(|k| status_field(&status, k).is_some_and(|v| v.trim_start_matches('0').is_empty()));
+        let none_pending = ["SigPnd", "ShdPnd"].iter().all(|k| {
+            status_field(&status, k).is_some_and(|v| v.trim_start_matches('0').is_empty())
+        });
         matches!(state, "Z" | "X")
             || (matches!(state, "S" | "T" | "t" | "I") && none_pending && flags & PF_EXITING == 0)
     })

@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 
 use taskdiag_test_support::dir::TempDir;
 use taskdiag_test_support::process::{wait_for, Spawned};
-use taskdiag_test_support::tasks;
 use taskdiag_test_support::python;
+use taskdiag_test_support::tasks;
 
 use super::{stderr, BIN};
 

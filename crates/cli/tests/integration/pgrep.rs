@@ -402,7 +402,10 @@ fn check_pgrep_within(args: &[String], pids: &BTreeSet<String>) {
             || keep(&ours("pgrep", args, backend, Who::Root)),
         )
         .unwrap_or_else(|m| panic!("pgrep {args:?} on {backend}: {m}"));
-        assert!(!got.1.is_empty(), "pgrep {args:?} on {backend}: nothing of the fixture");
+        assert!(
+            !got.1.is_empty(),
+            "pgrep {args:?} on {backend}: nothing of the fixture"
+        );
     }
 }
 
@@ -769,7 +772,9 @@ fn check_pkill(args: &[&str], who: Who, backend: &str) {
     );
     // Signals act after kill() returns: wait until every process of both fixtures is done
     // with what it was sent, then compare who died.
-    wait_for("the fixtures to take their signals", || a.quiet() && b.quiet());
+    wait_for("the fixtures to take their signals", || {
+        a.quiet() && b.quiet()
+    });
     assert_eq!(
         a.dead(),
         b.dead(),

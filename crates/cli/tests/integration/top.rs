@@ -407,7 +407,13 @@ fn batch_shows_kernel_threads_and_threads_with_h() {
         assert_eq!(got, tids(th.pid()), "{backend}: {ours}");
         assert!(rows.iter().all(|r| r.command == "tdtopthr"), "{ours}");
         assert!(last_line(&ours, "Threads:").contains("  4 total"), "{ours}");
-        let body = |o: Output| stdout(&o).lines().skip(5).map(String::from).collect::<Vec<_>>();
+        let body = |o: Output| {
+            stdout(&o)
+                .lines()
+                .skip(5)
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
         agree(|| body(procps_top(&args)), || body(top(backend, &args)))
             .unwrap_or_else(|m| panic!("{backend}: -H lines differ from procps top: {m}"));
         // Without -H, the process is one line.
@@ -511,7 +517,12 @@ fn batch_as_unprivileged_user_and_in_a_pid_namespace() {
     let rows = |o: Output| last_frame_rows(&stdout(&o));
     let a = agree(
         || rows(as_user("top", &["-b", "-n", "1", "-w", "200", "-p", &pid])),
-        || rows(as_user(BIN, &["top", "-b", "-n", "1", "-w", "200", "-p", &pid])),
+        || {
+            rows(as_user(
+                BIN,
+                &["top", "-b", "-n", "1", "-w", "200", "-p", &pid],
+            ))
+        },
     )
     .unwrap_or_else(|m| panic!("unprivileged line differs from procps top: {m:?}"));
     assert_eq!(a.len(), 1, "{a:?}");
@@ -878,7 +889,9 @@ fn interactive_keys_as_a_person_uses_them() {
         });
         t.type_text("7");
         t.keys(&["Enter"]);
-        wait_for("renice to take effect", || proc_stat(renicee.pid())[16] == "7");
+        wait_for("renice to take effect", || {
+            proc_stat(renicee.pid())[16] == "7"
+        });
 
         // k: kill a fixture (default signal SIGTERM).
         t.keys(&["k"]);

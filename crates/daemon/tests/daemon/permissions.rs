@@ -33,7 +33,7 @@ for d in os.listdir("/proc"):
     if d.isdigit():
         print("L", d)
         try:
-            open(f"/proc/{d}/stat").read(1)
+            open(f"/proc/{d}/stat", "rb").read(1)
             print("R", d)
         except OSError:
             pass

@@ -8,14 +8,14 @@
 //!   hundred bytes, no thread;
 //! * **the identification thread** identifies each new connection ([`crate::peer`]) with a
 //!   program set of its own, so identifying never waits behind answers;
-//! * **one worker per loaded program set** ([`crate::work`]) answers requests, taking them in
-//!   the order [`crate::sched`] decides (fair between uids).
+//! * **one worker per loaded program set** (`crate::work`) answers requests, taking them in
+//!   the order `crate::sched` decides (fair between uids).
 //!
 //! Every wait of a request is bounded by its deadline, `--timeout` after it arrived: waiting
 //! for a worker, for the reader while the dump runs, and for the reader to take what the
 //! dump left in memory. Past it the connection ends, with an error message when the stream
 //! can still take one. Memory held for slow readers is bounded by `--buffer-limit` (see
-//! [`crate::conn`]). When the connection limit is reached, the oldest idle connection of the
+//! `crate::conn`). When the connection limit is reached, the oldest idle connection of the
 //! uid holding the most connections is closed to make room, and part of the limit is kept
 //! for uids that hold none. docs/SECURITY.md states the bounds.
 

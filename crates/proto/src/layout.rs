@@ -1,6 +1,6 @@
 //! Fixed-size record layouts, defined once for Rust and C.
 //!
-//! Every struct that crosses the wire is declared here with the [`wire_structs!`] macro, which emits
+//! Every struct that crosses the wire is declared here with the `wire_structs!` macro, which emits
 //! the `#[repr(C)]` Rust type, its byte codec and the C declaration that [`c_header`] writes for the
 //! BPF programs. The BPF crate's build script calls [`c_header`], so the C side can never drift from
 //! this file. Integers are in host byte order (like netlink: the stream never leaves the host),
@@ -350,7 +350,7 @@ wire_structs! {
         /// Bytes of this entry: record, statistics, name, padding to 4.
         vma_len: u16,
         /// Bytes of name: the mapping's name exactly as /proc/PID/maps prints it (a file path
-        /// with "\012" for newlines and " (deleted)", [heap], [stack], [vdso], [anon:NAME], ...).
+        /// with "\012" for newlines and " (deleted)", `[heap]`, `[stack]`, `[vdso]`, `[anon:NAME]`, ...).
         name_len: u16,
         /// Bytes of statistics that follow the record: 0 or the size of [`VmaStatRec`].
         stat_len: u16,

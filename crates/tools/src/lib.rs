@@ -7,7 +7,7 @@
 //! crate), so scripts written for those tools keep working.
 //!
 //! This crate owns argument parsing and output of the tools. It leaves the wire format to
-//! `taskdiag_proto`, backends to `taskdiag`, and process-wide concerns (argv[0] dispatch, the
+//! `taskdiag_proto`, backends to `taskdiag`, and process-wide concerns (`argv[0]` dispatch, the
 //! exit status of a broken pipe) to the `taskdiag` binary.
 
 pub mod cnum;

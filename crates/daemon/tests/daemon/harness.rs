@@ -8,8 +8,7 @@ use std::process::{Command, Stdio};
 
 pub use taskdiag_test_support::dir::TempDir;
 pub use taskdiag_test_support::process::{
-    first_line, in_private_mounts, output, sh_waits, signal, wait_for, wait_until, Spawned,
-    PATIENCE,
+    in_private_mounts, output, sh_waits, signal, wait_for, wait_until, Spawned, PATIENCE,
 };
 pub use taskdiag_test_support::python::{with_helpers, PYTHON};
 pub use taskdiag_test_support::tasks;

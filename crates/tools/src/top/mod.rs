@@ -4,7 +4,7 @@
 //! command lines are shown) from a backend opened once, so a refresh costs one dump and an
 //! O(n) merge with the previous snapshot for %CPU ([`model`]), whatever the number of tasks;
 //! user names are looked up once per user. Screen text follows procps-ng 4.0.2 top's default
-//! layout ([`format`]); batch mode (`-b`) prints it as procps does, the interactive screen
+//! layout ([`mod@format`]); batch mode (`-b`) prints it as procps does, the interactive screen
 //! ([`tui`]) draws it with ratatui and reads keys with crossterm.
 //!
 //! This module owns the command line, the help text and the batch loop. Machine-wide

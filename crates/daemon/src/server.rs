@@ -914,6 +914,18 @@ mod tests {
         matches!(c.read(&mut [0u8; 64]), Ok(0))
     }
 
+    /// Checks that the client was sent one DONE with `-errno` and a text saying `words`, and
+    /// that the daemon then closed the connection.
+    fn assert_ended(c: &mut UnixStream, errno: i32, words: &str) {
+        let d = dones(c);
+        assert!(
+            d.len() == 1 && d[0].0 == -errno && d[0].1.contains(words),
+            "want one DONE({}) saying {words:?}: {d:?}",
+            -errno
+        );
+        assert!(closed(c), "the connection stays open");
+    }
+
     #[test]
     fn a_request_is_read_and_queued_for_a_worker_a_bad_one_answered() {
         let mut h = Harness::new(Limits::default());
@@ -972,11 +984,7 @@ mod tests {
         let _new = h.client();
         assert_eq!(h.el.open, 7, "one closed to make room for one");
         assert_eq!(h.el.sh.stats.evicted.load(Ordering::Relaxed), 1);
-        let d = dones(&mut first);
-        assert_eq!(d.len(), 1, "{d:?}");
-        assert_eq!(d[0].0, -libc::EAGAIN);
-        assert!(d[0].1.contains("closed to make room"), "{d:?}");
-        assert!(closed(&mut first));
+        assert_ended(&mut first, libc::EAGAIN, "closed to make room");
         // A connection in the middle of a request is not idle: with none idle, a newcomer of
         // the same uid is refused.
         for c in rest.iter_mut() {
@@ -988,13 +996,7 @@ mod tests {
         // identified yet (not idle either): then none is left.
         let _last = h.connect();
         assert_eq!(h.el.sh.stats.evicted.load(Ordering::Relaxed), 2);
-        let mut refused = h.connect();
-        let d = dones(&mut refused);
-        assert!(
-            d.len() == 1 && d[0].0 == -libc::EAGAIN && d[0].1.contains("none idle"),
-            "{d:?}"
-        );
-        assert!(closed(&mut refused));
+        assert_ended(&mut h.connect(), libc::EAGAIN, "none idle");
         assert_eq!(h.el.sh.stats.refused.load(Ordering::Relaxed), 1);
     }
 
@@ -1003,13 +1005,7 @@ mod tests {
         let mut h = Harness::new(limits(64, 2, Duration::from_secs(30)));
         let _a = h.client();
         let _b = h.client();
-        let mut c = h.connect();
-        let d = dones(&mut c);
-        assert!(
-            d.len() == 1 && d[0].0 == -libc::EAGAIN && d[0].1.contains("too many connections"),
-            "{d:?}"
-        );
-        assert!(closed(&mut c));
+        assert_ended(&mut h.connect(), libc::EAGAIN, "too many connections");
         assert_eq!(h.el.open, 2);
     }
 
@@ -1025,15 +1021,11 @@ mod tests {
         // The idle connection ends quietly; the half request is explained.
         assert!(dones(&mut idle).is_empty());
         assert!(closed(&mut idle));
-        let d = dones(&mut half);
-        assert_eq!(d.len(), 1, "{d:?}");
-        assert_eq!(d[0].0, -libc::EINVAL);
-        assert!(
-            d[0].1
-                .contains("truncated request: 20 of 32 bytes arrived before the timeout"),
-            "{d:?}"
+        assert_ended(
+            &mut half,
+            libc::EINVAL,
+            "truncated request: 20 of 32 bytes arrived before the timeout",
         );
-        assert!(closed(&mut half));
         assert_eq!(h.el.open, 0);
     }
 
@@ -1046,11 +1038,7 @@ mod tests {
         assert_eq!(h.waiting_requests(), 1);
         h.el.scan();
         assert_eq!(h.waiting_requests(), 0);
-        let d = dones(&mut c);
-        assert_eq!(d.len(), 1, "{d:?}");
-        assert_eq!(d[0].0, -libc::ETIMEDOUT);
-        assert!(d[0].1.contains("no worker came free"), "{d:?}");
-        assert!(closed(&mut c));
+        assert_ended(&mut c, libc::ETIMEDOUT, "no worker came free");
     }
 
     #[test]

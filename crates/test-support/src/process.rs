@@ -362,6 +362,19 @@ pub fn sh_waits() -> String {
     )
 }
 
+/// Installs Debian package `package` if `path` (a program it provides: a reference tool the
+/// tests compare with) is missing. `make test` installs them first (scripts/setup --test).
+pub fn ensure_installed(path: &str, package: &str) {
+    if Path::new(path).exists() {
+        return;
+    }
+    let ok = Command::new("apt-get")
+        .args(["install", "-y", package])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "{path} is missing and {package} could not be installed");
+}
+
 /// Standard output of `o`, lossy.
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

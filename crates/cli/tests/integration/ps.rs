@@ -15,7 +15,7 @@
 use std::process::{Command, Stdio};
 
 use taskdiag_test_support::compare::agree;
-use taskdiag_test_support::process::Spawned;
+use taskdiag_test_support::process::{ensure_installed, Spawned};
 use taskdiag_test_support::python;
 
 use super::BIN;
@@ -58,14 +58,7 @@ impl Fixture {
 }
 
 fn ensure_procps() {
-    if std::path::Path::new("/usr/bin/ps").exists() {
-        return;
-    }
-    let ok = Command::new("apt-get")
-        .args(["install", "-y", "procps"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "/usr/bin/ps is missing and could not be installed");
+    ensure_installed("/usr/bin/ps", "procps");
 }
 
 /// Runs ps with `args` and `env`: procps's (`backend` "procps") or taskdiag's on `backend`.

@@ -15,7 +15,7 @@
 use std::process::{Command, Stdio};
 
 use taskdiag_test_support::compare::{agree, agree_by, Mismatch};
-use taskdiag_test_support::process::Spawned;
+use taskdiag_test_support::process::{ensure_installed, Spawned};
 use taskdiag_test_support::python;
 use taskdiag_test_support::tasks;
 use taskdiag_test_support::users::as_user_sh;
@@ -139,14 +139,7 @@ forever()
 "#;
 
 fn ensure_psmisc() {
-    if std::path::Path::new("/usr/bin/pstree").exists() {
-        return;
-    }
-    let ok = Command::new("apt-get")
-        .args(["install", "-y", "psmisc"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "/usr/bin/pstree is missing and could not be installed");
+    ensure_installed("/usr/bin/pstree", "psmisc");
 }
 
 /// The fixture in a session of its own; killed with its whole process group on drop.

@@ -9,7 +9,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use taskdiag_test_support::compare::agree;
-use taskdiag_test_support::process::{wait_for, wait_pid_exit, wait_until, Spawned, PATIENCE};
+use taskdiag_test_support::process::{
+    ensure_installed, wait_for, wait_pid_exit, wait_until, Spawned, PATIENCE,
+};
 use taskdiag_test_support::tasks;
 
 use super::{stderr, stdout, test_user, BIN, TEST_USER};
@@ -449,9 +451,7 @@ fn batch_options_and_errors() {
         let out = stdout(&top(backend, &["-b", "-n", "1", "-w", "70", "-p", &pid]));
         assert!(out.lines().all(|l| l.len() <= 70), "{out}");
         // Just wide enough for COMMAND's 8 cells: "sleep 1000" becomes "sleep 1+".
-        let pid_w = std::fs::read_to_string("/proc/sys/kernel/pid_max")
-            .map(|s| s.trim().len().max(5))
-            .expect("pid_max");
+        let pid_w = tasks::pid_max().to_string().len().max(5);
         let w = (pid_w + 73).to_string();
         let out = stdout(&top(
             backend,
@@ -593,17 +593,7 @@ impl Tmux {
 
     /// Starts `shell_cmd` in a 160x50 pane.
     fn start(tag: &str, shell_cmd: &str) -> Tmux {
-        if !Command::new("tmux")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success())
-        {
-            let ok = Command::new("apt-get")
-                .args(["install", "-y", "tmux"])
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(ok, "tmux is missing and could not be installed");
-        }
+        ensure_installed("/usr/bin/tmux", "tmux");
         let socket = format!("taskdiag-top-{tag}-{}", std::process::id());
         let conf = std::env::temp_dir().join(format!("{socket}.conf"));
         std::fs::write(&conf, "set -g remain-on-exit on\nset -g status off\n").expect("conf");

@@ -1416,11 +1416,7 @@ fn missing_and_hidden_pids_are_no_such_process() {
     let mut fx = Fixtures::default();
     let hidden = fx.sleeper("root", None);
     let own = fx.sleeper("own", Some(USER));
-    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
-        .expect("pid_max")
-        .trim()
-        .parse()
-        .expect("pid_max");
+    let pid_max = tasks::pid_max();
     let missing = (2..pid_max)
         .rev()
         .find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())

@@ -6,10 +6,10 @@
 //! exactly what its own /proc would show it: its pid namespace's tasks with its pid numbers,
 //! hidepid as its /proc is mounted, ids as its user namespace maps them (`taskdiag::view`
 //! holds those rules). Requests are framed and checked in [`request`]. [`server`] runs the
-//! event loop that holds every connection and applies the connection limits; [`work`] has the
+//! event loop that holds every connection and applies the connection limits; `work` has the
 //! threads that identify clients and answer requests, in the order and within the shares
-//! [`sched`] decides; [`conn`] is a connection and the output held for it within the memory
-//! budget; [`poll`] wraps epoll. The wire format is `taskdiag-proto`'s; the client side is
+//! `sched` decides; `conn` is a connection and the output held for it within the memory
+//! budget; `poll` wraps epoll. The wire format is `taskdiag-proto`'s; the client side is
 //! `taskdiag::client`.
 //!
 //! docs/SECURITY.md describes the threat model, docs/PERMISSIONS.md the rule for each group.

@@ -315,7 +315,7 @@ const SERVING_SYSCALLS: &[libc::c_long] = &[
     libc::SYS_bpf,
 ];
 
-/// Confines the daemon to [`SERVING_SYSCALLS`]: anything else fails with EPERM (a daemon
+/// Confines the daemon to `SERVING_SYSCALLS`: anything else fails with EPERM (a daemon
 /// that errs on a call it should make answers with an error, it does not die). Threads may be
 /// created but not processes, and no program executed. Needs no_new_privs (set by
 /// [`drop_privileges`]); every thread started afterwards inherits the filter, so it runs after

@@ -8,14 +8,14 @@
 //!   hundred bytes, no thread;
 //! * **the identification thread** identifies each new connection ([`crate::peer`]) with a
 //!   program set of its own, so identifying never waits behind answers;
-//! * **one worker per loaded program set** ([`crate::work`]) answers requests, taking them in
-//!   the order [`crate::sched`] decides (fair between uids).
+//! * **one worker per loaded program set** (`crate::work`) answers requests, taking them in
+//!   the order `crate::sched` decides (fair between uids).
 //!
 //! Every wait of a request is bounded by its deadline, `--timeout` after it arrived: waiting
 //! for a worker, for the reader while the dump runs, and for the reader to take what the
 //! dump left in memory. Past it the connection ends, with an error message when the stream
 //! can still take one. Memory held for slow readers is bounded by `--buffer-limit` (see
-//! [`crate::conn`]). When the connection limit is reached, the oldest idle connection of the
+//! `crate::conn`). When the connection limit is reached, the oldest idle connection of the
 //! uid holding the most connections is closed to make room, and part of the limit is kept
 //! for uids that hold none. docs/SECURITY.md states the bounds.
 
@@ -109,6 +109,29 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    fn new(
+        limits: Limits,
+        ident: Dumper,
+        own: OwnNamespaces,
+        verbose: bool,
+    ) -> io::Result<Arc<Shared>> {
+        let stats = Arc::new(Stats::default());
+        Ok(Arc::new(Shared {
+            budget: Arc::new(SharedBudget::new(limits.buffer_limit, stats.clone())),
+            sched: Mutex::new(Sched::new(limits.max_requests_per_uid)),
+            limits,
+            own,
+            ident: Mutex::new(ident),
+            sched_cv: Condvar::new(),
+            idq: Mutex::new(FairQueue::default()),
+            idq_cv: Condvar::new(),
+            inbox: Mutex::new(Vec::new()),
+            waker: Waker::new()?,
+            stats,
+            verbose,
+        }))
+    }
+
     /// Hands `conn` back to the event loop.
     pub(crate) fn give_back(&self, conn: Box<Conn>) {
         lock(&self.inbox).push(conn);
@@ -140,24 +163,10 @@ impl Server {
         own: OwnNamespaces,
         verbose: bool,
     ) -> io::Result<Server> {
-        let stats = Arc::new(Stats::default());
         Ok(Server {
             listener,
             dumpers,
-            shared: Arc::new(Shared {
-                budget: Arc::new(SharedBudget::new(limits.buffer_limit, stats.clone())),
-                sched: Mutex::new(Sched::new(limits.max_requests_per_uid)),
-                limits,
-                own,
-                ident: Mutex::new(ident),
-                sched_cv: Condvar::new(),
-                idq: Mutex::new(FairQueue::default()),
-                idq_cv: Condvar::new(),
-                inbox: Mutex::new(Vec::new()),
-                waker: Waker::new()?,
-                stats,
-                verbose,
-            }),
+            shared: Shared::new(limits, ident, own, verbose)?,
         })
     }
 
@@ -188,25 +197,7 @@ impl Server {
                 Box::new(move || crate::work::worker(&sh, d)),
             )?;
         }
-        // Not set_nonblocking(): that is an ioctl, which the daemon's system call filter
-        // refuses (crate::privs::confine).
-        crate::poll::set_nonblocking(self.listener.as_raw_fd())?;
-        let epoll = Epoll::new()?;
-        epoll.add(self.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
-        epoll.add(self.shared.waker.fd(), libc::EPOLLIN as u32, WAKER)?;
-        EventLoop {
-            sh: self.shared,
-            listener: self.listener,
-            epoll,
-            slots: Vec::new(),
-            free: Vec::new(),
-            open: 0,
-            per_uid: HashMap::new(),
-            next_scan: None,
-            accept_paused: None,
-            again: Vec::new(),
-        }
-        .run()
+        EventLoop::new(self.shared, self.listener)?.run()
     }
 }
 
@@ -246,6 +237,28 @@ struct EventLoop {
 }
 
 impl EventLoop {
+    /// The loop on `listener`, not yet running.
+    fn new(sh: Arc<Shared>, listener: UnixListener) -> io::Result<EventLoop> {
+        // Not set_nonblocking(): that is an ioctl, which the daemon's system call filter
+        // refuses (crate::privs::confine).
+        crate::poll::set_nonblocking(listener.as_raw_fd())?;
+        let epoll = Epoll::new()?;
+        epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
+        epoll.add(sh.waker.fd(), libc::EPOLLIN as u32, WAKER)?;
+        Ok(EventLoop {
+            sh,
+            listener,
+            epoll,
+            slots: Vec::new(),
+            free: Vec::new(),
+            open: 0,
+            per_uid: HashMap::new(),
+            next_scan: None,
+            accept_paused: None,
+            again: Vec::new(),
+        })
+    }
+
     fn run(mut self) -> io::Result<()> {
         let mut ready: Vec<Ready> = Vec::with_capacity(256);
         loop {
@@ -366,14 +379,7 @@ impl EventLoop {
     fn admission(&mut self, uid: u32) -> Result<(), String> {
         let l = &self.sh.limits;
         let mine = self.per_uid.get(&uid).copied().unwrap_or(0);
-        if mine >= l.max_clients_per_uid {
-            return Err(format!(
-                "too many connections from uid {uid} (the limit is {})",
-                l.max_clients_per_uid
-            ));
-        }
-        let shared_part = l.max_clients - l.max_clients / 8;
-        if self.open < shared_part || (mine == 0 && self.open < l.max_clients) {
+        if admission_rule(l, self.open, uid, mine)? == Admission::Room {
             return Ok(());
         }
         let (open, max) = (self.open, l.max_clients);
@@ -388,21 +394,16 @@ impl EventLoop {
         }
     }
 
-    /// The oldest idle connection of the uid holding the most connections (among those with
-    /// an idle one).
+    /// The connection to close to make room ([`oldest_idle_of_busiest`]).
     fn victim(&self) -> Option<usize> {
-        self.slots
+        let idle = self
+            .slots
             .iter()
             .enumerate()
             .filter_map(|(t, s)| Some((t, s.conn.as_ref()?)))
             .filter(|(_, c)| is_idle(c))
-            .max_by_key(|(_, c)| {
-                (
-                    self.per_uid.get(&c.peer.uid).copied().unwrap_or(0),
-                    std::cmp::Reverse(c.since),
-                )
-            })
-            .map(|(t, _)| t)
+            .map(|(t, c)| (t, c.peer.uid, c.since));
+        oldest_idle_of_busiest(idle, &self.per_uid)
     }
 
     fn evict(&mut self, token: usize) {
@@ -657,6 +658,50 @@ impl EventLoop {
     }
 }
 
+/// What admitting a new connection takes, when it may come in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    /// There is room for it.
+    Room,
+    /// An idle connection must be closed to make room.
+    MakeRoom,
+}
+
+/// The admission rule for a new connection of `uid`, which holds `mine` of the `open`
+/// connections: never past `max_clients_per_uid`; freely below the shared part of
+/// `max_clients` (all but an eighth); past it, a uid holding none still comes in while any of
+/// the limit is left (the reserve for newcomers), and otherwise only by making room.
+fn admission_rule(l: &Limits, open: usize, uid: u32, mine: usize) -> Result<Admission, String> {
+    if mine >= l.max_clients_per_uid {
+        return Err(format!(
+            "too many connections from uid {uid} (the limit is {})",
+            l.max_clients_per_uid
+        ));
+    }
+    let shared_part = l.max_clients - l.max_clients / 8;
+    if open < shared_part || (mine == 0 && open < l.max_clients) {
+        Ok(Admission::Room)
+    } else {
+        Ok(Admission::MakeRoom)
+    }
+}
+
+/// Among idle connections (slot, uid, idle since), the oldest of the uid holding the most
+/// connections (`per_uid`): closing it costs the heaviest user the connection it used least
+/// recently.
+fn oldest_idle_of_busiest(
+    idle: impl Iterator<Item = (usize, u32, Instant)>,
+    per_uid: &HashMap<u32, usize>,
+) -> Option<usize> {
+    idle.max_by_key(|&(_, uid, since)| {
+        (
+            per_uid.get(&uid).copied().unwrap_or(0),
+            std::cmp::Reverse(since),
+        )
+    })
+    .map(|(t, _, _)| t)
+}
+
 /// Whether `c` is identified and doing nothing: no request, no output, no half request.
 fn is_idle(c: &Conn) -> bool {
     c.viewer.is_some() && c.out.is_empty() && c.input.is_empty() && !c.close
@@ -681,4 +726,355 @@ fn refuse_now(sock: &UnixStream, errno: i32, message: &str) {
     let mut b = Vec::new();
     write_done_error(&mut b, -errno, message);
     let _ = conn::send(sock.as_raw_fd(), &b);
+}
+
+#[cfg(test)]
+mod tests {
+    //! The event loop driven directly: a listener of its own, clients on real sockets, and
+    //! the identification thread's part played by the test (a default viewer), so that
+    //! admission, reading, fairness between connections and timeouts are checked without
+    //! workers or BPF.
+
+    use super::*;
+    use std::io::Write;
+    use std::path::PathBuf;
+
+    use taskdiag::proto::msg::{done_text, Messages};
+    use taskdiag::proto::{Done, MsgType};
+    use taskdiag::view::Viewer;
+    use taskdiag::BackendKind;
+
+    fn limits(max_clients: usize, per_uid: usize, timeout: Duration) -> Limits {
+        Limits {
+            max_clients,
+            max_clients_per_uid: per_uid,
+            timeout,
+            ..Limits::default()
+        }
+    }
+
+    #[test]
+    fn admission_keeps_a_reserve_for_uids_holding_no_connection() {
+        // 16 connections: 14 for everyone, the last 2 for uids that hold none.
+        let l = limits(16, 4, Duration::from_secs(30));
+        assert_eq!(admission_rule(&l, 0, 7, 0), Ok(Admission::Room));
+        assert_eq!(admission_rule(&l, 13, 7, 3), Ok(Admission::Room));
+        assert_eq!(admission_rule(&l, 14, 7, 1), Ok(Admission::MakeRoom));
+        assert_eq!(admission_rule(&l, 14, 7, 0), Ok(Admission::Room));
+        assert_eq!(admission_rule(&l, 15, 7, 0), Ok(Admission::Room));
+        assert_eq!(admission_rule(&l, 16, 7, 0), Ok(Admission::MakeRoom));
+        // The per-uid limit holds whatever room there is.
+        let e = admission_rule(&l, 4, 7, 4).expect_err("over the per-uid limit");
+        assert!(
+            e.contains("too many connections from uid 7 (the limit is 4)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn room_is_made_by_the_busiest_uids_oldest_idle_connection() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let per_uid = HashMap::from([(1, 3), (2, 5), (3, 5)]);
+        // uids 2 and 3 hold the most: the oldest idle of theirs goes, not uid 1's older one.
+        let idle = [
+            (0, 1, at(0)),
+            (1, 2, at(30)),
+            (2, 2, at(10)),
+            (3, 3, at(20)),
+        ];
+        assert_eq!(oldest_idle_of_busiest(idle.into_iter(), &per_uid), Some(2));
+        // Only a lighter uid has an idle connection: that one goes.
+        assert_eq!(
+            oldest_idle_of_busiest([(4, 1, at(50))].into_iter(), &per_uid),
+            Some(4)
+        );
+        assert_eq!(oldest_idle_of_busiest(std::iter::empty(), &per_uid), None);
+    }
+
+    /// An event loop on a socket of its own (removed on drop).
+    struct Harness {
+        el: EventLoop,
+        path: PathBuf,
+    }
+
+    impl Harness {
+        fn new(limits: Limits) -> Harness {
+            use std::sync::atomic::AtomicUsize;
+            static N: AtomicUsize = AtomicUsize::new(0);
+            let path = std::env::temp_dir().join(format!(
+                "taskdiagd-unit-{}-{}.sock",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_file(&path);
+            let listener = UnixListener::bind(&path).expect("bind");
+            let ident = Dumper::open(BackendKind::Procfs).expect("the procfs backend");
+            let own = OwnNamespaces::read().expect("own namespaces");
+            let sh = Shared::new(limits, ident, own, false).expect("shared state");
+            Harness {
+                el: EventLoop::new(sh, listener).expect("event loop"),
+                path,
+            }
+        }
+
+        /// A client connected and accepted by the loop; its connection waits to be identified.
+        fn connect(&mut self) -> UnixStream {
+            let c = UnixStream::connect(&self.path).expect("connect");
+            self.el.accept().expect("accept");
+            c
+        }
+
+        /// Identifies every connection waiting (as the identification thread would, with a
+        /// viewer that sees everything) and hands it to the loop.
+        fn identify(&mut self) {
+            loop {
+                let Some(mut conn) = lock(&self.el.sh.idq).pop() else {
+                    return;
+                };
+                conn.viewer = Some(Viewer::default());
+                conn.since = Instant::now();
+                self.el.advance(conn);
+            }
+        }
+
+        /// A connected, identified client, idle.
+        fn client(&mut self) -> UnixStream {
+            let c = self.connect();
+            self.identify();
+            c
+        }
+
+        fn waiting_requests(&self) -> usize {
+            lock(&self.el.sh.sched).len()
+        }
+
+        /// One turn of the loop: every parked connection whose socket is ready, then (after
+        /// all of those) the ones whose turn was used up with work left.
+        fn turn(&mut self) {
+            self.ready_ones();
+            for t in std::mem::take(&mut self.el.again) {
+                self.el.ready(t);
+            }
+        }
+
+        /// The first part of a turn: the connections whose socket is ready.
+        fn ready_ones(&mut self) {
+            let mut ready = Vec::new();
+            self.el
+                .epoll
+                .wait(&mut ready, Some(Duration::ZERO))
+                .expect("epoll");
+            for r in ready {
+                if r.token < WAKER {
+                    self.el.ready(r.token as usize);
+                }
+            }
+        }
+    }
+
+    impl Drop for Harness {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    fn request(show: u64) -> Vec<u8> {
+        Request::new(Strategy::All, 0, show).to_bytes().to_vec()
+    }
+
+    /// A request the daemon answers with an error and goes on (an unknown version).
+    fn bad_version() -> Vec<u8> {
+        let mut b = request(Group::Base.flag());
+        b[4] = 99;
+        b
+    }
+
+    /// The DONE errors and texts among the messages a client has been sent (what arrived).
+    fn dones(c: &mut UnixStream) -> Vec<(i32, String)> {
+        c.set_nonblocking(true).expect("nonblocking");
+        let mut b = Vec::new();
+        let _ = c.read_to_end(&mut b);
+        c.set_nonblocking(false).expect("blocking");
+        Messages::new(&b)
+            .map(|m| m.expect("a whole message"))
+            .filter(|m| m.msg_type() == Some(MsgType::Done))
+            .map(|m| {
+                let d = Done::read_from(m.payload).expect("DONE");
+                (d.error, done_text(&m).unwrap_or("").to_string())
+            })
+            .collect()
+    }
+
+    /// Whether the daemon closed the client's connection (EOF once what was sent is read).
+    fn closed(c: &mut UnixStream) -> bool {
+        let _ = dones(c);
+        c.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        matches!(c.read(&mut [0u8; 64]), Ok(0))
+    }
+
+    /// Checks that the client was sent one DONE with `-errno` and a text saying `words`, and
+    /// that the daemon then closed the connection.
+    fn assert_ended(c: &mut UnixStream, errno: i32, words: &str) {
+        let d = dones(c);
+        assert!(
+            d.len() == 1 && d[0].0 == -errno && d[0].1.contains(words),
+            "want one DONE({}) saying {words:?}: {d:?}",
+            -errno
+        );
+        assert!(closed(c), "the connection stays open");
+    }
+
+    #[test]
+    fn a_request_is_read_and_queued_for_a_worker_a_bad_one_answered() {
+        let mut h = Harness::new(Limits::default());
+        let mut c = h.client();
+        c.write_all(&bad_version()).expect("write");
+        c.write_all(&request(VMA_STAT)).expect("write");
+        c.write_all(&request(Group::Base.flag())).expect("write");
+        h.turn();
+        let d = dones(&mut c);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert_eq!(d[0].0, -libc::EPROTONOSUPPORT, "{d:?}");
+        assert_eq!(d[1].0, -libc::EOPNOTSUPP, "{d:?}");
+        assert!(d[1].1.contains("vma_stat group is not served"), "{d:?}");
+        assert_eq!(
+            h.waiting_requests(),
+            1,
+            "the good request waits for a worker"
+        );
+        assert_eq!(h.el.open, 1);
+    }
+
+    #[test]
+    fn a_connection_with_many_requests_lets_others_have_their_turn() {
+        let mut h = Harness::new(Limits::default());
+        let (mut busy, mut other) = (h.client(), h.client());
+        let many = 3 * TURN;
+        for _ in 0..many {
+            busy.write_all(&bad_version()).expect("write");
+        }
+        other.write_all(&bad_version()).expect("write");
+        h.ready_ones();
+        // One turn each (at most TURN steps, reads included): the busy connection got part of
+        // its answers, the other all of its own, and the busy one is due again after them.
+        let mut answered = dones(&mut busy).len();
+        assert!(
+            answered > 0 && answered < TURN,
+            "{answered} answers in one turn"
+        );
+        assert_eq!(dones(&mut other).len(), 1);
+        assert_eq!(h.el.again.len(), 1);
+        while answered < many {
+            assert!(!h.el.again.is_empty(), "{answered} of {many} answered");
+            h.turn();
+            answered += dones(&mut busy).len();
+        }
+        assert_eq!(answered, many);
+    }
+
+    #[test]
+    fn at_the_limit_the_busiest_uids_oldest_idle_connection_makes_room() {
+        // 8 connections, 7 for a uid that holds some already.
+        let mut h = Harness::new(limits(8, 8, Duration::from_secs(30)));
+        let mut first = h.client();
+        let mut rest: Vec<UnixStream> = (1..7).map(|_| h.client()).collect();
+        assert_eq!(h.el.open, 7);
+        let _new = h.client();
+        assert_eq!(h.el.open, 7, "one closed to make room for one");
+        assert_eq!(h.el.sh.stats.evicted.load(Ordering::Relaxed), 1);
+        assert_ended(&mut first, libc::EAGAIN, "closed to make room");
+        // A connection in the middle of a request is not idle: with none idle, a newcomer of
+        // the same uid is refused.
+        for c in rest.iter_mut() {
+            c.write_all(&request(Group::Base.flag())[..10])
+                .expect("write");
+        }
+        h.turn();
+        // The one admitted last is idle: it makes room for the next. That one is not
+        // identified yet (not idle either): then none is left.
+        let _last = h.connect();
+        assert_eq!(h.el.sh.stats.evicted.load(Ordering::Relaxed), 2);
+        assert_ended(&mut h.connect(), libc::EAGAIN, "none idle");
+        assert_eq!(h.el.sh.stats.refused.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn over_the_per_uid_limit_a_connection_is_refused_with_a_message() {
+        let mut h = Harness::new(limits(64, 2, Duration::from_secs(30)));
+        let _a = h.client();
+        let _b = h.client();
+        assert_ended(&mut h.connect(), libc::EAGAIN, "too many connections");
+        assert_eq!(h.el.open, 2);
+    }
+
+    #[test]
+    fn past_the_timeout_idle_and_half_sent_requests_end() {
+        let mut h = Harness::new(limits(64, 8, Duration::ZERO));
+        let mut idle = h.client();
+        let mut half = h.client();
+        half.write_all(&request(Group::Base.flag())[..20])
+            .expect("write");
+        h.turn();
+        h.el.scan();
+        // The idle connection ends quietly; the half request is explained.
+        assert!(dones(&mut idle).is_empty());
+        assert!(closed(&mut idle));
+        assert_ended(
+            &mut half,
+            libc::EINVAL,
+            "truncated request: 20 of 32 bytes arrived before the timeout",
+        );
+        assert_eq!(h.el.open, 0);
+    }
+
+    #[test]
+    fn a_request_no_worker_took_by_its_deadline_is_answered_busy() {
+        let mut h = Harness::new(limits(64, 8, Duration::ZERO));
+        let mut c = h.client();
+        c.write_all(&request(Group::Base.flag())).expect("write");
+        h.turn();
+        assert_eq!(h.waiting_requests(), 1);
+        h.el.scan();
+        assert_eq!(h.waiting_requests(), 0);
+        assert_ended(&mut c, libc::ETIMEDOUT, "no worker came free");
+    }
+
+    #[test]
+    fn due_follows_what_a_connection_waits_for() {
+        let mut h = Harness::new(Limits::default());
+        let _c = h.client();
+        let t = Duration::from_secs(30);
+        let slot =
+            h.el.slots
+                .iter()
+                .position(|s| s.conn.is_some())
+                .expect("a slot");
+        let conn = h.el.slots[slot].conn.as_mut().expect("conn");
+        assert!(is_idle(conn));
+        assert_eq!(due(conn, t), conn.since + t, "idle: since it became idle");
+        let started = conn.since + Duration::from_secs(1);
+        conn.input = vec![1, 2, 3];
+        conn.started = Some(started);
+        assert!(!is_idle(conn));
+        assert_eq!(
+            due(conn, t),
+            started + t,
+            "a request arriving: since its first byte"
+        );
+        conn.input.clear();
+        let deadline = conn.since + Duration::from_secs(5);
+        conn.deadline = Some(deadline);
+        conn.out.push_message(vec![0; 16]);
+        assert!(!is_idle(conn));
+        assert_eq!(
+            due(conn, t),
+            deadline,
+            "an answer on its way: the request's deadline"
+        );
+        conn.out.clear();
+        conn.viewer = None;
+        assert!(!is_idle(conn), "not identified yet");
+    }
 }

@@ -7,58 +7,30 @@
 //! than skip, elsewhere: where they run they must pass. Fixture processes are killed on drop.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use taskdiag::{BackendKind, Dumper, Error, Group, Request, Strategy};
 use taskdiag_proto::msg::Messages;
 use taskdiag_proto::task::{Event, StreamDecoder, Task};
 use taskdiag_proto::SHOW_SUPPORTED;
+use taskdiag_test_support::process::{wait_stopped, Spawned};
+use taskdiag_test_support::tasks;
 
-/// A fixture process, killed (and reaped) when dropped.
-struct Fixture {
-    child: Child,
-}
+/// A fixture process, leading its own process group: killed with its children (and reaped)
+/// when dropped.
+type Fixture = Spawned;
 
-impl Fixture {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        // SAFETY: kill/waitpid on our own child.
-        // Each fixture leads its own process group, so this also ends its children.
-        unsafe {
-            libc::kill(-(self.child.id() as i32), libc::SIGKILL);
-        }
-        let _ = self.child.wait();
-    }
-}
-
-fn fixture_exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_td_fixture"))
-}
-
+/// Starts `td_fixture args...` (with `arg0` as its argv[0]) and waits until it is ready.
 fn spawn(args: &[&str], arg0: Option<&str>) -> Fixture {
-    let mut cmd = Command::new(fixture_exe());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_td_fixture"));
     cmd.args(args).stdout(Stdio::piped());
-    use std::os::unix::process::CommandExt;
-    cmd.process_group(0);
     if let Some(a) = arg0 {
+        use std::os::unix::process::CommandExt;
         cmd.arg0(a);
     }
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e}", fixture_exe().display()));
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().expect("stdout"))
-        .read_line(&mut line)
-        .expect("ready");
-    assert_eq!(line, "ready\n", "fixture {args:?} did not start");
-    Fixture { child }
+    let mut f = Spawned::spawn_group(&mut cmd);
+    f.expect_line("ready");
+    f
 }
 
 fn dump(kind: BackendKind, req: &Request) -> Result<Vec<Task>, Error> {
@@ -137,12 +109,7 @@ fn assert_agree(req: Request, pids: &[u32]) -> BTreeMap<u32, Task> {
 }
 
 fn threads_of(pid: u32) -> Vec<u32> {
-    let mut v: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .expect("task dir")
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    v.sort();
-    v
+    tasks::tids(pid)
 }
 
 fn comm(t: &Task) -> &[u8] {
@@ -169,14 +136,13 @@ fn every_group_agrees_on_fixture_processes() {
     );
     let creds = spawn(&["setuid", "65534", "4,27,100"], None);
     let stopped = spawn(&["sleep"], None);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(stopped.pid() as i32, libc::SIGSTOP) };
+    taskdiag_test_support::process::signal(stopped.pid(), libc::SIGSTOP);
+    wait_stopped(stopped.pid());
     let parent = spawn(&["zombie"], None);
     let traced = spawn(&["sleep"], None);
     // SAFETY: PTRACE_SEIZE of our own child; it detaches when this test process exits.
     let r = unsafe { libc::ptrace(libc::PTRACE_SEIZE, traced.pid(), 0, 0) };
     assert_eq!(r, 0, "PTRACE_SEIZE: {}", std::io::Error::last_os_error());
-    std::thread::sleep(std::time::Duration::from_millis(100));
 
     let fixtures = [
         &hostile, &full16, &threads, &long, &title, &creds, &stopped, &parent, &traced,
@@ -275,11 +241,7 @@ fn strategies_select_the_same_tasks_on_both_backends() {
 
 #[test]
 fn missing_pid_is_esrch_on_both_backends() {
-    let max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
-        .expect("pid_max")
-        .trim()
-        .parse()
-        .expect("number");
+    let max = tasks::pid_max();
     for kind in [BackendKind::Procfs, BackendKind::Bpf] {
         for s in [Strategy::One, Strategy::Thread, Strategy::Children] {
             match dump(kind, &Request::new(s, max + 7, Group::Base.flag())) {
@@ -292,37 +254,52 @@ fn missing_pid_is_esrch_on_both_backends() {
 
 #[test]
 fn ids_agree_for_every_task_on_the_system() {
-    // Identity fields do not change while a task lives, so every task both backends see must
-    // match exactly (names of workqueue kthreads change with their work, so not compared).
+    // Identity fields (ids, parent, session, terminal, name, credentials) of every task both
+    // backends see must match. They can change while a task lives (a setsid, an exec, a
+    // reparenting), so /proc is read before and after BPF: a
+    // task whose fields changed between the two /proc reads is left out, and one that /proc
+    // showed the same both times must be the same through BPF.
     let req = Request::new(
         Strategy::AllThread,
         0,
         Group::Base.flag() | Group::Cred.flag(),
     );
-    let p = by_pid(dump(BackendKind::Procfs, &req).expect("procfs"));
+    let p1 = by_pid(dump(BackendKind::Procfs, &req).expect("procfs"));
     let b = by_pid(dump(BackendKind::Bpf, &req).expect("bpf"));
-    let mut compared = 0;
+    let p2 = by_pid(dump(BackendKind::Procfs, &req).expect("procfs"));
+    let ids = |t: &Task| {
+        let base = t.base.as_ref().expect("base");
+        let x = &base.rec;
+        (
+            (t.tgid, x.ppid, x.sid, x.pgid, x.tty_nr, x.tpgid, x.flags),
+            x.start_time_ns,
+            // A workqueue thread's name follows its work, back and forth: not compared.
+            (x.task_flags & 0x20 == 0).then(|| base.comm.clone()),
+            t.cred.clone(),
+        )
+    };
+    let (mut compared, mut changed) = (0, 0);
     for (pid, bt) in &b {
-        let Some(pt) = p.get(pid) else { continue };
-        let (x, y) = (
-            &pt.base.as_ref().expect("base").rec,
-            &bt.base.as_ref().expect("base").rec,
-        );
-        if x.start_time_ns != y.start_time_ns {
-            continue; // pid reused between the two dumps
+        let (Some(before), Some(after)) = (p1.get(pid), p2.get(pid)) else {
+            continue; // not there throughout
+        };
+        let (before, after, got) = (ids(before), ids(after), ids(bt));
+        if before != after {
+            changed += 1;
+            continue;
         }
-        assert_eq!(
-            (pt.tgid, x.ppid, x.sid, x.pgid, x.tty_nr, x.tpgid, x.flags),
-            (bt.tgid, y.ppid, y.sid, y.pgid, y.tty_nr, y.tpgid, y.flags),
-            "task {pid}"
-        );
-        if x.task_flags & 0x20 == 0 {
-            assert_eq!(comm(pt), comm(bt), "task {pid}");
+        if got.1 != before.1 {
+            continue; // pid reused between the dumps
         }
-        assert_eq!(pt.cred, bt.cred, "task {pid}");
+        assert_eq!(got.0, before.0, "task {pid}");
+        assert_eq!(got.2, before.2, "name of task {pid}");
+        assert_eq!(got.3, before.3, "credentials of task {pid}");
         compared += 1;
     }
-    assert!(compared > 20, "only {compared} tasks compared");
+    assert!(
+        compared > 20,
+        "only {compared} tasks compared ({changed} changed between the /proc reads)"
+    );
 }
 
 #[test]

@@ -10,11 +10,13 @@
 //! `$TASKDIAG_DAEMON_USER` naming that user the same server is believed, which shows the
 //! refusals are the check at work, not a broken server.
 
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use taskdiag_test_support::bins::workspace_bin;
+use taskdiag_test_support::dir::TempDir;
+use taskdiag_test_support::process::Spawned;
+use taskdiag_test_support::users::uid_of;
 
 use taskdiag_proto::task::{Base, Cred, Task};
 use taskdiag_proto::{BaseRec, CredRec, StatRec, BASE_F_LEADER};
@@ -95,75 +97,35 @@ fn forged_task() -> Vec<u8> {
     v
 }
 
-/// A world-writable, sticky directory (mode 1777, like /tmp), removed on drop.
-struct SharedDir(PathBuf);
-
-impl SharedDir {
-    fn new(tag: &str) -> SharedDir {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p =
-            std::env::temp_dir().join(format!("taskdiag-trust-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("temp dir");
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
-        SharedDir(p)
-    }
-}
-
-impl Drop for SharedDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A server we started, listening on `socket`; killed (by its pid) on drop, before its
 /// directory goes.
 struct Server {
-    child: Child,
+    proc: Spawned,
     socket: PathBuf,
-    _dir: SharedDir,
+    _dir: TempDir,
 }
 
 impl Server {
-    /// Runs `cmd` (which listens on `socket`, inside `dir`) and waits, with a deadline, until
-    /// the socket accepts connections.
-    fn start(mut cmd: Command, dir: SharedDir, socket: PathBuf, what: &str) -> Server {
-        let child = cmd
-            .stdin(Stdio::null())
+    /// Runs `cmd` (which listens on `socket`, inside `dir`) and waits until the socket accepts
+    /// connections (failing if the server exits first).
+    fn start(mut cmd: Command, dir: TempDir, socket: PathBuf, what: &str) -> Server {
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {what}: {e}"));
-        let mut s = Server {
-            child,
+            .stderr(Stdio::piped());
+        let mut proc = Spawned::spawn(&mut cmd);
+        proc.wait_listening(&socket, what);
+        Server {
+            proc,
             socket,
             _dir: dir,
-        };
-        let t0 = Instant::now();
-        while UnixStream::connect(&s.socket).is_err() {
-            if let Ok(Some(status)) = s.child.try_wait() {
-                let mut err = String::new();
-                if let Some(mut e) = s.child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
-                }
-                panic!("{what} exited ({status}) before listening: {err}");
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "{what} did not listen on {} within 20 s",
-                s.socket.display()
-            );
-            std::thread::sleep(Duration::from_millis(20));
         }
-        s
     }
 
-    /// The forged server, run through `run` (as some user), on a socket in a world-writable
-    /// directory.
+    /// The forged server, run through `run` (as some user), on a socket in a world-writable,
+    /// sticky directory (like /tmp).
     fn forged(run: Runner) -> Server {
-        let dir = SharedDir::new("forged");
-        let socket = dir.0.join("taskdiag.sock");
+        let dir = TempDir::with_mode("trust-forged", 0o1777);
+        let socket = dir.join("taskdiag.sock");
         let hex: String = forged_task().iter().map(|b| format!("{b:02x}")).collect();
         let mut c = run("/usr/bin/python3");
         c.args(["-c", FAKE_SERVER]).arg(&socket).arg(hex);
@@ -173,10 +135,9 @@ impl Server {
     /// The real taskdiagd (beside the CLI in the same target directory), started as root with
     /// `extra` options.
     fn daemon(extra: &[&str]) -> Server {
-        let dir = SharedDir::new("daemon");
-        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        let socket = dir.0.join("taskdiag.sock");
-        let mut c = Command::new(daemon_binary());
+        let dir = TempDir::new("trust-daemon");
+        let socket = dir.join("taskdiag.sock");
+        let mut c = Command::new(workspace_bin("taskdiagd"));
         c.arg("--foreground")
             .arg("--socket")
             .arg(&socket)
@@ -185,37 +146,12 @@ impl Server {
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.proc.pid()
     }
 
     fn path(&self) -> &str {
         self.socket.to_str().expect("UTF-8 temp path")
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// taskdiagd, beside the CLI; built on demand (into the same target directory and profile)
-/// when this crate's tests run alone.
-fn daemon_binary() -> PathBuf {
-    let p = Path::new(BIN).with_file_name("taskdiagd");
-    if !p.exists() {
-        let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "-p", "taskdiag-daemon"]);
-        if p.parent().and_then(Path::file_name) == Some("release".as_ref()) {
-            c.arg("--release");
-        }
-        assert!(
-            c.status().expect("cargo build").success(),
-            "building taskdiagd"
-        );
-    }
-    p
 }
 
 /// Makes a command running a program as some user.
@@ -282,15 +218,6 @@ fn assert_refused(o: &Output, server: &Server, uid: u32, user: &str, code: i32, 
     );
     assert!(err.contains(&want), "{ctx}: want {want:?} in {err:?}");
     assert!(!shows_forged(o), "{ctx}: forged data shown: {}", stdout(o));
-}
-
-fn uid_of(name: &str) -> u32 {
-    let o = Command::new("id").args(["-u", name]).output().expect("id");
-    assert!(o.status.success(), "no user {name}");
-    String::from_utf8_lossy(&o.stdout)
-        .trim()
-        .parse()
-        .expect("uid")
 }
 
 #[test]

@@ -2,59 +2,41 @@
 //! fixture with file, deleted-file, newline-named, shared, memfd, guard-page, huge and named
 //! anonymous mappings; a process with 60,000 mappings (continued messages); a changing map.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+use taskdiag_test_support::dir::TempDir;
+use taskdiag_test_support::process::{wait_for, Spawned};
+use taskdiag_test_support::python;
+use taskdiag_test_support::tasks;
 
 use super::{stderr, BIN};
 
+/// maps_fixture.py, killed on drop, then its directory removed.
 struct Fixture {
-    child: Child,
-    dir: std::path::PathBuf,
-}
-
-/// Starts a Python child that prints "ready" once set up and lives until its stdin closes.
-fn spawn_ready(mut cmd: Command) -> Child {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read");
-    assert_eq!(line, "ready\n", "fixture did not start");
-    child
+    proc: Spawned,
+    _dir: TempDir,
 }
 
 impl Fixture {
     fn start(extra: &[&str]) -> Fixture {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("taskdiag-maps-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
+        let dir = TempDir::new("maps");
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/integration/maps_fixture.py"
         );
-        let mut cmd = Command::new("python3");
-        cmd.arg(script).arg(&dir).args(extra);
-        Fixture {
-            child: spawn_ready(cmd),
-            dir,
-        }
+        let mut proc = Spawned::spawn(
+            python::script(script)
+                .arg(dir.path())
+                .args(extra)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped()),
+        );
+        proc.expect_line("ready");
+        Fixture { proc, _dir: dir }
     }
 
     fn pid(&self) -> String {
-        self.child.id().to_string()
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.proc.pid().to_string()
     }
 }
 
@@ -299,12 +281,18 @@ fn bpf_vma_flags_equal_smaps_vmflags() {
 #[test]
 fn an_all_processes_dump_matches_each_processes_maps() {
     let f = Fixture::start(&[]);
-    let sleepers: Vec<Child> = (0..3)
-        .map(|_| Command::new("sleep").arg("60").spawn().expect("sleep"))
+    let sleepers: Vec<Spawned> = (0..3)
+        .map(|_| Spawned::spawn(Command::new("sleep").arg("60")))
         .collect();
-    let pids: Vec<u32> = std::iter::once(f.child.id())
-        .chain(sleepers.iter().map(Child::id))
+    let pids: Vec<u32> = std::iter::once(f.proc.pid())
+        .chain(sleepers.iter().map(Spawned::pid))
         .collect();
+    // Until a sleeper has executed sleep its maps are those of this test's copy.
+    for s in &sleepers {
+        wait_for("sleep to execute", || {
+            tasks::comm(s.pid()).as_deref() == Some("sleep")
+        });
+    }
     for backend in ["bpf", "procfs"] {
         let o = Command::new(BIN)
             .args(["dump", "--groups", "vma", "--format", "json", "-b", backend])
@@ -326,7 +314,7 @@ fn an_all_processes_dump_matches_each_processes_maps() {
                 .iter()
                 .map(|m| {
                     format!(
-                        "{:x}-{:x} {} {}",
+                        "{:08x}-{:08x} {} {}",
                         m["start"].as_u64().expect("start"),
                         m["end"].as_u64().expect("end"),
                         m["perms"].as_str().expect("perms"),
@@ -354,27 +342,26 @@ fn an_all_processes_dump_matches_each_processes_maps() {
             "{backend}: fixture processes missing from the dump"
         );
     }
-    for mut s in sleepers {
-        let _ = s.kill();
-        let _ = s.wait();
-    }
+    drop(sleepers);
 }
 
 /// With thread strategies the VMA group is on the thread-group leader only (threads share the
 /// address space), as task_diag did, for both backends.
 #[test]
 fn thread_strategies_give_vmas_to_the_leader_only() {
-    let mut cmd = Command::new("python3");
-    cmd.args([
-        "-c",
-        "import threading, sys\n\
-         ev = threading.Event()\n\
-         for _ in range(3): threading.Thread(target=ev.wait, daemon=True).start()\n\
-         print('ready', flush=True)\n\
-         sys.stdin.read()\n",
-    ]);
-    let mut child = spawn_ready(cmd);
-    let pid = child.id();
+    let mut child = Spawned::spawn(
+        python::code(
+            "import threading, sys\n\
+             ev = threading.Event()\n\
+             for _ in range(3): threading.Thread(target=ev.wait, daemon=True).start()\n\
+             print('ready', flush=True)\n\
+             sys.stdin.read()\n",
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped()),
+    );
+    child.expect_line("ready");
+    let pid = child.pid();
     for backend in ["bpf", "procfs"] {
         let o = Command::new(BIN)
             .args(["dump", "--threads-of", &pid.to_string(), "--groups", "vma"])
@@ -391,6 +378,4 @@ fn thread_strategies_give_vmas_to_the_leader_only() {
         }
         assert_eq!(threads, 4, "{backend}");
     }
-    let _ = child.kill();
-    let _ = child.wait();
 }

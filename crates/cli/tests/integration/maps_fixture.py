@@ -11,15 +11,12 @@ import mmap
 import os
 import sys
 
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_char_p]
-PAGE = mmap.PAGESIZE
-PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
-MAP_SHARED, MAP_PRIVATE, MAP_ANONYMOUS, MAP_NORESERVE = 1, 2, 0x20, 0x4000
+from tdtest import (MAP_ANONYMOUS, MAP_NORESERVE, MAP_PRIVATE, PAGE, PROT_NONE, PROT_READ,
+                    PROT_WRITE, libc, map_pieces)
+
+# prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, addr, len, name) passes a pointer last.
+prctl = ctypes.CDLL(None, use_errno=True).prctl
+prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_char_p]
 
 d = sys.argv[1]
 keep = []
@@ -53,13 +50,11 @@ libc.mprotect(a + 4 * PAGE, PAGE, PROT_NONE)
 libc.mmap(None, 1 << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
 # A named anonymous region, where the kernel has CONFIG_ANON_VMA_NAME.
 n = libc.mmap(None, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-libc.prctl(0x53564D41, 0, n, 2 * PAGE, b"fixture region")
+prctl(0x53564D41, 0, n, 2 * PAGE, b"fixture region")
 
 if len(sys.argv) > 3 and sys.argv[2] == "many":
-    count = int(sys.argv[3])
-    base = libc.mmap(None, count * PAGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
-    for i in range(0, count, 2):
-        libc.mprotect(base + i * PAGE, PAGE, PROT_NONE)
+    # At least N mappings: N/2 readable pages between N/2 inaccessible ones.
+    map_pieces((int(sys.argv[3]) + 1) // 2)
 
 print("ready", flush=True)
 if "churn" in sys.argv[2:]:

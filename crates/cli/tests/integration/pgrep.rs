@@ -8,20 +8,24 @@
 //! characters, a 20,000-byte command line, other users (nobody; real nobody with effective
 //! root; the test user), its own process group, another network namespace, named threads, a
 //! zombie and a process on a pty. Comparisons are restricted to the fixture (by session,
-//! parent, terminal or pid file) because the rest of the system changes between two runs,
-//! and each is retried a few times in case the fixture changed under it.
+//! parent, terminal or pid file) because the rest of the system changes between two runs;
+//! where it changed anyway, procps is run again after ours and ours must agree with one of the
+//! two runs around it (taskdiag_test_support::compare).
 //!
 //! pkill is compared on two identical fixtures, one for each tool: the echoed lines (with pids
 //! mapped back to fixture roles), the messages, the exit status and which processes died must
 //! be the same.
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use taskdiag_test_support::compare::agree;
+use taskdiag_test_support::dir::TempDir;
+use taskdiag_test_support::process::{output_in_own_group, output_within, wait_for, Spawned};
+use taskdiag_test_support::tasks;
+use taskdiag_test_support::users::user_gid;
 
 use super::{test_user, BIN, TEST_USER};
 
@@ -123,65 +127,38 @@ const COMMS: &[(&str, &[u8])] = &[
     ("tty", b"ttysleep"),
 ];
 
+/// The fixture session; its processes are killed with the session's process group (the
+/// leader's) on drop, and those that left it (the process group, pty and network namespace
+/// ones) by pid before.
 struct Fixture {
-    leader: Child,
+    _leader: Spawned,
     pids: HashMap<String, u32>,
-    dir: PathBuf,
+    dir: TempDir,
 }
 
 fn comm(pid: u32) -> Option<Vec<u8>> {
-    let mut c = std::fs::read(format!("/proc/{pid}/comm")).ok()?;
-    if c.last() == Some(&b'\n') {
-        c.pop();
-    }
-    Some(c)
+    tasks::comm_bytes(pid)
 }
 
-fn state(pid: u32) -> Option<u8> {
-    let s = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let close = s.iter().rposition(|&c| c == b')')?;
-    s.get(close + 2).copied()
+fn state(pid: u32) -> Option<char> {
+    tasks::state(pid)
 }
 
 impl Fixture {
     fn start() -> Fixture {
         let uid = test_user();
-        let gid = String::from_utf8_lossy(
-            &Command::new("id")
-                .args(["-g", TEST_USER])
-                .output()
-                .expect("id")
-                .stdout,
-        )
-        .trim()
-        .to_string();
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "taskdiag-pgrep-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("fixture dir");
+        let gid = user_gid(TEST_USER);
+        let dir = TempDir::new("pgrep");
         let mut cmd = Command::new("/usr/bin/python3");
         cmd.arg("-c")
             .arg(FIXTURE)
-            .arg(&dir)
+            .arg(dir.path())
             .arg(uid.to_string())
-            .arg(&gid)
+            .arg(gid.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
-        // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
-        let mut leader = cmd.spawn().expect("start the fixture");
-        let mut line = String::new();
-        BufReader::new(leader.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("fixture line");
+        let mut leader = Spawned::spawn_session(&mut cmd);
+        let line = leader.first_line();
         let v: serde_json::Value =
             serde_json::from_str(&line).unwrap_or_else(|e| panic!("fixture said {line:?}: {e}"));
         let mut pids: HashMap<String, u32> = v
@@ -190,15 +167,20 @@ impl Fixture {
             .iter()
             .map(|(k, v)| (k.clone(), v.as_u64().expect("pid") as u32))
             .collect();
-        pids.insert("leader".into(), leader.id());
-        let f = Fixture { leader, pids, dir };
-        f.wait_ready();
+        pids.insert("leader".into(), leader.pid());
+        let f = Fixture {
+            _leader: leader,
+            pids,
+            dir,
+        };
+        wait_for("the pgrep fixture to be set up", || f.ready());
         f
     }
 
-    fn wait_ready(&self) {
-        let t = Instant::now();
-        loop {
+    /// Whether every process has its final name, the threads theirs, the long command line
+    /// is in place and the zombie is one.
+    fn ready(&self) -> bool {
+        {
             let names_ok = COMMS
                 .iter()
                 .all(|(k, c)| comm(self.pid(k)).as_deref() == Some(*c));
@@ -207,7 +189,7 @@ impl Fixture {
                 .unwrap_or(false);
             let long_ok = std::fs::read(format!("/proc/{}/cmdline", self.pid("longcmd")))
                 .is_ok_and(|c| c.len() > 20000);
-            let zombie_ok = state(self.pid("zombie")) == Some(b'Z');
+            let zombie_ok = state(self.pid("zombie")) == Some('Z');
             let workers_ok = threads_ok && {
                 let tids: Vec<u32> = self.tids("threads");
                 let names: BTreeSet<Vec<u8>> = tids
@@ -216,15 +198,7 @@ impl Fixture {
                     .collect::<BTreeSet<_>>();
                 names.contains(&b"worker-a"[..]) && names.contains(&b"worker-b"[..])
             };
-            if names_ok && workers_ok && long_ok && zombie_ok {
-                return;
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "fixture not ready: names {names_ok} threads {workers_ok} long {long_ok} \
-                 zombie {zombie_ok}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
+            names_ok && workers_ok && long_ok && zombie_ok
         }
     }
 
@@ -233,14 +207,7 @@ impl Fixture {
     }
 
     fn tids(&self, key: &str) -> Vec<u32> {
-        let mut v: Vec<u32> = std::fs::read_dir(format!("/proc/{}/task", self.pid(key)))
-            .map(|d| {
-                d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
+        tasks::tids(self.pid(key))
     }
 
     fn sid(&self) -> String {
@@ -275,9 +242,14 @@ impl Fixture {
         self.pids
             .iter()
             .filter(|(k, _)| k.as_str() != "leader")
-            .filter(|(_, &p)| matches!(state(p), None | Some(b'Z') | Some(b'X')))
+            .filter(|(_, &p)| matches!(state(p), None | Some('Z' | 'X')))
             .map(|(k, _)| k.clone())
             .collect()
+    }
+
+    /// Whether every process of the fixture is done with the signals sent to it.
+    fn quiet(&self) -> bool {
+        self.pids.values().all(|&p| tasks::quiet(p))
     }
 
     /// Replaces `{sid}`, `{leader}`, `{pgrp}`, `{tty}`, `{netns}` in arguments.
@@ -298,13 +270,11 @@ impl Drop for Fixture {
     fn drop(&mut self) {
         for (k, &p) in &self.pids {
             if k != "leader" {
-                // SAFETY: kill takes plain integers; these are the fixture's own processes.
+                // SAFETY: kill takes plain integers. The fixture never reaps its children, so
+                // while its leader (our unreaped child) lives, their pids are theirs.
                 unsafe { libc::kill(p as i32, libc::SIGKILL) };
             }
         }
-        let _ = self.leader.kill();
-        let _ = self.leader.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -336,58 +306,7 @@ fn command(prog: &str, args: &[String], who: Who) -> Command {
 /// after a minute, kills that group (only processes this test started) and fails, showing
 /// what it printed (a hung tool must fail the test, not hang it).
 fn output(cmd: &mut Command) -> Output {
-    cmd.process_group(0);
-    output_in_own_group(cmd)
-}
-
-/// [`output`] for a command that makes its own process group (setsid in pre_exec).
-fn output_in_own_group(cmd: &mut Command) -> Output {
-    use std::io::Read;
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let pid = child.id() as i32;
-    let mut so = child.stdout.take().expect("stdout");
-    let mut se = child.stderr.take().expect("stderr");
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = so.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = se.read_to_end(&mut v);
-        v
-    });
-    let t = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break Some(st);
-        }
-        if t.elapsed() > Duration::from_secs(60) {
-            // SAFETY: kill takes plain integers; the group is the one this child leads.
-            unsafe { libc::kill(-pid, libc::SIGKILL) };
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let stdout = t_out.join().expect("stdout reader");
-    let stderr = t_err.join().expect("stderr reader");
-    match status {
-        Some(status) => Output {
-            status,
-            stdout,
-            stderr,
-        },
-        None => panic!(
-            "{cmd:?} did not finish in 60 s\n--- stdout\n{}--- stderr\n{}",
-            String::from_utf8_lossy(&stdout),
-            String::from_utf8_lossy(&stderr)
-        ),
-    }
+    output_within(cmd, Duration::from_secs(60))
 }
 
 /// Runs procps' `tool` (pgrep or pkill).
@@ -442,27 +361,29 @@ fn backends(who: Who) -> &'static [&'static str] {
 fn check_pgrep(args: &[String], who: Who) -> bool {
     let mut printed = false;
     for backend in backends(who) {
-        let mut last = None;
-        for _ in 0..5 {
-            let want = procps("pgrep", args, who);
-            let got = ours("pgrep", args, backend, who);
-            if same_output(&want, &got) {
-                printed |= !want.stdout.is_empty();
-                last = None;
-                break;
-            }
-            last = Some((want, got));
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        if let Some((want, got)) = last {
-            panic!(
-                "pgrep {args:?} on {backend}:\n=== procps\n{}=== taskdiag\n{}",
-                show(&want),
-                show(&got)
-            );
-        }
+        let got = agree(
+            || Shown(procps("pgrep", args, who)),
+            || Shown(ours("pgrep", args, backend, who)),
+        )
+        .unwrap_or_else(|m| panic!("pgrep {args:?} on {backend}: {m}"));
+        printed |= !got.0.stdout.is_empty();
     }
     printed
+}
+
+/// A tool's output, compared by status, output and messages, and shown as text.
+struct Shown(Output);
+
+impl PartialEq for Shown {
+    fn eq(&self, other: &Shown) -> bool {
+        same_output(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&show(&self.0))
+    }
 }
 
 /// Like [`check_pgrep`] (as root), comparing only the lines about the processes in `pids`.
@@ -476,28 +397,40 @@ fn check_pgrep_within(args: &[String], pids: &BTreeSet<String>) {
         (o.status.code(), lines)
     };
     for backend in backends(Who::Root) {
-        let mut last = None;
-        for _ in 0..5 {
-            let want = keep(&procps("pgrep", args, Who::Root));
-            let got = keep(&ours("pgrep", args, backend, Who::Root));
-            if want == got && !want.1.is_empty() {
-                last = None;
-                break;
-            }
-            last = Some((want, got));
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        if let Some((want, got)) = last {
-            panic!("pgrep {args:?} on {backend}:\nprocps   {want:?}\ntaskdiag {got:?}");
-        }
+        let got = agree(
+            || keep(&procps("pgrep", args, Who::Root)),
+            || keep(&ours("pgrep", args, backend, Who::Root)),
+        )
+        .unwrap_or_else(|m| panic!("pgrep {args:?} on {backend}: {m}"));
+        assert!(
+            !got.1.is_empty(),
+            "pgrep {args:?} on {backend}: nothing of the fixture"
+        );
     }
 }
 
 #[test]
 fn pgrep_matches_procps_on_the_fixture() {
     let f = Fixture::start();
-    // Old enough for -O 1.
-    std::thread::sleep(Duration::from_millis(1200));
+    // Old enough for -O 1: the leader (the oldest) started more than a second ago.
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let uptime = || -> f64 {
+        tasks::read_string("/proc/uptime")
+            .and_then(|u| u.split_whitespace().next()?.parse().ok())
+            .expect("/proc/uptime")
+    };
+    let started = |p: u32| -> f64 {
+        tasks::stat(p)
+            .and_then(|s| s.get(19)?.parse::<f64>().ok())
+            .expect("the fixture's start time")
+            / hz
+    };
+    let youngest = f.pids.values().map(|&p| started(p)).fold(0.0, f64::max);
+    let age = uptime() - youngest;
+    if age < 1.5 {
+        std::thread::sleep(Duration::from_secs_f64(1.5 - age));
+    }
     let pidfile = f.dir.join("pidfile");
     std::fs::write(&pidfile, format!("{}\n", f.pid("threads"))).expect("pidfile");
     let pidfile = pidfile.to_string_lossy().to_string();
@@ -778,7 +711,7 @@ fn pgrep_never_lists_itself_and_a_drops_ancestors() {
                 Ok(())
             });
         }
-        let o = output_in_own_group(&mut cmd);
+        let o = output_in_own_group(&mut cmd, Duration::from_secs(60));
         let text = String::from_utf8_lossy(&o.stdout).to_string();
         let lines: Vec<&str> = text.lines().collect();
         let sh = lines[0];
@@ -837,19 +770,16 @@ fn check_pkill(args: &[&str], who: Who, backend: &str) {
             Who::User => "user",
         }
     );
-    // Signals take a moment to act; wait until both sides agree (or give up).
-    let t = Instant::now();
-    loop {
-        let (da, db) = (a.dead(), b.dead());
-        if da == db && t.elapsed() > Duration::from_millis(200) {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "pkill {args:?}: procps killed {da:?}, taskdiag killed {db:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // Signals act after kill() returns: wait until every process of both fixtures is done
+    // with what it was sent, then compare who died.
+    wait_for("the fixtures to take their signals", || {
+        a.quiet() && b.quiet()
+    });
+    assert_eq!(
+        a.dead(),
+        b.dead(),
+        "pkill {args:?}: procps killed these, taskdiag those"
+    );
 }
 
 #[test]
@@ -962,17 +892,9 @@ fn pkill_kills_exactly_what_pgrep_selects() {
     kill_args.extend(args.iter().cloned());
     let o = ours("pkill", &kill_args, "bpf", Who::Root);
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
-    let t = Instant::now();
-    while f.dead() != listed {
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "dead {:?}, wanted {listed:?}",
-            f.dead()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // The others are untouched.
-    std::thread::sleep(Duration::from_millis(200));
+    // Once every process is done with its signals: the listed ones died, the others are
+    // untouched.
+    wait_for("the fixture to take its signals", || f.quiet());
     assert_eq!(f.dead(), listed);
 }
 
@@ -1008,7 +930,7 @@ fn child_pid_namespace_answers_in_its_own_numbers() {
 sleep 1000 & a=$!
 sleep 1001 & b=$!
 sleep 1002 & c=$!
-sleep 0.3
+wait_comm $a sleep; wait_comm $b sleep; wait_comm $c sleep
 echo "@@pids"; echo $a $b $c
 echo "@@procps"; /usr/bin/pgrep -a -P 1; echo "rc=$?"
 echo "@@bpf"; TASKDIAG_BACKEND=bpf "$BIN" pgrep -a -P 1; echo "rc=$?"
@@ -1017,8 +939,9 @@ echo "@@pkill"; TASKDIAG_BACKEND=bpf "$BIN" pkill -e -f '^sleep 100[01]$'; echo 
 wait $a $b
 echo "@@after"; /usr/bin/pgrep -a -P 1; echo "rc=$?"
 "#;
+    let script = format!("{}{script}", taskdiag_test_support::process::sh_waits());
     let mut o = Command::new("unshare");
-    o.args(["--pid", "--fork", "--mount-proc", "sh", "-c", script])
+    o.args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script])
         .env("BIN", BIN)
         .env("LC_ALL", "C.UTF-8");
     let o = output(&mut o);
@@ -1049,10 +972,14 @@ echo "@@after"; /usr/bin/pgrep -a -P 1; echo "rc=$?"
 fn pid_namespace_without_its_own_proc_uses_bpf_numbers() {
     // /proc still shows the parent namespace here, so procps cannot answer; BPF answers in
     // the namespace's numbers, and pkill checks identities with a second snapshot.
+    // The host's /proc cannot tell when the sleeps have executed: BPF, in the namespace's
+    // numbers, can.
     let script = r#"
 sleep 1000 & a=$!
 sleep 1001 & b=$!
-sleep 0.3
+for p in $a $b; do
+    until "$BIN" dump --pid $p --groups base 2>/dev/null | grep -q ' comm sleep$'; do sleep 0.01; done
+done
 echo "@@pids"; echo $a $b
 echo "@@pgrep"; "$BIN" pgrep -l -P 1; echo "rc=$?"
 echo "@@pkill"; "$BIN" pkill -e -x sleep -n; echo "rc=$?"

@@ -6,17 +6,23 @@
 //! must print the same bytes and exit with the same status, on both backends.
 //!
 //! Listings are restricted to the fixture's session (or lists of its pids) because the rest of
-//! the system changes between two runs, and because PID 1 is hidden from BPF task iterators
-//! on these machines. Values that move with time (%CPU, elapsed time) can differ when a
-//! second boundary falls between the two runs, so each comparison is retried a few times.
+//! the system changes between two runs. Values that move with time (%CPU, elapsed time) can
+//! differ when a second boundary falls between the two runs: procps ps is run again after
+//! ours when they differ, and ours must agree with one of the two procps runs around it; if
+//! procps gave the same bytes both times, the difference is real and the test fails at once
+//! (taskdiag_test_support::compare).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+use taskdiag_test_support::compare::agree;
+use taskdiag_test_support::process::{ensure_installed, Spawned};
+use taskdiag_test_support::python;
 
 use super::BIN;
 
 struct Fixture {
-    child: Child,
+    /// Killed with its process group when the fixture is dropped.
+    _proc: Spawned,
     sid: u32,
     tty: String,
     pids: serde_json::Map<String, serde_json::Value>,
@@ -28,23 +34,21 @@ impl Fixture {
             env!("CARGO_MANIFEST_DIR"),
             "/tests/integration/ps_fixture.py"
         );
-        let mut child = Command::new("python3")
-            .arg(script)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the ps fixture");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("fixture line");
+        // It makes its own session: killed with its process group on drop.
+        let mut proc = Spawned::spawn(
+            python::script(script)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped()),
+        )
+        .leads_own_group();
+        let line = proc.first_line();
         let v: serde_json::Value =
             serde_json::from_str(&line).unwrap_or_else(|e| panic!("fixture said {line:?}: {e}"));
         Fixture {
             sid: v["sid"].as_u64().expect("sid") as u32,
             tty: v["tty"].as_str().expect("tty").to_string(),
             pids: v["pids"].as_object().expect("pids").clone(),
-            child,
+            _proc: proc,
         }
     }
 
@@ -53,70 +57,65 @@ impl Fixture {
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        if let Some(mut stdin) = self.child.stdin.take() {
-            let _ = stdin.write_all(b"");
-        }
-        let _ = self.child.wait();
-    }
-}
-
 fn ensure_procps() {
-    if std::path::Path::new("/usr/bin/ps").exists() {
-        return;
-    }
-    let ok = Command::new("apt-get")
-        .args(["install", "-y", "procps"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "/usr/bin/ps is missing and could not be installed");
+    ensure_installed("/usr/bin/ps", "procps");
 }
 
-/// Runs procps ps and taskdiag ps with the same arguments and environment.
-fn both(args: &[&str], env: &[(&str, &str)], backend: &str) -> (Vec<u8>, Vec<u8>, String) {
-    let run = |cmd: &mut Command| {
-        cmd.args(args)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("TZ", "UTC");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let o = cmd.output().expect("run ps");
-        let mut all = o.stdout.clone();
-        all.extend_from_slice(b"\n--stderr--\n");
-        all.extend_from_slice(&o.stderr);
-        all.extend_from_slice(format!("\n--status {:?}--", o.status.code()).as_bytes());
-        all
+/// Runs ps with `args` and `env`: procps's (`backend` "procps") or taskdiag's on `backend`.
+/// Its standard output, standard error and status, as one byte string.
+fn both(args: &[&str], env: &[(&str, &str)], backend: &str) -> Vec<u8> {
+    let mut cmd = if backend == "procps" {
+        Command::new("/usr/bin/ps")
+    } else {
+        let mut c = Command::new(BIN);
+        c.arg("ps");
+        c
     };
-    let theirs = run(&mut Command::new("/usr/bin/ps"));
-    let ours = run(Command::new(BIN).arg("ps").env("TASKDIAG_BACKEND", backend));
-    (
-        theirs,
-        ours,
-        format!("ps {} ({backend}, {env:?})", args.join(" ")),
-    )
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TZ", "UTC");
+    if backend != "procps" {
+        cmd.env("TASKDIAG_BACKEND", backend);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().expect("run ps");
+    let mut all = o.stdout.clone();
+    all.extend_from_slice(b"\n--stderr--\n");
+    all.extend_from_slice(&o.stderr);
+    all.extend_from_slice(format!("\n--status {:?}--", o.status.code()).as_bytes());
+    all
 }
 
+/// procps ps and taskdiag ps print the same bytes and exit alike (procps read around ours).
 fn assert_same(args: &[&str], env: &[(&str, &str)], backend: &str) {
-    let mut last = None;
-    // Time-derived columns (%CPU, C) of young processes move between the two reads; they
-    // settle as the processes age. Under a loaded test run that can take seconds.
-    for _ in 0..12 {
-        let (theirs, ours, what) = both(args, env, backend);
-        if theirs == ours {
-            return;
-        }
-        last = Some((theirs, ours, what));
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
-    if let Some((theirs, ours, what)) = last {
+    if let Err(m) = agree(|| both(args, env, "procps"), || both(args, env, backend)) {
         panic!(
-            "{what} differs\n--- procps ---\n{}\n--- taskdiag ---\n{}",
-            String::from_utf8_lossy(&theirs),
-            String::from_utf8_lossy(&ours)
+            "ps {} ({backend}, {env:?}) differs: {}",
+            args.join(" "),
+            Shown(m)
         );
+    }
+}
+
+/// A mismatch of outputs, shown as text.
+struct Shown(taskdiag_test_support::compare::Mismatch<Vec<u8>>);
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let why = if self.0.unstable {
+            "the system changed across every read"
+        } else {
+            "procps printed the same before and after"
+        };
+        write!(
+            f,
+            "{why}\n--- procps ---\n{}\n--- taskdiag ---\n{}",
+            String::from_utf8_lossy(&self.0.reference),
+            String::from_utf8_lossy(&self.0.ours)
+        )
     }
 }
 
@@ -307,21 +306,15 @@ fn ps_answers_as_an_unprivileged_user_and_in_a_child_pid_namespace() {
             .expect("setpriv");
         (o.stdout, o.stderr, o.status.code())
     };
-    let mut same = false;
-    for _ in 0..5 {
-        let theirs = as_user(&["/usr/bin/ps"]);
-        let ours = as_user(&[BIN, "ps"]);
-        assert_eq!(ours.2, Some(0), "{}", String::from_utf8_lossy(&ours.1));
-        if theirs == ours {
-            same = true;
-            break;
-        }
-    }
-    assert!(same, "unprivileged listing differs from procps");
+    let ours = agree(|| as_user(&["/usr/bin/ps"]), || as_user(&[BIN, "ps"]))
+        .unwrap_or_else(|m| panic!("unprivileged listing differs from procps: {m:?}"));
+    assert_eq!(ours.2, Some(0), "{}", String::from_utf8_lossy(&ours.1));
     // In a new pid namespace, both see only the namespace, numbered from 1.
     for backend in BACKENDS {
         let script = format!(
-            "sleep 100 & /usr/bin/ps -e -o pid,ppid,comm; echo ---; TASKDIAG_BACKEND={backend} {BIN} ps -e -o pid,ppid,comm; kill %1"
+            "{}sleep 100 & wait_comm $! sleep; /usr/bin/ps -e -o pid,ppid,comm; echo ---; \
+             TASKDIAG_BACKEND={backend} {BIN} ps -e -o pid,ppid,comm; kill %1",
+            taskdiag_test_support::process::sh_waits()
         );
         let o = Command::new("unshare")
             .args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script])

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Fixture for the ps differential tests: a new session of quiescent processes in known,
 awkward states. Prints one JSON line ({"sid": ..., "pids": {...}, "tty": ...}) once every
-process is in place, then waits until standard input closes and kills them all.
+process is in place (each says so on a pipe once set up: named, scheduled, its threads named,
+its program executed), then waits until standard input closes and kills them all.
 
-Run as root (it changes scheduling classes, users and memory locks)."""
-import ctypes
+Run as root (it changes scheduling classes, users and memory locks), with tdtest.py on
+PYTHONPATH."""
 import json
 import os
 import pty
@@ -13,21 +14,16 @@ import sys
 import threading
 import time
 
-libc = ctypes.CDLL(None, use_errno=True)
-PR_SET_NAME = 15
-PR_SET_PDEATHSIG = 1
+from tdtest import Ready, die_with_parent, libc, set_name, wait_zombie
 
-
-def set_name(name: bytes):
-    libc.prctl(PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
-
-
-def die_with_parent():
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+ready = Ready()
+# The descriptor an executed program says it is ready on (it inherits it).
+READY_FD = 9
 
 
 def child(name=None, setup=None, exec_argv=None):
-    """Forks a child that names itself, runs setup, then sleeps (or execs)."""
+    """Forks a child that names itself, runs setup, says it is ready, then sleeps; or execs
+    a program that says so itself on READY_FD."""
     pid = os.fork()
     if pid:
         return pid
@@ -38,7 +34,9 @@ def child(name=None, setup=None, exec_argv=None):
         if setup is not None:
             setup()
         if exec_argv is not None:
+            os.dup2(ready.wr, READY_FD)
             os.execv(exec_argv[0], exec_argv)
+        ready.signal()
         while True:
             signal.pause()
     finally:
@@ -47,15 +45,17 @@ def child(name=None, setup=None, exec_argv=None):
 
 def threaded():
     names = [b"worker-0", b"worker (1)", b"w\xc3\xa9rker"]
+    named = threading.Barrier(len(names) + 1)
 
     def run(n):
         set_name(n)
+        named.wait()
         while True:
             time.sleep(1000)
 
     for n in names:
         threading.Thread(target=run, args=(n,), daemon=True).start()
-    time.sleep(0.2)
+    named.wait()
 
 
 def nobody():
@@ -85,6 +85,7 @@ def locked():
 
 
 def middle():
+    # The grandchild says it is ready for itself.
     child(b"grandchild")
 
 
@@ -93,14 +94,16 @@ def zombie_parent():
     if pid == 0:
         set_name(b"zombie")
         os._exit(0)
-    # never waited for: stays a zombie while we live
+    # never reaped: stays a zombie while we live
+    wait_zombie(pid)
 
 
 def main():
     os.setsid()
     set_name(b"fixture")
     me = sys.executable
-    sleeper = [me, "-c", "import signal\nwhile True: signal.pause()"]
+    says_ready = "import os\nos.write(%d, b'x')\nos.close(%d)\n" % (READY_FD, READY_FD)
+    sleeper = [me, "-c", says_ready + "import signal\nwhile True: signal.pause()"]
     pids = {}
     pids["hostile"] = child(b"(a) b)")
     pids["newline"] = child(b"new\nline")
@@ -127,7 +130,9 @@ def main():
         None,
         sleeper + ["A" * 3000, "tab\there", "new\nline", "esc\x1b[1m", "ünï", "B" * 3000],
     )
-    pids["badargv"] = child(None, None, [me.encode(), b"-c", b"import signal\nsignal.pause()", b"\xff\xfe bytes"])
+    pids["badargv"] = child(None, None, [me.encode(), b"-c", (says_ready + "import signal\nsignal.pause()").encode(), b"\xff\xfe bytes"])
+    # The grandchild of "middle" says it is ready too.
+    expected = len(pids) + 1
     pids["stopped"] = child(b"stopped", lambda: os.kill(os.getpid(), signal.SIGSTOP))
     os.waitpid(pids["stopped"], os.WUNTRACED)
     # A session of its own with a controlling terminal, in the foreground.
@@ -135,10 +140,11 @@ def main():
     if pty_pid == 0:
         die_with_parent()
         set_name(b"on-a-tty")
+        ready.signal()
         while True:
             signal.pause()
     pids["tty"] = pty_pid
-    time.sleep(0.5)
+    ready.wait(expected + 1)
     tty = os.readlink(f"/proc/{pty_pid}/fd/0").removeprefix("/dev/")
     print(json.dumps({"sid": os.getpid(), "pids": pids, "tty": tty}), flush=True)
     try:

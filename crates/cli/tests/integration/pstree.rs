@@ -8,13 +8,17 @@
 //! unprivileged user and in a child pid namespace.
 //!
 //! Trees are rooted at the fixture (or, with -s, trimmed to its ancestors) because the rest of
-//! the system changes between two runs; each comparison is retried a few times in case the
-//! system changed between the two runs anyway.
+//! the system changes between two runs; where the system changed anyway, psmisc is run again
+//! after ours and ours must match one of the two runs around it (a difference on a system that
+//! did not change fails at once: taskdiag_test_support::compare).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::process::{Command, Stdio};
+
+use taskdiag_test_support::compare::{agree, agree_by, Mismatch};
+use taskdiag_test_support::process::{ensure_installed, Spawned};
+use taskdiag_test_support::python;
+use taskdiag_test_support::tasks;
+use taskdiag_test_support::users::as_user_sh;
 
 use super::BIN;
 
@@ -23,14 +27,11 @@ const BACKENDS: [&str; 2] = ["bpf", "procfs"];
 /// The fixture: builds the tree, waits until every process and thread has its final name and
 /// every exec has happened, then prints "ready".
 const FIXTURE: &str = r#"
-import ctypes, os, signal, sys, threading, time
-libc = ctypes.CDLL(None, use_errno=True)
-PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15
-rd, wr = os.pipe()
-def setname(n):
-    libc.prctl(PR_SET_NAME, ctypes.c_char_p(n), 0, 0, 0)
+import os, sys, threading, time
+from tdtest import Ready, die_with_parent, set_name as setname, wait_zombie
+done = Ready()
 def ready():
-    os.write(wr, b"x")
+    done.signal()
 def forever():
     while True:
         time.sleep(1000)
@@ -38,7 +39,7 @@ def fork(fn):
     pid = os.fork()
     if pid == 0:
         try:
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            die_with_parent()
             fn()
         finally:
             os._exit(0)
@@ -74,12 +75,7 @@ def run(spec):
         ready()
     elif kind == "zparent":
         setname(b"zparent")
-        z = fork(lambda: None)
-        while True:
-            with open("/proc/%d/stat" % z, "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    break
-            time.sleep(0.01)
+        wait_zombie(fork(lambda: None))
         ready()
     forever()
 def leaf(n):
@@ -106,7 +102,7 @@ for _ in range(8):
     chain = ("named", b"a_fairly_long_process_name", [chain])
 specs.append(chain)
 setname(b"fixture-root")
-libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+die_with_parent()
 expected = 0
 for s in specs:
     expected += count(s)
@@ -118,7 +114,7 @@ def execer(argv, uid=None):
         if uid is not None:
             os.setgid(uid)
             os.setuid(uid)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            die_with_parent()
         os.execv(argv[0], argv)
     execs.append((fork(f), os.path.basename(argv[0])[:15].encode()))
 sleep = "/usr/bin/sleep" if os.path.exists("/usr/bin/sleep") else "/bin/sleep"
@@ -131,9 +127,7 @@ odd = ["a b", "", "", "back\\slash", "tab\there", "\x1b[31mred", "é", "new\nlin
 execer([py, "-c", "import time\ntime.sleep(1e6)"] + odd + ["arg%d" % i for i in range(40)])
 execer([py, "-c", "import time; time.sleep(1e6)", "y" * 9000, "end"])
 execer([py, "-c", "import time; time.sleep(1e6)", "short", ""])
-got = 0
-while got < expected:
-    got += len(os.read(rd, 4096))
+done.wait(expected)
 for pid, comm in execs:
     while True:
         with open("/proc/%d/comm" % pid, "rb") as f:
@@ -144,66 +138,25 @@ print("ready", flush=True)
 forever()
 "#;
 
-fn python() -> &'static str {
-    static PY: OnceLock<String> = OnceLock::new();
-    PY.get_or_init(|| {
-        let o = Command::new("python3")
-            .args(["-c", "import sys; print(sys.executable)"])
-            .output()
-            .expect("python3");
-        String::from_utf8_lossy(&o.stdout).trim().to_string()
-    })
-}
-
 fn ensure_psmisc() {
-    if std::path::Path::new("/usr/bin/pstree").exists() {
-        return;
-    }
-    let ok = Command::new("apt-get")
-        .args(["install", "-y", "psmisc"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "/usr/bin/pstree is missing and could not be installed");
-}
-
-/// Waits for the fixture's "ready" line.
-fn wait_ready(child: &mut Child) {
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("fixture line");
-    assert_eq!(line.trim(), "ready", "the fixture failed to start");
+    ensure_installed("/usr/bin/pstree", "psmisc");
 }
 
 /// The fixture in a session of its own; killed with its whole process group on drop.
 struct Fixture {
-    child: Child,
+    proc: Spawned,
 }
 
 impl Fixture {
     fn start() -> Fixture {
         ensure_psmisc();
-        let mut child = Command::new("setsid")
-            .args([python(), "-c", FIXTURE])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the fixture");
-        wait_ready(&mut child);
-        Fixture { child }
+        let mut proc = Spawned::spawn_session(python::code(FIXTURE).stdout(Stdio::piped()));
+        proc.expect_line("ready");
+        Fixture { proc }
     }
 
     fn pid(&self) -> String {
-        self.child.id().to_string()
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        // setsid made the fixture the leader of its own process group: the group is ours.
-        let pgid = self.child.id() as i32;
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
-        let _ = self.child.wait();
+        self.proc.pid().to_string()
     }
 }
 
@@ -265,22 +218,22 @@ fn both(how: How, args: &[&str]) -> (Run, Run) {
     )
 }
 
+/// psmisc and taskdiag print the same bytes and exit alike (psmisc read around ours).
 fn assert_same(how: How, args: &[&str]) {
-    let mut last = None;
-    for _ in 0..5 {
-        let (theirs, ours) = both(how, args);
-        if theirs == ours {
-            return;
-        }
-        last = Some((theirs, ours));
-        std::thread::sleep(Duration::from_millis(300));
+    if let Err(m) = agree(
+        || run_one(how, &["pstree"], args),
+        || run_one(how, &[BIN, "pstree"], args),
+    ) {
+        fail(&format!("pstree {args:?}"), how, m);
     }
-    if let Some((theirs, ours)) = last {
-        panic!(
-            "pstree {args:?} differs ({}, env {:?}, wrap {:?})\n=== psmisc ===\n{theirs:?}\n=== taskdiag ===\n{ours:?}",
-            how.backend, how.env, how.wrap
-        );
-    }
+}
+
+/// Fails the test with a mismatch of the two tools.
+fn fail(what: &str, how: How, m: Mismatch<Run>) -> ! {
+    panic!(
+        "{what} differs ({}, env {:?}, wrap {:?}): {}",
+        how.backend, how.env, how.wrap, m
+    )
 }
 
 /// Option sets compared on the fixture.
@@ -411,49 +364,20 @@ fn pstree_operands_parents_users_and_threads_match_psmisc() {
     let fx = Fixture::start();
     let root = fx.pid();
     // A thread of the fixture's threaded process, and a process deep in the tree.
-    let tasks = |pid: &str| -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .expect("task dir")
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .collect();
-        v.sort_by_key(|t| t.parse::<u32>().unwrap_or(0));
-        v
+    let named = |kids: &[u32], name: &str| {
+        *kids
+            .iter()
+            .find(|&&p| tasks::comm(p).as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} process"))
     };
-    let children = |pid: &str| -> Vec<String> {
-        let mut v = Vec::new();
-        for t in tasks(pid) {
-            let c = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/children"))
-                .unwrap_or_default();
-            v.extend(c.split_whitespace().map(str::to_string));
-        }
-        v
-    };
-    let comm = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-    let kids = children(&root);
-    let threaded = kids
-        .iter()
-        .find(|p| comm(p) == "threaded\n")
-        .expect("threaded process")
-        .clone();
-    let thread = tasks(&threaded).last().expect("a thread").clone();
+    let kids = tasks::children(fx.proc.pid());
+    let threaded = named(&kids, "threaded");
+    let thread = *tasks::tids(threaded).last().expect("a thread");
     assert_ne!(thread, threaded);
-    let branchy = kids
-        .iter()
-        .find(|p| comm(p) == "branchy\n")
-        .expect("branchy process")
-        .clone();
-    let deep = children(&children(&branchy)[0])[0].clone();
-    let max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
-        .expect("pid_max")
-        .trim()
-        .parse()
-        .expect("pid_max");
-    let missing = (max + 1).to_string();
-    // -s reaches process 1; some machines hide it from BPF task iterators.
-    let pid1_visible_to_bpf = Command::new(BIN)
-        .args(["dump", "--pid", "1", "-b", "bpf"])
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let branchy = named(&kids, "branchy");
+    let deep = tasks::children(tasks::children(branchy)[0])[0].to_string();
+    let thread = thread.to_string();
+    let missing = tasks::missing_pid().to_string();
     for backend in BACKENDS {
         let env = [("LANG", "C.UTF-8")];
         let how = How {
@@ -482,10 +406,8 @@ fn pstree_operands_parents_users_and_threads_match_psmisc() {
         ] {
             assert_same(how, &a);
         }
-        if backend == "bpf" && !pid1_visible_to_bpf {
-            eprintln!("pstree -s on bpf skipped: process 1 is hidden from BPF task iterators");
-            continue;
-        }
+        // -s reaches process 1, which some hosts hide from BPF task iterators: the BPF
+        // backend reads it from /proc then, so it is there on both backends.
         for a in [
             vec!["-s", &deep],
             vec!["-sp", &deep],
@@ -502,7 +424,7 @@ fn pstree_operands_parents_users_and_threads_match_psmisc() {
 fn pstree_highlight_color_and_terminal_drawing_match_psmisc() {
     let fx = Fixture::start();
     let root = fx.pid();
-    let target = (fx.child.id() + 3).to_string();
+    let target = (fx.proc.pid() + 3).to_string();
     for backend in BACKENDS {
         for term in ["xterm", "vt100", "linux", "dumb"] {
             let env = [("LANG", "C.UTF-8"), ("TERM", term)];
@@ -538,36 +460,21 @@ fn pstree_highlight_color_and_terminal_drawing_match_psmisc() {
                 let env = [("LANG", lang), ("TERM", "xterm"), ("COLUMNS", "100")];
                 // script runs the command through a shell: the same line for both tools,
                 // with the binary's directory first on PATH for ours.
-                let mut last = None;
-                for _ in 0..5 {
-                    let line = script(args);
-                    let theirs = run_one(
+                let line = script(args);
+                let ours_line = format!("{BIN} {line}");
+                let on_tty = |line: &str| {
+                    run_one(
                         How {
-                            wrap: &["script", "-qec", &line],
+                            wrap: &["script", "-qec", line],
                             env: &env,
                             backend,
                         },
                         &["/dev/null"],
                         &[],
-                    );
-                    let ours = run_one(
-                        How {
-                            wrap: &["script", "-qec", &format!("{BIN} {line}")],
-                            env: &env,
-                            backend,
-                        },
-                        &["/dev/null"],
-                        &[],
-                    );
-                    if theirs == ours {
-                        last = None;
-                        break;
-                    }
-                    last = Some((theirs, ours));
-                    std::thread::sleep(Duration::from_millis(300));
-                }
-                if let Some((t, o)) = last {
-                    panic!("on a terminal, {lang} {args}: psmisc\n{t:?}\ntaskdiag\n{o:?}");
+                    )
+                };
+                if let Err(m) = agree(|| on_tty(&line), || on_tty(&ours_line)) {
+                    panic!("on a terminal, {lang} {args}: {m}");
                 }
             }
         }
@@ -664,16 +571,9 @@ fn pstree_as_an_unprivileged_user_matches_psmisc() {
     super::test_user();
     let fx = Fixture::start();
     let root = fx.pid();
-    let wrap = [
-        "setpriv",
-        "--reuid",
-        user,
-        "--regid",
-        user,
-        "--init-groups",
-        "--inh-caps=-all",
-        "--",
-    ];
+    let setpriv = as_user_sh(user);
+    let mut wrap: Vec<&str> = setpriv.split(' ').collect();
+    wrap.push("--");
     let forms: [&[&str]; 7] = [
         &[],
         &["-p"],
@@ -709,21 +609,18 @@ fn pstree_as_an_unprivileged_user_matches_psmisc() {
     for a in forms {
         let a = with_root(a);
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let mut last = None;
-        for _ in 0..5 {
-            let (theirs, ours) = both(how, &a);
+        let same = |theirs: &Run, ours: &Run| {
             let noise = String::from_utf8_lossy(&ours.stderr)
                 .lines()
                 .all(|l| l.starts_with("libbpf: "));
-            if theirs.stdout == ours.stdout && theirs.status == ours.status && noise {
-                last = None;
-                break;
-            }
-            last = Some((theirs, ours));
-            std::thread::sleep(Duration::from_millis(300));
-        }
-        if let Some((t, o)) = last {
-            panic!("auto as {user}: {a:?}\n=== psmisc ===\n{t:?}\n=== taskdiag ===\n{o:?}");
+            theirs.stdout == ours.stdout && theirs.status == ours.status && noise
+        };
+        if let Err(m) = agree_by(
+            || run_one(how, &["pstree"], &a),
+            || run_one(how, &[BIN, "pstree"], &a),
+            same,
+        ) {
+            fail(&format!("auto as {user}: {a:?}"), how, m);
         }
     }
     // Asking for BPF is refused clearly.
@@ -740,39 +637,29 @@ fn pstree_as_an_unprivileged_user_matches_psmisc() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("bpf"), "{o:?}");
 }
 
-/// The fixture as process 1 of a new pid namespace with its own /proc.
+/// The fixture as process 1 of a new pid namespace with its own /proc. Killing unshare kills
+/// the namespace's init (--kill-child), and that every process in it.
 struct NsFixture {
-    child: Child,
+    _unshare: Spawned,
     init: u32,
 }
 
 impl NsFixture {
     fn start() -> NsFixture {
         ensure_psmisc();
-        let mut child = Command::new("unshare")
-            .args(["--pid", "--fork", "--mount-proc", python(), "-c", FIXTURE])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("unshare");
-        wait_ready(&mut child);
+        let mut c = Command::new("unshare");
+        python::with_helpers(&mut c)
+            .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+            .args([python::PYTHON, "-c", FIXTURE])
+            .stdout(Stdio::piped());
+        let mut unshare = Spawned::spawn(&mut c);
+        unshare.expect_line("ready");
         // The namespace's init is unshare's only child.
-        let me = child.id();
-        let init = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children"))
-            .expect("children")
-            .split_whitespace()
-            .next()
-            .and_then(|p| p.parse().ok())
-            .expect("init pid");
-        NsFixture { child, init }
-    }
-}
-
-impl Drop for NsFixture {
-    fn drop(&mut self) {
-        // Killing a namespace's init kills every process in it.
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(self.init as i32, libc::SIGKILL) };
-        let _ = self.child.wait();
+        let init = tasks::children(unshare.pid())[0];
+        NsFixture {
+            _unshare: unshare,
+            init,
+        }
     }
 }
 

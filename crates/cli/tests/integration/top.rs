@@ -4,81 +4,43 @@
 //! person drives it, through tmux (keys in, screen captured), including that the terminal
 //! is given back on `q` and on SIGTERM.
 
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use taskdiag_test_support::compare::agree;
+use taskdiag_test_support::process::{
+    ensure_installed, wait_for, wait_pid_exit, wait_until, Spawned, PATIENCE,
+};
+use taskdiag_test_support::tasks;
 
 use super::{stderr, stdout, test_user, BIN, TEST_USER};
 
 const BACKENDS: [&str; 2] = ["bpf", "procfs"];
 
-/// A process of ours in its own session, killed and reaped on drop.
-struct Fixture {
-    child: Child,
-}
+/// A process of ours in its own session, killed with its process group on drop.
+type Fixture = Spawned;
 
-impl Fixture {
-    /// Spawns `cmd` and waits until the process is named `comm` (it has exec'd).
-    fn spawn(cmd: &mut Command, comm: &str) -> Fixture {
-        // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn fixture");
-        let f = Fixture { child };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            let now =
-                std::fs::read_to_string(format!("/proc/{}/comm", f.pid())).unwrap_or_default();
-            if now.trim_end() == comm {
-                return f;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("fixture {cmd:?} never became {comm}");
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Waits for the process to end, up to `secs`; its status if it did.
-    fn wait_exit(&mut self, secs: u64) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        while Instant::now() < deadline {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                return Some(st);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Spawns `cmd` in a session of its own and waits until it is named `comm` (it has exec'd).
+fn spawn(cmd: &mut Command, comm: &str) -> Fixture {
+    let f = Spawned::spawn_session(cmd.stdin(Stdio::null()).stdout(Stdio::null()));
+    let pid = f.pid();
+    wait_for(&format!("fixture {pid} to be named {comm}"), || {
+        tasks::comm(pid).as_deref() == Some(comm)
+    });
+    f
 }
 
 fn burner() -> Fixture {
-    Fixture::spawn(Command::new("sh").args(["-c", "while :; do :; done"]), "sh")
+    spawn(Command::new("sh").args(["-c", "while :; do :; done"]), "sh")
 }
 
 fn sleeper() -> Fixture {
-    Fixture::spawn(Command::new("sleep").arg("1000"), "sleep")
+    spawn(Command::new("sleep").arg("1000"), "sleep")
 }
 
 fn user_sleeper() -> Fixture {
-    Fixture::spawn(super::as_test_user("sleep").arg("1000"), "sleep")
+    spawn(super::as_test_user("sleep").arg("1000"), "sleep")
 }
 
 /// A threaded python process named `name` (its threads too), running `body` after
@@ -86,7 +48,7 @@ fn user_sleeper() -> Fixture {
 fn python_named(name: &str, body: &str) -> Fixture {
     let code =
         format!("import threading,time\nopen('/proc/self/comm','w').write('{name}')\n{body}");
-    Fixture::spawn(Command::new("python3").args(["-c", &code]), name)
+    spawn(Command::new("python3").args(["-c", &code]), name)
 }
 
 /// A python process named `tdtopthr` with three extra threads (all named alike).
@@ -96,80 +58,41 @@ fn threaded() -> Fixture {
         "[threading.Thread(target=time.sleep,args=(1000,),daemon=True).start() for _ in range(3)]\n\
          time.sleep(1000)",
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline && tids(f.pid()).len() < 4 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(tids(f.pid()).len(), 4, "threads of the fixture");
-    // Let every thread reach its sleep, so their CPU times stay put.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        let all_asleep = tids(f.pid()).iter().all(|t| {
-            std::fs::read_to_string(format!("/proc/{}/task/{t}/stat", f.pid())).is_ok_and(|s| {
-                s.rsplit(')')
-                    .next()
-                    .is_some_and(|r| r.trim_start().starts_with('S'))
-            })
-        });
-        if all_asleep {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
+    let pid = f.pid();
+    wait_for("the fixture's threads", || tids(pid).len() == 4);
+    // Every thread asleep, so that their CPU times stay put.
+    wait_for("the fixture's threads to sleep", || {
+        tids(pid)
+            .iter()
+            .all(|&t| tasks::task_stat(pid, t).is_some_and(|f| f[0] == "S"))
+    });
+    settle(pid);
     f
 }
 
-/// Waits (up to 5 s) until process `pid` uses no more CPU: its utime + stime, from
-/// /proc/PID/stat, the same over 200 ms.
+/// Waits until process `pid` uses no more CPU: its utime + stime the same over 200 ms. (The
+/// comparisons that follow read procps around ours, so a tick more is not a failure.)
 fn settle(pid: u32) {
-    let cpu = || {
-        let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
-        let f: Vec<u64> = rest
-            .split_whitespace()
-            .map(|x| x.parse().unwrap_or(0))
-            .collect();
-        // After the name: state is field 3, utime 14 and stime 15 (1-based).
-        f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
-    };
-    let mut last = cpu();
-    for _ in 0..25 {
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        let now = cpu();
-        if now == last {
-            return;
-        }
-        last = now;
-    }
+    let mut last = tasks::cpu_ticks(pid);
+    wait_until(PATIENCE, || {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = tasks::cpu_ticks(pid);
+        std::mem::replace(&mut last, now) == now
+    });
 }
 
 fn tids(pid: u32) -> Vec<u32> {
-    let mut v: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort_unstable();
-    v
+    tasks::tids(pid)
 }
 
-/// Fields of /proc/PID/stat after the name (field 3 is index 0).
+/// Fields of /proc/PID/stat after the name (field 3 is index 0) of a fixture, which lives.
 fn proc_stat(pid: u32) -> Vec<String> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
-    let close = s.rfind(')').expect(")");
-    s[close + 1..]
-        .split_whitespace()
-        .map(String::from)
-        .collect()
+    tasks::stat(pid).unwrap_or_else(|| panic!("fixture {pid} vanished"))
 }
 
+/// The name of a task that lives throughout the test.
 fn comm(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .expect("comm")
-        .trim_end()
-        .to_string()
+    tasks::comm(pid).unwrap_or_else(|| panic!("task {pid} vanished"))
 }
 
 fn top(backend: &str, args: &[&str]) -> Output {
@@ -225,6 +148,35 @@ fn last_frame_rows(out: &str) -> Vec<TRow> {
     out[at..].lines().skip(1).filter_map(parse_row).collect()
 }
 
+/// A batch frame, compared by what procps top and ours must print alike: every line but the
+/// clock, CPU and memory summaries, and the uptime.
+#[derive(Debug)]
+struct Frame(String);
+
+impl Frame {
+    fn key(&self) -> (Vec<&str>, Option<&str>) {
+        let lines = self
+            .0
+            .lines()
+            .filter(|l| !l.starts_with("top -") && !l.starts_with("%Cpu") && !l.starts_with("MiB"))
+            .collect();
+        let up = self
+            .0
+            .lines()
+            .next()
+            .and_then(|l| l.split_once(" up "))
+            .and_then(|(_, r)| r.split_once(",  load average: "))
+            .map(|(u, _)| u);
+        (lines, up)
+    }
+}
+
+impl PartialEq for Frame {
+    fn eq(&self, other: &Frame) -> bool {
+        self.key() == other.key()
+    }
+}
+
 /// The line of `what` in the last frame (the summary line starting so).
 fn last_line<'a>(out: &'a str, what: &str) -> &'a str {
     out.lines()
@@ -238,74 +190,51 @@ fn batch_rows_match_procps_top_and_proc() {
     let s1 = sleeper();
     let s2 = sleeper();
     let list = format!("{},{}", s1.pid(), s2.pid());
+    let args = ["-b", "-n", "1", "-w", "200", "-p", &list];
     for backend in BACKENDS {
-        let mut ok = false;
-        for _try in 0..3 {
-            let ours = top(backend, &["-b", "-n", "1", "-w", "200", "-p", &list]);
-            let theirs = procps_top(&["-b", "-n", "1", "-w", "200", "-p", &list]);
-            assert!(ours.status.success(), "{backend}: {}", stderr(&ours));
-            let (o, t) = (stdout(&ours), stdout(&theirs));
-            // Everything but the clock, CPU and memory summary lines must be the same bytes:
-            // task counts, heading and both sleepers' lines (ties in -p order).
-            let strip = |s: &str| -> Vec<String> {
-                s.lines()
-                    .filter(|l| {
-                        !l.starts_with("top -") && !l.starts_with("%Cpu") && !l.starts_with("MiB")
-                    })
-                    .map(String::from)
-                    .collect()
-            };
-            assert!(o.ends_with('\n') && !o.ends_with("\n\n"), "{o:?}");
-            if strip(&o) != strip(&t) {
-                eprintln!("{backend}: retrying\n{o}\n---\n{t}");
-                continue;
+        // Everything but the clock, CPU and memory summary lines must be the same bytes (task
+        // counts, heading and both sleepers' lines, ties in -p order), and the uptime.
+        let o = agree(
+            || Frame(stdout(&procps_top(&args))),
+            || {
+                let ours = top(backend, &args);
+                assert!(ours.status.success(), "{backend}: {}", stderr(&ours));
+                Frame(stdout(&ours))
+            },
+        )
+        .unwrap_or_else(|m| panic!("{backend}: output differs from procps top: {m}"))
+        .0;
+        let t = stdout(&procps_top(&args));
+        assert!(o.ends_with('\n') && !o.ends_with("\n\n"), "{o:?}");
+        // The summary lines have procps' shape.
+        for (prefix, words) in [
+            (
+                "%Cpu(s):",
+                &[
+                    " us,", " sy,", " ni,", " id,", " wa,", " hi,", " si,", " st ",
+                ][..],
+            ),
+            (
+                "MiB Mem : ",
+                &["total,", "free,", "used,", "buff/cache     "],
+            ),
+            ("MiB Swap: ", &["total,", "free,", "used.", "avail Mem "]),
+        ] {
+            let ol = last_line(&o, prefix);
+            let tl = last_line(&t, prefix);
+            assert_eq!(ol.len(), tl.len(), "{backend}: {ol:?} vs {tl:?}");
+            for w in words {
+                assert_eq!(ol.find(w), tl.find(w), "{backend}: {w} in {ol:?} vs {tl:?}");
             }
-            // The summary lines have procps' shape; uptime and users agree.
-            let up = |s: &str| -> String {
-                let l = s.lines().next().unwrap_or("");
-                l.split_once(" up ")
-                    .and_then(|(_, r)| r.split_once(",  load average: "))
-                    .map(|(u, _)| u.to_string())
-                    .unwrap_or_default()
-            };
-            if up(&o) != up(&t) {
-                continue;
-            }
-            for (prefix, words) in [
-                (
-                    "%Cpu(s):",
-                    &[
-                        " us,", " sy,", " ni,", " id,", " wa,", " hi,", " si,", " st ",
-                    ][..],
-                ),
-                (
-                    "MiB Mem : ",
-                    &["total,", "free,", "used,", "buff/cache     "],
-                ),
-                ("MiB Swap: ", &["total,", "free,", "used.", "avail Mem "]),
-            ] {
-                let ol = last_line(&o, prefix);
-                let tl = last_line(&t, prefix);
-                assert_eq!(ol.len(), tl.len(), "{backend}: {ol:?} vs {tl:?}");
-                for w in words {
-                    assert_eq!(ol.find(w), tl.find(w), "{backend}: {w} in {ol:?} vs {tl:?}");
-                }
-            }
-            let total = last_line(&o, "MiB Mem : ")
+        }
+        let total = |s: &str| {
+            last_line(s, "MiB Mem : ")
                 .split_whitespace()
                 .nth(3)
-                .unwrap_or("");
-            assert_eq!(
-                total,
-                last_line(&t, "MiB Mem : ")
-                    .split_whitespace()
-                    .nth(3)
-                    .unwrap_or("")
-            );
-            ok = true;
-            break;
-        }
-        assert!(ok, "{backend}: output differs from procps top");
+                .unwrap_or("")
+                .to_string()
+        };
+        assert_eq!(total(&o), total(&t));
         // And the numbers are those of /proc.
         let out = stdout(&top(backend, &["-b", "-n", "1", "-p", &list]));
         let rows = last_frame_rows(&out);
@@ -340,7 +269,7 @@ fn batch_burner_uses_cpu_and_sleeper_none() {
     };
     let list = format!("{},{}", b.pid(), s.pid());
     for backend in BACKENDS {
-        let (t0, c0) = (Instant::now(), ticks(b.pid()));
+        let (t0, c0) = (std::time::Instant::now(), ticks(b.pid()));
         let o = top(backend, &["-b", "-n", "2", "-d", "0.5", "-p", &list]);
         let truth = (ticks(b.pid()) - c0) * 100.0 / hz / t0.elapsed().as_secs_f64();
         assert!(o.status.success(), "{backend}: {}", stderr(&o));
@@ -386,11 +315,9 @@ fn busy_threaded() -> Fixture {
          threading.Thread(target=busy, daemon=True).start()\n\
          time.sleep(1000)",
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline && tids(f.pid()).len() < 2 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    settle(f.pid());
+    let pid = f.pid();
+    wait_for("the fixture's busy thread", || tids(pid).len() == 2);
+    settle(pid);
     f
 }
 
@@ -399,47 +326,37 @@ fn with_h_a_leaders_line_shows_its_whole_process_like_procps() {
     let f = busy_threaded();
     let pid = f.pid().to_string();
     let args = ["-b", "-n", "1", "-H", "-w", "200", "-p", pid.as_str()];
-    let theirs = last_frame_rows(&stdout(&procps_top(&args)));
-    let leader = |rows: &[TRow]| {
-        rows.iter()
-            .find(|r| r.pid == f.pid())
-            .map(|r| r.time.clone())
+    // TIME+ of the leader's line and of the other thread's.
+    let times = |out: Output| {
+        let rows = last_frame_rows(&stdout(&out));
+        let time = |leader: bool| {
+            rows.iter()
+                .find(|r| (r.pid == f.pid()) == leader)
+                .map(|r| r.time.clone())
+        };
+        (time(true), time(false))
     };
-    let other = |rows: &[TRow]| {
-        rows.iter()
-            .find(|r| r.pid != f.pid())
-            .map(|r| r.time.clone())
-    };
+    let theirs = times(procps_top(&args));
     // The busy thread's time is in the leader's line too: it is the process's.
-    assert_ne!(leader(&theirs), Some("0:00.00".to_string()), "{theirs:?}");
+    assert_ne!(theirs.0, Some("0:00.00".to_string()), "{theirs:?}");
     for backend in BACKENDS {
-        let ours = last_frame_rows(&stdout(&top(backend, &args)));
-        assert_eq!(
-            leader(&ours),
-            leader(&theirs),
-            "{backend}: the leader's TIME+"
-        );
-        assert_eq!(
-            other(&ours),
-            other(&theirs),
-            "{backend}: the thread's TIME+"
-        );
+        agree(|| times(procps_top(&args)), || times(top(backend, &args)))
+            .unwrap_or_else(|m| panic!("{backend}: TIME+ of the leader and the thread: {m}"));
     }
 }
 
 #[test]
 fn batch_shows_kernel_threads_and_threads_with_h() {
     // A kernel thread from /proc (PF_KTHREAD in the flags).
-    let kthread = std::fs::read_dir("/proc")
-        .expect("/proc")
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+    // The first, kthreadd, which lives as long as the system and keeps its name (a worker
+    // thread may end, or change its name, between two looks).
+    let kthread = tasks::pids()
+        .into_iter()
+        .filter(|&p| p > 1)
         .find(|&p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|_| {
-                proc_stat(p)
-                    .get(6)
-                    .and_then(|f| f.parse::<u64>().ok())
-                    .is_some_and(|fl| fl & 0x0020_0000 != 0)
-            }) && p > 1
+            tasks::stat(p)
+                .and_then(|f| f.get(6)?.parse::<u64>().ok())
+                .is_some_and(|fl| fl & 0x0020_0000 != 0)
         })
         .expect("a kernel thread");
     let th = threaded();
@@ -484,30 +401,23 @@ fn batch_shows_kernel_threads_and_threads_with_h() {
         // using CPU: TIME+ would otherwise differ between the two looks).
         settle(th.pid());
         let pid = th.pid().to_string();
-        let mut ok = false;
-        for _ in 0..3 {
-            let ours = stdout(&top(
-                backend,
-                &["-b", "-n", "1", "-H", "-w", "200", "-p", &pid],
-            ));
-            let theirs = stdout(&procps_top(&[
-                "-b", "-n", "1", "-H", "-w", "200", "-p", &pid,
-            ]));
-            let rows = last_frame_rows(&ours);
-            let got: Vec<u32> = rows.iter().map(|r| r.pid).collect();
-            let mut sorted = got.clone();
-            sorted.sort_unstable();
-            assert_eq!(sorted, tids(th.pid()), "{backend}: {ours}");
-            assert!(rows.iter().all(|r| r.command == "tdtopthr"), "{ours}");
-            assert!(last_line(&ours, "Threads:").contains("  4 total"), "{ours}");
-            let body = |s: &str| s.lines().skip(5).map(String::from).collect::<Vec<_>>();
-            if body(&ours) == body(&theirs) {
-                ok = true;
-                break;
-            }
-            eprintln!("{backend}: retrying\n{ours}\n---\n{theirs}");
-        }
-        assert!(ok, "{backend}: -H lines differ from procps top");
+        let args = ["-b", "-n", "1", "-H", "-w", "200", "-p", &pid];
+        let ours = stdout(&top(backend, &args));
+        let rows = last_frame_rows(&ours);
+        let mut got: Vec<u32> = rows.iter().map(|r| r.pid).collect();
+        got.sort_unstable();
+        assert_eq!(got, tids(th.pid()), "{backend}: {ours}");
+        assert!(rows.iter().all(|r| r.command == "tdtopthr"), "{ours}");
+        assert!(last_line(&ours, "Threads:").contains("  4 total"), "{ours}");
+        let body = |o: Output| {
+            stdout(&o)
+                .lines()
+                .skip(5)
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        agree(|| body(procps_top(&args)), || body(top(backend, &args)))
+            .unwrap_or_else(|m| panic!("{backend}: -H lines differ from procps top: {m}"));
         // Without -H, the process is one line.
         let out = stdout(&top(backend, &["-b", "-n", "1", "-p", &pid]));
         assert_eq!(last_frame_rows(&out).len(), 1);
@@ -541,9 +451,7 @@ fn batch_options_and_errors() {
         let out = stdout(&top(backend, &["-b", "-n", "1", "-w", "70", "-p", &pid]));
         assert!(out.lines().all(|l| l.len() <= 70), "{out}");
         // Just wide enough for COMMAND's 8 cells: "sleep 1000" becomes "sleep 1+".
-        let pid_w = std::fs::read_to_string("/proc/sys/kernel/pid_max")
-            .map(|s| s.trim().len().max(5))
-            .expect("pid_max");
+        let pid_w = tasks::pid_max().to_string().len().max(5);
         let w = (pid_w + 73).to_string();
         let out = stdout(&top(
             backend,
@@ -606,18 +514,18 @@ fn batch_as_unprivileged_user_and_in_a_pid_namespace() {
     );
     let _ = uid;
     // Same line as procps top run by the same user.
-    let mut same = false;
-    for _ in 0..3 {
-        let ours = as_user(BIN, &["top", "-b", "-n", "1", "-w", "200", "-p", &pid]);
-        let theirs = as_user("top", &["-b", "-n", "1", "-w", "200", "-p", &pid]);
-        let a = last_frame_rows(&stdout(&ours));
-        let b = last_frame_rows(&stdout(&theirs));
-        if a.len() == 1 && a == b {
-            same = true;
-            break;
-        }
-    }
-    assert!(same, "unprivileged line differs from procps top");
+    let rows = |o: Output| last_frame_rows(&stdout(&o));
+    let a = agree(
+        || rows(as_user("top", &["-b", "-n", "1", "-w", "200", "-p", &pid])),
+        || {
+            rows(as_user(
+                BIN,
+                &["top", "-b", "-n", "1", "-w", "200", "-p", &pid],
+            ))
+        },
+    )
+    .unwrap_or_else(|m| panic!("unprivileged line differs from procps top: {m:?}"));
+    assert_eq!(a.len(), 1, "{a:?}");
     let o = as_user(BIN, &["top", "-b", "-n", "1"]);
     assert!(o.status.success());
     let o = super::as_test_user(BIN)
@@ -635,10 +543,11 @@ fn batch_as_unprivileged_user_and_in_a_pid_namespace() {
     // A child pid namespace: only its tasks, in its numbers, like procps top there.
     for backend in BACKENDS {
         let script = format!(
-            "sleep 100 & a=$!; sleep 100 & b=$!; sleep 0.2; \
+            "{waits}sleep 100 & a=$!; sleep 100 & b=$!; wait_comm $a sleep; wait_comm $b sleep; \
              TASKDIAG_BACKEND={backend} {BIN} top -b -n 1 -w 200; echo ===; \
              TASKDIAG_BACKEND={backend} {BIN} top -b -n 1 -w 200 -p $a,$b; echo ===; \
-             top -b -n 1 -w 200 -p $a,$b; kill $a $b"
+             top -b -n 1 -w 200 -p $a,$b; kill $a $b",
+            waits = taskdiag_test_support::process::sh_waits()
         );
         let o = Command::new("unshare")
             .args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script])
@@ -684,17 +593,7 @@ impl Tmux {
 
     /// Starts `shell_cmd` in a 160x50 pane.
     fn start(tag: &str, shell_cmd: &str) -> Tmux {
-        if !Command::new("tmux")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success())
-        {
-            let ok = Command::new("apt-get")
-                .args(["install", "-y", "tmux"])
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(ok, "tmux is missing and could not be installed");
-        }
+        ensure_installed("/usr/bin/tmux", "tmux");
         let socket = format!("taskdiag-top-{tag}-{}", std::process::id());
         let conf = std::env::temp_dir().join(format!("{socket}.conf"));
         std::fs::write(&conf, "set -g remain-on-exit on\nset -g status off\n").expect("conf");
@@ -760,16 +659,12 @@ impl Tmux {
 
     /// Waits until the screen satisfies `pred`; the last screen either way.
     fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(15);
         let mut s = self.screen();
-        while !pred(&s) {
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; screen:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
+        let seen = wait_until(PATIENCE, || {
             s = self.screen();
-        }
+            pred(&s)
+        });
+        assert!(seen, "timed out waiting for {what}; screen:\n{s}");
         s
     }
 }
@@ -984,11 +879,9 @@ fn interactive_keys_as_a_person_uses_them() {
         });
         t.type_text("7");
         t.keys(&["Enter"]);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while proc_stat(renicee.pid())[16] != "7" && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        assert_eq!(proc_stat(renicee.pid())[16], "7", "renice took effect");
+        wait_for("renice to take effect", || {
+            proc_stat(renicee.pid())[16] == "7"
+        });
 
         // k: kill a fixture (default signal SIGTERM).
         t.keys(&["k"]);
@@ -1001,7 +894,7 @@ fn interactive_keys_as_a_person_uses_them() {
             s.contains(&format!("Send pid {} signal [15/sigterm]", victim.pid()))
         });
         t.keys(&["Enter"]);
-        let st = victim.wait_exit(10).expect("the victim died");
+        let st = victim.wait_exit(PATIENCE).expect("the victim died");
         assert_eq!(st.signal(), Some(libc::SIGTERM));
 
         // d: delay, shown on the help screen; h and any key back.
@@ -1043,12 +936,7 @@ fn interactive_top_exits_when_its_terminal_goes_away() {
     // polling a hung-up descriptor forever.
     let (t, top) = interactive("procfs", "hangup");
     drop(t);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::path::Path::new(&format!("/proc/{top}")).exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let alive = std::fs::read_to_string(format!("/proc/{top}/comm"))
-        .is_ok_and(|c| c.trim_end() == "taskdiag");
+    let alive = !wait_pid_exit(top, PATIENCE);
     if alive {
         // SAFETY: kill has no memory-safety preconditions; `top` is the top we started.
         unsafe { libc::kill(top as i32, libc::SIGKILL) };

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::process::{ChildStdin, ChildStdout, Stdio};
 use std::time::{Duration, Instant};
 
 use taskdiag_proto::{Group, Request, Strategy};
@@ -36,9 +36,10 @@ fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)
 }
 
-/// A helper script run as a test user: started, ready, and stopped by closing its input.
+/// A helper script run as a test user: started, ready, and stopped by closing its input;
+/// killed with what it forked if it is dropped first.
 struct Script {
-    child: Child,
+    proc: Spawned,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     what: String,
@@ -48,17 +49,17 @@ impl Script {
     /// `attack_client.py args...` as `user`, once it printed its "ready" line (returned).
     fn start(user: &str, args: &[String]) -> (Script, String) {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/daemon/attack_client.py");
-        let mut child = as_user(user, PYTHON)
+        let mut c = as_user(user, PYTHON);
+        with_helpers(&mut c)
             .arg(path)
             .args(args)
             .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3");
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+            .stdout(Stdio::piped());
+        let mut proc = Spawned::spawn_group(&mut c);
+        let stdin = proc.child().stdin.take();
+        let stdout = BufReader::new(proc.child().stdout.take().expect("stdout"));
         let mut s = Script {
-            child,
+            proc,
             stdin,
             stdout,
             what: format!("{user} {}", args.first().map_or("", |a| a.as_str())),
@@ -78,16 +79,8 @@ impl Script {
     fn finish(mut self) -> String {
         drop(self.stdin.take());
         let line = self.line();
-        let _ = self.child.wait();
+        let _ = self.proc.wait_exit(PATIENCE);
         format!("{}: {line}", self.what)
-    }
-}
-
-impl Drop for Script {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

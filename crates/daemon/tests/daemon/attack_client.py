@@ -20,14 +20,14 @@ Usage: attack_client.py MODE ARGS...
 REQ is a request in hex. Each mode prints one line starting "ready" once its load is in place,
 runs until its standard input closes, then prints one line of counts (key=value) and exits.
 """
-import ctypes
-import mmap
 import select
 import socket
 import struct
 import sys
 import threading
 import time
+
+import tdtest
 
 HEADER = 16
 DONE = 3
@@ -76,16 +76,7 @@ def read_response(s):
 
 
 def maps(n):
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                          ctypes.c_int, ctypes.c_long]
-    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    page = mmap.PAGESIZE
-    # PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE
-    base = libc.mmap(None, 2 * n * page, 1, 0x02 | 0x20 | 0x4000, -1, 0)
-    for i in range(0, 2 * n, 2):
-        libc.mprotect(base + i * page, page, 0)
+    tdtest.map_pieces(n)
     print("ready", flush=True)
     sys.stdin.read()
     print("done", flush=True)
@@ -178,21 +169,7 @@ def hold(path, req, conns, reopen):
 
 
 def setuid_execs(program):
-    import os
-    import random
-    while not stop.is_set():
-        kids = []
-        for _ in range(4):
-            pid = os.fork()
-            if pid == 0:
-                end = time.time() + random.uniform(0, 0.01)
-                while time.time() < end:
-                    pass
-                os.execv(program, [program, "0.03"])
-            kids.append(pid)
-        for pid in kids:
-            os.waitpid(pid, 0)
-        count("execs", len(kids))
+    tdtest.setuid_execs(program, lambda: not stop.is_set(), 4, counted=lambda n: count("execs", n))
 
 
 def setuid_reader(path, req, program):

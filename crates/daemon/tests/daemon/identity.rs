@@ -5,9 +5,8 @@
 //! made against the target as it is when its data is read, and the caller as it is now.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::io::BufRead;
+use std::process::{Command, Stdio};
 
 use taskdiag::proto::msg::{done_text, Messages};
 use taskdiag::proto::task::{Task, TaskAssembler};
@@ -85,6 +84,12 @@ def euid(pid):
                     return int(l.split()[2])
     except OSError:
         return None
+def comm(pid):
+    try:
+        with open('/proc/%d/comm' % pid) as f:
+            return f.read().rstrip('\n')
+    except OSError:
+        return None
 "#,
         version = VERSION,
         show = Group::Base.flag() | Group::Vma.flag(),
@@ -94,29 +99,17 @@ def euid(pid):
 }
 
 /// Runs a client script as USER, returning its labelled responses in order.
-fn run_client(script: &str, limit: Duration) -> Vec<(String, Response)> {
-    let mut c: Child = as_user(USER, PYTHON)
-        .args(["-c", script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = c.try_wait().expect("wait") {
-            break s;
-        }
-        if t0.elapsed() > limit {
-            let _ = c.kill();
-            let _ = c.wait();
-            panic!("the client script did not finish in {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(c.stderr.as_mut().expect("stderr"), &mut err).ok();
-    assert!(status.success(), "client script: {status}: {err}");
-    BufReader::new(c.stdout.take().expect("stdout"))
+fn run_client(script: &str) -> Vec<(String, Response)> {
+    let mut c = as_user(USER, PYTHON);
+    c.args(["-c", script]);
+    let o = taskdiag_test_support::process::output_within(&mut c, PATIENCE);
+    assert!(
+        o.status.success(),
+        "client script: {}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o.stdout
         .lines()
         .map_while(Result::ok)
         .filter_map(|l| {
@@ -149,10 +142,10 @@ me = os.getpid()
 s.sendall(request(me))
 emit('before', response(s))
 if os.fork() == 0:
-    t = time.time() + 10
-    while euid(me) != 0 and time.time() < t:
+    # Once the connector runs the set-user-ID program (its new name, root's euid).
+    t = time.time() + 60
+    while (euid(me) != 0 or comm(me) != 'setuid-sleep') and time.time() < t:
         time.sleep(0.005)
-    time.sleep(0.05)
     s.sendall(request(me))
     emit('after', response(s))
     os._exit(0)
@@ -161,7 +154,7 @@ os.execv({suid:?}, [{suid:?}, '3'])
         prelude = client_prelude(&d.socket.display().to_string()),
         suid = suid.path().display().to_string(),
     );
-    let out = run_client(&script, Duration::from_secs(30));
+    let out = run_client(&script);
     let labels: Vec<&str> = out.iter().map(|(l, _)| l.as_str()).collect();
     assert_eq!(labels, ["before", "after"], "client output");
     let before = &out[0].1;
@@ -202,7 +195,7 @@ me = os.getpid()
 s.sendall(request(me))
 emit('before', response(s))
 if os.fork() == 0:
-    t = time.time() + 10
+    t = time.time() + 60
     while euid(me) is not None and time.time() < t:
         time.sleep(0.005)
     s.sendall(request(os.getpid()))
@@ -213,7 +206,7 @@ os._exit(0)
         prelude = client_prelude(&d.socket.display().to_string()),
     );
     // The script's first process exits at once: wait for the child's output.
-    let out = run_client(&format!("{script}\n"), Duration::from_secs(30));
+    let out = run_client(&format!("{script}\n"));
     // Only the child's line and the parent's first line: both processes write to the pipe.
     let after = out
         .iter()
@@ -231,41 +224,28 @@ os._exit(0)
 
 /// Processes of USER that keep executing the set-user-ID program (each runs as USER for a
 /// random moment first), for `secs` seconds.
-fn exec_racer(suid: &SetuidSleep, secs: f64) -> Child {
+fn exec_racer(suid: &SetuidSleep, secs: f64) -> Spawned {
     let script = format!(
-        r#"
-import os, random, sys, time
-end = time.time() + {secs}
-print('ready', flush=True)
-while time.time() < end:
-    kids = []
-    for i in range(6):
-        p = os.fork()
-        if p == 0:
-            t = time.time() + random.uniform(0, 0.01)
-            while time.time() < t:
-                pass
-            os.execv({suid:?}, [{suid:?}, '0.03'])
-        kids.append(p)
-    for p in kids:
-        os.waitpid(p, 0)
-"#,
+        "import time, tdtest\n\
+         end = time.time() + {secs}\n\
+         print('ready', flush=True)\n\
+         tdtest.setuid_execs({suid:?}, lambda: time.time() < end, 6)\n",
         suid = suid.path().display().to_string(),
     );
-    let mut c = as_user(USER, PYTHON)
+    let mut c = as_user(USER, PYTHON);
+    with_helpers(&mut c)
         .args(["-c", &script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    first_line(&mut c);
-    c
+        .stdout(Stdio::piped());
+    let mut racer = Spawned::spawn_group(&mut c);
+    racer.expect_line("ready");
+    racer
 }
 
 #[test]
 fn maps_read_across_a_setuid_exec_are_never_served() {
     let d = Daemon::start(&[]);
     let suid = SetuidSleep::new();
-    let mut racer = exec_racer(&suid, 60.0);
+    let racer = exec_racer(&suid, 60.0);
     let socket = d.socket.display().to_string();
     let (mut seen, mut leaks, mut refused) = (0, Vec::new(), 0);
     for i in 0..150 {
@@ -274,21 +254,10 @@ fn maps_read_across_a_setuid_exec_are_never_served() {
         let args: Vec<String> = if i % 2 == 0 {
             vec!["--groups".into(), "base,vma".into()]
         } else {
-            let kids = std::fs::read_to_string(format!(
-                "/proc/{}/task/{}/children",
-                racer.id(),
-                racer.id()
-            ))
-            .unwrap_or_default();
-            let Some(k) = kids.split_whitespace().next() else {
+            let Some(k) = tasks::children(racer.pid()).first().map(u32::to_string) else {
                 continue;
             };
-            vec![
-                "--groups".into(),
-                "base,vma".into(),
-                "--pid".into(),
-                k.into(),
-            ]
+            vec!["--groups".into(), "base,vma".into(), "--pid".into(), k]
         };
         let mut c = as_user(USER, cli());
         c.args([
@@ -327,8 +296,7 @@ fn maps_read_across_a_setuid_exec_are_never_served() {
             }
         }
     }
-    let _ = racer.kill();
-    let _ = racer.wait();
+    drop(racer);
     assert!(leaks.is_empty(), "{} leaks: {}", leaks.len(), leaks[0]);
     assert!(
         seen > 0 && refused > 0,
@@ -375,8 +343,8 @@ fn one_and_thread_with_maps_answer_in_a_child_pid_namespace() {
     // Inside a new pid namespace with its own /proc: a process of USER, and USER asking for its
     // maps by the namespace's pid, through the daemon and from its /proc.
     let script = format!(
-        "{sp} sleep 60 & S=$!\n\
-         sleep 0.2\n\
+        "{waits}{sp} sleep 60 & S=$!\n\
+         wait_comm $S sleep\n\
          echo pid $S\n\
          {sp} cat /proc/$S/maps > /tmp/proc.$$ && echo proc-ok\n\
          for opt in --pid --threads-of; do\n\
@@ -387,7 +355,8 @@ fn one_and_thread_with_maps_answer_in_a_child_pid_namespace() {
          {sp} {cli} maps $S --backend daemon --socket {socket} > /tmp/maps.$$ && echo maps-ok\n\
          cmp -s /tmp/maps.$$ /tmp/proc.$$ && echo maps-same\n\
          rm -f /tmp/proc.$$ /tmp/daemon.$$ /tmp/maps.$$\n\
-         kill $S\n"
+         kill $S\n",
+        waits = sh_waits()
     );
     let o = output(Command::new("unshare").args([
         "--pid",
@@ -425,22 +394,26 @@ fn maps_of_a_client_in_a_chroot_name_files_from_its_root() {
     let cli = cli().display().to_string();
     let out = TempDir::new("chroot-out");
     let croot = TempDir::new("chroot");
-    let (o, r) = (out.0.display().to_string(), croot.0.display().to_string());
+    let (o, r) = (
+        out.path().display().to_string(),
+        croot.path().display().to_string(),
+    );
     let sp = as_user_sh(USER);
     // The whole file system again under R, in a mount namespace of the test's own; a process
     // of USER chrooted there, and USER, chrooted too, reading its maps.
     let script = format!(
-        "mount --rbind / {r} || exit 90\n\
+        "{waits}mount --rbind / {r} || exit 90\n\
          chroot {r} {sp} sleep 60 & S=$!\n\
-         sleep 0.3\n\
+         wait_comm $S sleep\n\
          chroot {r} {sp} cat /proc/$S/maps > {o}/proc || exit 91\n\
          chroot {r} {sp} {cli} maps $S --backend daemon --socket {socket} > {o}/daemon 2> {o}/err\n\
          echo rc $?\n\
-         kill $S; wait\n"
+         kill $S; wait\n",
+        waits = sh_waits()
     );
     let run = in_private_mounts(&script);
     let text = String::from_utf8_lossy(&run.stdout);
-    let read = |f: &str| std::fs::read_to_string(out.0.join(f)).unwrap_or_default();
+    let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap_or_default();
     assert!(
         text.contains("rc 0"),
         "{text} {} {}",

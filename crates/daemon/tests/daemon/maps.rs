@@ -1,23 +1,12 @@
 //! Memory maps through the daemon: what /proc/PID/maps shows the same unprivileged user, for
 //! its own process, another user's and its own non-dumpable one (ptrace-read decides).
 
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 use crate::harness::*;
 
-struct Kill(Vec<Child>);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// A process of `user` that prints "ready" once set up (non-dumpable when asked), then sleeps.
-fn spawn(user: &str, nondumpable: bool) -> Child {
+fn spawn(user: &str, nondumpable: bool) -> Spawned {
     let code = format!(
         "import ctypes, sys, time\n{}print('ready', flush=True)\ntime.sleep(120)\n",
         if nondumpable {
@@ -26,25 +15,21 @@ fn spawn(user: &str, nondumpable: bool) -> Child {
             ""
         }
     );
-    let mut c = as_user(user, PYTHON)
-        .args(["-c", &code])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    assert_eq!(first_line(&mut c), "ready\n");
+    let mut c = Spawned::spawn(
+        as_user(user, PYTHON)
+            .args(["-c", &code])
+            .stdout(Stdio::piped()),
+    );
+    c.expect_line("ready");
     c
 }
 
 #[test]
 fn maps_through_the_daemon_follow_ptrace_read_like_proc() {
     let d = Daemon::start(&[]);
-    let kids = Kill(vec![
-        spawn(USER, false),
-        spawn(OTHER, false),
-        spawn(USER, true),
-    ]);
+    let kids = [spawn(USER, false), spawn(OTHER, false), spawn(USER, true)];
     // setpriv execs python, so the child's pid is the python process.
-    let pids: Vec<String> = kids.0.iter().map(|c| c.id().to_string()).collect();
+    let pids: Vec<String> = kids.iter().map(|c| c.pid().to_string()).collect();
     let socket = d.socket.display().to_string();
     for (pid, what) in pids
         .iter()

@@ -19,8 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::MetadataExt;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
@@ -34,7 +33,7 @@ for d in os.listdir("/proc"):
     if d.isdigit():
         print("L", d)
         try:
-            open(f"/proc/{d}/stat").read(1)
+            open(f"/proc/{d}/stat", "rb").read(1)
             print("R", d)
         except OSError:
             pass
@@ -61,7 +60,7 @@ enum Ready {
 /// Fixture processes, each killed (SIGKILL, by pid) and reaped on drop.
 #[derive(Default)]
 struct Fixtures {
-    procs: Vec<(&'static str, Child)>,
+    procs: Vec<(&'static str, Spawned)>,
 }
 
 impl Fixtures {
@@ -81,37 +80,18 @@ impl Fixtures {
             Ready::Line => Stdio::piped(),
             Ready::Comm(_) => Stdio::null(),
         });
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("fixture {name}: {e}"));
-        let pid = child.id();
+        // Kept in the list before waiting, so that a failure still kills it.
+        self.procs.push((name, Spawned::spawn(&mut cmd)));
+        let (_, p) = self.procs.last_mut().expect("pushed");
+        let pid = p.pid();
         match ready {
             Ready::Line => {
-                let out = child.stdout.take().expect("piped stdout");
-                let mut line = String::new();
-                let n = BufReader::new(out).read_line(&mut line);
-                // Kept in the list before asserting, so that a failure still kills it.
-                self.procs.push((name, child));
-                assert!(
-                    matches!(n, Ok(k) if k > 0),
-                    "fixture {name} did not start: {n:?}"
-                );
+                p.first_line();
             }
             Ready::Comm(comm) => {
-                self.procs.push((name, child));
-                let t0 = Instant::now();
-                loop {
-                    let c =
-                        std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-                    if c.trim_end() == comm {
-                        break;
-                    }
-                    assert!(
-                        t0.elapsed() < Duration::from_secs(20),
-                        "fixture {name} (pid {pid}) never became {comm:?} (is {c:?})"
-                    );
-                    std::thread::sleep(Duration::from_millis(5));
-                }
+                wait_for(&format!("fixture {name} (pid {pid}) to be {comm}"), || {
+                    tasks::comm(pid).as_deref() == Some(comm)
+                })
             }
         }
         pid
@@ -121,33 +101,17 @@ impl Fixtures {
         self.procs
             .iter()
             .find(|(n, _)| *n == name)
-            .map(|(_, c)| c.id())
+            .map(|(_, c)| c.pid())
             .unwrap_or_else(|| panic!("no fixture {name}"))
     }
 
     /// The thread ids of fixture `name`.
     fn tids(&self, name: &str) -> BTreeSet<u32> {
-        let p = self.pid(name);
-        std::fs::read_dir(format!("/proc/{p}/task"))
-            .expect("task dir")
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse().ok())
-            .collect()
+        tasks::tids(self.pid(name)).into_iter().collect()
     }
 
     fn names(&self) -> Vec<&'static str> {
         self.procs.iter().map(|(n, _)| *n).collect()
-    }
-}
-
-impl Drop for Fixtures {
-    fn drop(&mut self) {
-        for (_, c) in &mut self.procs {
-            let _ = c.kill();
-        }
-        for (_, c) in &mut self.procs {
-            let _ = c.wait();
-        }
     }
 }
 
@@ -260,42 +224,14 @@ fn standard_fixtures() -> Fixtures {
 }
 
 fn status(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default()
+    tasks::status(pid).unwrap_or_default()
 }
 
 /// The whitespace-separated values of a /proc/PID/status field.
 fn field<'a>(status: &'a str, name: &str) -> Vec<&'a str> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+    tasks::status_field(status, name)
         .map(|v| v.split_whitespace().collect())
         .unwrap_or_default()
-}
-
-/// The gid of group `name`, creating the (system) group if missing.
-fn group(name: &str) -> u32 {
-    let get = || {
-        Command::new("getent")
-            .args(["group", name])
-            .output()
-            .expect("getent")
-    };
-    let mut o = get();
-    if !o.status.success() {
-        // Concurrent tests may race to create it; whoever loses sees it exist.
-        let _ = Command::new("groupadd").args(["--system", name]).status();
-        o = get();
-    }
-    assert!(
-        o.status.success(),
-        "group {name} missing and groupadd failed"
-    );
-    String::from_utf8_lossy(&o.stdout)
-        .trim()
-        .split(':')
-        .nth(2)
-        .and_then(|g| g.parse().ok())
-        .expect("gid")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1112,9 +1048,8 @@ fn check_pid_namespace(nesting: usize, opts: &str, hidepid: bool) {
     s.raw(&format!(
         "{sp} sleep {FIXTURE_SECONDS} & U=$!; echo \"@@PID user $U\""
     ));
-    s.raw(
-        "for p in $R $U; do while [ \"$(cat /proc/$p/comm 2>/dev/null)\" != sleep ]; do sleep 0.01; done; done",
-    );
+    s.raw(&sh_waits());
+    s.raw("wait_comm $R sleep; wait_comm $U sleep");
     for b in ["daemon", "procfs"] {
         s.dump(&format!("all-{b}"), &sp, &d, b, "--groups all");
         s.dump(&format!("one-{b}"), &sp, &d, b, "--groups all --pid 1");
@@ -1481,11 +1416,7 @@ fn missing_and_hidden_pids_are_no_such_process() {
     let mut fx = Fixtures::default();
     let hidden = fx.sleeper("root", None);
     let own = fx.sleeper("own", Some(USER));
-    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
-        .expect("pid_max")
-        .trim()
-        .parse()
-        .expect("pid_max");
+    let pid_max = tasks::pid_max();
     let missing = (2..pid_max)
         .rev()
         .find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
@@ -1671,20 +1602,15 @@ struct Stopped(u32);
 
 impl Stopped {
     fn stop(pid: u32) -> Self {
-        let s = Command::new("kill")
-            .args(["-STOP", &pid.to_string()])
-            .status()
-            .expect("kill");
-        assert!(s.success());
+        signal(pid, libc::SIGSTOP);
         Stopped(pid)
     }
 }
 
 impl Drop for Stopped {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-CONT", &self.0.to_string()])
-            .status();
+        // SAFETY: kill takes plain integers; the daemon is the test's own child.
+        unsafe { libc::kill(self.0 as i32, libc::SIGCONT) };
     }
 }
 
@@ -1694,7 +1620,7 @@ impl Drop for Stopped {
 fn exec_after_connect(d: &Daemon, prog: &std::path::Path, name: &str) -> (i32, BTreeSet<u32>) {
     use std::io::Write;
     let dir = TempDir::new("exec");
-    let script = dir.0.join("client.py");
+    let script = dir.join("client.py");
     std::fs::write(&script, EXEC_AFTER_CONNECT).expect("write client");
     let stopped = Stopped::stop(d.pid());
     let sp = Client::plain().setpriv();
@@ -1710,9 +1636,9 @@ fn exec_after_connect(d: &Daemon, prog: &std::path::Path, name: &str) -> (i32, B
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let mut fx = Fixtures::default();
-    let child = c.spawn().expect("client");
-    fx.procs.push(("connector", child));
-    let (_, child) = fx.procs.last_mut().expect("pushed");
+    fx.procs.push(("connector", Spawned::spawn(&mut c)));
+    let (_, connector) = fx.procs.last_mut().expect("pushed");
+    let child = connector.child();
     let mut stdin = child.stdin.take().expect("stdin");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let exec = lines.next().expect("client output").expect("client output");
@@ -1754,7 +1680,7 @@ fn credentials_changed_after_connect_are_refused() {
     let mut fx = Fixtures::default();
     let root = fx.sleeper("root", None);
     let bin = TempDir::new("bin");
-    let (suid, plain) = (bin.0.join("suid-sleep"), bin.0.join("plain-sleep"));
+    let (suid, plain) = (bin.join("suid-sleep"), bin.join("plain-sleep"));
     for (p, mode) in [(&suid, 0o4755), (&plain, 0o755)] {
         std::fs::copy("/usr/bin/sleep", p).expect("copy sleep");
         std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode))

@@ -4,9 +4,10 @@
 
 use crate::harness::*;
 
-fn caps(pid: u32) -> Vec<(String, u64)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    s.lines()
+/// The capability sets and NoNewPrivs of a `status` file, as numbers.
+fn caps(status: &str) -> Vec<(String, u64)> {
+    status
+        .lines()
         .filter(|l| l.starts_with("Cap") || l.starts_with("NoNewPrivs"))
         .map(|l| {
             let (k, v) = l.split_once(':').expect("field");
@@ -18,12 +19,11 @@ fn caps(pid: u32) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// A /proc/PID/status field of the daemon, which is alive.
 fn field(pid: u32, name: &str) -> String {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    s.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .expect("field")
-        .trim()
+    let s = tasks::status(pid).expect("the daemon's status");
+    tasks::status_field(&s, name)
+        .unwrap_or_else(|| panic!("no {name} in the daemon's status"))
         .to_string()
 }
 
@@ -33,31 +33,21 @@ fn a_running_daemon_has_no_capabilities_left() {
     // Serve one request first: nothing it does later may need privilege.
     let o = output(std::process::Command::new(cli()).args(d.dump_args(&["--groups", "all"])));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let c = caps(d.pid());
+    let c = caps(&tasks::status(d.pid()).expect("the daemon's status"));
     for (k, v) in &c {
         let want = u64::from(k == "NoNewPrivs");
         assert_eq!(*v, want, "{k} of the daemon: {c:?}");
     }
-    // Every thread, not only the main one (capabilities are per thread).
-    for t in std::fs::read_dir(format!("/proc/{}/task", d.pid())).expect("task dir") {
-        let tid: u32 = t
-            .expect("entry")
-            .file_name()
-            .to_str()
-            .expect("tid")
-            .parse()
-            .expect("tid");
-        let s = std::fs::read_to_string(format!("/proc/{}/task/{tid}/status", d.pid()))
-            .expect("thread status");
-        let eff = s
-            .lines()
-            .find_map(|l| l.strip_prefix("CapEff:"))
-            .expect("CapEff");
-        assert_eq!(
-            u64::from_str_radix(eff.trim(), 16).expect("hex"),
-            0,
-            "thread {tid}"
-        );
+    // Every thread, not only the main one (capabilities are per thread). A thread that ends
+    // between the listing and the read of its status is skipped; the daemon's fixed threads
+    // (event loop, identification, workers) are there throughout.
+    let threads = tasks::thread_statuses(d.pid());
+    assert!(threads.len() >= 3, "the daemon's threads: {threads:?}");
+    for (tid, status) in threads {
+        for (k, v) in caps(&status) {
+            let want = u64::from(k == "NoNewPrivs");
+            assert_eq!(v, want, "{k} of daemon thread {tid}");
+        }
     }
 }
 
@@ -78,18 +68,12 @@ fn with_user_it_serves_as_that_user() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("# done:"));
 }
 
-/// The uid of `name`, if that user exists.
-fn uid_of(name: &str) -> Option<u32> {
-    let o = output(std::process::Command::new("id").args(["-u", name]));
-    String::from_utf8_lossy(&o.stdout).trim().parse().ok()
-}
-
 #[test]
 fn by_default_it_serves_as_an_unprivileged_user_under_seccomp() {
-    let want = uid_of("taskdiag").unwrap_or(OVERFLOW_UID);
+    let want = taskdiag_test_support::users::existing_uid("taskdiag").unwrap_or(OVERFLOW_UID);
     // An open file the daemon inherits (fd 9, not close-on-exec): it must not keep it.
     let secret = TempDir::new("inherited");
-    let file = secret.0.join("root-only");
+    let file = secret.join("root-only");
     std::fs::write(&file, b"x").expect("write");
     let f = std::fs::File::open(&file).expect("open");
     let d = Daemon::start_with(&[], |c| {
@@ -132,31 +116,14 @@ fn by_default_it_serves_as_an_unprivileged_user_under_seccomp() {
     }
 }
 
-/// The id of group `name`, creating it if missing.
-fn group(name: &str) -> u32 {
-    let id = || output(std::process::Command::new("getent").args(["group", name]));
-    let mut o = id();
-    if !o.status.success() {
-        let _ = std::process::Command::new("groupadd")
-            .args(["--system", name])
-            .status();
-        o = id();
-    }
-    String::from_utf8_lossy(&o.stdout)
-        .split(':')
-        .nth(2)
-        .and_then(|g| g.trim().parse().ok())
-        .expect("group id")
-}
-
 #[test]
 fn under_hidepid_the_unprivileged_daemon_serves_what_each_proc_shows() {
     user(USER);
     user(OTHER);
     let g = group("taskdiag-proc");
     let dir = TempDir::new("hidepid");
-    let sock = dir.0.join("s.sock");
-    std::os::unix::fs::chown(&dir.0, Some(OVERFLOW_UID), Some(OVERFLOW_UID)).expect("chown");
+    let sock = dir.join("s.sock");
+    std::os::unix::fs::chown(dir.path(), Some(OVERFLOW_UID), Some(OVERFLOW_UID)).expect("chown");
     let cli = cli().display().to_string();
     let (sock, daemon) = (sock.display().to_string(), DAEMON.to_string());
     // The daemon (its default, unprivileged user) and its clients share a /proc that hides
@@ -164,11 +131,11 @@ fn under_hidepid_the_unprivileged_daemon_serves_what_each_proc_shows() {
     let member = format!("setpriv --reuid {USER} --regid {USER} --groups {g} --inh-caps=-all");
     let outsider = format!("setpriv --reuid {USER} --regid {USER} --clear-groups --inh-caps=-all");
     let script = format!(
-        "mount -t proc -o hidepid=invisible,gid={g} proc /proc || exit 90\n\
+        "{waits}mount -t proc -o hidepid=invisible,gid={g} proc /proc || exit 90\n\
          {daemon} --foreground --socket {sock} & D=$!\n\
-         for i in $(seq 100); do [ -S {sock} ] && break; sleep 0.1; done\n\
+         wait_socket {sock}\n\
          setpriv --reuid {OTHER} --regid {OTHER} --init-groups sleep 30 & O=$!\n\
-         sleep 0.2\n\
+         wait_comm $O sleep\n\
          for who in member outsider; do\n\
            if [ $who = member ]; then run=\"{member}\"; else run=\"{outsider}\"; fi\n\
            $run {cli} dump --backend daemon --socket {sock} --pid $O --format json >/dev/null 2>&1\n\
@@ -178,7 +145,8 @@ fn under_hidepid_the_unprivileged_daemon_serves_what_each_proc_shows() {
              | sed \"s/^/$who count-daemon /\"\n\
            $run sh -c 'ls -d /proc/[0-9]* | wc -l' | sed \"s/^/$who count-proc /\"\n\
          done\n\
-         kill $O $D; wait\n"
+         kill $O $D; wait\n",
+        waits = sh_waits()
     );
     let o = in_private_mounts(&script);
     let text = String::from_utf8_lossy(&o.stdout);

@@ -16,7 +16,7 @@ use std::net::Shutdown;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -60,27 +60,24 @@ struct Known {
 
 impl Known {
     fn of(pid: u32) -> Known {
-        let stat = std::fs::read(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
-        let open = stat.iter().position(|&b| b == b'(').expect("stat: (");
-        let close = stat.iter().rposition(|&b| b == b')').expect("stat: )");
-        let rest = String::from_utf8_lossy(&stat[close + 2..]).into_owned();
-        let ppid = rest
-            .split(' ')
-            .nth(1)
-            .and_then(|v| v.parse().ok())
-            .expect("stat: ppid");
-        let status =
-            std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
-        let uid = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .expect("status: Uid");
+        let gone = || -> ! { panic!("process {pid} vanished: it must outlive the test") };
+        let ppid = tasks::stat(pid)
+            .and_then(|f| f.get(1)?.parse().ok())
+            .unwrap_or_else(|| gone());
+        let uid = tasks::status(pid)
+            .and_then(|s| {
+                tasks::status_field(&s, "Uid")?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| gone());
+        let comm = tasks::comm_bytes(pid).unwrap_or_else(|| gone());
         Known {
             pid,
             ppid,
-            comm: stat[open + 1..close].to_vec(),
+            comm,
             uid,
         }
     }
@@ -373,20 +370,6 @@ fn settle(d: &Daemon) -> (usize, u64) {
     last
 }
 
-/// Polls `f` until it holds, at most `limit`.
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let t0 = Instant::now();
-    loop {
-        if f() {
-            return true;
-        }
-        if t0.elapsed() > limit {
-            return false;
-        }
-        std::thread::sleep(secs(0.02));
-    }
-}
-
 /// Checks the daemon is back to `base` (descriptors, threads) within a few seconds.
 fn assert_back_to(d: &Daemon, base: (usize, u64), what: &str) {
     let ok = wait_until(secs(15.0), || (fds(d), threads(d)) == base);
@@ -455,14 +438,8 @@ impl RssSampler {
         let (s, m) = (stop.clone(), max.clone());
         let handle = std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
-                if let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-                    if let Some(kb) = st
-                        .lines()
-                        .find_map(|l| l.strip_prefix("VmRSS:"))
-                        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-                    {
-                        m.fetch_max(kb, Ordering::Relaxed);
-                    }
+                if let Some(kb) = tasks::status_number(pid, "VmRSS") {
+                    m.fetch_max(kb, Ordering::Relaxed);
                 }
                 std::thread::sleep(secs(0.01));
             }
@@ -490,36 +467,6 @@ impl Drop for RssSampler {
             let _ = h.join();
         }
     }
-}
-
-/// A process the test started; killed (by pid) and reaped on drop.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Waits for `child` to exit, at most `limit`.
-fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let t0 = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().expect("try_wait") {
-            return Some(s);
-        }
-        if t0.elapsed() > limit {
-            return None;
-        }
-        std::thread::sleep(secs(0.02));
-    }
-}
-
-fn signal(pid: u32, sig: i32) {
-    // SAFETY: kill() with a pid we started and have not reaped; no memory is involved.
-    let r = unsafe { libc::kill(pid as libc::pid_t, sig) };
-    assert_eq!(r, 0, "kill({pid}, {sig}): {}", io::Error::last_os_error());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1035,16 +982,6 @@ fn bad_clients_hammering_do_not_disturb_a_good_one() {
 // 2. Many requests, many connections
 // ---------------------------------------------------------------------------------------------
 
-/// A pid no process has.
-fn unused_pid() -> u32 {
-    let max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
-        .expect("pid_max")
-        .trim()
-        .parse()
-        .expect("pid_max");
-    max + 1
-}
-
 #[test]
 fn many_requests_on_one_connection() {
     let d = Daemon::start(&[]);
@@ -1063,7 +1000,7 @@ fn many_requests_on_one_connection() {
         Request::new(Strategy::AllThread, 0, Group::Base.flag()),
         Request::new(Strategy::Thread, me(), base_cred()),
         Request::new(Strategy::Children, me(), base_cred()),
-        Request::new(Strategy::One, unused_pid(), base_cred()),
+        Request::new(Strategy::One, tasks::missing_pid(), base_cred()),
     ];
     let t0 = Instant::now();
     let rounds = 40;
@@ -1075,7 +1012,7 @@ fn many_requests_on_one_connection() {
                 Ok(())
             });
             let what = format!("round {i}, {req:?}");
-            if req.pid == unused_pid() {
+            if req.pid == tasks::missing_pid() {
                 assert!(
                     matches!(r, Err(taskdiag::Error::NoSuchTask { .. })),
                     "{what}: {r:?}"
@@ -1823,9 +1760,9 @@ fn a_thousand_concurrent_clients() {
 #[test]
 fn socket_activation_serves_and_leaves_the_path_alone() {
     let dir = TempDir::new("activation");
-    let path = dir.0.join("activated.sock");
-    let own = dir.0.join("own.sock");
-    let mut sa = Guard(
+    let path = dir.join("activated.sock");
+    let own = dir.join("own.sock");
+    let mut sa = Spawned::spawn(
         Command::new("/usr/bin/systemd-socket-activate")
             .arg("-l")
             .arg(&path)
@@ -1834,11 +1771,9 @@ fn socket_activation_serves_and_leaves_the_path_alone() {
             .arg(&own)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("systemd-socket-activate"),
+            .stderr(Stdio::null()),
     );
-    let pid = sa.0.id();
+    let pid = sa.pid();
     assert!(
         wait_until(secs(10.0), || path.exists()),
         "systemd-socket-activate did not listen"
@@ -1864,7 +1799,9 @@ fn socket_activation_serves_and_leaves_the_path_alone() {
     );
     drop(c);
     signal(pid, libc::SIGTERM);
-    let st = wait_exit(&mut sa.0, secs(10.0)).expect("the daemon did not stop on SIGTERM");
+    let st = sa
+        .wait_exit(secs(10.0))
+        .expect("the daemon did not stop on SIGTERM");
     assert_eq!(st.code(), Some(0), "{st:?}");
     assert!(
         path.exists(),
@@ -2115,21 +2052,15 @@ fn same_through_daemon(
 #[test]
 fn the_tools_through_the_daemon_match_procfs_for_an_unprivileged_user() {
     let d = Daemon::start(&[]);
-    let sleeps: Vec<Guard> = (0..3)
-        .map(|_| {
-            Guard(
-                Command::new("sleep")
-                    .arg("1000")
-                    .stdin(Stdio::null())
-                    .spawn()
-                    .expect("sleep"),
-            )
-        })
+    let sleeps: Vec<Spawned> = (0..3)
+        .map(|_| Spawned::spawn(Command::new("sleep").arg("1000").stdin(Stdio::null())))
         .collect();
-    let sleep_pids: Vec<u32> = sleeps.iter().map(|g| g.0.id()).collect();
-    assert!(wait_until(secs(5.0), || sleep_pids.iter().all(|p| {
-        std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
-    })));
+    let sleep_pids: Vec<u32> = sleeps.iter().map(Spawned::pid).collect();
+    wait_for("the sleeps to execute", || {
+        sleep_pids
+            .iter()
+            .all(|&p| tasks::comm(p).as_deref() == Some("sleep"))
+    });
     let ps = ["ps", "-e", "-o", "pid,ppid,user,comm"];
     let first = tool(&ps, "daemon", &d.socket);
     let header: Vec<&str> = first
@@ -2217,7 +2148,10 @@ fn sigterm_and_sigint_stop_the_daemon_cleanly() {
         );
         good_dump(&mut c, &known).expect("served");
         signal(d.pid(), sig);
-        let st = wait_exit(&mut d.child, secs(10.0)).expect("the daemon did not stop");
+        let st = d
+            .process()
+            .wait_exit(secs(10.0))
+            .expect("the daemon did not stop");
         assert_eq!(st.code(), Some(0), "signal {sig}: {st:?}");
         assert!(
             !d.socket.exists(),
@@ -2231,9 +2165,12 @@ fn sigterm_and_sigint_stop_the_daemon_cleanly() {
 #[test]
 fn starting_without_privileges_fails_naming_cap_bpf() {
     let dir = TempDir::new("unprivileged");
-    let sock = dir.0.join("u.sock");
-    std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o777))
-        .expect("chmod");
+    let sock = dir.join("u.sock");
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .expect("chmod");
     let mut c = as_user(USER, DAEMON);
     c.args(["--foreground", "--socket"]).arg(&sock);
     let o = output(&mut c);

@@ -1,0 +1,34 @@
+//! The workspace's binaries, as cargo built them for this test run.
+//!
+//! A test finds its own crate's binaries with `env!("CARGO_BIN_EXE_<name>")`. Another crate's
+//! binary (the CLI from the daemon's tests, the daemon from the CLI's) sits in the same target
+//! directory and profile as the test executable, which cargo runs from
+//! `target/<profile>/deps/`. `cargo test --workspace` builds every binary of a package with
+//! integration tests before it runs any test; a test never builds one itself.
+
+use std::path::PathBuf;
+
+/// The workspace binary `name` of the profile this test was built with
+/// (`target/<profile>/<name>`). Panics with the path and how to build it when it is missing.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the path of the running test executable");
+    // target/<profile>/deps/<test>-<hash>: the binaries are in target/<profile>.
+    let profile_dir = exe
+        .parent()
+        .filter(|d| d.file_name().is_some_and(|n| n == "deps"))
+        .and_then(|d| d.parent())
+        .unwrap_or_else(|| {
+            panic!(
+                "test executable {} is not in a cargo target/<profile>/deps directory",
+                exe.display()
+            )
+        });
+    let bin = profile_dir.join(name);
+    assert!(
+        bin.is_file(),
+        "{} is not built: run the tests with `cargo test --workspace` (as `make test` does), or \
+         build it first with `cargo build --workspace` and the same profile",
+        bin.display()
+    );
+    bin
+}

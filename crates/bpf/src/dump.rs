@@ -163,7 +163,7 @@ impl TaskIter {
     /// to `sink`: each holds back-to-back entries (a `td_vma` with the kernel's raw
     /// `vm_flags`, the raw name, padding to 4) of one process, in kernel order; a process with
     /// a large map comes in consecutive pieces. Returns the number of pieces. An entry for a
-    /// file already named in this walk has no name but `reserved` 1 and, in `reserved2`, the
+    /// file already named in this walk has no name but `name_ref` set and, in `name_key`, the
     /// key of the earlier entry that carried it.
     pub fn dump_vmas(
         &mut self,

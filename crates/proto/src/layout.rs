@@ -355,10 +355,12 @@ wire_structs! {
         name_len: u16,
         /// Bytes of statistics that follow the record: 0 or the size of [`VmaStatRec`].
         stat_len: u16,
-        /// Reserved, 0.
-        reserved: u16,
-        /// Reserved, 0.
-        reserved2: u64,
+        /// Internal to the BPF map walk, 0 on the wire: [`crate::VMA_NAME_REF`] when the name
+        /// is left out because this walk already gave it for the same file.
+        name_ref: u16,
+        /// Internal to the BPF map walk, 0 on the wire: the key (the file's dentry address) under
+        /// which a name is given once per walk and referred to by later mappings.
+        name_key: u64,
     }
 
     /// VMA_STAT counters of one mapping, in bytes, as /proc/PID/smaps shows them (in kB).

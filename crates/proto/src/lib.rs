@@ -95,9 +95,9 @@ pub const BASE_F_LEADER: u8 = 2;
 /// kernel thread. Both backends derive [`BASE_F_KTHREAD`] from it.
 pub const PF_KTHREAD: u32 = 0x0020_0000;
 
-/// [`VmaRec::reserved`] of an entry in a BPF memory-map piece ([`MSG_VMA_PIECE`]) that has no
+/// [`VmaRec::name_ref`] of an entry in a BPF memory-map piece ([`MSG_VMA_PIECE`]) that has no
 /// name of its own: its file was named earlier in the same walk, by the entry whose
-/// `reserved2` key it carries. Internal to the BPF backend and its library.
+/// `name_key` it carries. Internal to the BPF backend and its library.
 pub const VMA_NAME_REF: u16 = 1;
 
 /// Internal errno value a backend puts in a GROUP_ERROR to ask the library to read that group

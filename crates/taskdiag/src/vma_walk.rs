@@ -298,17 +298,13 @@ impl Builder {
                 return Err(bad("vma entry length inconsistent with its name"));
             }
             let raw = &p[VmaRec::SIZE..VmaRec::SIZE + nl];
-            let name = if rec.reserved == VMA_NAME_REF {
+            let name = if rec.name_ref == VMA_NAME_REF {
                 // A file named earlier in this walk.
-                Cow::Borrowed(
-                    self.names
-                        .get(&rec.reserved2)
-                        .map_or(&[][..], Vec::as_slice),
-                )
+                Cow::Borrowed(self.names.get(&rec.name_key).map_or(&[][..], Vec::as_slice))
             } else {
                 let n = escape(raw);
-                if rec.reserved2 != 0 {
-                    self.names.insert(rec.reserved2, n.to_vec());
+                if rec.name_key != 0 {
+                    self.names.insert(rec.name_key, n.to_vec());
                 }
                 n
             };
@@ -319,8 +315,8 @@ impl Builder {
             rec.vma_len = align4(VmaRec::SIZE + name.len()) as u16;
             rec.name_len = name.len() as u16;
             rec.stat_len = 0;
-            rec.reserved = 0;
-            rec.reserved2 = 0;
+            rec.name_ref = 0;
+            rec.name_key = 0;
             let start = self.out.len();
             rec.write_to(&mut self.out);
             self.out.extend_from_slice(name);
@@ -378,15 +374,15 @@ mod tests {
     use taskdiag_proto::MsgHeader;
 
     /// One raw entry as the program writes it.
-    fn raw_entry(start: u64, kflags: u64, name: &[u8], reserved: u16, key: u64) -> Vec<u8> {
+    fn raw_entry(start: u64, kflags: u64, name: &[u8], name_ref: u16, key: u64) -> Vec<u8> {
         let rec = VmaRec {
             start,
             end: start + 4096,
             vm_flags: kflags,
             vma_len: align4(VmaRec::SIZE + name.len()) as u16,
             name_len: name.len() as u16,
-            reserved,
-            reserved2: key,
+            name_ref,
+            name_key: key,
             ..Default::default()
         };
         let mut v = Vec::new();
@@ -499,7 +495,7 @@ mod tests {
         assert_eq!(v10[2].name, b"/tmp/a\\012b");
         assert_eq!(v10[0].rec.vm_flags, vma_flags::READ | vma_flags::EXEC);
         assert_eq!(v10[0].rec.vm_flags_known, vma_flags::ALL);
-        assert_eq!(v10[1].rec.reserved2, 0);
+        assert_eq!(v10[1].rec.name_key, 0);
         assert_eq!(w[&11][0].name, b"/lib/libc.so");
         // Padding is zero in the finished entries (0xee in the raw ones).
         let mut b = Builder::default();

@@ -1086,7 +1086,7 @@ int dump_task_cmdline(struct bpf_iter__task *ctx)
  * Most mappings of most processes are of the same few files (the C library, the loader):
  * d_path() of each is the walk's main cost. So a file's name is written only the first time
  * its dentry appears in a walk (cfg_vma_gen numbers the walks); later mappings of it carry the
- * dentry as a key (td_vma.reserved2, with reserved = TD_VMA_NAME_REF) for user space to look
+ * dentry as a key (td_vma.name_key, with name_ref = TD_VMA_NAME_REF) for user space to look
  * the name up.
  * The dentries named are remembered in a direct-mapped table (vma_pend.names): a file whose
  * slot another took meanwhile is simply named again, which user space takes as the same name.
@@ -1297,8 +1297,8 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	r->dev_major = 0;
 	r->dev_minor = 0;
 	r->stat_len = 0;
-	r->reserved = 0;
-	r->reserved2 = 0;
+	r->name_ref = 0;
+	r->name_key = 0;
 	file = vma->vm_file;
 	/* A file mapping has an anon_name only if it is anonymous shared memory (MAP_SHARED |
 	 * MAP_ANONYMOUS, see replace_anon_vma_name()), so always VM_SHARED: other file mappings
@@ -1323,14 +1323,14 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 
 			/* The dentry's address as a number: through map memory, as the verifier
 			 * allows no arithmetic on pointers. */
-			r->reserved2 = (__u64)file->f_path.dentry;
-			key = *(volatile __u64 *)&r->reserved2;
+			r->name_key = (__u64)file->f_path.dentry;
+			key = *(volatile __u64 *)&r->name_key;
 			/* Dentries are cache-line aligned objects: the bits above those vary. */
 			slot = (key >> 6) & (TD_VMA_NAME_SLOTS - 1);
 			if (key == p->last_key) {
-				r->reserved = TD_VMA_NAME_REF;
+				r->name_ref = TD_VMA_NAME_REF;
 			} else if (p->name_key[slot] == key && p->name_gen[slot] == cfg_vma_gen) {
-				r->reserved = TD_VMA_NAME_REF;
+				r->name_ref = TD_VMA_NAME_REF;
 				p->last_key = key;
 			} else {
 				n = bpf_d_path(&file->f_path, (char *)name, TD_VMA_NAME_MAX);

@@ -25,9 +25,13 @@ use taskdiag_proto::{
 
 use crate::Error;
 
-/// Finished payloads go over in batches of this many processes (a hand-over costs a thread
-/// wake-up), and this many batches may wait.
+/// Finished payloads go over in batches of this many processes, or of this many bytes of
+/// entries if that comes first (a hand-over costs a thread wake-up), and this many batches may
+/// wait: the walk reads ahead of the task walk by at most AHEAD + 1 batches, each at most
+/// BATCH_BYTES plus one process's maps (the kernel bounds a process's mappings by
+/// vm.max_map_count), whatever the number and size of the processes.
 const BATCH: usize = 64;
+const BATCH_BYTES: usize = 1 << 20;
 const AHEAD: usize = 8;
 
 /// One process's memory maps from the walk: its thread-group id, its state while they were
@@ -112,12 +116,16 @@ impl VmaStream {
                 let mut b = Builder::default();
                 let mut bad = None;
                 let mut batch = Vec::with_capacity(BATCH);
+                let mut bytes = 0;
                 let mut emit = |m: Maps| {
+                    bytes += m.entries.len();
                     batch.push(m);
-                    batch.len() < BATCH
-                        || tx
-                            .send(Ok(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))))
-                            .is_ok()
+                    if batch.len() < BATCH && bytes < BATCH_BYTES {
+                        return true;
+                    }
+                    bytes = 0;
+                    tx.send(Ok(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))))
+                        .is_ok()
                 };
                 let r = walk.read_all(&mut |chunk| match b.chunk(chunk, &mut emit) {
                     Ok(true) => Ok(()),

@@ -127,23 +127,32 @@ pub fn bind(path: &Path) -> Result<Listening, ListenError> {
     })
 }
 
-/// Tells systemd we are ready (Type=notify), if it asked (`NOTIFY_SOCKET`).
-pub fn notify_ready() {
-    let Some(target) = std::env::var_os("NOTIFY_SOCKET") else {
-        return;
-    };
-    let Ok(sock) = UnixDatagram::unbound() else {
-        return;
-    };
-    let bytes = target.as_encoded_bytes();
-    let msg = b"READY=1";
-    if let Some(name) = bytes.strip_prefix(b"@") {
-        use std::os::linux::net::SocketAddrExt;
-        if let Ok(addr) = std::os::unix::net::SocketAddr::from_abstract_name(name) {
-            let _ = sock.send_to_addr(msg, &addr);
+/// How to tell systemd we are ready (Type=notify), if it asked (`NOTIFY_SOCKET`). Made before
+/// the daemon confines itself: the system call filter allows sending, not making a socket.
+#[derive(Debug)]
+pub struct Notifier(Option<(UnixDatagram, std::ffi::OsString)>);
+
+impl Notifier {
+    /// The socket to notify on, from the environment.
+    pub fn from_env() -> Notifier {
+        let target = std::env::var_os("NOTIFY_SOCKET");
+        Notifier(target.and_then(|t| Some((UnixDatagram::unbound().ok()?, t))))
+    }
+
+    /// Says READY=1 (best effort: nothing to do if it fails).
+    pub fn ready(&self) {
+        let Some((sock, target)) = &self.0 else {
+            return;
+        };
+        let msg = b"READY=1";
+        if let Some(name) = target.as_encoded_bytes().strip_prefix(b"@") {
+            use std::os::linux::net::SocketAddrExt;
+            if let Ok(addr) = std::os::unix::net::SocketAddr::from_abstract_name(name) {
+                let _ = sock.send_to_addr(msg, &addr);
+            }
+        } else {
+            let _ = sock.send_to(msg, Path::new(target));
         }
-    } else {
-        let _ = sock.send_to(msg, Path::new(&target));
     }
 }
 

@@ -165,6 +165,7 @@ fn run(a: Args) -> anyhow::Result<()> {
     if !a.foreground {
         detach().context("detaching")?;
     }
+    let notifier = listen::Notifier::from_env();
     // After the fork, before the first thread (threads inherit the filter).
     privs::confine().context("confining the daemon")?;
     handle_signals(created.clone()).context("setting up signal handling")?;
@@ -184,7 +185,7 @@ fn run(a: Args) -> anyhow::Result<()> {
                 .display()
         );
     }
-    listen::notify_ready();
+    notifier.ready();
     Server::new(listener, dumpers, ident, limits, own, a.verbose)
         .context("setting up the event loop")?
         .run()

@@ -161,6 +161,78 @@ impl Drop for Spawned {
     }
 }
 
+/// Where a started service says it is ready, as systemd's Type=notify services do: a datagram
+/// socket (an abstract name, which any user may send to) given to it in `NOTIFY_SOCKET`, on
+/// which it sends `READY=1` once set up. A socket accepting connections is not enough: the
+/// kernel accepts them into the backlog before the service is done starting.
+#[derive(Debug)]
+pub struct Notify {
+    sock: std::os::unix::net::UnixDatagram,
+    name: String,
+}
+
+impl Notify {
+    /// A new socket, not yet given to anyone.
+    pub fn new() -> Notify {
+        use std::os::linux::net::SocketAddrExt;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "taskdiag-test-notify-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+            .expect("an abstract socket name");
+        let sock = std::os::unix::net::UnixDatagram::bind_addr(&addr)
+            .unwrap_or_else(|e| panic!("binding @{name}: {e}"));
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("SO_RCVTIMEO");
+        Notify { sock, name }
+    }
+
+    /// Gives the socket to the service `cmd` starts.
+    pub fn give(&self, cmd: &mut Command) {
+        cmd.env("NOTIFY_SOCKET", format!("@{}", self.name));
+    }
+
+    /// Waits until `service` says READY=1, failing the test if it exits first or does not
+    /// within [`PATIENCE`].
+    pub fn wait_ready(&self, service: &mut Spawned, what: &str) {
+        let t0 = Instant::now();
+        let mut buf = [0u8; 256];
+        loop {
+            match self.sock.recv(&mut buf) {
+                Ok(n) if buf[..n].split(|&b| b == b'\n').any(|l| l == b"READY=1") => return,
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => panic!("reading @{}: {e}", self.name),
+            }
+            if let Ok(Some(status)) = service.child.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = service.child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                panic!("{what} exited ({status}) before it was ready: {err}");
+            }
+            assert!(
+                t0.elapsed() < PATIENCE,
+                "{what} not ready within {PATIENCE:?}"
+            );
+        }
+    }
+}
+
+impl Default for Notify {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// The first line of `child`'s piped standard output. Panics if it ends without one.
 pub fn first_line(child: &mut Child) -> String {
     let pid = child.id();

@@ -15,7 +15,7 @@ use std::process::{Command, Output, Stdio};
 
 use taskdiag_test_support::bins::workspace_bin;
 use taskdiag_test_support::dir::TempDir;
-use taskdiag_test_support::process::Spawned;
+use taskdiag_test_support::process::{Notify, Spawned};
 use taskdiag_test_support::users::uid_of;
 
 use taskdiag_proto::task::{Base, Cred, Task};
@@ -133,7 +133,7 @@ impl Server {
     }
 
     /// The real taskdiagd (beside the CLI in the same target directory), started as root with
-    /// `extra` options.
+    /// `extra` options, once it says it is ready (sd_notify: privileges dropped).
     fn daemon(extra: &[&str]) -> Server {
         let dir = TempDir::new("trust-daemon");
         let socket = dir.join("taskdiag.sock");
@@ -142,7 +142,11 @@ impl Server {
             .arg("--socket")
             .arg(&socket)
             .args(extra);
-        Server::start(c, dir, socket, "taskdiagd")
+        let ready = Notify::new();
+        ready.give(&mut c);
+        let mut s = Server::start(c, dir, socket, "taskdiagd");
+        ready.wait_ready(&mut s.proc, "taskdiagd");
+        s
     }
 
     fn pid(&self) -> u32 {

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 pub use taskdiag_test_support::dir::TempDir;
 pub use taskdiag_test_support::process::{
-    in_private_mounts, output, sh_waits, signal, wait_for, wait_until, Spawned, PATIENCE,
+    in_private_mounts, output, sh_waits, signal, wait_for, wait_until, Notify, Spawned, PATIENCE,
 };
 pub use taskdiag_test_support::python::{with_helpers, PYTHON};
 pub use taskdiag_test_support::tasks;
@@ -40,7 +40,8 @@ pub struct Daemon {
 
 impl Daemon {
     /// Starts `taskdiagd --foreground --socket <private path>` with `extra` options and waits
-    /// until the socket answers.
+    /// until it says it is ready (sd_notify: it listens, has dropped its privileges and is
+    /// confined).
     pub fn start(extra: &[&str]) -> Daemon {
         Self::start_with(extra, |_| {})
     }
@@ -62,9 +63,11 @@ impl Daemon {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        let ready = Notify::new();
+        ready.give(&mut c);
         configure(&mut c);
         let mut proc = Spawned::spawn(&mut c);
-        proc.wait_listening(&socket, "taskdiagd");
+        ready.wait_ready(&mut proc, "taskdiagd");
         Daemon {
             proc,
             socket,

@@ -208,7 +208,9 @@ impl Notify {
                 Err(e)
                     if matches!(
                         e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
                     ) => {}
                 Err(e) => panic!("reading @{}: {e}", self.name),
             }
@@ -418,15 +420,24 @@ pub fn in_private_mounts(script: &str) -> Output {
     ]))
 }
 
+/// Waits until process `pid` runs the program named `name` and is asleep in it: it has
+/// executed it, and the dynamic loader has finished (its memory maps stay put).
+pub fn wait_exec(pid: u32, name: &str) {
+    wait_for(&format!("process {pid} to run {name} and wait"), || {
+        crate::tasks::comm(pid).as_deref() == Some(name) && crate::tasks::state(pid) == Some('S')
+    });
+}
+
 /// Shell functions for test scripts, which start background fixtures with `&` and must not
-/// use them before they are set up: `wait_comm PID NAME` returns once process PID is named
-/// NAME (it has executed the program it was started for); `wait_socket PATH` once PATH is a
+/// use them before they are set up: `wait_comm PID NAME` returns once process PID runs the
+/// program NAME and is asleep in it (as [`wait_exec`]); `wait_socket PATH` once PATH is a
 /// socket. Either fails the script (exit 97) after [`PATIENCE`].
 pub fn sh_waits() -> String {
     let tries = PATIENCE.as_millis() / 10;
     format!(
-        "wait_comm() {{ n=0; while [ \"$(cat /proc/$1/comm 2>/dev/null)\" != \"$2\" ]; do \
-         n=$((n+1)); [ $n -gt {tries} ] && {{ echo \"wait_comm: $1 never became $2\" >&2; exit 97; }}; \
+        "wait_comm() {{ n=0; while [ \"$(cat /proc/$1/comm 2>/dev/null)\" != \"$2\" ] || \
+         [ \"$(sed 's/.*) //' /proc/$1/stat 2>/dev/null | cut -d' ' -f1)\" != S ]; do \
+         n=$((n+1)); [ $n -gt {tries} ] && {{ echo \"wait_comm: $1 never ran $2\" >&2; exit 97; }}; \
          sleep 0.01; done; }}\n\
          wait_socket() {{ n=0; while [ ! -S \"$1\" ]; do \
          n=$((n+1)); [ $n -gt {tries} ] && {{ echo \"wait_socket: no socket $1\" >&2; exit 97; }}; \

@@ -251,9 +251,7 @@ fn kernels_without_sleepable_iterators_or_link_params_give_the_same_answers() {
     // TASKDIAG_BPF_DISABLE makes the BPF backend take the paths of older kernels: CMDLINE
     // from /proc, ONE/THREAD as a filtered full walk. Answers must not change.
     let child = Spawned::spawn(Command::new("sleep").arg("1000"));
-    taskdiag_test_support::process::wait_for("sleep to execute", || {
-        tasks::comm(child.pid()).as_deref() == Some("sleep")
-    });
+    taskdiag_test_support::process::wait_exec(child.pid(), "sleep");
     let pid = child.pid().to_string();
     let dump = |backend: &str, disable: &str, sel: &[&str]| {
         let o = Command::new(BIN)

@@ -5,9 +5,8 @@
 use std::process::{Command, Stdio};
 
 use taskdiag_test_support::dir::TempDir;
-use taskdiag_test_support::process::{wait_for, Spawned};
+use taskdiag_test_support::process::{wait_exec, Spawned};
 use taskdiag_test_support::python;
-use taskdiag_test_support::tasks;
 
 use super::{stderr, BIN};
 
@@ -289,9 +288,7 @@ fn an_all_processes_dump_matches_each_processes_maps() {
         .collect();
     // Until a sleeper has executed sleep its maps are those of this test's copy.
     for s in &sleepers {
-        wait_for("sleep to execute", || {
-            tasks::comm(s.pid()).as_deref() == Some("sleep")
-        });
+        wait_exec(s.pid(), "sleep");
     }
     for backend in ["bpf", "procfs"] {
         let o = Command::new(BIN)

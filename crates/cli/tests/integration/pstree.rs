@@ -18,16 +18,22 @@ use taskdiag_test_support::compare::{agree, agree_by, Mismatch};
 use taskdiag_test_support::process::{ensure_installed, Spawned};
 use taskdiag_test_support::python;
 use taskdiag_test_support::tasks;
-use taskdiag_test_support::users::as_user_sh;
+use taskdiag_test_support::users::{as_user_sh, user};
 
 use super::BIN;
 
 const BACKENDS: [&str; 2] = ["bpf", "procfs"];
 
+/// The owner of the fixture's processes of "another user": a user of their own, so that
+/// selecting that user's processes selects only fixtures (nobody's would include any daemon
+/// of another test that comes and goes meanwhile).
+const TREE_USER: &str = "taskdiag-tree";
+
 /// The fixture: builds the tree, waits until every process and thread has its final name and
 /// every exec has happened, then prints "ready".
 const FIXTURE: &str = r#"
 import os, sys, threading, time
+OTHER = int(sys.argv[1])  # the uid of "another user's" processes
 from tdtest import Ready, die_with_parent, set_name as setname, wait_zombie
 done = Ready()
 def ready():
@@ -69,8 +75,8 @@ def run(spec):
             threading.Thread(target=t, args=(n,), daemon=True).start()
         ready()
     elif kind == "setuid":
-        os.setgid(65534)
-        os.setuid(65534)
+        os.setgid(OTHER)
+        os.setuid(OTHER)
         setname(spec[1])
         ready()
     elif kind == "zparent":
@@ -94,7 +100,7 @@ specs = [
     ("threads", b"threaded", [b"worker-1", b"worker-1", b"worker-2", b"io thread", b"x(y)",
                               "thré".encode()]),
     ("threads", b"solo", [b"solo"]),
-    ("setuid", b"nobody-noexec"),
+    ("setuid", b"user-noexec"),
     ("zparent",),
 ]
 chain = leaf(b"a_fairly_long_process_name")
@@ -120,7 +126,7 @@ def execer(argv, uid=None):
 sleep = "/usr/bin/sleep" if os.path.exists("/usr/bin/sleep") else "/bin/sleep"
 # The other user's sleep first: only the uid orders it after root's (psmisc sorts equal
 # names by uid).
-execer([sleep, "100001"], 65534)
+execer([sleep, "100001"], OTHER)
 for _ in range(3):
     execer([sleep, "100000"])
 odd = ["a b", "", "", "back\\slash", "tab\there", "\x1b[31mred", "é", "new\nline"]
@@ -150,7 +156,11 @@ struct Fixture {
 impl Fixture {
     fn start() -> Fixture {
         ensure_psmisc();
-        let mut proc = Spawned::spawn_session(python::code(FIXTURE).stdout(Stdio::piped()));
+        let mut proc = Spawned::spawn_session(
+            python::code(FIXTURE)
+                .arg(user(TREE_USER).to_string())
+                .stdout(Stdio::piped()),
+        );
         proc.expect_line("ready");
         Fixture { proc }
     }
@@ -309,7 +319,8 @@ fn pstree_is_byte_identical_to_psmisc_on_a_fixture_tree() {
     assert!(show(&["-t"]).contains("2*[{worker-1}]"));
     let u = show(&["-u"]);
     assert!(
-        u.contains("sleep(nobody)") && u.contains("nobody-noexec(nobody)"),
+        u.contains(&format!("sleep({TREE_USER})"))
+            && u.contains(&format!("user-noexec({TREE_USER})")),
         "{u}"
     );
     let a = show(&["-a"]);
@@ -399,10 +410,10 @@ fn pstree_operands_parents_users_and_threads_match_psmisc() {
             vec!["99999999999999999999"],
             vec![&root, "-p"],
             vec!["--", &root],
-            vec!["-psu", "nobody"],
-            vec!["nobody"],
-            vec!["-u", "nobody"],
-            vec!["-ap", "nobody"],
+            vec!["-psu", TREE_USER],
+            vec![TREE_USER],
+            vec!["-u", TREE_USER],
+            vec!["-ap", TREE_USER],
         ] {
             assert_same(how, &a);
         }
@@ -581,11 +592,11 @@ fn pstree_as_an_unprivileged_user_matches_psmisc() {
         &["-t"],
         &["-aT"],
         &["-s"],
-        &["-u", "nobody"],
+        &["-u", TREE_USER],
     ];
     let with_root = |a: &[&str]| -> Vec<String> {
         let mut a: Vec<String> = a.iter().map(|s| s.to_string()).collect();
-        if a.last().map(String::as_str) != Some("nobody") {
+        if a.last().map(String::as_str) != Some(TREE_USER) {
             a.push(root.clone());
         }
         a
@@ -651,6 +662,7 @@ impl NsFixture {
         python::with_helpers(&mut c)
             .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
             .args([python::PYTHON, "-c", FIXTURE])
+            .arg(user(TREE_USER).to_string())
             .stdout(Stdio::piped());
         let mut unshare = Spawned::spawn(&mut c);
         unshare.expect_line("ready");

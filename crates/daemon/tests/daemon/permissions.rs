@@ -51,7 +51,7 @@ const SEERS: &str = "taskdiag-seers";
 
 /// How to tell that a fixture has its final credentials.
 enum Ready {
-    /// Its name (after the last exec) is this.
+    /// It runs this program (its name after the last exec), asleep in it.
     Comm(&'static str),
     /// It printed a line on standard output.
     Line,
@@ -88,11 +88,7 @@ impl Fixtures {
             Ready::Line => {
                 p.first_line();
             }
-            Ready::Comm(comm) => {
-                wait_for(&format!("fixture {name} (pid {pid}) to be {comm}"), || {
-                    tasks::comm(pid).as_deref() == Some(comm)
-                })
-            }
+            Ready::Comm(comm) => wait_exec(pid, comm),
         }
         pid
     }

@@ -9,7 +9,7 @@
 
 use thiserror::Error;
 
-use crate::scan::{err, hex, int, uint, uint32, words};
+use crate::scan::{err, err_in, hex, int, uint, uint32, words};
 
 /// What is wrong with a /proc file's text.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -403,9 +403,86 @@ pub fn cgroup_v2_paths(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
         .filter_map(|line| line.strip_prefix(b"0::"))
 }
 
+/// One line of /proc/PID/uid_map or gid_map (user_namespaces(7)): ids `inside ..
+/// inside + count` of the namespace are `outside ..` in its parent's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdRange {
+    /// First id inside the namespace.
+    pub inside: u32,
+    /// The id it is outside.
+    pub outside: u32,
+    /// How many ids follow.
+    pub count: u32,
+}
+
+/// The ranges of /proc/PID/uid_map or gid_map text ("inside outside count" per line; blank
+/// lines skipped).
+pub fn parse_id_map(buf: &[u8]) -> Result<Vec<IdRange>, ParseError> {
+    buf.split(|&c| c == b'\n')
+        .filter(|l| words(l).next().is_some())
+        .map(|l| {
+            let mut w = words(l).map(uint32);
+            match (w.next(), w.next(), w.next(), w.next()) {
+                (Some(Some(inside)), Some(Some(outside)), Some(Some(count)), None) => Ok(IdRange {
+                    inside,
+                    outside,
+                    count,
+                }),
+                _ => Err(err("an id map line is not three ids")),
+            }
+        })
+        .collect()
+}
+
+/// The options of a procfs mount that decide visibility, as /proc/PID/mountinfo prints its
+/// super options (`rw,hidepid=invisible,gid=27`): the `hidepid=` value as written (a name, or a
+/// number as mount(8) takes it) and the `gid=` group. Other options are skipped.
+pub fn proc_mount_options(opts: &[u8]) -> Result<(Option<&[u8]>, Option<u32>), ParseError> {
+    let (mut hidepid, mut gid) = (None, None);
+    for o in opts.split(|&c| c == b',') {
+        if let Some(v) = o.strip_prefix(b"hidepid=") {
+            hidepid = Some(v);
+        } else if let Some(v) = o.strip_prefix(b"gid=") {
+            gid = Some(uint32(v).ok_or(err_in("a gid that is not a number", "gid"))?);
+        }
+    }
+    Ok((hidepid, gid))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn id_maps_and_proc_mount_options() {
+        let m =
+            parse_id_map(b"         0       1000          1\n         1     100000      65536\n")
+                .expect("map");
+        assert_eq!(
+            m,
+            [
+                IdRange {
+                    inside: 0,
+                    outside: 1000,
+                    count: 1
+                },
+                IdRange {
+                    inside: 1,
+                    outside: 100_000,
+                    count: 65536
+                }
+            ]
+        );
+        assert_eq!(parse_id_map(b"").expect("empty"), []);
+        assert!(parse_id_map(b"0 0\n").is_err());
+        assert!(parse_id_map(b"0 0 4294967296\n").is_err());
+        assert_eq!(
+            proc_mount_options(b"rw,hidepid=invisible,gid=27").expect("opts"),
+            (Some(&b"invisible"[..]), Some(27))
+        );
+        assert_eq!(proc_mount_options(b"rw").expect("opts"), (None, None));
+        assert!(proc_mount_options(b"gid=x").is_err());
+    }
 
     // Captured on Linux 6.18 (Debian 12 VM) from a process started as
     // `exec -a '(a) b)' sleep 1000`; the name field holds the hostile comm.

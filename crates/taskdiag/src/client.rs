@@ -353,27 +353,22 @@ fn outside() -> Option<Outside> {
 
 /// [`outside`] for a namespace with `uid_map` on a host with overflow uid `overflow`.
 fn outside_of(uid_map: &str, overflow: u32) -> Option<Outside> {
-    let every_id = uid_map.lines().any(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        f.first() == Some(&"0") && f.get(2) == Some(&"4294967295")
-    });
+    let ranges = taskdiag_procfs::parse::parse_id_map(uid_map.as_bytes());
+    let every_id = ranges
+        .as_ref()
+        .is_ok_and(|r| r.iter().any(|r| r.inside == 0 && r.count == u32::MAX));
     (!every_id).then(|| Outside {
         uid: overflow,
-        ambiguous: maps_uid(uid_map, overflow),
+        // A map that does not parse counts as mapping it.
+        ambiguous: ranges.map_or(true, |r| maps_uid(&r, overflow)),
     })
 }
 
-/// Whether a `uid_map` (lines "first-inside first-outside count", user_namespaces(7)) maps
-/// some id to `uid` inside the namespace. A line that does not parse counts as mapping it.
-fn maps_uid(uid_map: &str, uid: u32) -> bool {
-    uid_map.lines().filter(|l| !l.trim().is_empty()).any(|l| {
-        let f: Vec<Option<u64>> = l.split_whitespace().map(|f| f.parse().ok()).collect();
-        match f[..] {
-            [Some(inside), Some(_), Some(count)] => {
-                inside <= u64::from(uid) && u64::from(uid) < inside + count
-            }
-            _ => true,
-        }
+/// Whether a `uid_map` maps some id to `uid` inside the namespace.
+fn maps_uid(uid_map: &[taskdiag_procfs::parse::IdRange], uid: u32) -> bool {
+    uid_map.iter().any(|r| {
+        let (inside, uid) = (u64::from(r.inside), u64::from(uid));
+        inside <= uid && uid < inside + u64::from(r.count)
     })
 }
 

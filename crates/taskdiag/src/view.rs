@@ -96,15 +96,12 @@ impl ProcMount {
     /// `rw,hidepid=invisible,gid=27`. Unknown options are ignored; `None` if a known one has a
     /// value that does not parse.
     pub fn parse_options(opts: &str) -> Option<Self> {
-        let mut m = ProcMount::default();
-        for o in opts.split(',') {
-            match o.split_once('=') {
-                Some(("hidepid", v)) => m.hidepid = HidePid::parse(v)?,
-                Some(("gid", v)) => m.gid = Some(v.parse().ok()?),
-                _ => {}
-            }
-        }
-        Some(m)
+        let (hidepid, gid) = taskdiag_procfs::parse::proc_mount_options(opts.as_bytes()).ok()?;
+        let hidepid = match hidepid {
+            Some(v) => HidePid::parse(std::str::from_utf8(v).ok()?)?,
+            None => HidePid::Off,
+        };
+        Some(ProcMount { hidepid, gid })
     }
 }
 
@@ -118,13 +115,13 @@ impl IdMap {
     /// Parses /proc/PID/uid_map or gid_map text ("inside outside count" per line). `None` if a
     /// line does not parse.
     pub fn parse(text: &str) -> Option<Self> {
-        let mut ranges = Vec::new();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let mut f = line.split_whitespace().map(|x| x.parse::<u32>().ok());
-            let (inside, outside, count) = (f.next()??, f.next()??, f.next()??);
-            ranges.push((inside, outside, count));
-        }
-        Some(IdMap { ranges })
+        let ranges = taskdiag_procfs::parse::parse_id_map(text.as_bytes()).ok()?;
+        Some(IdMap {
+            ranges: ranges
+                .iter()
+                .map(|r| (r.inside, r.outside, r.count))
+                .collect(),
+        })
     }
 
     /// Whether the map is the initial namespace's identity map (`0 0 4294967295`).

@@ -133,6 +133,11 @@ pub struct Task {
 }
 
 impl Task {
+    /// Whether group `g` was asked for and could not be read (it is in [`Task::errors`]).
+    pub fn failed(&self, g: Group) -> bool {
+        self.errors.iter().any(|e| e.group == g as u16)
+    }
+
     /// Appends the task as TASK message(s).
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = TaskWriter::begin(out, self.pid, self.tgid);

@@ -41,8 +41,7 @@ impl Row<'_> {
     /// A record of group `g` that is absent: `Some(default)` when it was fetched without an
     /// error (the task has no such data, as a kernel thread has no memory), else `None`.
     fn absent<T: Default>(&self, g: Group) -> Option<T> {
-        let failed = self.t.errors.iter().any(|e| e.group == g as u16);
-        (self.fetched & g.flag() != 0 && !failed).then(T::default)
+        (self.fetched & g.flag() != 0 && !self.t.failed(g)).then(T::default)
     }
     fn b(&self) -> Option<&BaseRec> {
         self.t.base.as_ref().map(|b| &b.rec)
@@ -176,14 +175,11 @@ impl Row<'_> {
     /// falls back to the name then too).
     pub fn cmdline(&self, utf8: bool) -> Option<Vec<u8>> {
         let name = self.cmd(utf8)?;
-        let failed = self
-            .t
-            .errors
-            .iter()
-            .any(|e| e.group == Group::Cmdline as u16);
         let joined = match &self.t.cmdline {
             Some(c) => unvector(c, MAX_CMDLINE),
-            None if self.fetched & Group::Cmdline.flag() != 0 || failed => Vec::new(),
+            None if self.fetched & Group::Cmdline.flag() != 0 || self.t.failed(Group::Cmdline) => {
+                Vec::new()
+            }
             None => return None,
         };
         if !joined.is_empty() {

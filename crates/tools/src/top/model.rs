@@ -294,14 +294,15 @@ impl Deltas {
                 }
             });
             // No STATM without an error: the task has no address space (it was asked for).
-            let statm_failed = t.errors.iter().any(|e| e.group == Group::Statm as u16);
             let mem = match &t.statm {
                 Some(m) => Some(Mem {
                     virt: m.vm_size / 1024,
                     res: (m.rss_anon + m.rss_file + m.rss_shmem) / 1024,
                     shr: (m.rss_file + m.rss_shmem) / 1024,
                 }),
-                None if fetched & Group::Statm.flag() != 0 && !statm_failed => Some(Mem::default()),
+                None if fetched & Group::Statm.flag() != 0 && !t.failed(Group::Statm) => {
+                    Some(Mem::default())
+                }
                 None => None,
             };
             let r = Row {

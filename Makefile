@@ -3,7 +3,7 @@
 #   make test  set up, build, and run every test
 CARGO ?= cargo
 
-.PHONY: setup build run test bench fuzz clean
+.PHONY: setup build run test test-kernels bench fuzz clean
 
 setup:
 	@scripts/setup
@@ -24,6 +24,11 @@ test:
 	$(CARGO) test --workspace --release
 	$(CARGO) build --release --workspace
 	./target/release/taskdiag-bench --quick
+
+# The kernel matrix (root): the tests inside Debian's 5.10, 6.1 and 6.12 kernels under qemu,
+# one table kernel x suite (docs/KERNELS.md). KERNELS= and SUITES= narrow it (comma lists).
+test-kernels: setup
+	scripts/kernel-matrix $(if $(KERNELS),--kernels $(KERNELS)) $(if $(SUITES),--suites $(SUITES))
 
 # Coverage-guided fuzzing of the decoder, the request parser and taskdiagd's request framing (stable Rust; cargo-fuzz is
 # installed on first use). FUZZ_SECONDS per target.

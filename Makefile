@@ -21,7 +21,7 @@ bench: build
 
 test:
 	@scripts/setup --test
-	$(CARGO) test --workspace --release
+	$(CARGO) test --workspace --release --no-fail-fast
 	$(CARGO) build --release --workspace
 	./target/release/taskdiag-bench --quick
 

@@ -395,6 +395,35 @@ pub fn parse_children(buf: &[u8]) -> impl Iterator<Item = u32> + '_ {
     words(buf).filter_map(uint32)
 }
 
+/// What /proc/PID/wchan says a task sleeps in, as procps' `lookup_wchan` reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wchan<'a> {
+    /// Not sleeping ("0"): procps prints "-".
+    Running,
+    /// Nothing readable (an empty file): procps prints "?".
+    Unknown,
+    /// The kernel function's name, without procps' stripped prefixes ("." and leading "_").
+    Name(&'a [u8]),
+}
+
+/// Parses /proc/PID/wchan's bytes as procps does: at most 63 bytes, "0" for a running task,
+/// one leading "." and every leading "_" removed, the name ending at a NUL.
+pub fn parse_wchan(buf: &[u8]) -> Wchan<'_> {
+    let raw = &buf[..buf.len().min(63)];
+    match raw.first() {
+        None => Wchan::Unknown,
+        Some(b'0') => Wchan::Running,
+        Some(_) => {
+            let mut s = raw.strip_prefix(b".").unwrap_or(raw);
+            while let Some(rest) = s.strip_prefix(b"_") {
+                s = rest;
+            }
+            let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+            Wchan::Name(&s[..end])
+        }
+    }
+}
+
 /// The cgroup v2 paths of /proc/PID/cgroup: the `PATH` of each `0::PATH` line, read as procps
 /// reads the file (lines end at a newline or a NUL, and the first empty line ends the list).
 pub fn cgroup_v2_paths(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
@@ -451,6 +480,21 @@ pub fn proc_mount_options(opts: &[u8]) -> Result<(Option<&[u8]>, Option<u32>), P
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn wchan_is_read_as_procps_reads_it() {
+        assert_eq!(parse_wchan(b"0"), Wchan::Running);
+        assert_eq!(parse_wchan(b""), Wchan::Unknown);
+        assert_eq!(parse_wchan(b"do_epoll_wait"), Wchan::Name(b"do_epoll_wait"));
+        assert_eq!(
+            parse_wchan(b".__x64_sys_pause"),
+            Wchan::Name(b"x64_sys_pause")
+        );
+        assert_eq!(parse_wchan(b"__do_sys\0junk"), Wchan::Name(b"do_sys"));
+        let long = [b'a'; 80];
+        assert_eq!(parse_wchan(&long), Wchan::Name(&long[..63]));
+    }
+
     use super::*;
 
     #[test]

@@ -23,9 +23,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use taskdiag::client::DaemonClient;
-use taskdiag_proto::msg::{done_text, Messages};
+use taskdiag_proto::msg::{done_text, message_len, Messages};
 use taskdiag_proto::task::{Event, StreamDecoder, Task};
-use taskdiag_proto::{BackendId, Done, Group, MsgHeader, MsgType, Request, Strategy, MSG_MAX};
+use taskdiag_proto::{BackendId, Done, Group, MsgHeader, MsgType, Request, Strategy};
 
 /// Every group the daemon serves (all but VMA_STAT, whose counters only smaps has); VMA,
 /// many records per task, is left out of these tests' requests too.
@@ -231,22 +231,18 @@ fn connect_path(p: &Path) -> UnixStream {
 
 /// Reads one response (through its DONE message) from a raw connection.
 fn read_response(s: &mut UnixStream) -> io::Result<Vec<u8>> {
+    // Exactly one response, header then body (a StreamReader would read ahead into the next
+    // pipelined response); the header is checked by the protocol's own `message_len`.
     let mut out = Vec::new();
     loop {
         let at = out.len();
         out.resize(at + MsgHeader::SIZE, 0);
         s.read_exact(&mut out[at..])?;
-        let h = MsgHeader::read_from(&out[at..]).expect("a whole header");
-        let len = h.len as usize;
-        if len < MsgHeader::SIZE || len % 4 != 0 || len > MSG_MAX {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("bad message length {len} at byte {at}"),
-            ));
-        }
+        let len = message_len(&out[at..], at)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         out.resize(at + len, 0);
         s.read_exact(&mut out[at + MsgHeader::SIZE..])?;
-        if h.msg_type == MsgType::Done as u16 {
+        if MsgHeader::read_from(&out[at..]).is_some_and(|h| h.msg_type == MsgType::Done as u16) {
             return Ok(out);
         }
     }

@@ -800,25 +800,15 @@ fn sched_class(policy: i32) -> &'static str {
 /// The kernel function task `tid` sleeps in, as procps' lookup_wchan: "-" when running,
 /// "?" when unreadable.
 pub fn wchan(tid: u32) -> String {
+    use taskdiag_procfs::parse::{parse_wchan, Wchan};
     let Some(raw) = crate::snapshot::proc_file(tid, "wchan") else {
         return "?".into();
     };
-    let raw = &raw[..raw.len().min(63)];
-    if raw.is_empty() {
-        return "?".into();
+    match parse_wchan(&raw) {
+        Wchan::Running => "-".into(),
+        Wchan::Unknown => "?".into(),
+        Wchan::Name(n) => String::from_utf8_lossy(n).into_owned(),
     }
-    if raw[0] == b'0' {
-        return "-".into();
-    }
-    let mut s = raw;
-    if s.first() == Some(&b'.') {
-        s = &s[1..];
-    }
-    while s.first() == Some(&b'_') {
-        s = &s[1..];
-    }
-    let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
-    String::from_utf8_lossy(&s[..end]).into_owned()
 }
 
 fn localtime(t: i64) -> libc::tm {

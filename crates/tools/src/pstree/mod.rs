@@ -170,7 +170,8 @@ pub fn pstree_main(args: &[OsString]) -> i32 {
         }
         Action::Fail { msg, usage, code } => {
             if !msg.is_empty() {
-                eprintln!("{msg}");
+                let mut e = io::stderr().lock();
+                let _ = e.write_all(&msg).and_then(|()| e.write_all(b"\n"));
             }
             if usage {
                 eprint!("{USAGE}");

@@ -78,7 +78,7 @@ pub enum Action {
     /// Print `msg` on standard error; with `usage`, the short usage too; exit with `code`.
     Fail {
         /// The message (may be empty).
-        msg: String,
+        msg: Vec<u8>,
         /// Print the usage summary after it.
         usage: bool,
         /// Exit status.
@@ -137,17 +137,17 @@ const SHORT: &[u8] = b"aAcC:GhH:nN:pglsStTuUVZ";
 
 const PROG: &str = "pstree";
 
-fn usage_fail(msg: String) -> Action {
+fn usage_fail(msg: impl Into<Vec<u8>>) -> Action {
     Action::Fail {
-        msg,
+        msg: msg.into(),
         usage: true,
         code: 1,
     }
 }
 
-fn fail(msg: String) -> Action {
+fn fail(msg: impl Into<Vec<u8>>) -> Action {
     Action::Fail {
-        msg,
+        msg: msg.into(),
         usage: false,
         code: 1,
     }
@@ -188,7 +188,8 @@ pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
     for got in g.by_ref() {
         let (code, val) = match got {
             Ok(o) => o,
-            Err(e) => return usage_fail(String::from_utf8_lossy(&e.message(PROG)).into_owned()),
+            // The option's bytes as given (psmisc prints them raw, even when not UTF-8).
+            Err(e) => return usage_fail(e.message(PROG)),
         };
         let val = val.unwrap_or_default();
         if code == HELP {
@@ -215,10 +216,10 @@ pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
                     return usage_fail(String::new());
                 }
                 let Some(term) = env.term else {
-                    return fail("TERM is not set".into());
+                    return fail("TERM is not set");
                 };
                 let Some(caps) = (env.load_caps)(term) else {
-                    return fail("Can't get terminal capabilities".into());
+                    return fail("Can't get terminal capabilities");
                 };
                 o.highlight = crate::cnum::atoi(val);
                 if o.highlight == 0 {
@@ -265,12 +266,7 @@ pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
             } else {
                 match (env.user_uid)(one) {
                     Some(uid) => o.target = Target::User(uid),
-                    None => {
-                        return fail(format!(
-                            "No such user name: {}",
-                            String::from_utf8_lossy(one)
-                        ))
-                    }
+                    None => return fail([&b"No such user name: "[..], one].concat()),
                 }
             }
         }
@@ -292,7 +288,15 @@ mod tests {
     }
 
     fn run(args: &[&str]) -> Action {
-        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        run_bytes(
+            &args
+                .iter()
+                .map(|a| a.as_bytes().to_vec())
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    fn run_bytes(args: &[Vec<u8>]) -> Action {
         let env = Env {
             tty: false,
             utf8: true,
@@ -302,7 +306,26 @@ mod tests {
             load_caps: &caps,
             user_uid: &user,
         };
-        parse(&args, &env)
+        parse(args, &env)
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_reach_the_message_unchanged() {
+        for (arg, want) in [
+            (
+                b"-\xff".to_vec(),
+                b"pstree: invalid option -- '\xff'".to_vec(),
+            ),
+            (
+                b"no\xffbody".to_vec(),
+                b"No such user name: no\xffbody".to_vec(),
+            ),
+        ] {
+            match run_bytes(&[arg]) {
+                Action::Fail { msg, .. } => assert_eq!(msg, want),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     fn opts(args: &[&str]) -> Opts {
@@ -314,7 +337,9 @@ mod tests {
 
     fn failure(args: &[&str]) -> (String, bool, i32) {
         match run(args) {
-            Action::Fail { msg, usage, code } => (msg, usage, code),
+            Action::Fail { msg, usage, code } => {
+                (String::from_utf8(msg).expect("UTF-8"), usage, code)
+            }
             other => panic!("{args:?}: {other:?}"),
         }
     }

@@ -104,18 +104,15 @@ pub fn maps(a: MapsArgs) -> anyhow::Result<ExitCode> {
         // taskdiagd does not serve smaps counters: read them from /proc, as pmap does.
         d = Dumper::open_with(BackendKind::Procfs, show, None).context("opening /proc")?;
     }
-    let Some(mut t) = dump_one(&mut d, a.pid, show)? else {
+    let mut t = dump_one(&mut d, a.pid, show)?;
+    if let Some(tgid) = t.as_ref().filter(|t| t.pid != t.tgid).map(|t| t.tgid) {
+        // A thread's mappings are its process's, which the backends give the leader.
+        t = dump_one(&mut d, tgid, show)?;
+    }
+    let Some(t) = t else {
         eprintln!("taskdiag: no such process: {}", a.pid);
         return Ok(ExitCode::from(EXIT_NO_TASK));
     };
-    if t.pid != t.tgid {
-        // A thread's mappings are its process's, which the backends give the leader.
-        let Some(leader) = dump_one(&mut d, t.tgid, show)? else {
-            eprintln!("taskdiag: no such process: {}", a.pid);
-            return Ok(ExitCode::from(EXIT_NO_TASK));
-        };
-        t = leader;
-    }
     for e in &t.errors {
         let file = match Group::from_u16(e.group) {
             Some(Group::Vma) => "maps",

@@ -107,6 +107,36 @@ pub fn unvector(raw: &[u8], max: usize) -> Vec<u8> {
     v
 }
 
+/// The most of /proc/PID/cmdline procps reads (its 128 KiB buffer, less the final NUL).
+pub const CMDLINE_MAX: usize = 128 * 1024 - 1;
+
+/// A command line as libproc2 makes it (`fill_cmdline_cvt`) for ps's `args`, `pgrep -a` and
+/// pmap's header: the arguments joined and escaped, or for a task without any (kernel
+/// threads, zombies, an unreadable or empty cmdline) its escaped name `comm` in brackets,
+/// zombies marked ` <defunct>`.
+pub fn command_line(cmdline: Option<&[u8]>, comm: &[u8], zombie: bool, utf8: bool) -> Vec<u8> {
+    let joined = unvector(cmdline.unwrap_or_default(), CMDLINE_MAX);
+    if !joined.is_empty() {
+        return lib_escape(&joined, utf8);
+    }
+    let mut v = Vec::with_capacity(comm.len() + 12);
+    v.push(b'[');
+    v.extend_from_slice(&lib_escape(comm, utf8));
+    v.push(b']');
+    if zombie {
+        v.extend_from_slice(b" <defunct>");
+    }
+    v
+}
+
+/// C's `isprint` in the current locale (see [`init_locale`]) of a byte held in a (signed)
+/// `char`, as procps passes it: bytes above 0x7f are negative, and 0xff is `EOF`.
+pub fn c_isprint(c: u8) -> bool {
+    // SAFETY: glibc's character tables are defined for every value a signed char can take
+    // (-128..=-1 mirror 128..=255, -1 being EOF), the range this cast produces.
+    unsafe { libc::isprint(libc::c_int::from(c as libc::c_char)) != 0 }
+}
+
 /// ps's output escaping (`escape_str` in ps/output.c): copies `src` into `out` using at
 /// most `max_cells` screen cells. In UTF-8 locales valid printable characters are kept
 /// (their width per `wcwidth`), anything else is '?'; otherwise controls are '.' and bytes
@@ -194,6 +224,30 @@ mod tests {
         assert_eq!(unvector(b"x\0\0\0", 1000), b"x");
         assert_eq!(unvector(b"", 1000), b"");
         assert_eq!(unvector(b"abcdef", 3), b"abc");
+    }
+
+    #[test]
+    fn command_lines_as_procps_shows_them() {
+        assert_eq!(
+            command_line(Some(b"sleep\x0010\x00"), b"sleep", false, true),
+            b"sleep 10"
+        );
+        assert_eq!(command_line(None, b"kthreadd", false, true), b"[kthreadd]");
+        assert_eq!(
+            command_line(Some(b""), b"gone", true, true),
+            b"[gone] <defunct>"
+        );
+        assert_eq!(
+            command_line(Some(b"a\tb\nc\0"), b"x\ty", false, true),
+            b"a?b c"
+        );
+        assert_eq!(command_line(Some(b"\0\0"), b"x\ty", false, true), b"[x?y]");
+    }
+
+    #[test]
+    fn c_isprint_in_the_c_locale() {
+        assert!(c_isprint(b'a') && c_isprint(b' ') && c_isprint(b'~'));
+        assert!(!c_isprint(b'\t') && !c_isprint(0x7f) && !c_isprint(0xe9) && !c_isprint(0xff));
     }
 
     #[test]

@@ -99,7 +99,7 @@ fn forged_task() -> Vec<u8> {
 
 /// A server we started, listening on `socket`; killed (by its pid) on drop, before its
 /// directory goes.
-struct Server {
+pub(super) struct Server {
     proc: Spawned,
     socket: PathBuf,
     _dir: TempDir,
@@ -134,7 +134,7 @@ impl Server {
 
     /// The real taskdiagd (beside the CLI in the same target directory), started as root with
     /// `extra` options, once it says it is ready (sd_notify: privileges dropped).
-    fn daemon(extra: &[&str]) -> Server {
+    pub(super) fn daemon(extra: &[&str]) -> Server {
         let dir = TempDir::new("trust-daemon");
         let socket = dir.join("taskdiag.sock");
         let mut c = Command::new(workspace_bin("taskdiagd"));
@@ -153,13 +153,13 @@ impl Server {
         self.proc.pid()
     }
 
-    fn path(&self) -> &str {
+    pub(super) fn path(&self) -> &str {
         self.socket.to_str().expect("UTF-8 temp path")
     }
 }
 
 /// Makes a command running a program as some user.
-type Runner = fn(&str) -> Command;
+pub(super) type Runner = fn(&str) -> Command;
 
 /// `prog` run as `nobody`, with no capabilities.
 fn as_nobody(prog: &str) -> Command {
@@ -189,7 +189,7 @@ fn as_user(prog: &str) -> Command {
 }
 
 /// `prog` run as root, this process.
-fn as_root(prog: &str) -> Command {
+pub(super) fn as_root(prog: &str) -> Command {
     Command::new(prog)
 }
 

@@ -1,14 +1,17 @@
 //! `taskdiag maps` and the VMA groups against /proc/PID/maps and smaps, for both backends, on a
-//! fixture with file, deleted-file, newline-named, shared, memfd, guard-page, huge and named
-//! anonymous mappings; a process with 60,000 mappings (continued messages); a changing map.
+//! fixture with file, deleted-file, newline-named, oddly named, shared, memfd, SysV, guard-page,
+//! huge and named anonymous mappings; a process with 60,000 mappings (continued messages); a
+//! changing map; `maps -x` against procps' `pmap -x`, also for a static non-PIE program mapped
+//! low, for threads, for every backend, as root and as an unprivileged user.
 
 use std::process::{Command, Stdio};
 
 use taskdiag_test_support::dir::TempDir;
-use taskdiag_test_support::process::{wait_exec, Spawned};
-use taskdiag_test_support::python;
+use taskdiag_test_support::process::{signal, wait_exec, wait_stopped, Spawned};
+use taskdiag_test_support::{python, tasks};
 
-use super::{stderr, BIN};
+use super::daemon_trust::{as_root, Runner, Server};
+use super::{as_test_user, stderr, BIN};
 
 /// maps_fixture.py, killed on drop, then its directory removed.
 struct Fixture {
@@ -18,14 +21,21 @@ struct Fixture {
 
 impl Fixture {
     fn start(extra: &[&str]) -> Fixture {
-        let dir = TempDir::new("maps");
+        Fixture::start_by(as_root, extra)
+    }
+
+    /// The fixture run through `run` (as root or as the test user), in a directory that user
+    /// can write.
+    fn start_by(run: Runner, extra: &[&str]) -> Fixture {
+        let dir = TempDir::with_mode("maps", 0o1777);
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/integration/maps_fixture.py"
         );
+        let mut c = run(python::PYTHON);
+        python::with_helpers(&mut c).arg(script);
         let mut proc = Spawned::spawn(
-            python::script(script)
-                .arg(dir.path())
+            c.arg(dir.path())
                 .args(extra)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped()),
@@ -36,6 +46,41 @@ impl Fixture {
 
     fn pid(&self) -> String {
         self.proc.pid().to_string()
+    }
+}
+
+/// nopie_fixture.c built with `cc -no-pie -static` (mapped at 0x400000) and run with
+/// `threads` waiting threads and `extra` arguments; killed on drop, then its directory
+/// removed.
+struct NoPie {
+    proc: Spawned,
+    _dir: TempDir,
+}
+
+impl NoPie {
+    fn start(run: Runner, threads: u32, extra: &[&str]) -> NoPie {
+        let dir = TempDir::new("nopie");
+        let exe = dir.join("nopie_fixture");
+        let src = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/integration/nopie_fixture.c"
+        );
+        let o = Command::new("cc")
+            .args(["-no-pie", "-static", "-O2", "-pthread", "-o"])
+            .arg(&exe)
+            .arg(src)
+            .output()
+            .expect("running cc (gcc and libc6-dev build the non-PIE fixture)");
+        assert!(o.status.success(), "cc: {}", stderr(&o));
+        let mut proc = Spawned::spawn(
+            run(exe.to_str().expect("UTF-8 temp path"))
+                .arg(threads.to_string())
+                .args(extra)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped()),
+        );
+        proc.expect_line("ready");
+        NoPie { proc, _dir: dir }
     }
 }
 
@@ -61,10 +106,12 @@ fn maps_via(backend: &str, pid: &str, extra: &[&str]) -> Vec<u8> {
     o.stdout
 }
 
+/// Also for a thread's id: its process's mappings.
 #[test]
 fn maps_is_byte_identical_to_proc_for_both_backends() {
-    let f = Fixture::start(&[]);
+    let f = Fixture::start(&["threads", "2"]);
     let pid = f.pid();
+    stop(f.proc.pid());
     let proc = std::fs::read(format!("/proc/{pid}/maps")).expect("maps");
     let text = String::from_utf8_lossy(&proc);
     for want in [
@@ -79,13 +126,19 @@ fn maps_is_byte_identical_to_proc_for_both_backends() {
     ] {
         assert!(text.contains(want), "fixture lacks {want:?}:\n{text}");
     }
+    let thread = tasks::tids(f.proc.pid())
+        .into_iter()
+        .find(|&t| t != f.proc.pid())
+        .expect("the fixture's threads");
     for backend in ["procfs", "bpf"] {
-        let got = maps_via(backend, &pid, &[]);
-        assert_eq!(
-            String::from_utf8_lossy(&got),
-            text,
-            "{backend}: taskdiag maps differs from /proc/{pid}/maps"
-        );
+        for id in [pid.clone(), thread.to_string()] {
+            let got = maps_via(backend, &id, &[]);
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                text,
+                "{backend}: taskdiag maps {id} differs from /proc/{pid}/maps"
+            );
+        }
     }
 }
 
@@ -275,21 +328,43 @@ fn bpf_vma_flags_equal_smaps_vmflags() {
     }
 }
 
+/// A maps line as /proc prints it without the name's padding: `start-end perms offset dev
+/// inode name` (addresses at least 8 hex digits, as the kernel's `%08lx`).
+fn maps_line(
+    start: u64,
+    end: u64,
+    perms: &str,
+    pgoff: u64,
+    dev: &str,
+    inode: u64,
+    name: &str,
+) -> String {
+    format!("{start:08x}-{end:08x} {perms} {pgoff:08x} {dev} {inode} {name}")
+}
+
 /// A whole-system VMA dump (names of shared files are written once per walk and looked up for
-/// later processes) gives every fixture process exactly its /proc/PID/maps.
+/// later processes) gives every fixture process exactly its /proc/PID/maps: every field of
+/// every line, also for a non-PIE program whose addresses are below 2^32.
 #[test]
 fn an_all_processes_dump_matches_each_processes_maps() {
     let f = Fixture::start(&[]);
+    let low = NoPie::start(as_root, 2, &[]);
     let sleepers: Vec<Spawned> = (0..3)
         .map(|_| Spawned::spawn(Command::new("sleep").arg("60")))
         .collect();
-    let pids: Vec<u32> = std::iter::once(f.proc.pid())
+    let pids: Vec<u32> = [f.proc.pid(), low.proc.pid()]
+        .into_iter()
         .chain(sleepers.iter().map(Spawned::pid))
         .collect();
     // Until a sleeper has executed sleep its maps are those of this test's copy.
     for s in &sleepers {
         wait_exec(s.pid(), "sleep");
     }
+    let low_maps = std::fs::read_to_string(format!("/proc/{}/maps", low.proc.pid())).expect("maps");
+    assert!(
+        low_maps.starts_with("00400000-"),
+        "not mapped low:\n{low_maps}"
+    );
     for backend in ["bpf", "procfs"] {
         let o = Command::new(BIN)
             .args(["dump", "--groups", "vma", "--format", "json", "-b", backend])
@@ -310,25 +385,26 @@ fn an_all_processes_dump_matches_each_processes_maps() {
                 .expect("vma")
                 .iter()
                 .map(|m| {
-                    format!(
-                        "{:08x}-{:08x} {} {}",
-                        m["start"].as_u64().expect("start"),
-                        m["end"].as_u64().expect("end"),
-                        m["perms"].as_str().expect("perms"),
-                        m["name"].as_str().expect("name")
+                    let n = |k: &str| m[k].as_u64().unwrap_or_else(|| panic!("{k} in {m}"));
+                    let s = |k: &str| m[k].as_str().unwrap_or_else(|| panic!("{k} in {m}"));
+                    maps_line(
+                        n("start"),
+                        n("end"),
+                        s("perms"),
+                        n("pgoff"),
+                        s("dev"),
+                        n("inode"),
+                        s("name"),
                     )
                 })
                 .collect();
+            // /proc's lines with the padding before the name taken out.
             let theirs: Vec<String> = proc
                 .lines()
                 .map(|l| {
                     let f: Vec<&str> = l.splitn(6, ' ').collect();
-                    format!(
-                        "{} {} {}",
-                        f[0],
-                        f[1],
-                        f.get(5).map_or("", |n| n.trim_start())
-                    )
+                    let name = f.get(5).map_or("", |n| n.trim_start_matches(' '));
+                    format!("{} {name}", f[..5].join(" "))
                 })
                 .collect();
             assert_eq!(ours, theirs, "{backend}: pid {pid}");
@@ -374,5 +450,164 @@ fn thread_strategies_give_vmas_to_the_leader_only() {
             threads += 1;
         }
         assert_eq!(threads, 4, "{backend}");
+    }
+}
+
+/// Arguments the fixtures ignore, in their command lines: a tab, a UTF-8 letter, an escape.
+const ODD_ARG: &str = "odd\targ \u{e9}\u{1b}[0m";
+
+/// Stops `pid` (our child) with SIGSTOP and waits until it is stopped: its counters stay put.
+fn stop(pid: u32) {
+    signal(pid, libc::SIGSTOP);
+    wait_stopped(pid);
+}
+
+/// `cmd`'s standard output; it must succeed.
+fn stdout_of(mut cmd: Command, what: &str) -> Vec<u8> {
+    let o = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(o.status.success(), "{what}: {}", stderr(&o));
+    o.stdout
+}
+
+/// Asserts `taskdiag maps OPTS PID BACKEND` prints the bytes `pmap OPTS PID` prints, both run
+/// through `run` with `LC_ALL=lc`. The target is stopped, but the kernel can still move a
+/// counter (reclaim): a comparison counts when two pmap reads around taskdiag's agree.
+fn assert_like_pmap(run: Runner, pid: u32, opts: &[&str], backend: &[&str], lc: &str) {
+    let ctx = format!(
+        "maps {} {pid} {} (LC_ALL={lc})",
+        opts.join(" "),
+        backend.join(" ")
+    );
+    let pmap = || {
+        let mut c = run("pmap");
+        c.env("LC_ALL", lc).args(opts).arg(pid.to_string());
+        stdout_of(c, "pmap")
+    };
+    for _ in 0..5 {
+        let before = pmap();
+        let mut c = run(BIN);
+        c.env("LC_ALL", lc)
+            .arg("maps")
+            .args(opts)
+            .arg(pid.to_string())
+            .args(backend);
+        let ours = stdout_of(c, &ctx);
+        if pmap() != before {
+            continue;
+        }
+        assert!(
+            ours == before,
+            "{ctx}: differs from pmap\n--- pmap\n{}\n--- taskdiag\n{}",
+            String::from_utf8_lossy(&before),
+            String::from_utf8_lossy(&ours)
+        );
+        return;
+    }
+    panic!("{ctx}: pmap never read the same twice in a row");
+}
+
+/// The fixtures `maps -x` is compared on, run through `run`: the Python fixture (files,
+/// deleted and oddly named files, heap, stack, /dev/zero, memfd, SysV, named anonymous
+/// memory) with threads, and the non-PIE program with threads; all stopped. Their pids, and
+/// a thread of each.
+fn pmap_targets(run: Runner) -> (Fixture, NoPie, Vec<u32>) {
+    let f = Fixture::start_by(run, &["threads", "3", ODD_ARG]);
+    let low = NoPie::start(run, 2, &[ODD_ARG]);
+    let mut pids = Vec::new();
+    for pid in [f.proc.pid(), low.proc.pid()] {
+        stop(pid);
+        pids.push(pid);
+        let thread = tasks::tids(pid).into_iter().find(|&t| t != pid);
+        pids.push(thread.expect("the fixture's threads"));
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", f.proc.pid())).expect("maps");
+    // Named anonymous memory ("[anon:fixture/slash]") only where the kernel has
+    // CONFIG_ANON_VMA_NAME (not Debian's, nor this machine's); the unit tests cover its name.
+    for want in [
+        "/SYSV",
+        "/dev/zero (deleted)",
+        "[heap]",
+        "[stack]",
+        "tab\there \u{e9}",
+    ] {
+        assert!(maps.contains(want), "fixture lacks {want:?}:\n{maps}");
+    }
+    (f, low, pids)
+}
+
+/// `taskdiag maps -x` is `pmap -x` byte for byte (header, widths, names, totals), also with
+/// -q and -p, in a UTF-8 and the C locale, for processes and threads, from both backends that
+/// read smaps counters.
+#[test]
+fn maps_x_is_byte_identical_to_pmap_x() {
+    let (_f, _low, pids) = pmap_targets(as_root);
+    for pid in pids {
+        for backend in ["procfs", "bpf"] {
+            for opts in [&["-x"][..], &["-x", "-q"], &["-x", "-p"]] {
+                assert_like_pmap(as_root, pid, opts, &["-b", backend], "C.UTF-8");
+            }
+            assert_like_pmap(as_root, pid, &["-x"], &["-b", backend], "C");
+        }
+    }
+}
+
+/// As an unprivileged user, for that user's own processes (which pmap can read): through
+/// /proc, and with a taskdiagd running, through auto (the daemon serves no smaps counters, so
+/// `-x` reads /proc like pmap; `-b daemon -x` says so), while plain `maps` comes from the
+/// daemon, byte for byte /proc/PID/maps.
+#[test]
+fn maps_x_as_an_unprivileged_user_is_pmap_x() {
+    let (_f, _low, pids) = pmap_targets(as_test_user);
+    let daemon = Server::daemon(&[]);
+    let sock = daemon.path();
+    for &pid in &pids {
+        assert_like_pmap(as_test_user, pid, &["-x"], &["-b", "procfs"], "C.UTF-8");
+        assert_like_pmap(
+            as_test_user,
+            pid,
+            &["-x"],
+            &["-b", "auto", "--socket", sock],
+            "C.UTF-8",
+        );
+        let o = as_test_user(BIN)
+            .args([
+                "maps",
+                "-x",
+                &pid.to_string(),
+                "-b",
+                "daemon",
+                "--socket",
+                sock,
+            ])
+            .output()
+            .expect("maps");
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("vma_stat group is not served by taskdiagd"),
+            "{}",
+            stderr(&o)
+        );
+        let mut c = as_test_user(BIN);
+        c.args(["maps", &pid.to_string(), "-b", "daemon", "--socket", sock]);
+        let got = stdout_of(c, "maps -b daemon");
+        let want = std::fs::read(format!("/proc/{pid}/maps")).expect("maps");
+        assert!(
+            got == want,
+            "daemon: maps of {pid} differ from /proc\n{}",
+            String::from_utf8_lossy(&got)
+        );
+    }
+}
+
+/// -q and -p belong to -x (pmap's options for its extended format): alone they are usage
+/// errors, not silently ignored.
+#[test]
+fn pmap_options_without_x_are_usage_errors() {
+    for opt in ["-q", "-p"] {
+        let o = Command::new(BIN)
+            .args(["maps", opt, &std::process::id().to_string()])
+            .output()
+            .expect("maps");
+        assert_eq!(o.status.code(), Some(2), "{opt}: {}", stderr(&o));
     }
 }

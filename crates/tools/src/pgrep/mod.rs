@@ -34,9 +34,6 @@ use crate::names::{Abbrev, Ttys};
 use crate::snapshot::{self, Query, Source, Task};
 use crate::text;
 
-/// Longest command line procps looks at (its 128 KiB buffer, less the NUL).
-const CMD_MAX: usize = 128 * 1024 - 1;
-
 /// pidfds held open at once by pkill while it checks that their processes are unchanged.
 const BATCH: usize = 256;
 
@@ -93,24 +90,6 @@ fn in_cgroups(tgid: u32, tid: u32, threads: bool, paths: &[Vec<u8>]) -> bool {
 /// procps' "long simple match" test: more than 15 bytes and no `|` or `[`.
 fn is_long_match(p: &[u8]) -> bool {
     p.len() > 15 && !p.iter().any(|&c| c == b'|' || c == b'[')
-}
-
-/// The command line as procps shows it: arguments joined by spaces and escaped; for a task
-/// without one (kernel threads, zombies), the name in brackets, zombies marked.
-fn cmdline_text(t: &Task, comm: &[u8], zombie: bool, utf8: bool) -> Vec<u8> {
-    match t.cmdline.as_deref() {
-        Some(raw) if !raw.is_empty() => text::lib_escape(&text::unvector(raw, CMD_MAX), utf8),
-        _ => {
-            let mut v = Vec::with_capacity(comm.len() + 12);
-            v.push(b'[');
-            v.extend_from_slice(&text::lib_escape(comm, utf8));
-            v.push(b']');
-            if zombie {
-                v.extend_from_slice(b" <defunct>");
-            }
-            v
-        }
-    }
 }
 
 /// The parent of each process in the snapshot.
@@ -239,7 +218,9 @@ impl Selector<'_> {
             if o.long || o.longlong || (matched && o.pattern.is_some()) {
                 shown = if o.longlong {
                     cmdline
-                        .get_or_insert_with(|| cmdline_text(t, &base.comm, zombie, utf8))
+                        .get_or_insert_with(|| {
+                            text::command_line(t.cmdline.as_deref(), &base.comm, zombie, utf8)
+                        })
                         .clone()
                 } else {
                     comm.get_or_insert_with(|| text::lib_escape(&base.comm, utf8))
@@ -249,7 +230,9 @@ impl Selector<'_> {
             if matched {
                 if let Some(re) = self.re {
                     let hay: &[u8] = if o.full {
-                        cmdline.get_or_insert_with(|| cmdline_text(t, &base.comm, zombie, utf8))
+                        cmdline.get_or_insert_with(|| {
+                            text::command_line(t.cmdline.as_deref(), &base.comm, zombie, utf8)
+                        })
                     } else {
                         comm.get_or_insert_with(|| text::lib_escape(&base.comm, utf8))
                     };
@@ -540,18 +523,6 @@ mod tests {
             cmdline: cmdline.map(<[u8]>::to_vec),
             ..Task::default()
         }
-    }
-
-    #[test]
-    fn command_lines_as_procps_shows_them() {
-        let t = task(5, 1, "sleep", Some(b"sleep\x0010\x00"), 1);
-        assert_eq!(cmdline_text(&t, b"sleep", false, true), b"sleep 10");
-        let k = task(2, 0, "kthreadd", None, 1);
-        assert_eq!(cmdline_text(&k, b"kthreadd", false, true), b"[kthreadd]");
-        let z = task(9, 1, "gone", Some(b""), 6);
-        assert_eq!(cmdline_text(&z, b"gone", true, true), b"[gone] <defunct>");
-        let e = task(9, 1, "x\ty", Some(b"a\tb\nc\0"), 1);
-        assert_eq!(cmdline_text(&e, b"x\ty", false, true), b"a?b c");
     }
 
     #[test]

@@ -16,10 +16,8 @@ use super::args::{Col, OUTBUF_SIZE};
 use super::specs::{cf, Pr, Sr};
 use crate::names::{Abbrev, Names, Ttys};
 use crate::snapshot::Machine;
-use crate::text::{lib_escape, out_escape, unvector};
+use crate::text::{command_line, lib_escape, out_escape};
 
-/// procps reads at most this much of a command line.
-const MAX_CMDLINE: usize = 128 * 1024 - 1;
 /// Spaces available before a column's text.
 const SPACE_AMOUNT: i32 = 144;
 
@@ -174,24 +172,20 @@ impl Row<'_> {
     /// ` <defunct>` for zombies) when there is none (no address space, or unreadable: procps
     /// falls back to the name then too).
     pub fn cmdline(&self, utf8: bool) -> Option<Vec<u8>> {
-        let name = self.cmd(utf8)?;
-        let joined = match &self.t.cmdline {
-            Some(c) => unvector(c, MAX_CMDLINE),
+        let comm = &self.t.base.as_ref()?.comm;
+        let raw = match &self.t.cmdline {
+            Some(c) => c.as_slice(),
             None if self.fetched & Group::Cmdline.flag() != 0 || self.t.failed(Group::Cmdline) => {
-                Vec::new()
+                &[]
             }
             None => return None,
         };
-        if !joined.is_empty() {
-            return Some(lib_escape(&joined, utf8));
-        }
-        let mut v = b"[".to_vec();
-        v.extend(name);
-        v.push(b']');
-        if self.state() == Some(b'Z') {
-            v.extend_from_slice(b" <defunct>");
-        }
-        Some(v)
+        Some(command_line(
+            Some(raw),
+            comm,
+            self.state() == Some(b'Z'),
+            utf8,
+        ))
     }
 }
 

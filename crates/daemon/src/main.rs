@@ -143,9 +143,12 @@ fn run(a: Args) -> anyhow::Result<()> {
              hides from this daemon's user are refused"
         );
     }
+    // Each program the kernel rejects costs only its groups (answered from /proc); without
+    // any task iterator there is nothing to serve, and the error says why (no BTF, no
+    // privilege, the kernel's verdict). Clients then use /proc themselves.
     let load = |show_flags| {
         Dumper::open_for(BackendKind::Bpf, show_flags)
-            .context("loading the BPF programs (taskdiagd needs CAP_BPF and CAP_PERFMON)")
+            .context("cannot serve: the BPF task iterators do not load")
     };
     let mut dumpers = Vec::with_capacity(workers);
     for _ in 0..workers {

@@ -921,6 +921,9 @@ static __always_inline bool put_statm(struct out *o, struct mm_struct *mm, bool 
 
 	if (!m)
 		return false;
+	/* /proc sums per-CPU counters here, which the bounded flavour cannot (see mm_counter()). */
+	if (bounded && cfg_rss_sum)
+		return needs_procfs(o, TD_GROUP_STATM);
 	__builtin_memset(m, 0, sizeof(*m));
 	if (text > exec_vm << ps)
 		text = exec_vm << ps;

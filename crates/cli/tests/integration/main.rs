@@ -267,7 +267,10 @@ fn a_kernel_without_btf_is_answered_from_procfs_and_says_why() {
     let line = stderr(&o);
     assert_eq!(line.lines().count(), 1, "{line}");
     assert!(line.contains("via procfs"), "{line}");
-    assert!(line.contains("bpf not used: the kernel has no BTF"), "{line}");
+    assert!(
+        line.contains("bpf not used: the kernel has no BTF"),
+        "{line}"
+    );
     assert_eq!(json_lines(&o)[0]["pid"], std::process::id());
     // Asked for BPF by name: a clear error, status 3.
     let o = without_btf(BIN, &["dump", "--pid", &me, "-b", "bpf"]);
@@ -297,8 +300,17 @@ fn a_missing_pid_is_status_1_whichever_programs_load() {
                 .args(["dump", "--pid", "999999", "-b", backend])
                 .output()
                 .expect("run");
-            assert_eq!(o.status.code(), Some(1), "{backend} {disable}: {}", stderr(&o));
-            assert!(stderr(&o).contains("no such process: 999999"), "{}", stderr(&o));
+            assert_eq!(
+                o.status.code(),
+                Some(1),
+                "{backend} {disable}: {}",
+                stderr(&o)
+            );
+            assert!(
+                stderr(&o).contains("no such process: 999999"),
+                "{}",
+                stderr(&o)
+            );
         }
     }
 }

@@ -29,6 +29,7 @@ impl TaskIter {
         // Memory maps are never in the task messages: the library adds them from the map walk
         // ([`TaskIter::vma_walk`]) or, for VMA_STAT, from /proc.
         let mut have = self.groups & !taskdiag_proto::SHOW_MAPS;
+        // (A load that asked for CMDLINE and had it rejected: not in the messages either.)
         if !self.features.cmdline {
             have &= !Group::Cmdline.flag();
         }
@@ -37,6 +38,25 @@ impl TaskIter {
 
     fn configure(&mut self, strategy: Strategy, show: u64, parent: u32) {
         self.configure_filter(strategy, show, parent, 0, 0);
+    }
+
+    /// Configures a walk of one task or one thread group (a link with parameters): through the
+    /// seq file. Setting up the ring buffer's mapping (~0.5 ms) would cost more than the few
+    /// reads it saves.
+    pub(crate) fn configure_seq(&mut self, strategy: Strategy, show: u64) {
+        self.configure(strategy, show, 0);
+        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+            b.cfg_ringbuf = 0;
+        }
+    }
+
+    /// Reads the walk of `link` (made by [`TaskIter::attach`]) to the end.
+    pub(crate) fn run_link(
+        &mut self,
+        link: &Link,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<Tally, BpfError> {
+        self.run(LinkRef::Owned(link), sink)
     }
 
     fn configure_filter(
@@ -74,14 +94,9 @@ impl TaskIter {
         // The link parameters name tasks in the reader's namespace; for another namespace the
         // program filters on the numbers it computes there.
         if self.features.task_params && self.view.pidns.is_none() {
-            self.configure(strategy, show, 0);
-            // One task or one thread group: through the seq file. Setting up the ring
-            // buffer's mapping (~0.5 ms) would cost more than the few reads it saves.
-            if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
-                b.cfg_ringbuf = 0;
-            }
+            self.configure_seq(strategy, show);
             let link = self.attach(cmdline, filter)?;
-            return self.run(LinkRef::Owned(&link), sink);
+            return self.run_link(&link, sink);
         }
         let (pid, tgid) = match filter {
             TaskFilter::Tid(t) => (t, 0),
@@ -153,9 +168,10 @@ impl TaskIter {
         Ok(report)
     }
 
-    /// Whether the memory-map program is loaded (requests with VMA).
+    /// Whether the memory-map program is loaded (asked for by requests with VMA, and accepted
+    /// by the kernel).
     pub fn has_vma(&self) -> bool {
-        self.groups & taskdiag_proto::SHOW_MAPS != 0
+        self.features.maps
     }
 
     /// Walks memory mappings: of thread group `tgid` (in the caller's namespace) or, with

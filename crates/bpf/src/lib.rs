@@ -8,10 +8,13 @@
 //! provide from /proc, is the `taskdiag` crate's job: this crate reports those cases (see
 //! [`DumpReport`] and [`taskdiag_proto::MSG_F_FIXUP`]) and does no /proc I/O itself.
 //!
-//! Kernel requirements: BTF and `iter/task` (5.8+); CMDLINE needs sleepable iterators with
-//! `bpf_copy_from_user_task` (5.18+); ONE/THREAD need task iterator link parameters (6.1+).
-//! Where a feature is missing, [`Features`] says so and the affected work is reported as not
-//! done, never answered with zeros.
+//! Kernel requirements: BTF and `iter/task` (5.8+; before 5.19 the task program's bounded
+//! flavour, see [`TaskFlavour`]); CMDLINE needs sleepable iterators with
+//! `bpf_copy_from_user_task` (5.18+); memory maps need `iter/task_vma` (5.12+); ONE/THREAD
+//! walk only the wanted tasks with task iterator link parameters (6.1+), else filter a full
+//! walk. Each program loads or is rejected on its own: [`Features`] says what loaded, and the
+//! groups of a rejected program are reported as not done ([`DumpReport::missing_groups`]),
+//! never answered with zeros.
 //!
 //! The work is split by what it touches:
 //!
@@ -47,6 +50,7 @@ mod load;
 mod probe;
 mod read;
 
+pub use load::TaskFlavour;
 pub use probe::may_load_bpf;
 
 /// Errors of the BPF backend.
@@ -58,9 +62,23 @@ pub enum BpfError {
         "loading BPF programs needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, i.e. root): {0}"
     )]
     PermissionDenied(#[source] libbpf_rs::Error),
-    /// Loading or verifying the programs failed for another reason.
-    #[error("loading the taskdiag BPF programs: {0}")]
-    Load(#[source] libbpf_rs::Error),
+    /// The kernel has no BTF (`/sys/kernel/btf/vmlinux`), which task iterators need.
+    #[error(
+        "the kernel has no BTF (/sys/kernel/btf/vmlinux is missing): BPF task iterators need a \
+         kernel built with CONFIG_DEBUG_INFO_BTF"
+    )]
+    NoBtf,
+    /// Loading or verifying the programs failed for another reason: the kernel rejected even
+    /// the most basic task program, or something no program is to blame for.
+    #[error("loading the taskdiag BPF programs{}: {source}",
+        program.as_ref().map(|p| format!(" (the kernel rejected '{p}')")).unwrap_or_default())]
+    Load {
+        /// The program libbpf named as the one that failed, if any.
+        program: Option<String>,
+        /// The error.
+        #[source]
+        source: libbpf_rs::Error,
+    },
     /// Attaching or creating an iterator failed.
     #[error("attaching the task iterator ({what}): {source}")]
     Attach {
@@ -87,11 +105,16 @@ pub enum BpfError {
     Sink(#[source] io::Error),
 }
 
-/// What this kernel lets the programs do.
+/// What this kernel lets the programs do: what loaded, as the kernel decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Features {
-    /// CMDLINE (sleepable iterator with `bpf_copy_from_user_task`).
+    /// Which flavour of the task program loaded (BASE, CRED, STAT, STATM).
+    pub task: TaskFlavour,
+    /// CMDLINE (sleepable iterator with `bpf_copy_from_user_task`), if the load asked for it.
     pub cmdline: bool,
+    /// The memory-map programs (`iter/task_vma`, and the task's root directory), if the load
+    /// asked for them.
+    pub maps: bool,
     /// Task iterator link parameters (tid/pid), for ONE and THREAD.
     pub task_params: bool,
     /// Output through a BPF ring buffer (a few read()s per dump) rather than the iterator's

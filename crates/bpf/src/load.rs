@@ -2,15 +2,21 @@
 //!
 //! A load opens the skeleton with only the programs the expected requests need (verifying a
 //! program is most of a one-shot dump's cost), resolves CO-RE relocations against a reduced
-//! copy of the kernel's BTF when it can (`btf_min`), falls back step by step (full BTF, then
-//! without the sleepable CMDLINE program) and writes the machine constants the programs need.
-//! Attaching creates an iterator link, with the kernel's tid/pid link parameters when a walk is
-//! for one task or one thread group.
+//! copy of the kernel's BTF when it can (`btf_min`) and writes the machine constants the
+//! programs need. Which programs load is found out by loading them, not from the kernel's
+//! version: libbpf stops at the first program the kernel rejects and names it, and the next
+//! attempt goes without it ([`Plan::after_failure`]; the modern task program is replaced by its
+//! bounded flavour), so a rejected program costs only its own groups, and a load where
+//! everything verifies is one attempt. What was rejected is remembered for the process's next
+//! loads. Attaching creates an iterator link, with the kernel's tid/pid link parameters when a
+//! walk is for one task or one thread group.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::io;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
+use std::sync::Mutex;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::Link;
@@ -18,7 +24,10 @@ use taskdiag_proto::msg::StreamReader;
 use taskdiag_proto::Group;
 
 use crate::btf_min;
-use crate::probe::{disable_from_env, is_perm, kernel_at_least, may_load_bpf, possible_cpus};
+use crate::probe::{
+    disable_from_env, env_disables_loop, is_perm, kernel_at_least, kernel_btf_present,
+    may_load_bpf, possible_cpus,
+};
 use crate::skel::{TaskdiagSkel, TaskdiagSkelBuilder};
 use crate::{BpfError, Features, TaskIter, View};
 
@@ -72,9 +81,125 @@ fn local_type_names() -> Option<HashSet<Vec<u8>>> {
     }
 }
 
-/// Opens and loads the programs; with `min_btf`, CO-RE against that reduced kernel BTF.
+/// The task program's flavours (see taskdiag.bpf.c).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskFlavour {
+    /// `dump_task`: bpf_loop(), per-CPU counters, the current task through BTF (5.19+).
+    Loop,
+    /// `dump_task_bounded`: bounded loops and probe reads, for older kernels (5.8+); a process
+    /// with more threads than its loop covers gets its STAT from /proc.
+    Bounded,
+}
+
+/// The programs one load attempt asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// The task program (always loaded: every request walks tasks).
+    pub(crate) task: TaskFlavour,
+    /// `dump_task_cmdline` (CMDLINE).
+    pub(crate) cmdline: bool,
+    /// `dump_vma` and `task_root` (memory maps and the root directory they are named from).
+    pub(crate) maps: bool,
+    /// CO-RE against the reduced copy of the kernel's BTF (`btf_min`).
+    pub(crate) reduced_btf: bool,
+}
+
+impl Plan {
+    /// The programs for requests of `groups`, the modern flavour first.
+    pub(crate) fn for_groups(groups: u64, reduced_btf: bool) -> Self {
+        Plan {
+            task: TaskFlavour::Loop,
+            cmdline: groups & Group::Cmdline.flag() != 0,
+            maps: groups & taskdiag_proto::SHOW_MAPS != 0,
+            reduced_btf,
+        }
+    }
+
+    /// The next attempt after this one failed in program `failed` (as libbpf named it; `None`
+    /// when no program was named): without that program (the task program's bounded flavour
+    /// instead of the modern one), or once without the reduced BTF; `None` when nothing is left
+    /// to try. Only what failed is given up: a rejected CMDLINE program costs CMDLINE alone.
+    pub(crate) fn after_failure(self, failed: Option<&str>) -> Option<Self> {
+        let mut next = self;
+        match failed {
+            Some("dump_task") if self.task == TaskFlavour::Loop => {
+                next.task = TaskFlavour::Bounded;
+            }
+            Some("dump_task_cmdline") if self.cmdline => next.cmdline = false,
+            Some("dump_vma" | "task_root") if self.maps => next.maps = false,
+            _ if self.reduced_btf => next.reduced_btf = false,
+            _ => return None,
+        }
+        Some(next)
+    }
+
+    /// This plan without what earlier loads in this process found the kernel rejects.
+    fn without(self, rejected: &Plan) -> Self {
+        Plan {
+            task: if rejected.task == TaskFlavour::Bounded {
+                TaskFlavour::Bounded
+            } else {
+                self.task
+            },
+            cmdline: self.cmdline && !rejected.cmdline,
+            maps: self.maps && !rejected.maps,
+            reduced_btf: self.reduced_btf && !rejected.reduced_btf,
+        }
+    }
+
+    /// Records in `rejected` what this plan gave up compared with `first`.
+    fn note_rejected(self, first: Plan, rejected: &mut Plan) {
+        if first.task != self.task {
+            rejected.task = self.task;
+        }
+        rejected.cmdline |= first.cmdline && !self.cmdline;
+        rejected.maps |= first.maps && !self.maps;
+        rejected.reduced_btf |= first.reduced_btf && !self.reduced_btf;
+    }
+}
+
+/// What loads in this process found the kernel rejects (`true`: rejected; `task` Bounded: the
+/// modern task program was), so that the next load (taskdiagd loads one instance per worker)
+/// asks only for what loads.
+static REJECTED: Mutex<Plan> = Mutex::new(Plan {
+    task: TaskFlavour::Loop,
+    cmdline: false,
+    maps: false,
+    reduced_btf: false,
+});
+
+/// The program a libbpf warning says failed (`prog 'NAME': failed to ...`).
+pub(crate) fn failed_program(msg: &str) -> Option<&str> {
+    let rest = &msg[msg.find("prog '")? + 6..];
+    let end = rest.find('\'')?;
+    rest[end..]
+        .starts_with("': failed to ")
+        .then_some(&rest[..end])
+}
+
+thread_local! {
+    /// libbpf's warnings during a load on this thread (`Some` while one runs).
+    static WARNINGS: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+}
+
+/// Opens and loads the programs of `plan`; with `min_btf`, CO-RE against that reduced kernel
+/// BTF. On failure, also the program libbpf named as the one that failed.
 fn open_skel(
-    with_cmdline: bool,
+    plan: Plan,
+    groups: u64,
+    min_btf: Option<&btf_min::MinBtf>,
+) -> Result<TaskdiagSkel<'static>, (libbpf_rs::Error, Option<String>)> {
+    WARNINGS.with(|w| *w.borrow_mut() = Some(Vec::new()));
+    let r = open_skel_inner(plan, groups, min_btf);
+    let warnings = WARNINGS.with(|w| w.borrow_mut().take()).unwrap_or_default();
+    r.map_err(|e| {
+        let failed = warnings.iter().find_map(|m| failed_program(m));
+        (e, failed.map(str::to_owned))
+    })
+}
+
+fn open_skel_inner(
+    plan: Plan,
     groups: u64,
     min_btf: Option<&btf_min::MinBtf>,
 ) -> Result<TaskdiagSkel<'static>, libbpf_rs::Error> {
@@ -91,13 +216,15 @@ fn open_skel(
         Some(_) => TaskdiagSkelBuilder::default().open_opts(opts, obj)?,
         None => TaskdiagSkelBuilder::default().open(obj)?,
     };
-    open.progs.dump_task_cmdline.set_autoload(with_cmdline);
     open.progs
-        .task_root
-        .set_autoload(groups & taskdiag_proto::SHOW_MAPS != 0);
+        .dump_task
+        .set_autoload(plan.task == TaskFlavour::Loop);
     open.progs
-        .dump_vma
-        .set_autoload(groups & taskdiag_proto::SHOW_MAPS != 0);
+        .dump_task_bounded
+        .set_autoload(plan.task == TaskFlavour::Bounded);
+    open.progs.dump_task_cmdline.set_autoload(plan.cmdline);
+    open.progs.task_root.set_autoload(plan.maps);
+    open.progs.dump_vma.set_autoload(plan.maps);
     // Test hook: a small ring exercises the full-ring/retry path with few tasks.
     if let Some(size) = std::env::var("TASKDIAG_BPF_RINGBUF_SIZE")
         .ok()
@@ -142,46 +269,62 @@ impl TaskIter {
     /// see [`crate::DumpReport::missing_groups`]).
     pub fn load_for(show_flags: u64) -> Result<Self, BpfError> {
         quiet_libbpf();
-        let want_cmdline = show_flags & Group::Cmdline.flag() != 0;
+        // Task iterators are BTF-typed programs: without the kernel's BTF none loads.
+        if !kernel_btf_present() {
+            return Err(BpfError::NoBtf);
+        }
         let groups = show_flags | Group::Base.flag();
-        // CO-RE against a reduced copy of the kernel's BTF (see btf_min); if that fails for
-        // any reason, the load is tried again the usual way before anything else is given up.
-        // Not built for a caller the kernel will refuse anyway (reading the kernel's BTF is
-        // most of what a refused load would cost).
+        // CO-RE against a reduced copy of the kernel's BTF (see btf_min); if a load fails and
+        // no program is to blame, it is tried once more the usual way. Not built for a caller
+        // the kernel will refuse anyway (reading the kernel's BTF is most of what a refused
+        // load would cost).
         let min_btf = match std::env::var_os("TASKDIAG_BPF_FULL_BTF") {
             None if may_load_bpf() => local_type_names().and_then(|n| btf_min::for_names(&n)),
             _ => None,
         };
-        let mut reduced_btf = min_btf.is_some();
-        let first = match open_skel(want_cmdline, groups, min_btf.as_ref()) {
-            Err(e) if min_btf.is_some() && !is_perm(&e) => {
-                reduced_btf = false;
-                open_skel(want_cmdline, groups, None)
+        let known = *REJECTED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut first = Plan::for_groups(groups, min_btf.is_some()).without(&known);
+        if env_disables_loop() {
+            first.task = TaskFlavour::Bounded;
+        }
+        let mut plan = first;
+        // One attempt when everything loads; each program the kernel rejects costs one more
+        // (libbpf stops at the first), and only its own groups.
+        let skel = loop {
+            let btf = if plan.reduced_btf {
+                min_btf.as_ref()
+            } else {
+                None
+            };
+            match open_skel(plan, groups, btf) {
+                Ok(s) => break s,
+                Err((e, _)) if is_perm(&e) => return Err(BpfError::PermissionDenied(e)),
+                Err((e, failed)) => match plan.after_failure(failed.as_deref()) {
+                    Some(next) => plan = next,
+                    None => {
+                        return Err(BpfError::Load {
+                            program: failed,
+                            source: e,
+                        })
+                    }
+                },
             }
-            r => r,
         };
-        let (skel, cmdline) = match first {
-            Ok(s) => (s, want_cmdline),
-            Err(e) if is_perm(&e) => return Err(BpfError::PermissionDenied(e)),
-            // Without sleepable iterators the second program fails to load: go on without it.
-            Err(_) => match open_skel(false, groups, None) {
-                Ok(s) => {
-                    reduced_btf = false;
-                    (s, false)
-                }
-                Err(e) if is_perm(&e) => return Err(BpfError::PermissionDenied(e)),
-                Err(e) => return Err(BpfError::Load(e)),
-            },
-        };
+        plan.note_rejected(
+            first,
+            &mut REJECTED.lock().unwrap_or_else(|e| e.into_inner()),
+        );
         let mut it = TaskIter {
             view: View::default(),
             skel,
             groups,
             features: Features {
-                cmdline,
+                task: plan.task,
+                cmdline: plan.cmdline,
+                maps: plan.maps,
                 task_params: true,
                 ringbuf: true,
-                reduced_btf,
+                reduced_btf: plan.reduced_btf,
             },
             link_all: None,
             link_all_cmdline: None,
@@ -202,6 +345,9 @@ impl TaskIter {
     pub(crate) fn attach_prog(&self, which: Prog, filter: TaskFilter) -> Result<Link, BpfError> {
         let prog = match which {
             Prog::Cmdline => &self.skel.progs.dump_task_cmdline,
+            Prog::Task if self.features.task == TaskFlavour::Bounded => {
+                &self.skel.progs.dump_task_bounded
+            }
             Prog::Task => &self.skel.progs.dump_task,
             Prog::Vma => &self.skel.progs.dump_vma,
             Prog::Root => &self.skel.progs.task_root,
@@ -247,10 +393,141 @@ impl TaskIter {
 /// otherwise reach the terminal of every unprivileged user whose `auto` backend falls back to
 /// /proc.
 pub(crate) fn quiet_libbpf() {
-    fn print(_level: libbpf_rs::PrintLevel, msg: String) {
+    fn print(level: libbpf_rs::PrintLevel, msg: String) {
         if std::env::var_os("TASKDIAG_DEBUG").is_some() {
             eprint!("{msg}");
         }
+        // A load in progress on this thread keeps the warnings (open_skel looks for the
+        // program that failed).
+        if level == libbpf_rs::PrintLevel::Warn {
+            WARNINGS.with(|w| {
+                if let Some(w) = w.borrow_mut().as_mut() {
+                    w.push(msg);
+                }
+            });
+        }
     }
     libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, print)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libbpf_warnings_name_the_program_that_failed() {
+        assert_eq!(
+            failed_program("libbpf: prog 'dump_task_cmdline': failed to load: -EACCES\n"),
+            Some("dump_task_cmdline")
+        );
+        assert_eq!(
+            failed_program(
+                "libbpf: prog 'dump_vma': failed to find kernel BTF type ID of \
+                 'bpf_iter_task_vma': -ESRCH\n"
+            ),
+            Some("dump_vma")
+        );
+        // Other warnings about a program, and warnings about no program, name none.
+        assert_eq!(
+            failed_program("libbpf: prog 'dump_task': BPF program load failed: -EINVAL\n"),
+            None
+        );
+        assert_eq!(
+            failed_program("libbpf: failed to load object 'taskdiag_bpf'\n"),
+            None
+        );
+        assert_eq!(failed_program("libbpf: prog '"), None);
+    }
+
+    #[test]
+    fn a_rejected_program_costs_only_its_own_groups() {
+        let all = Plan::for_groups(taskdiag_proto::SHOW_SUPPORTED, true);
+        assert_eq!(
+            all,
+            Plan {
+                task: TaskFlavour::Loop,
+                cmdline: true,
+                maps: true,
+                reduced_btf: true
+            }
+        );
+        // Each program named drops that program (the modern task program: its bounded
+        // flavour instead), and nothing else.
+        let bounded = all.after_failure(Some("dump_task")).unwrap();
+        assert_eq!(
+            bounded,
+            Plan {
+                task: TaskFlavour::Bounded,
+                ..all
+            }
+        );
+        let no_cmdline = bounded.after_failure(Some("dump_task_cmdline")).unwrap();
+        assert_eq!(
+            no_cmdline,
+            Plan {
+                cmdline: false,
+                ..bounded
+            }
+        );
+        for p in ["dump_vma", "task_root"] {
+            assert_eq!(
+                all.after_failure(Some(p)),
+                Some(Plan { maps: false, ..all })
+            );
+        }
+        // A failure no program is to blame for (or a program named twice): once more without
+        // the reduced BTF, then nothing is left to try.
+        let full = no_cmdline.after_failure(None).unwrap();
+        assert_eq!(
+            full,
+            Plan {
+                reduced_btf: false,
+                ..no_cmdline
+            }
+        );
+        assert_eq!(full.after_failure(None), None);
+        assert_eq!(full.after_failure(Some("dump_task_cmdline")), None);
+        assert_eq!(full.after_failure(Some("dump_task_bounded")), None);
+        // The 5.10 sequence for every group: four attempts, ending with the bounded task
+        // program alone.
+        let mut p = all;
+        for failed in ["dump_task", "dump_task_cmdline", "dump_vma"] {
+            p = p.after_failure(Some(failed)).unwrap();
+        }
+        assert_eq!(
+            p,
+            Plan {
+                task: TaskFlavour::Bounded,
+                cmdline: false,
+                maps: false,
+                reduced_btf: true
+            }
+        );
+    }
+
+    #[test]
+    fn later_loads_skip_what_the_kernel_rejected() {
+        let all = Plan::for_groups(taskdiag_proto::SHOW_SUPPORTED, true);
+        let loaded = Plan {
+            task: TaskFlavour::Bounded,
+            cmdline: false,
+            ..all
+        };
+        let mut rejected = Plan {
+            task: TaskFlavour::Loop,
+            cmdline: false,
+            maps: false,
+            reduced_btf: false,
+        };
+        loaded.note_rejected(all, &mut rejected);
+        assert_eq!(all.without(&rejected), loaded);
+        // A load that did not ask for a program learns nothing about it.
+        let base = Plan::for_groups(Group::Base.flag(), true);
+        let mut none = rejected;
+        none.cmdline = false;
+        base.note_rejected(base, &mut none);
+        assert!(!none.cmdline);
+        assert_eq!(base.without(&rejected).task, TaskFlavour::Bounded);
+        assert!(!base.without(&rejected).maps && !base.without(&rejected).cmdline);
+    }
 }

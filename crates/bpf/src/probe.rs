@@ -1,11 +1,24 @@
 //! What this process and this kernel allow: facts the loader decides on, read once per load.
 //!
-//! Capabilities (`capget`), the kernel version (`uname`), the number of possible CPUs (sysfs)
-//! and whether the task iterator takes link parameters (an attach that may fail). Nothing here
-//! changes what the programs do; `load` and `dump` decide from these facts.
+//! Capabilities (`capget`), the kernel's BTF, the kernel version (`uname`), the number of
+//! possible CPUs (sysfs) and whether the task iterator takes link parameters (a walk for one
+//! task). Nothing here changes what the programs do; `load` and `dump` decide from these facts.
 
-use crate::load::TaskFilter;
+use std::io;
+
+use taskdiag_proto::Strategy;
+
+use crate::load::{Prog, TaskFilter};
 use crate::{Features, TaskIter};
+
+/// The kernel's BTF, as sysfs shows it.
+pub(crate) const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+
+/// Whether the kernel shows its BTF (CONFIG_DEBUG_INFO_BTF): a non-empty
+/// `/sys/kernel/btf/vmlinux` (sysfs gives its real size).
+pub(crate) fn kernel_btf_present() -> bool {
+    std::fs::metadata(VMLINUX_BTF).is_ok_and(|m| m.len() > 0)
+}
 
 /// Whether a load failure is for lack of privilege (rather than, say, a verifier rejection,
 /// which the kernel also reports as EACCES).
@@ -89,8 +102,8 @@ fn cpu_list_len(list: &str) -> Option<u32> {
 }
 
 /// Kernel features the environment asks to treat as missing: `TASKDIAG_BPF_DISABLE`, a comma
-/// list of "cmdline", "task_params", "ringbuf". Lets tests run the paths of older kernels on
-/// this one.
+/// list of "cmdline", "maps", "task_params", "ringbuf" and "loop" (the task program's bounded
+/// flavour, see [`env_disables_loop`]). Lets tests run the paths of older kernels on this one.
 pub(crate) fn disable_from_env(features: &mut Features) {
     let Ok(off) = std::env::var("TASKDIAG_BPF_DISABLE") else {
         return;
@@ -98,11 +111,22 @@ pub(crate) fn disable_from_env(features: &mut Features) {
     apply_disable(&off, features);
 }
 
+/// Whether `TASKDIAG_BPF_DISABLE` names "loop": load the bounded flavour of the task program,
+/// as on a kernel without bpf_loop().
+pub(crate) fn env_disables_loop() -> bool {
+    std::env::var("TASKDIAG_BPF_DISABLE").is_ok_and(|l| names(&l).any(|f| f == "loop"))
+}
+
+fn names(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim)
+}
+
 /// Clears the features `list` (see [`disable_from_env`]) names; unknown names are ignored.
 fn apply_disable(list: &str, features: &mut Features) {
-    for f in list.split(',') {
-        match f.trim() {
+    for f in names(list) {
+        match f {
             "cmdline" => features.cmdline = false,
+            "maps" => features.maps = false,
             "task_params" => features.task_params = false,
             "ringbuf" => features.ringbuf = false,
             _ => {}
@@ -111,12 +135,29 @@ fn apply_disable(list: &str, features: &mut Features) {
 }
 
 impl TaskIter {
-    /// Whether the kernel takes task iterator link parameters (6.1+): attaching with this
-    /// thread's id succeeds.
-    pub(crate) fn probe_task_params(&self) -> bool {
+    /// Whether the kernel takes task iterator link parameters (6.1+): a walk linked to this
+    /// thread's id shows this thread alone. Attaching alone does not tell: older kernels accept
+    /// the parameter and ignore it (it lands in the map iterator's field), so a walk is read,
+    /// ids only, and stopped at the first task that is not this thread.
+    pub(crate) fn probe_task_params(&mut self) -> bool {
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() } as u32;
-        self.attach(false, TaskFilter::Tid(tid)).is_ok()
+        let Ok(link) = self.attach_prog(Prog::Task, TaskFilter::Tid(tid)) else {
+            return false;
+        };
+        self.configure_seq(Strategy::AllThread, 0);
+        let mut seen = 0u32;
+        let r = self.run_link(&link, &mut |chunk| {
+            for m in taskdiag_proto::msg::Messages::new(chunk) {
+                let pid = m.ok().map(|m| m.header.pid);
+                seen += 1;
+                if pid != Some(tid) || seen > 1 {
+                    return Err(io::Error::other("the walk is not filtered"));
+                }
+            }
+            Ok(())
+        });
+        r.is_ok() && seen == 1
     }
 }
 
@@ -145,6 +186,8 @@ mod tests {
     #[test]
     fn disabled_features_are_cleared_and_unknown_names_ignored() {
         let all = Features {
+            task: crate::TaskFlavour::Loop,
+            maps: true,
             cmdline: true,
             task_params: true,
             ringbuf: true,
@@ -163,5 +206,8 @@ mod tests {
         let mut f = all;
         apply_disable("task_params", &mut f);
         assert!(!f.task_params && f.cmdline && f.ringbuf && f.reduced_btf);
+        let mut f = all;
+        apply_disable("maps,loop", &mut f);
+        assert_eq!(f, Features { maps: false, ..all });
     }
 }

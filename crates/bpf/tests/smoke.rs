@@ -1,9 +1,9 @@
 //! Loads the programs and checks that a dump decodes (needs root; see crates/taskdiag/tests for
 //! the differential tests against /proc).
-use taskdiag_bpf::TaskIter;
+use taskdiag_bpf::{TaskFlavour, TaskIter};
 use taskdiag_proto::msg::Messages;
 use taskdiag_proto::task::TaskAssembler;
-use taskdiag_proto::{Request, Strategy, SHOW_SUPPORTED};
+use taskdiag_proto::{Group, Request, Strategy, SHOW_SUPPORTED};
 
 #[test]
 fn all_processes_decode() {
@@ -43,19 +43,52 @@ fn kernel_at_least(major: u32, minor: u32) -> bool {
     (it.next().unwrap_or(0), it.next().unwrap_or(0)) >= (major, minor)
 }
 
-/// A program that fails to verify is not an error (the library answers from /proc instead), so
-/// only this says whether every program loads where the kernel has what it needs.
+/// A program that fails to verify is not an error (its groups come from /proc instead), so only
+/// this says whether every program loads where the kernel has what it needs.
 #[test]
 fn every_program_loads_where_the_kernel_supports_it() {
     let it = TaskIter::load().expect("load (run as root)");
     let f = it.features();
+    // The modern task program needs bpf_loop() (5.17) and bpf_map_lookup_percpu_elem() (5.19);
+    // before, its bounded flavour (any kernel with iter/task).
+    let want = if kernel_at_least(5, 19) {
+        TaskFlavour::Loop
+    } else {
+        TaskFlavour::Bounded
+    };
+    assert_eq!(f.task, want, "{f:?}");
     // Sleepable task iterators with bpf_copy_from_user_task: 5.18.
     assert_eq!(f.cmdline, kernel_at_least(5, 18), "{f:?}");
-    // Task iterator link parameters: 6.1.
+    // iter/task_vma, and bpf_d_path() in iterators: 5.12.
+    assert_eq!(f.maps, kernel_at_least(5, 12), "{f:?}");
+    assert_eq!(it.has_vma(), f.maps);
+    // Task iterator link parameters (a walk for one task shows that task alone): 6.1.
     assert_eq!(f.task_params, kernel_at_least(6, 1), "{f:?}");
     assert!(f.ringbuf, "{f:?}");
     // CO-RE against the reduced kernel BTF, wherever the kernel has BTF.
     let btf = std::path::Path::new("/sys/kernel/btf/vmlinux").exists();
     assert_eq!(f.reduced_btf, btf, "{f:?}");
-    assert!(it.has_vma() || !kernel_at_least(5, 12));
+}
+
+/// What a load did not ask for is not loaded, and a rejected or missing group is reported as
+/// missing for the caller to fill.
+#[test]
+fn groups_not_loaded_are_reported_missing() {
+    let it = TaskIter::load_for(Group::Base.flag() | Group::Cred.flag()).expect("load");
+    let f = it.features();
+    assert!(!f.cmdline && !f.maps && !it.has_vma(), "{f:?}");
+    assert_eq!(
+        it.missing_groups(Group::Base.flag() | Group::Cmdline.flag()),
+        Group::Cmdline.flag()
+    );
+    let all = TaskIter::load().expect("load");
+    let cmdline = if all.features().cmdline {
+        0
+    } else {
+        Group::Cmdline.flag()
+    };
+    assert_eq!(
+        all.missing_groups(SHOW_SUPPORTED) & !taskdiag_proto::SHOW_MAPS,
+        cmdline
+    );
 }

@@ -315,11 +315,21 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
     w.flush().context("writing standard output")?;
     if a.summary {
         let n = res.as_ref().copied().unwrap_or(0);
+        let from_proc: Vec<_> = Group::SUPPORTED
+            .into_iter()
+            .filter(|g| dumper.completed_from_procfs(show) & g.flag() != 0)
+            .map(Group::name)
+            .collect();
         eprintln!(
-            "taskdiag: {n} tasks via {} in {:.3} ms (backend setup {:.3} ms){}",
+            "taskdiag: {n} tasks via {} in {:.3} ms (backend setup {:.3} ms){}{}",
             dumper.backend().name(),
             took.as_secs_f64() * 1e3,
             t_open.as_secs_f64() * 1e3,
+            if from_proc.is_empty() {
+                String::new()
+            } else {
+                format!("; from /proc: {}", from_proc.join(","))
+            },
             dumper
                 .bpf_unavailable()
                 .map(|w| format!("; bpf not used: {w}"))

@@ -143,9 +143,12 @@ fn run(a: Args) -> anyhow::Result<()> {
              hides from this daemon's user are refused"
         );
     }
+    // Each program the kernel rejects costs only its groups (answered from /proc); without
+    // any task iterator there is nothing to serve, and the error says why (no BTF, no
+    // privilege, the kernel's verdict). Clients then use /proc themselves.
     let load = |show_flags| {
         Dumper::open_for(BackendKind::Bpf, show_flags)
-            .context("loading the BPF programs (taskdiagd needs CAP_BPF and CAP_PERFMON)")
+            .context("cannot serve: the BPF task iterators do not load")
     };
     let mut dumpers = Vec::with_capacity(workers);
     for _ in 0..workers {
@@ -153,7 +156,7 @@ fn run(a: Args) -> anyhow::Result<()> {
     }
     // Identifying a client looks up one task's BASE and CRED, and its root directory (a
     // program of the memory-map set): only those programs.
-    let ident = load(Group::Base.flag() | Group::Cred.flag() | Group::Vma.flag())?;
+    let mut ident = load(Group::Base.flag() | Group::Cred.flag() | Group::Vma.flag())?;
     let Listening { listener, created } = match listen::activated()? {
         Some(l) => Listening {
             listener: l,
@@ -162,6 +165,12 @@ fn run(a: Args) -> anyhow::Result<()> {
         None => listen::bind(&a.socket)?,
     };
     privs::drop_privileges(user).context("dropping privileges")?;
+    if let Err(e) = check_unprivileged_walk(&mut ident) {
+        if let Some(p) = &created {
+            let _ = std::fs::remove_file(p);
+        }
+        return Err(e);
+    }
     if !a.foreground {
         detach().context("detaching")?;
     }
@@ -190,6 +199,22 @@ fn run(a: Args) -> anyhow::Result<()> {
         .context("setting up the event loop")?
         .run()
         .context("serving")
+}
+
+/// Checks, with the privileges dropped, that the loaded programs still run: a walk for the
+/// daemon's own task, as identifying a client makes. Some kernels (5.10 with Debian's default
+/// `kernel.unprivileged_bpf_disabled=2`) refuse every bpf() call, creating an iterator
+/// included, to a process without CAP_BPF: such a daemon could answer nobody, so it says so and
+/// exits (clients then use /proc).
+fn check_unprivileged_walk(ident: &mut Dumper) -> anyhow::Result<()> {
+    match ident.identify(std::process::id()) {
+        // (A task the iterator does not show is still a walk that ran.)
+        Ok(_) | Err(taskdiag::Error::NoSuchTask { .. }) => Ok(()),
+        Err(e) => bail!(
+            "cannot serve: without privileges this kernel refuses taskdiagd its BPF iterators \
+             (see sysctl kernel.unprivileged_bpf_disabled): {e}"
+        ),
+    }
 }
 
 /// Makes big buffers go back to the system when freed. Each request allocates large,

@@ -111,6 +111,20 @@ impl Dumper {
         self.bpf_unavailable.as_deref()
     }
 
+    /// The groups of `show_flags` the BPF backend fills from /proc for every task, because
+    /// their programs were not loaded or this kernel rejected them (0 for other backends).
+    pub fn completed_from_procfs(&self, show_flags: u64) -> u64 {
+        let Backend::Bpf(it) = &self.backend else {
+            return 0;
+        };
+        let mut missing = it.missing_groups(show_flags);
+        // Memory maps come from the map walk when it loaded (VMA alone, as in `tasks`).
+        if show_flags & SHOW_MAPS == Group::Vma.flag() && it.has_vma() {
+            missing &= !SHOW_MAPS;
+        }
+        missing
+    }
+
     /// Answers `req` with a complete stream (START, tasks, DONE) written to `out` in chunks of
     /// whole messages. Returns the number of tasks. For a missing pid the stream ends with
     /// DONE(-ESRCH) and the result is [`Error::NoSuchTask`].

@@ -3,10 +3,23 @@
  * taskdiag task iterators: one TASK message per task, in the taskdiag wire format
  * (taskdiag_wire.h, generated from crates/proto), written straight into the iterator's seq file.
  *
- * Two programs share one body:
- *   dump_task          iter/task    BASE, CRED, STAT, STATM
+ * Three programs share one body, emit():
+ *   dump_task          iter/task    BASE, CRED, STAT, STATM, with bpf_loop() (5.17+),
+ *                                   bpf_map_lookup_percpu_elem() (5.19+) and
+ *                                   bpf_get_current_task_btf() (5.11+)
+ *   dump_task_bounded  iter/task    the same groups for older kernels (5.8+): bounded loops
+ *                                   instead of bpf_loop(), probe reads of the current task; a
+ *                                   process with more threads than its loop covers gets its
+ *                                   STAT from /proc (TD_MSG_F_FIXUP). User space loads it only
+ *                                   where the kernel rejects dump_task.
  *   dump_task_cmdline  iter.s/task  the same plus CMDLINE, which needs bpf_copy_from_user_task()
  *                                   and therefore a sleepable program (Linux 5.18+)
+ * Which flavour a function is compiled for is the constant `bounded`, passed down from the
+ * program through __always_inline code (and global functions made once per flavour), so clang
+ * leaves no bpf_loop() callback, per-CPU lookup or kfunc call in dump_task_bounded: an older
+ * kernel rejects a program that merely contains them. The memory-map programs (dump_vma,
+ * task_root) need iter/task_vma and bpf_d_path() in iterators (5.12+), a kernel that has
+ * bpf_get_current_task_btf(), and are loaded (or rejected) on their own.
  *
  * Every value is computed the way fs/proc computes it (fs/proc/array.c do_task_stat and
  * proc_pid_status, fs/proc/task_mmu.c task_mem, fs/proc/base.c get_mm_cmdline,
@@ -102,6 +115,14 @@ struct {
 
 __u32 cfg_ringbuf = 0;
 
+/* The counters STAT sums over a process's threads (sum_one_thread()). */
+struct thread_sum {
+	struct list_head *head;
+	struct list_head *pos;
+	__u64 min_flt, maj_flt, utime, stime, rtime;
+	bool done;
+};
+
 struct scratch {
 	__u8 buf[SCRATCH_SIZE];
 	/* Where forget_u32() and as_number() park values (see there). */
@@ -110,6 +131,8 @@ struct scratch {
 	/* dump_vma: the ids of the task whose mappings it is walking (see there). */
 	__u64 vma_task;
 	__u32 vma_gen, vma_pid, vma_tgid;
+	/* sum_threads_bounded()'s result. */
+	struct thread_sum threads;
 };
 
 struct {
@@ -203,9 +226,10 @@ static long div_step(__u64 i, struct div128 *d)
 
 /*
  * mul_u64_u64_div_u64(): a * b / c with a 128-bit intermediate, as the kernel computes it.
- * The 64-step division runs under bpf_loop() so the verifier checks one step, not 64 copies.
+ * The 64-step division runs under bpf_loop() so the verifier checks one step, not 64 copies;
+ * @bounded (kernels without bpf_loop()) makes it a loop the verifier walks 64 times.
  */
-static __always_inline __u64 mul_div(__u64 a, __u64 b, __u64 c)
+static __always_inline __u64 mul_div(__u64 a, __u64 b, __u64 c, bool bounded)
 {
 	__u64 al = a & 0xffffffff, ah = a >> 32, bl = b & 0xffffffff, bh = b >> 32;
 	__u64 ll = al * bl, lh = al * bh, hl = ah * bl, hh = ah * bh;
@@ -222,13 +246,19 @@ static __always_inline __u64 mul_div(__u64 a, __u64 b, __u64 c)
 		return d.lo / c;
 	if (d.r >= c)
 		return ~0ULL;
-	bpf_loop(64, div_step, &d, 0);
+	if (bounded) {
+		for (__u64 i = 0; i < 64; i++)
+			div_step(i, &d);
+	} else {
+		bpf_loop(64, div_step, &d, 0);
+	}
 	return d.q;
 }
 
 /* cputime_adjust() from kernel/sched/cputime.c, without updating @prev. */
 static __always_inline void cputime_adjust(__u64 utime, __u64 stime, __u64 rtime,
-					   __u64 prev_ut, __u64 prev_st, __u64 *ut, __u64 *st)
+					   __u64 prev_ut, __u64 prev_st, __u64 *ut, __u64 *st,
+					   bool bounded)
 {
 	if (prev_st + prev_ut >= rtime) {
 		*ut = prev_ut;
@@ -240,7 +270,7 @@ static __always_inline void cputime_adjust(__u64 utime, __u64 stime, __u64 rtime
 	} else if (utime == 0) {
 		stime = rtime;
 	} else {
-		stime = mul_div(stime, rtime, stime + utime);
+		stime = mul_div(stime, rtime, stime + utime, bounded);
 		if (stime > rtime)
 			stime = rtime;
 	}
@@ -254,13 +284,6 @@ static __always_inline void cputime_adjust(__u64 utime, __u64 stime, __u64 rtime
 	*ut = utime;
 	*st = stime;
 }
-
-struct thread_sum {
-	struct list_head *head;
-	struct list_head *pos;
-	__u64 min_flt, maj_flt, utime, stime, rtime;
-	bool done;
-};
 
 static long sum_one_thread(__u64 i, struct thread_sum *s)
 {
@@ -405,7 +428,9 @@ __noinline int put_name(__u64 task, __u32 flags, __u32 off)
 		}
 	}
 	if ((flags & TD_PF_KTHREAD) && kt) {
-		char *full = BPF_CORE_READ((struct kthread *)kt, full_name);
+		struct kthread *k = kt;
+		/* The full name is kept since 6.0; before, /proc shows the comm. */
+		char *full = bpf_core_field_exists(k->full_name) ? BPF_CORE_READ(k, full_name) : 0;
 
 		if (full)
 			r = bpf_probe_read_kernel_str(dst, TD_COMM_MAX, full);
@@ -626,9 +651,11 @@ static __always_inline bool put_access(struct out *o, struct task_struct *t, str
 /*
  * cputime_adjust() for the td_stat record at @off of the scratch buffer, whose utime_ns and
  * stime_ns hold the previous adjusted values on entry and the result, in whole clock ticks, on
- * return. Global, so its branches and its 64-step division are verified once.
+ * return. Called through a global function per flavour (below), so its branches and its 64-step
+ * division are verified once.
  */
-__noinline int adjust_times(__u64 utime, __u64 stime, __u64 rtime, __u32 off)
+static __always_inline int adjust_times(__u64 utime, __u64 stime, __u64 rtime, __u32 off,
+					bool bounded)
 {
 	__u32 zero = 0;
 	__u8 *buf = bpf_map_lookup_elem(&scratch_map, &zero);
@@ -638,13 +665,55 @@ __noinline int adjust_times(__u64 utime, __u64 stime, __u64 rtime, __u32 off)
 	if (!buf || off > TD_FIXED_ROOM || !npt)
 		return 0;
 	s = (void *)(buf + room_mask(off));
-	cputime_adjust(utime, stime, rtime, s->utime_ns, s->stime_ns, &ut, &st);
+	cputime_adjust(utime, stime, rtime, s->utime_ns, s->stime_ns, &ut, &st, bounded);
 	s->utime_ns = ut / npt * npt;
 	s->stime_ns = st / npt * npt;
 	return 0;
 }
 
-static __always_inline bool put_stat(struct out *o, struct task_struct *t, bool whole)
+__noinline int adjust_times_loop(__u64 utime, __u64 stime, __u64 rtime, __u32 off)
+{
+	return adjust_times(utime, stime, rtime, off, false);
+}
+
+__noinline int adjust_times_bounded(__u64 utime, __u64 stime, __u64 rtime, __u32 off)
+{
+	return adjust_times(utime, stime, rtime, off, true);
+}
+
+/*
+ * The threads a bounded walk sums (kernels without bpf_loop()); a process with more gets its
+ * STAT from /proc. The verifier walks each step, so this is what it can afford.
+ */
+#define TD_BOUNDED_MAX_THREADS 256
+
+/*
+ * sum_one_thread() over the thread list of the signal_struct at @sig, up to
+ * TD_BOUNDED_MAX_THREADS threads, into the scratch buffer's thread_sum. Returns whether the
+ * list ended. Global, so the loop is verified once.
+ */
+__noinline int sum_threads_bounded(__u64 sig)
+{
+	__u32 zero = 0;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch_map, &zero);
+	struct signal_struct *sg = (void *)sig;
+	struct thread_sum *s;
+
+	if (!sc)
+		return 0;
+	s = &sc->threads;
+	__builtin_memset(s, 0, sizeof(*s));
+	s->head = __builtin_preserve_access_index(&sg->thread_head);
+	s->pos = BPF_CORE_READ(sg, thread_head.next);
+	for (int i = 0; i < TD_BOUNDED_MAX_THREADS; i++) {
+		if (sum_one_thread(i, s))
+			break;
+	}
+	return s->done;
+}
+
+static __always_inline bool put_stat(struct out *o, struct task_struct *t, bool whole,
+				     bool bounded)
 {
 	struct signal_struct *sig = t->signal;
 	struct td_stat *s = rec_at(o, o->off + sizeof(struct td_attr));
@@ -660,18 +729,26 @@ static __always_inline bool put_stat(struct out *o, struct task_struct *t, bool 
 	s->cstime_ns = sig->cstime / npt * npt;
 	s->threads = sig->nr_threads;
 	if (whole) {
-		struct thread_sum sum = {};
+		struct thread_sum sum = {}, *sp = &sum;
 
-		sum.head = __builtin_preserve_access_index(&sig->thread_head);
-		sum.pos = sig->thread_head.next;
-		bpf_loop(TD_BPF_MAX_THREADS, sum_one_thread, &sum, 0);
-		if (!sum.done)
-			return needs_procfs(o, TD_GROUP_STAT);
-		s->minflt = sig->min_flt + sum.min_flt;
-		s->majflt = sig->maj_flt + sum.maj_flt;
-		ut = sig->utime + sum.utime;
-		st = sig->stime + sum.stime;
-		rtime = sig->sum_sched_runtime + sum.rtime;
+		if (bounded) {
+			struct scratch *sc = (void *)o->buf;
+
+			if (!sum_threads_bounded(as_number(o, sig)))
+				return needs_procfs(o, TD_GROUP_STAT);
+			sp = &sc->threads;
+		} else {
+			sum.head = __builtin_preserve_access_index(&sig->thread_head);
+			sum.pos = sig->thread_head.next;
+			bpf_loop(TD_BPF_MAX_THREADS, sum_one_thread, &sum, 0);
+			if (!sum.done)
+				return needs_procfs(o, TD_GROUP_STAT);
+		}
+		s->minflt = sig->min_flt + sp->min_flt;
+		s->majflt = sig->maj_flt + sp->maj_flt;
+		ut = sig->utime + sp->utime;
+		st = sig->stime + sp->stime;
+		rtime = sig->sum_sched_runtime + sp->rtime;
 		put_ = sig->prev_cputime.utime;
 		pst = sig->prev_cputime.stime;
 	} else {
@@ -686,7 +763,10 @@ static __always_inline bool put_stat(struct out *o, struct task_struct *t, bool 
 	/* adjust_times() reads prev from, and writes the result to, these two fields. */
 	s->utime_ns = put_;
 	s->stime_ns = pst;
-	adjust_times(ut, st, rtime, o->off + sizeof(struct td_attr));
+	if (bounded)
+		adjust_times_bounded(ut, st, rtime, o->off + sizeof(struct td_attr));
+	else
+		adjust_times_loop(ut, st, rtime, o->off + sizeof(struct td_attr));
 	s->nvcsw = t->nvcsw;
 	s->nivcsw = t->nivcsw;
 	s->priority = t->prio - 100;
@@ -796,7 +876,9 @@ static long add_cpu(__u64 cpu, struct cpu_sum *s)
 	return 0;
 }
 
-static __always_inline __u64 mm_counter(struct mm_struct *mm, int i)
+/* @bounded: without the per-CPU sum, which needs bpf_loop() and bpf_map_lookup_percpu_elem()
+ * (kernels before 6.2, which dump_task_bounded is for, have no per-CPU RSS counters anyway). */
+static __always_inline __u64 mm_counter(struct mm_struct *mm, int i, bool bounded)
 {
 	s64 v;
 
@@ -810,7 +892,7 @@ static __always_inline __u64 mm_counter(struct mm_struct *mm, int i)
 			  bpf_core_field_offset(struct percpu_counter, count);
 
 		bpf_probe_read_kernel(&v, sizeof(v), p);
-		if (cfg_rss_sum) {
+		if (!bounded && cfg_rss_sum) {
 			struct cpu_sum cs = { .co = cpu_offsets_get(), .sum = v };
 
 			p += bpf_core_field_offset(struct percpu_counter, counters) -
@@ -825,12 +907,13 @@ static __always_inline __u64 mm_counter(struct mm_struct *mm, int i)
 	return v > 0 ? v : 0;
 }
 
-static __always_inline bool put_statm(struct out *o, struct mm_struct *mm)
+static __always_inline bool put_statm(struct out *o, struct mm_struct *mm, bool bounded)
 {
 	struct td_statm *m = rec_at(o, o->off + sizeof(struct td_attr));
 	__u32 ps = cfg_page_shift & 31;
-	__u64 anon = mm_counter(mm, MM_ANONPAGES), file = mm_counter(mm, MM_FILEPAGES);
-	__u64 shmem = mm_counter(mm, MM_SHMEMPAGES), total_rss = anon + file + shmem;
+	__u64 anon = mm_counter(mm, MM_ANONPAGES, bounded);
+	__u64 file = mm_counter(mm, MM_FILEPAGES, bounded);
+	__u64 shmem = mm_counter(mm, MM_SHMEMPAGES, bounded), total_rss = anon + file + shmem;
 	__u64 total_vm = mm->total_vm, hw_vm = mm->hiwater_vm;
 	__u64 hw_rss = mm->hiwater_rss, exec_vm = mm->exec_vm;
 	__u64 page = 1ULL << ps, start_code = mm->start_code;
@@ -838,6 +921,9 @@ static __always_inline bool put_statm(struct out *o, struct mm_struct *mm)
 
 	if (!m)
 		return false;
+	/* /proc sums per-CPU counters here, which the bounded flavour cannot (see mm_counter()). */
+	if (bounded && cfg_rss_sum)
+		return needs_procfs(o, TD_GROUP_STATM);
 	__builtin_memset(m, 0, sizeof(*m));
 	if (text > exec_vm << ps)
 		text = exec_vm << ps;
@@ -847,7 +933,7 @@ static __always_inline bool put_statm(struct out *o, struct mm_struct *mm)
 	m->rss_file = file << ps;
 	m->rss_shmem = shmem << ps;
 	m->rss_peak = (hw_rss > total_rss ? hw_rss : total_rss) << ps;
-	m->swap = mm_counter(mm, MM_SWAPENTS) << ps;
+	m->swap = mm_counter(mm, MM_SWAPENTS, bounded) << ps;
 	/* /proc prints these three from bytes, in whole kB. */
 	m->text = text >> 10 << 10;
 	m->lib = ((exec_vm << ps) - text) >> 10 << 10;
@@ -914,6 +1000,10 @@ static __always_inline bool put_cmdline(struct out *o, struct task_struct *t, st
 		if (last) {
 			__u64 plen = limit < 4096 ? limit : 4096;
 
+			/* Keeps clang from dropping the mask below, which it knows changes nothing: the
+			 * 6.1 verifier does not know it (plen is reloaded from the stack without the
+			 * bounds the comparison gave) and rejects the copy ("R2 min value is negative"). */
+			barrier_var(plen);
 			if (plen > len &&
 			    bpf_copy_from_user_task(dst, plen & (2 * TD_BPF_CMDLINE_MAX - 1),
 						    (void *)arg_start, t, 0))
@@ -966,7 +1056,26 @@ static __always_inline void reader_ns(struct task_struct *cur, struct ns_ctx *ns
 	ns->ns = up.ns;
 }
 
-static __always_inline int emit(struct seq_file *seq, struct task_struct *task, bool with_cmdline)
+/* reader_ns() without bpf_get_current_task_btf() (kernels before 5.11): the current task read
+ * with probe reads. */
+static __always_inline void reader_ns_probed(struct ns_ctx *ns)
+{
+	struct task_struct *cur = (void *)bpf_get_current_task();
+	struct pid *cur_pid = BPF_CORE_READ(cur, thread_pid);
+	struct upid up = {};
+	__u32 lvl = BPF_CORE_READ(cur_pid, level) & 31;
+
+	bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&cur_pid->numbers[lvl]));
+	ns->level = lvl;
+	ns->ns = up.ns;
+}
+
+/*
+ * One TASK message for @task. @with_cmdline: the sleepable program, which adds CMDLINE.
+ * @bounded: the flavour for kernels without bpf_loop() (see the top of this file).
+ */
+static __always_inline int emit(struct seq_file *seq, struct task_struct *task, bool with_cmdline,
+				bool bounded)
 {
 	struct task_struct *cur, *t;
 	struct td_msg h = { .msg_type = TD_MSG_TASK };
@@ -983,14 +1092,19 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	o.buf = bpf_map_lookup_elem(&scratch_map, &zero);
 	if (!o.buf)
 		return 0;
-	t = untrusted(&o, task);
-	cur = untrusted(&o, bpf_get_current_task_btf());
-	if (!t || !cur)
-		return 0;
+	if (bounded) {
+		t = task;
+		reader_ns_probed(&ns);
+	} else {
+		t = untrusted(&o, task);
+		cur = untrusted(&o, bpf_get_current_task_btf());
+		if (!t || !cur)
+			return 0;
+		reader_ns(cur, &ns);
+	}
 	is_leader = t->group_leader == t;
 	if ((strategy == TD_STRATEGY_ALL || strategy == TD_STRATEGY_CHILDREN) && !is_leader)
 		return 0;
-	reader_ns(cur, &ns);
 	reader_pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
 	reader_tgid = task_tgid_nr(t, &ns);
 
@@ -1032,10 +1146,11 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 		return 0;
 	forget_off(&o);
 	if ((show & (1 << TD_GROUP_STAT)) &&
-	    !put_stat(&o, t, strategy != TD_STRATEGY_THREAD && strategy != TD_STRATEGY_ALL_THREAD))
+	    !put_stat(&o, t, strategy != TD_STRATEGY_THREAD && strategy != TD_STRATEGY_ALL_THREAD,
+		      bounded))
 		return 0;
 	forget_off(&o);
-	if ((show & (1 << TD_GROUP_STATM)) && mm && !put_statm(&o, mm))
+	if ((show & (1 << TD_GROUP_STATM)) && mm && !put_statm(&o, mm, bounded))
 		return 0;
 	forget_off(&o);
 	if (with_cmdline && (show & (1 << TD_GROUP_CMDLINE)) && mm && !put_cmdline(&o, task, mm))
@@ -1053,13 +1168,19 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 SEC("iter/task")
 int dump_task(struct bpf_iter__task *ctx)
 {
-	return emit(ctx->meta->seq, ctx->task, false);
+	return emit(ctx->meta->seq, ctx->task, false, false);
+}
+
+SEC("iter/task")
+int dump_task_bounded(struct bpf_iter__task *ctx)
+{
+	return emit(ctx->meta->seq, ctx->task, false, true);
 }
 
 SEC("iter.s/task")
 int dump_task_cmdline(struct bpf_iter__task *ctx)
 {
-	return emit(ctx->meta->seq, ctx->task, true);
+	return emit(ctx->meta->seq, ctx->task, true, false);
 }
 
 /*

@@ -246,10 +246,80 @@ fn unprivileged_user_gets_procfs_and_a_clear_bpf_error() {
     assert!(stderr(&o).contains("CAP_BPF"), "{}", stderr(&o));
 }
 
+/// `taskdiag` (or another workspace binary) with `args`, run where the kernel's BTF is hidden:
+/// /dev/null bound over /sys/kernel/btf/vmlinux in a mount namespace of its own (private, so
+/// the host never sees it).
+fn without_btf(bin: &str, args: &[&str]) -> Output {
+    Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg("mount --bind /dev/null /sys/kernel/btf/vmlinux && exec \"$@\"")
+        .args(["sh", bin])
+        .args(args)
+        .output()
+        .expect("unshare")
+}
+
+#[test]
+fn a_kernel_without_btf_is_answered_from_procfs_and_says_why() {
+    let me = std::process::id().to_string();
+    let o = without_btf(BIN, &["dump", "--pid", &me, "-s", "-f", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let line = stderr(&o);
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(line.contains("via procfs"), "{line}");
+    assert!(
+        line.contains("bpf not used: the kernel has no BTF"),
+        "{line}"
+    );
+    assert_eq!(json_lines(&o)[0]["pid"], std::process::id());
+    // Asked for BPF by name: a clear error, status 3.
+    let o = without_btf(BIN, &["dump", "--pid", &me, "-b", "bpf"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("no BTF"), "{}", stderr(&o));
+    // taskdiagd has nothing to serve: one line, a failure status, no socket.
+    let dir = taskdiag_test_support::dir::TempDir::new("nobtf");
+    let sock = dir.path().join("td.sock");
+    let daemon = taskdiag_test_support::bins::workspace_bin("taskdiagd");
+    let o = without_btf(
+        daemon.to_str().expect("path"),
+        &["--foreground", "--socket", sock.to_str().expect("path")],
+    );
+    assert!(!o.status.success());
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("no BTF"), "{}", stderr(&o));
+    assert!(!sock.exists());
+}
+
+#[test]
+fn a_missing_pid_is_status_1_whichever_programs_load() {
+    // Every flavour and subset of the programs a kernel may accept.
+    for disable in ["", "loop", "loop,cmdline,maps,task_params"] {
+        for backend in ["bpf", "procfs", "auto"] {
+            let o = Command::new(BIN)
+                .env("TASKDIAG_BPF_DISABLE", disable)
+                .args(["dump", "--pid", "999999", "-b", backend])
+                .output()
+                .expect("run");
+            assert_eq!(
+                o.status.code(),
+                Some(1),
+                "{backend} {disable}: {}",
+                stderr(&o)
+            );
+            assert!(
+                stderr(&o).contains("no such process: 999999"),
+                "{}",
+                stderr(&o)
+            );
+        }
+    }
+}
+
 #[test]
 fn kernels_without_sleepable_iterators_or_link_params_give_the_same_answers() {
     // TASKDIAG_BPF_DISABLE makes the BPF backend take the paths of older kernels: CMDLINE
-    // from /proc, ONE/THREAD as a filtered full walk. Answers must not change.
+    // from /proc, ONE/THREAD as a filtered full walk, the bounded task program (5.8-5.18).
+    // Answers must not change.
     let child = Spawned::spawn(Command::new("sleep").arg("1000"));
     taskdiag_test_support::process::wait_exec(child.pid(), "sleep");
     let pid = child.pid().to_string();
@@ -279,6 +349,8 @@ fn kernels_without_sleepable_iterators_or_link_params_give_the_same_answers() {
             "task_params",
             "ringbuf",
             "cmdline,task_params,ringbuf",
+            "loop",
+            "loop,cmdline,maps,task_params",
         ] {
             assert_eq!(dump("bpf", disable, sel), want, "disable={disable} {sel:?}");
         }

@@ -18,7 +18,7 @@ use taskdiag_proto::msg::StreamReader;
 use taskdiag_proto::Group;
 
 use crate::btf_min;
-use crate::probe::{disable_from_env, is_perm, kernel_at_least, may_load_bpf, possible_cpus};
+use crate::probe::{disable_from_env, is_perm, may_load_bpf, possible_cpus};
 use crate::skel::{TaskdiagSkel, TaskdiagSkelBuilder};
 use crate::{BpfError, Features, TaskIter, View};
 
@@ -125,7 +125,10 @@ fn open_skel(
         d.cfg_nr_cpus = possible_cpus();
     }
     if let Some(b) = open.maps.bss_data.as_deref_mut() {
-        b.cfg_rss_sum = u32::from(kernel_at_least(6, 16));
+        // /proc's rule on current kernels, until a comparison with /proc says otherwise
+        // (TaskIter::set_rss_sum).
+        b.cfg_rss_sum = 1;
+        b.cfg_wq_full_id = u32::from(btf_min::kernel_facts().wq_worker_full_id);
     }
     open.load()
 }

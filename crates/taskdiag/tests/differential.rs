@@ -402,27 +402,21 @@ fn rescuer_names_agree(proc: &[u8], bpf: &[u8]) -> Option<bool> {
 
 #[test]
 fn rescuer_names_agree_only_up_to_their_work() {
-    assert_eq!(
-        rescuer_names_agree(b"kworker/0:1-events", b"kworker/0:1-mm"),
-        None
-    );
-    assert_eq!(
-        rescuer_names_agree(b"quota_events_un", b"quota_events_un"),
-        Some(true)
-    );
-    // 6.1's /proc prints comm; BPF printed the full name.
-    assert_eq!(
-        rescuer_names_agree(b"quota_events_un", b"quota_events_unbound"),
-        Some(false)
-    );
-    assert_eq!(
-        rescuer_names_agree(b"kworker/R-mm_percpu_wq", b"kworker/R-mm_percpu_wq-events"),
-        Some(true)
-    );
-    assert_eq!(
-        rescuer_names_agree(b"kworker/R-mm_percpu_wq", b"kworker/R-mm_per"),
-        Some(false)
-    );
+    let cases: [(&[u8], &[u8], Option<bool>); 5] = [
+        (b"kworker/0:1-events", b"kworker/0:1-mm", None),
+        (b"quota_events_un", b"quota_events_un", Some(true)),
+        // 6.1's /proc prints comm; BPF printed the full name.
+        (b"quota_events_un", b"quota_events_unbound", Some(false)),
+        (
+            b"kworker/R-mm_percpu_wq",
+            b"kworker/R-mm_percpu_wq-events",
+            Some(true),
+        ),
+        (b"kworker/R-mm_percpu_wq", b"kworker/R-mm_per", Some(false)),
+    ];
+    for (proc, bpf, want) in cases {
+        assert_eq!(rescuer_names_agree(proc, bpf), want, "{proc:?} {bpf:?}");
+    }
 }
 
 #[test]

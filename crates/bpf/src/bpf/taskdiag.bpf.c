@@ -720,8 +720,8 @@ static __always_inline bool put_stat(struct out *o, struct task_struct *t, bool 
 }
 
 /*
- * Per-CPU offsets, for summing percpu_counter deltas as /proc does since 6.16
- * (get_mm_counter_sum()). BPF has no per_cpu_ptr() for an arbitrary kernel pointer, and the
+ * Per-CPU offsets, for summing percpu_counter deltas as /proc does since 6.16 and where that
+ * was backported (get_mm_counter_sum(), see cfg_rss_sum). BPF has no per_cpu_ptr() for an arbitrary kernel pointer, and the
  * offsets' usual symbols (__per_cpu_offset, this_cpu_off) are not in kallsyms everywhere. So we
  * learn them from a per-CPU array of our own: bpf_map_lookup_percpu_elem() returns
  * base + offset[cpu], and the base is the array's pptrs[0]. Learned once per loaded instance.

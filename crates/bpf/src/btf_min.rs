@@ -15,12 +15,17 @@
 //! are then the same instruction for instruction as with the whole BTF. Attach targets, kfuncs
 //! and ksyms are still resolved by libbpf against the real kernel BTF. Loading without the copy
 //! stays possible (and is what the caller falls back to if anything here fails).
+//!
+//! The same parse answers [`kernel_facts`]: what the kernel's code does where only its BTF shows
+//! it (a function's presence), for behaviour its version number cannot tell (distributions
+//! backport).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd};
+use std::sync::OnceLock;
 
 const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
 const MAGIC: u16 = 0xeb9f;
@@ -62,10 +67,38 @@ pub(crate) fn essential(name: &[u8]) -> &[u8] {
     }
 }
 
+/// What the running kernel's code does, as its BTF shows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct KernelFacts {
+    /// /proc names a workqueue worker by its full worker id, not by its comm: wq_worker_comm()
+    /// calls format_worker_id() (6.10+, "workqueue: Refactor worker ID formatting and make
+    /// wq_worker_comm() use full ID string"), which is in BTF as a function of its own.
+    pub(crate) wq_worker_full_id: bool,
+    /// The mm's rss counters are per-CPU (`percpu_counter`, 6.2+), with an approximate total
+    /// and pending deltas, rather than atomics in `struct mm_rss_stat`.
+    pub(crate) rss_percpu: bool,
+}
+
+static FACTS: OnceLock<KernelFacts> = OnceLock::new();
+
+/// The running kernel's [`KernelFacts`], read once per process (by [`for_names`] on its way,
+/// else here); all false without BTF.
+pub(crate) fn kernel_facts() -> KernelFacts {
+    *FACTS.get_or_init(|| {
+        std::fs::read(VMLINUX)
+            .ok()
+            .and_then(|raw| Btf::parse(&raw)?.facts())
+            .unwrap_or_default()
+    })
+}
+
 /// Builds the reduced BTF for types named `names` (essential names) from the running kernel's.
 pub(crate) fn for_names(names: &HashSet<Vec<u8>>) -> Option<MinBtf> {
     let raw = std::fs::read(VMLINUX).ok()?;
     let btf = Btf::parse(&raw)?;
+    if let Some(f) = btf.facts() {
+        let _ = FACTS.set(f);
+    }
     let (out, _) = btf.reduce(names)?;
     // SAFETY: memfd_create with a valid NUL-terminated name; the fd is ours to own.
     let fd = unsafe { libc::memfd_create(c"taskdiag-btf".as_ptr(), libc::MFD_CLOEXEC) };
@@ -117,6 +150,23 @@ impl<'a> Btf<'a> {
     fn name(&self, off: u32) -> &'a [u8] {
         let s = self.strs.get(off as usize..).unwrap_or_default();
         &s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())]
+    }
+
+    /// The [`KernelFacts`] of this BTF; `None` if a record is cut short.
+    fn facts(&self) -> Option<KernelFacts> {
+        let mut f = KernelFacts {
+            wq_worker_full_id: false,
+            rss_percpu: true,
+        };
+        for id in 1..=self.offs.len() as u32 {
+            let r = self.rec(id)?;
+            match (kind(r), self.name(u32_at(r, 0)?)) {
+                (FUNC, b"format_worker_id") => f.wq_worker_full_id = true,
+                (STRUCT, b"mm_rss_stat") => f.rss_percpu = false,
+                _ => {}
+            }
+        }
+        Some(f)
     }
 
     /// The record of type `id` (1-based).
@@ -382,6 +432,24 @@ mod tests {
         assert_eq!(u32_at(ts, 16), Some(2)); // member 0 type: inner
         assert_eq!(u32_at(ts, 28), Some(3)); // member 1 type: the pointer
         assert_eq!(u32_at(ts, 32), Some(64)); // member 1 offset kept
+    }
+
+    #[test]
+    fn facts_come_from_the_functions_the_kernel_has() {
+        let proto = ("", FUNC_PROTO, 0, 0, vec![]);
+        let with = make(&[proto.clone(), ("format_worker_id", FUNC, 0, 1, vec![])]);
+        let facts = Btf::parse(&with).unwrap().facts().unwrap();
+        assert!(facts.wq_worker_full_id && facts.rss_percpu);
+        // 6.1: wq_worker_comm() without format_worker_id(); a struct of that name is no
+        // function; atomic rss counters.
+        let without = make(&[
+            proto,
+            ("wq_worker_comm", FUNC, 0, 1, vec![]),
+            ("format_worker_id", STRUCT, 0, 0, vec![]),
+            ("mm_rss_stat", STRUCT, 0, 0, vec![]),
+        ]);
+        let facts = Btf::parse(&without).unwrap().facts().unwrap();
+        assert_eq!(facts, KernelFacts::default());
     }
 
     #[test]

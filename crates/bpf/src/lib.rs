@@ -18,11 +18,12 @@
 //!
 //! The work is split by what it touches:
 //!
-//! * `probe`: what this process and this kernel allow (capabilities, kernel version, CPUs,
-//!   link parameters), facts only;
+//! * `probe`: what this process and this kernel allow (capabilities, CPUs, link parameters),
+//!   facts only;
 //! * `load`: opening and loading the skeleton (CO-RE against a reduced copy of the kernel's BTF,
 //!   `btf_min`) and attaching iterators;
 //! * `dump`: a request turned into the programs' configuration and an iterator run;
+//! * `rss`: which rss count this kernel's /proc shows, learned by comparing with it;
 //! * `read`: the iterators' output (seq file or ring buffer) cut into whole messages and
 //!   accounted, with no libbpf state of its own.
 
@@ -49,9 +50,11 @@ mod dump;
 mod load;
 mod probe;
 mod read;
+mod rss;
 
 pub use load::TaskFlavour;
 pub use probe::may_load_bpf;
+pub use rss::RssSample;
 
 /// Errors of the BPF backend.
 #[derive(Debug, thiserror::Error)]

@@ -25,8 +25,7 @@ use taskdiag_proto::Group;
 
 use crate::btf_min;
 use crate::probe::{
-    disable_from_env, env_disables_loop, is_perm, kernel_at_least, kernel_btf_present,
-    may_load_bpf, possible_cpus,
+    disable_from_env, env_disables_loop, is_perm, kernel_btf_present, may_load_bpf, possible_cpus,
 };
 use crate::skel::{TaskdiagSkel, TaskdiagSkelBuilder};
 use crate::{BpfError, Features, TaskIter, View};
@@ -252,7 +251,11 @@ fn open_skel_inner(
         d.cfg_nr_cpus = possible_cpus();
     }
     if let Some(b) = open.maps.bss_data.as_deref_mut() {
-        b.cfg_rss_sum = u32::from(kernel_at_least(6, 16));
+        // /proc's rule on current kernels, until a comparison with /proc says otherwise
+        // (TaskIter::set_rss_sum); nothing to sum where the counters are not per-CPU (before
+        // 6.2), which the bounded flavour's STATM relies on (it cannot sum, see put_statm).
+        b.cfg_rss_sum = u32::from(btf_min::kernel_facts().rss_percpu);
+        b.cfg_wq_full_id = u32::from(btf_min::kernel_facts().wq_worker_full_id);
     }
     open.load()
 }

@@ -1,8 +1,9 @@
 //! What this process and this kernel allow: facts the loader decides on, read once per load.
 //!
-//! Capabilities (`capget`), the kernel's BTF, the kernel version (`uname`), the number of
-//! possible CPUs (sysfs) and whether the task iterator takes link parameters (a walk for one
-//! task). Nothing here changes what the programs do; `load` and `dump` decide from these facts.
+//! Capabilities (`capget`), the kernel's BTF, the number of possible CPUs (sysfs) and whether
+//! the task iterator takes link parameters (a walk for one task). Nothing here changes what the
+//! programs do; `load` and `dump` decide from these facts. (No kernel version: what a kernel does
+//! is learned from its data, see `btf_min::kernel_facts` and `rss`.)
 
 use std::io;
 
@@ -56,31 +57,6 @@ pub fn may_load_bpf() -> bool {
     let eff = (d[1].effective as u64) << 32 | d[0].effective as u64;
     let has = |c: u32| eff & (1u64 << c) != 0;
     has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))
-}
-
-/// Whether the running kernel is at least `major.minor` (from uname).
-pub(crate) fn kernel_at_least(major: u32, minor: u32) -> bool {
-    // SAFETY: utsname is plain data; uname fills it.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is a valid utsname to write into.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return false;
-    }
-    let rel: Vec<u8> = u
-        .release
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    release_version(&String::from_utf8_lossy(&rel)) >= (major, minor)
-}
-
-/// (major, minor) of a kernel release string such as "6.18.0-1-amd64"; 0 for what is missing.
-fn release_version(rel: &str) -> (u32, u32) {
-    let mut it = rel
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|p| p.parse::<u32>().ok());
-    (it.next().unwrap_or(0), it.next().unwrap_or(0))
 }
 
 /// Number of possible CPUs (highest id + 1), from /sys/devices/system/cpu/possible; 1 if it
@@ -164,15 +140,6 @@ impl TaskIter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn release_strings_give_major_and_minor() {
-        assert_eq!(release_version("6.18.0-1-amd64"), (6, 18));
-        assert_eq!(release_version("5.10.0-32-amd64"), (5, 10));
-        assert_eq!(release_version("6.1"), (6, 1));
-        assert_eq!(release_version("garbage"), (0, 0));
-        assert!(kernel_at_least(0, 0));
-    }
 
     #[test]
     fn cpu_lists_give_the_highest_id_plus_one() {

@@ -14,6 +14,7 @@ use taskdiag_proto::msg::{write_done, write_start, Messages};
 use taskdiag_proto::task::{Task, TaskAssembler};
 use taskdiag_proto::{BackendId, Done, Group, Request, Start, Strategy, SHOW_MAPS, VERSION};
 
+use crate::calibrate;
 use crate::client::{self, DaemonClient};
 use crate::complete::bpf_tasks;
 use crate::filter::ViewFilter;
@@ -63,13 +64,14 @@ impl Dumper {
     ) -> Result<Self, Error> {
         let daemon = || DaemonClient::connect(&client::socket_path(socket));
         match kind {
-            BackendKind::Daemon => Ok(Self::with(Backend::Daemon(daemon()?))),
-            BackendKind::Procfs => Ok(Self::with(Backend::Procfs(ProcReader::open()?))),
-            BackendKind::Bpf => Ok(Self::with(Backend::Bpf(Box::new(TaskIter::load_for(
+            BackendKind::Daemon => Ok(Self::with(Backend::Daemon(daemon()?), show_flags)),
+            BackendKind::Procfs => Ok(Self::with(Backend::Procfs(ProcReader::open()?), show_flags)),
+            BackendKind::Bpf => Ok(Self::with(
+                Backend::Bpf(Box::new(TaskIter::load_for(show_flags)?)),
                 show_flags,
-            )?)))),
+            )),
             BackendKind::Auto => match TaskIter::load_for(show_flags) {
-                Ok(it) => Ok(Self::with(Backend::Bpf(Box::new(it)))),
+                Ok(it) => Ok(Self::with(Backend::Bpf(Box::new(it)), show_flags)),
                 Err(e) => {
                     let backend = match daemon() {
                         Ok(c) => Backend::Daemon(c),
@@ -77,19 +79,25 @@ impl Dumper {
                     };
                     Ok(Dumper {
                         bpf_unavailable: Some(e.to_string()),
-                        ..Self::with(backend)
+                        ..Self::with(backend, show_flags)
                     })
                 }
             },
         }
     }
 
-    /// A dumper answering with `backend`; BPF's records are completed from our /proc.
-    fn with(backend: Backend) -> Self {
+    /// A dumper answering with `backend` (prepared for `show_flags`); BPF's records are
+    /// completed from our /proc, and follow its rules where only a comparison with it tells.
+    fn with(mut backend: Backend, show_flags: u64) -> Self {
         let procfs = match backend {
             Backend::Bpf(_) => ProcReader::open().ok(),
             Backend::Procfs(_) | Backend::Daemon(_) => None,
         };
+        if let (Backend::Bpf(it), Some(p)) = (&mut backend, &procfs) {
+            if show_flags & Group::Statm.flag() != 0 {
+                calibrate::rss_rule(it, p.root());
+            }
+        }
         Dumper {
             backend,
             procfs,
@@ -383,7 +391,7 @@ mod tests {
     }
 
     fn procfs(proc: &FakeProc) -> Dumper {
-        Dumper::with(Backend::Procfs(proc.reader()))
+        Dumper::with(Backend::Procfs(proc.reader()), 0)
     }
 
     /// The result of `d.dump_for(req, viewer)` (or of `d.dump(req)` without one) and the

@@ -25,13 +25,15 @@
 //! The crate's modules: `backend` (which backend, by name), `dumper` (the [`Dumper`] facade:
 //! opening a backend and answering requests with the START/DONE envelope), `complete`
 //! (finishing what the BPF programs wrote: groups and hidden tasks read from /proc, memory maps
-//! from the map walk), `filter` and [`view`] (a server's caller shown what its /proc would show
+//! from the map walk), `calibrate` (kernel rules learned by comparing BPF with /proc once per
+//! load), `filter` and [`view`] (a server's caller shown what its /proc would show
 //! it), [`client`] (the daemon backend) and `vma_walk` (the BPF map walk's reader).
 
 use std::io;
 use std::path::PathBuf;
 
 mod backend;
+mod calibrate;
 pub mod client;
 mod complete;
 mod dumper;

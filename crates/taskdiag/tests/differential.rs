@@ -13,6 +13,7 @@ use taskdiag::{BackendKind, Dumper, Error, Group, Request, Strategy};
 use taskdiag_proto::msg::Messages;
 use taskdiag_proto::task::{Event, StreamDecoder, Task};
 use taskdiag_proto::SHOW_SUPPORTED;
+use taskdiag_test_support::dir::TempDir;
 use taskdiag_test_support::process::{wait_stopped, Spawned};
 use taskdiag_test_support::tasks;
 
@@ -140,12 +141,19 @@ fn every_group_agrees_on_fixture_processes() {
     wait_stopped(stopped.pid());
     let parent = spawn(&["zombie"], None);
     let traced = spawn(&["sleep"], None);
+    let dir = TempDir::new("differential");
+    let shared_file = dir.join("shared");
+    std::fs::File::create(&shared_file)
+        .and_then(|f| f.set_len(8192))
+        .expect("shared file");
+    let shared_path = shared_file.to_str().expect("utf-8 temp path");
+    let mapshared = spawn(&["mapshared", shared_path], None);
     // SAFETY: PTRACE_SEIZE of our own child; it detaches when this test process exits.
     let r = unsafe { libc::ptrace(libc::PTRACE_SEIZE, traced.pid(), 0, 0) };
     assert_eq!(r, 0, "PTRACE_SEIZE: {}", std::io::Error::last_os_error());
 
     let fixtures = [
-        &hostile, &full16, &threads, &long, &title, &creds, &stopped, &parent, &traced,
+        &hostile, &full16, &threads, &long, &title, &creds, &stopped, &parent, &traced, &mapshared,
     ];
     let pids: Vec<u32> = fixtures.iter().map(|f| f.pid()).collect();
     let all = assert_agree(Request::new(Strategy::All, 0, SHOW_SUPPORTED), &pids);
@@ -188,6 +196,58 @@ fn every_group_agrees_on_fixture_processes() {
     assert_eq!(
         all[&traced.pid()].base.as_ref().expect("base").rec.tpid,
         unsafe { libc::gettid() } as u32
+    );
+
+    // Resident set sizes as /proc/PID/statm counts them (the stopped task's do not move):
+    // size, resident (anon + file + shmem) and shared (file + shmem), in pages.
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    let m = all[&stopped.pid()].statm.expect("statm");
+    let statm = std::fs::read_to_string(format!("/proc/{}/statm", stopped.pid())).expect("statm");
+    let statm: Vec<u64> = statm
+        .split_whitespace()
+        .map(|v| v.parse().expect("number"))
+        .collect();
+    assert_eq!(
+        [
+            m.vm_size,
+            m.rss_anon + m.rss_file + m.rss_shmem,
+            m.rss_file + m.rss_shmem
+        ]
+        .map(|b| b / page),
+        statm[..3],
+        "statm of the stopped task"
+    );
+
+    // A shared file mapping is named by its path, anonymous shared memory by /dev/zero, in the
+    // BPF map walk's names (VMA without VMA_STAT: with it, smaps gives them) as in
+    // /proc/PID/maps: the fixture's map does not change.
+    let pid = mapshared.pid();
+    let req = Request::new(Strategy::One, pid, Group::Vma.flag());
+    let bpf = by_pid(dump(BackendKind::Bpf, &req).expect("bpf maps"));
+    let names: Vec<String> = bpf[&pid]
+        .vmas
+        .iter()
+        .flatten()
+        .map(|v| String::from_utf8_lossy(&v.name).into_owned())
+        .collect();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let proc_names: Vec<String> = maps
+        .lines()
+        .map(|l| {
+            // Address, perms, offset, device, inode, then the name after padding.
+            let mut rest = l;
+            for _ in 0..5 {
+                rest = rest.trim_start().split_once(' ').map_or("", |(_, r)| r);
+            }
+            rest.trim_start().to_owned()
+        })
+        .collect();
+    assert_eq!(names, proc_names);
+    assert!(names.iter().any(|n| n == shared_path), "{names:?}");
+    assert!(
+        names.iter().any(|n| n == "/dev/zero (deleted)"),
+        "{names:?}"
     );
 
     // The zombie child: no address space, so no STATM and no CMDLINE; state Z.
@@ -278,8 +338,25 @@ fn ids_agree_for_every_task_on_the_system() {
             t.cred.clone(),
         )
     };
-    let (mut compared, mut changed) = (0, 0);
+    let (mut compared, mut changed, mut rescuers) = (0, 0, 0);
+    let name = |t: &Task| comm(t).to_vec();
     for (pid, bt) in &b {
+        // A workqueue rescuer's name is the kernel's rule (comm or full worker id), not its
+        // work: compared when /proc showed it the same twice.
+        if let (Some(before), Some(after)) = (p1.get(pid), p2.get(pid)) {
+            let flags = bt.base.as_ref().expect("base").rec.task_flags;
+            if flags & 0x20 != 0 && name(before) == name(after) {
+                if let Some(agree) = rescuer_names_agree(comm(before), comm(bt)) {
+                    assert!(
+                        agree,
+                        "name of rescuer {pid}: /proc {:?}, bpf {:?}",
+                        String::from_utf8_lossy(comm(before)),
+                        String::from_utf8_lossy(comm(bt))
+                    );
+                    rescuers += 1;
+                }
+            }
+        }
         let (Some(before), Some(after)) = (p1.get(pid), p2.get(pid)) else {
             continue; // not there throughout
         };
@@ -300,6 +377,46 @@ fn ids_agree_for_every_task_on_the_system() {
         compared > 20,
         "only {compared} tasks compared ({changed} changed between the /proc reads)"
     );
+    // Every kernel has rescuers (mm_percpu_wq's at least), where its kernel threads are seen.
+    let kthreads = p1
+        .values()
+        .any(|t| t.base.as_ref().expect("base").rec.task_flags & taskdiag_proto::PF_KTHREAD != 0);
+    assert!(rescuers > 0 || !kthreads, "no workqueue rescuer compared");
+}
+
+/// Whether BPF's name `bpf` for a workqueue worker agrees with /proc's `proc`, if it is a
+/// rescuer: "NAME" before 6.10 (comm, 15 bytes), "kworker/R-NAME" since (the full worker id),
+/// either with "+desc" or "-desc" while it rescues. `None` for other workers, whose "-desc"
+/// follows their last work item.
+fn rescuer_names_agree(proc: &[u8], bpf: &[u8]) -> Option<bool> {
+    if proc.starts_with(b"kworker/") && !proc.starts_with(b"kworker/R-") {
+        return None;
+    }
+    let (short, long) = if proc.len() <= bpf.len() {
+        (proc, bpf)
+    } else {
+        (bpf, proc)
+    };
+    Some(short == long || (long.starts_with(short) && matches!(long[short.len()], b'+' | b'-')))
+}
+
+#[test]
+fn rescuer_names_agree_only_up_to_their_work() {
+    let cases: [(&[u8], &[u8], Option<bool>); 5] = [
+        (b"kworker/0:1-events", b"kworker/0:1-mm", None),
+        (b"quota_events_un", b"quota_events_un", Some(true)),
+        // 6.1's /proc prints comm; BPF printed the full name.
+        (b"quota_events_un", b"quota_events_unbound", Some(false)),
+        (
+            b"kworker/R-mm_percpu_wq",
+            b"kworker/R-mm_percpu_wq-events",
+            Some(true),
+        ),
+        (b"kworker/R-mm_percpu_wq", b"kworker/R-mm_per", Some(false)),
+    ];
+    for (proc, bpf, want) in cases {
+        assert_eq!(rescuer_names_agree(proc, bpf), want, "{proc:?} {bpf:?}");
+    }
 }
 
 #[test]

@@ -88,8 +88,18 @@ __u32 cfg_only_tgid = 0;
 __u32 cfg_vma_tgid = 0;
 __u64 cfg_ns_per_tick = 10000000;
 __u32 cfg_page_shift = 12;
-/* /proc sums per-CPU rss counters (6.16+) rather than reading the approximate total. */
+/*
+ * How /proc counts rss where the counters are per-CPU (6.2+): the sum of the per-CPU deltas
+ * (6.16+, and stable kernels that took "mm: fix the inaccurate memory statistics issue for
+ * users", e.g. 6.12.38+), or else the approximate total. That is inline code, invisible in
+ * BTF: user space decides by comparing a process's two values with its /proc. With
+ * cfg_rss_probe the walk also records both values into rss_probe.
+ */
 __u32 cfg_rss_sum = 0;
+__u32 cfg_rss_probe = 0;
+/* Workqueue workers' /proc name is their full worker id (6.10+: wq_worker_comm() calls
+ * format_worker_id(), whose presence in the kernel's BTF user space looks for), not comm. */
+__u32 cfg_wq_full_id = 0;
 __u32 cfg_nr_cpus = 1;
 /*
  * The pid namespace to answer in, for a server answering a caller in another namespace
@@ -427,10 +437,12 @@ __noinline int put_name(__u64 task, __u32 flags, __u32 off)
 			kt = (void *)BPF_CORE_READ(o517, set_child_tid);
 		}
 	}
-	if ((flags & TD_PF_KTHREAD) && kt) {
-		struct kthread *k = kt;
-		/* The full name is kept since 6.0; before, /proc shows the comm. */
-		char *full = bpf_core_field_exists(k->full_name) ? BPF_CORE_READ(k, full_name) : 0;
+	/* A workqueue worker's name starts with its comm before 6.10 and with its full worker
+	 * id (format_worker_id(), the kthread's full name but for a dying worker) since; other
+	 * kernel threads show their full name (5.17+, get_kthread_comm()). */
+	if ((flags & TD_PF_KTHREAD) && kt && bpf_core_field_exists(struct kthread, full_name) &&
+	    (!(flags & PF_WQ_WORKER) || cfg_wq_full_id)) {
+		char *full = BPF_CORE_READ((struct kthread *)kt, full_name);
 
 		if (full)
 			r = bpf_probe_read_kernel_str(dst, TD_COMM_MAX, full);
@@ -786,8 +798,8 @@ static __always_inline bool put_stat(struct out *o, struct task_struct *t, bool 
 }
 
 /*
- * Per-CPU offsets, for summing percpu_counter deltas as /proc does since 6.16
- * (get_mm_counter_sum()). BPF has no per_cpu_ptr() for an arbitrary kernel pointer, and the
+ * Per-CPU offsets, for summing percpu_counter deltas as /proc does since 6.16 and where that
+ * was backported (get_mm_counter_sum(), see cfg_rss_sum). BPF has no per_cpu_ptr() for an arbitrary kernel pointer, and the
  * offsets' usual symbols (__per_cpu_offset, this_cpu_off) are not in kallsyms everywhere. So we
  * learn them from a per-CPU array of our own: bpf_map_lookup_percpu_elem() returns
  * base + offset[cpu], and the base is the array's pptrs[0]. Learned once per loaded instance.
@@ -876,6 +888,14 @@ static long add_cpu(__u64 cpu, struct cpu_sum *s)
 	return 0;
 }
 
+/* The per-CPU counters of the last task the walk saw with cfg_rss_probe, both ways (indexed
+ * by MM_*PAGES, in pages); seen says whether there was one. */
+struct rss_probe {
+	__u64 approx[4];
+	__u64 sum[4];
+	__u32 seen;
+} rss_probe = {};
+
 /* @bounded: without the per-CPU sum, which needs bpf_loop() and bpf_map_lookup_percpu_elem()
  * (kernels before 6.2, which dump_task_bounded is for, have no per-CPU RSS counters anyway). */
 static __always_inline __u64 mm_counter(struct mm_struct *mm, int i, bool bounded)
@@ -892,16 +912,21 @@ static __always_inline __u64 mm_counter(struct mm_struct *mm, int i, bool bounde
 			  bpf_core_field_offset(struct percpu_counter, count);
 
 		bpf_probe_read_kernel(&v, sizeof(v), p);
-		if (!bounded && cfg_rss_sum) {
+		if (!bounded && (cfg_rss_sum || cfg_rss_probe)) {
 			struct cpu_sum cs = { .co = cpu_offsets_get(), .sum = v };
 
 			p += bpf_core_field_offset(struct percpu_counter, counters) -
 			     bpf_core_field_offset(struct percpu_counter, count);
 			bpf_probe_read_kernel(&cs.counters, sizeof(cs.counters), p);
-			if (cs.co && cs.counters) {
+			if (cs.co && cs.counters)
 				bpf_loop(TD_BPF_MAX_CPUS, add_cpu, &cs, 0);
-				v = cs.sum;
+			if (cfg_rss_probe) {
+				rss_probe.approx[i & 3] = v > 0 ? v : 0;
+				rss_probe.sum[i & 3] = cs.sum > 0 ? cs.sum : 0;
+				rss_probe.seen = 1;
 			}
+			if (cfg_rss_sum)
+				v = cs.sum;
 		}
 	}
 	return v > 0 ? v : 0;
@@ -1301,6 +1326,13 @@ static __always_inline void vma_piece_start(struct vma_pend *p, struct task_stru
 	p->len = TD_VMA_HEAD;
 }
 
+/* Whether the kernel's vma->anon_name overlays vma->shared (5.17-6.1: named anonymous shared
+ * memory came with 6.2, which gave the name a field of its own). */
+static __always_inline bool anon_name_in_union(struct vm_area_struct *vma)
+{
+	return bpf_core_field_offset(vma->anon_name) == bpf_core_field_offset(vma->shared);
+}
+
 /* The name of a mapping without a file, as get_vma_name() gives it. */
 static __always_inline __u32 vma_anon_name(struct vm_area_struct *vma, struct anon_vma_name *an,
 					   __u8 *name)
@@ -1423,8 +1455,11 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	file = vma->vm_file;
 	/* A file mapping has an anon_name only if it is anonymous shared memory (MAP_SHARED |
 	 * MAP_ANONYMOUS, see replace_anon_vma_name()), so always VM_SHARED: other file mappings
-	 * skip the load, which is on a cache line of its own. */
-	if (bpf_core_field_exists(vma->anon_name) && (!file || (vma->vm_flags & TD_VM_SHARED)))
+	 * skip the load, which is on a cache line of its own. Before 6.2 the field shares a union
+	 * with `shared` (the file's interval tree node) and means something only without a file:
+	 * the layout of the kernel's own struct says which (anon_vma_name()). */
+	if (bpf_core_field_exists(vma->anon_name) &&
+	    (!file || ((vma->vm_flags & TD_VM_SHARED) && !anon_name_in_union(vma))))
 		an = vma->anon_name;
 	if (file) {
 		struct inode *ino = file->f_inode;

@@ -319,6 +319,10 @@ struct vm_area_struct {
 	struct file *vm_file;
 	void *vm_private_data;
 	const struct vm_operations_struct *vm_ops;
+	/* Before 6.2 anon_name shares a union with shared (valid only without vm_file). */
+	struct {
+		unsigned long rb_subtree_last;
+	} shared;
 	struct anon_vma_name *anon_name;
 };
 

@@ -430,8 +430,9 @@ pub fn wait_exec(pid: u32, name: &str) {
 
 /// Shell functions for test scripts, which start background fixtures with `&` and must not
 /// use them before they are set up: `wait_comm PID NAME` returns once process PID runs the
-/// program NAME and is asleep in it (as [`wait_exec`]); `wait_socket PATH` once PATH is a
-/// socket. Either fails the script (exit 97) after [`PATIENCE`].
+/// program NAME and is asleep in it (as [`wait_exec`]); `wait_socket PATH [PID]` once PATH is a
+/// socket, failing at once (exit 98) if process PID, the server, has exited. Either fails the
+/// script (exit 97) after [`PATIENCE`].
 pub fn sh_waits() -> String {
     let tries = PATIENCE.as_millis() / 10;
     format!(
@@ -441,6 +442,7 @@ pub fn sh_waits() -> String {
          sleep 0.01; done; }}\n\
          wait_socket() {{ n=0; while [ ! -S \"$1\" ]; do \
          n=$((n+1)); [ $n -gt {tries} ] && {{ echo \"wait_socket: no socket $1\" >&2; exit 97; }}; \
+         [ -n \"$2\" ] && ! kill -0 \"$2\" 2>/dev/null && {{ echo \"wait_socket: $2 exited\" >&2; exit 98; }}; \
          sleep 0.01; done; }}\n"
     )
 }

@@ -133,7 +133,7 @@ fn under_hidepid_the_unprivileged_daemon_serves_what_each_proc_shows() {
     let script = format!(
         "{waits}mount -t proc -o hidepid=invisible,gid={g} proc /proc || exit 90\n\
          {daemon} --foreground --socket {sock} & D=$!\n\
-         wait_socket {sock}\n\
+         wait_socket {sock} $D\n\
          setpriv --reuid {OTHER} --regid {OTHER} --init-groups sleep 30 & O=$!\n\
          wait_comm $O sleep\n\
          for who in member outsider; do\n\

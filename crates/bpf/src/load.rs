@@ -251,11 +251,18 @@ fn open_skel_inner(
         d.cfg_nr_cpus = possible_cpus();
     }
     if let Some(b) = open.maps.bss_data.as_deref_mut() {
+        // Reading the kernel's BTF for its facts is not worth it for a caller the kernel will
+        // refuse anyway (every unprivileged run of a tool comes here before falling back).
+        let facts = if may_load_bpf() {
+            btf_min::kernel_facts()
+        } else {
+            btf_min::KernelFacts::default()
+        };
         // /proc's rule on current kernels, until a comparison with /proc says otherwise
         // (TaskIter::set_rss_sum); nothing to sum where the counters are not per-CPU (before
         // 6.2), which the bounded flavour's STATM relies on (it cannot sum, see put_statm).
-        b.cfg_rss_sum = u32::from(btf_min::kernel_facts().rss_percpu);
-        b.cfg_wq_full_id = u32::from(btf_min::kernel_facts().wq_worker_full_id);
+        b.cfg_rss_sum = u32::from(facts.rss_percpu);
+        b.cfg_wq_full_id = u32::from(facts.wq_worker_full_id);
     }
     open.load()
 }

@@ -1,6 +1,6 @@
-//! Kernel rules the BPF programs cannot read from the kernel's types, learned once per loaded
-//! instance by comparing what they see with our own /proc (never from a version number:
-//! distributions backport).
+//! Kernel rules the BPF programs cannot read from the kernel's types, learned once per process
+//! (by the first loaded instance that can tell) by comparing what they see with our own /proc
+//! (never from a version number: distributions backport).
 //!
 //! Today one rule: whether /proc sums the per-CPU rss counters or shows their approximate
 //! totals (see `taskdiag_bpf::RssSample`). A quiet process whose two values differ shows which
@@ -9,13 +9,22 @@
 //! default (the sums, current kernels' rule).
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use taskdiag_bpf::{RssSample, TaskIter};
 use taskdiag_procfs::parse::{parse_status, Vm};
 
+/// The rss rule once a process has told it: a fact of the kernel, the same for every later
+/// instance of this process (taskdiagd loads one per worker).
+static RSS_SUMS: OnceLock<bool> = OnceLock::new();
+
 /// Sets the BPF programs' rss rule from the first candidate process that tells it: the pid
 /// namespace's init, our parent (usually a shell waiting for us), ourselves.
 pub(crate) fn rss_rule(it: &mut TaskIter, proc_root: &Path) {
+    if let Some(&sum) = RSS_SUMS.get() {
+        it.set_rss_sum(sum);
+        return;
+    }
     // SAFETY: getppid and getpid have no preconditions.
     let (ppid, pid) = unsafe { (libc::getppid(), libc::getpid()) };
     let mut groups = Vec::new();
@@ -35,6 +44,7 @@ pub(crate) fn rss_rule(it: &mut TaskIter, proc_root: &Path) {
         };
         let shown = [Vm::RssAnon, Vm::RssFile, Vm::RssShmem].map(|v| st.vm_kb[v as usize] * 1024);
         if let Some(sum) = proc_sums(&before, shown, &after) {
+            let _ = RSS_SUMS.set(sum);
             it.set_rss_sum(sum);
             return;
         }

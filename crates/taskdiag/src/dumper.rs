@@ -125,12 +125,12 @@ impl Dumper {
         let Backend::Bpf(it) = &self.backend else {
             return 0;
         };
-        let mut missing = it.missing_groups(show_flags);
-        // Memory maps come from the map walk when it loaded (VMA alone, as in `tasks`).
-        if show_flags & SHOW_MAPS == Group::Vma.flag() && it.has_vma() {
-            missing &= !SHOW_MAPS;
+        let missing = it.missing_groups(show_flags);
+        if maps_from_walk(it, show_flags) {
+            missing & !SHOW_MAPS
+        } else {
+            missing
         }
-        missing
     }
 
     /// Answers `req` with a complete stream (START, tasks, DONE) written to `out` in chunks of
@@ -353,9 +353,8 @@ impl Dumper {
             Backend::Procfs(p) => p.dump(req, out).map_err(Error::from),
             Backend::Bpf(it) => {
                 let procfs = self.procfs.as_ref();
-                // Memory maps from the BPF map walk (VMA alone: VMA_STAT's counters exist only
-                // in smaps, read from /proc), read beside the task walk.
-                if req.show_flags & SHOW_MAPS == Group::Vma.flag() && it.has_vma() {
+                // Memory maps from the BPF map walk, read beside the task walk.
+                if maps_from_walk(it, req.show_flags) {
                     vma_walk::VmaStream::with(it, req, |it, maps| {
                         bpf_tasks(it, req, foreign_ns, Some(maps), procfs, out)
                     })
@@ -365,6 +364,12 @@ impl Dumper {
             }
         }
     }
+}
+
+/// Whether the memory maps of a request for `show_flags` come from the BPF map walk: VMA alone
+/// (VMA_STAT's counters exist only in smaps, read from /proc), where the kernel loaded it.
+fn maps_from_walk(it: &TaskIter, show_flags: u64) -> bool {
+    show_flags & SHOW_MAPS == Group::Vma.flag() && it.has_vma()
 }
 
 #[cfg(test)]

@@ -8,8 +8,7 @@
 //!    `task_proc_all`) and `min_iter` (a bare libbpf reader of `min_iter.bpf.o`), the latter
 //!    against the libbpf that libbpf-sys bundles, so it needs no libbpf-dev.
 //!
-//! clang is `$CLANG`, else the first of `clang`, `clang-19` .. `clang-14` that runs
-//! (scripts/setup installs clang-14).
+//! clang is found as crates/bpf finds it (`crates/bpf/find_clang.rs`, included by path).
 use std::env;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -20,22 +19,17 @@ use libbpf_cargo::SkeletonBuilder;
 /// Where the kernel types the programs read are declared (crates/bpf's header).
 const KERNEL_TYPES: &str = "../bpf/src/bpf";
 
-fn clang() -> OsString {
-    if let Some(c) = env::var_os("CLANG") {
-        return c;
-    }
-    let candidates = ["clang".to_string()]
-        .into_iter()
-        .chain((14..=19).rev().map(|v| format!("clang-{v}")));
-    for name in candidates {
-        if Command::new(&name).arg("--version").output().is_ok() {
-            return name.into();
-        }
-    }
-    panic!(
-        "taskdiag-bench needs clang to compile its BPF programs (scripts/setup installs clang-14, \
-         or point $CLANG at one)"
-    );
+/// `$CLANG` or the first clang on PATH (crates/bpf's lookup, shared by path).
+#[path = "../bpf/find_clang.rs"]
+mod find_clang;
+
+fn clang() -> PathBuf {
+    find_clang::find_clang().unwrap_or_else(|| {
+        panic!(
+            "taskdiag-bench needs clang to compile its BPF programs (scripts/setup installs \
+             clang-14, or point $CLANG at one)"
+        )
+    })
 }
 
 /// Runs the system C compiler on `args`, panicking with its command line on failure.
@@ -109,5 +103,6 @@ fn main() {
         "cargo:rerun-if-changed={}",
         Path::new(KERNEL_TYPES).join("vmlinux_min.h").display()
     );
+    println!("cargo:rerun-if-changed=../bpf/find_clang.rs");
     println!("cargo:rerun-if-env-changed=CLANG");
 }

@@ -5,33 +5,18 @@
 //! 2. Compiles `src/bpf/taskdiag.bpf.c` with clang (BPF target, CO-RE) and generates the
 //!    libbpf-rs skeleton `taskdiag.skel.rs` into OUT_DIR.
 //!
-//! clang is looked up as `$CLANG`, then `clang`, then `clang-14` .. `clang-19` on PATH. A machine
-//! without it gets a message naming the package (scripts/setup installs it).
+//! clang is found by `find_clang.rs` (shared with crates/bench); a machine without it gets a
+//! message naming the package (scripts/setup installs it).
 use std::env;
 use std::path::{Path, PathBuf};
 
 use libbpf_cargo::SkeletonBuilder;
 
-const SRC: &str = "src/bpf/taskdiag.bpf.c";
+#[path = "find_clang.rs"]
+mod find_clang;
+use find_clang::find_clang;
 
-fn find_clang() -> Option<PathBuf> {
-    if let Some(c) = env::var_os("CLANG") {
-        return Some(PathBuf::from(c));
-    }
-    let path = env::var_os("PATH")?;
-    let names = ["clang".to_string()]
-        .into_iter()
-        .chain((14..=19).rev().map(|v| format!("clang-{v}")));
-    for name in names {
-        for dir in env::split_paths(&path) {
-            let p = dir.join(&name);
-            if p.is_file() {
-                return Some(p);
-            }
-        }
-    }
-    None
-}
+const SRC: &str = "src/bpf/taskdiag.bpf.c";
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
@@ -64,5 +49,6 @@ fn main() {
         .unwrap_or_else(|e| panic!("building {SRC} with {}: {e:#}", clang.display()));
     println!("cargo:rerun-if-changed={SRC}");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux_min.h");
+    println!("cargo:rerun-if-changed=find_clang.rs");
     println!("cargo:rerun-if-env-changed=CLANG");
 }

@@ -321,13 +321,13 @@ fn fill_from_procfs(
     let (pid, tgid) = task
         .access
         .map_or((task.pid, task.tgid), |a| (a.reader_pid, a.reader_tgid));
-    // A thread asked for by its own id (ONE) is read from its own entry, like a thread strategy.
-    let tid = if per_thread || pid != tgid {
-        Some(pid)
-    } else {
-        None
-    };
-    let found = procfs.map(|p| p.task_message(tgid, tid, show, &mut buf));
+    // A per-thread record from the thread's entry under its process; any other from /proc/PID,
+    // also a thread asked for by its own id (ONE), whose /proc/TID stands for its process as
+    // the record does (the process's STAT totals, its memory maps), as the procfs backend reads it.
+    let found = procfs.map(|p| match per_thread {
+        true => p.task_message(tgid, Some(pid), show, &mut buf),
+        false => p.task_message(pid, None, show, &mut buf),
+    });
     let got = match found {
         Some(Ok(true)) => {
             let mut asm = TaskAssembler::new();

@@ -262,6 +262,21 @@ fn every_group_agrees_on_fixture_processes() {
     let tids = threads_of(threads.pid());
     assert_eq!(tids.len(), 5);
     let at = assert_agree(Request::new(Strategy::AllThread, 0, SHOW_SUPPORTED), &tids);
+    // A thread asked for by its own id stands for its process, as /proc/TID does: the process's
+    // memory maps and their counters (smaps, completed from /proc), on both backends.
+    let one = assert_agree(
+        Request::new(Strategy::One, tids[2], SHOW_SUPPORTED),
+        &tids[2..3],
+    );
+    let maps = one[&tids[2]]
+        .vmas
+        .as_ref()
+        .expect("a thread's record has its process's maps");
+    assert!(
+        maps.iter()
+            .any(|v| v.stat.as_ref().is_some_and(|s| s.rss > 0)),
+        "{maps:?}"
+    );
     for (i, tid) in tids.iter().skip(1).enumerate() {
         assert_eq!(comm(&at[tid]), format!("worker-{i}").as_bytes());
         assert_eq!(at[tid].tgid, threads.pid());

@@ -21,7 +21,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
-use taskdiag::{BackendKind, Dumper, Error, Group, Request, Strategy};
+use taskdiag::{BackendId, BackendKind, Dumper, Error, Group, Request, Strategy};
 use taskdiag_proto::msg::{Message, Messages, StreamReader};
 use taskdiag_proto::task::StreamDecoder;
 
@@ -320,9 +320,14 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
             .filter(|g| dumper.completed_from_procfs(show) & g.flag() != 0)
             .map(Group::name)
             .collect();
+        // Under auto, a request the daemon declined was answered from /proc.
+        let (via, declined) = match dumper.daemon_declined() {
+            Some(why) => (BackendId::Procfs, format!("; taskdiagd declined: {why}")),
+            None => (dumper.backend(), String::new()),
+        };
         eprintln!(
-            "taskdiag: {n} tasks via {} in {:.3} ms (backend setup {:.3} ms){}{}",
-            dumper.backend().name(),
+            "taskdiag: {n} tasks via {} in {:.3} ms (backend setup {:.3} ms){}{}{declined}",
+            via.name(),
             took.as_secs_f64() * 1e3,
             t_open.as_secs_f64() * 1e3,
             if from_proc.is_empty() {
@@ -333,7 +338,7 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
             dumper
                 .bpf_unavailable()
                 .map(|w| format!("; bpf not used: {w}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
         );
     }
     match res {

@@ -11,7 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use taskdiag::{BackendId, BackendKind, Dumper, Error, Group, Request, Strategy};
+use taskdiag::{BackendKind, Dumper, Error, Group, Request, Strategy};
 use taskdiag_proto::msg::Messages;
 use taskdiag_proto::task::{Event, StreamDecoder, Task, Vma};
 use taskdiag_tools::text;
@@ -98,12 +98,10 @@ pub fn maps(a: MapsArgs) -> anyhow::Result<ExitCode> {
         // pmap's names and command line follow the locale, as procps sets it.
         utf8 = text::init_locale();
     }
+    // Under auto, what taskdiagd does not serve (smaps counters; maps on a kernel without the
+    // map walk) is read from /proc, as pmap does.
     let mut d =
         Dumper::open_with(a.backend, show, a.socket.as_deref()).context("opening the backend")?;
-    if a.extended && a.backend == BackendKind::Auto && d.backend() == BackendId::Daemon {
-        // taskdiagd does not serve smaps counters: read them from /proc, as pmap does.
-        d = Dumper::open_with(BackendKind::Procfs, show, None).context("opening /proc")?;
-    }
     let mut t = dump_one(&mut d, a.pid, show)?;
     if let Some(tgid) = t.as_ref().filter(|t| t.pid != t.tgid).map(|t| t.tgid) {
         // A thread's mappings are its process's, which the backends give the leader.

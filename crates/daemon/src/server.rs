@@ -40,6 +40,25 @@ use crate::sched::{FairQueue, Sched};
 /// capabilities) may not read for its callers.
 const VMA_STAT: u64 = 1 << Group::VmaStat as u16;
 
+/// Why a request for `show_flags` is not served, if it is not: the groups whose data would have
+/// to come from /proc, which the daemon (without capabilities) would read with its own rights,
+/// not its caller's. `maps_walk`: the kernel runs the memory-map iterator (iter/task_vma).
+fn unserved(show_flags: u64, maps_walk: bool) -> Option<&'static str> {
+    if show_flags & VMA_STAT != 0 {
+        return Some(
+            "the vma_stat group is not served by taskdiagd (its counters come from \
+             /proc/PID/smaps); use the procfs backend",
+        );
+    }
+    if show_flags & Group::Vma.flag() != 0 && !maps_walk {
+        return Some(
+            "the vma group is not served by taskdiagd on this kernel (it has no memory-map \
+             iterator, iter/task_vma: Linux 5.12 or later); use the procfs backend",
+        );
+    }
+    None
+}
+
 /// Limits and timeouts.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -92,6 +111,8 @@ pub(crate) struct Shared {
     pub(crate) own: OwnNamespaces,
     /// The program set that identifies clients (and nothing else).
     pub(crate) ident: Mutex<Dumper>,
+    /// The workers' programs walk memory maps (else VMA is not served: see [`unserved`]).
+    maps_walk: bool,
     /// Requests waiting for a worker, and who holds the workers.
     pub(crate) sched: Mutex<Sched<Box<Conn>>>,
     pub(crate) sched_cv: Condvar,
@@ -112,6 +133,7 @@ impl Shared {
     fn new(
         limits: Limits,
         ident: Dumper,
+        maps_walk: bool,
         own: OwnNamespaces,
         verbose: bool,
     ) -> io::Result<Arc<Shared>> {
@@ -122,6 +144,7 @@ impl Shared {
             limits,
             own,
             ident: Mutex::new(ident),
+            maps_walk,
             sched_cv: Condvar::new(),
             idq: Mutex::new(FairQueue::default()),
             idq_cv: Condvar::new(),
@@ -163,10 +186,14 @@ impl Server {
         own: OwnNamespaces,
         verbose: bool,
     ) -> io::Result<Server> {
+        let vma = Group::Vma.flag();
+        let maps_walk = dumpers
+            .iter()
+            .all(|d| d.completed_from_procfs(vma) & vma == 0);
         Ok(Server {
             listener,
             dumpers,
-            shared: Shared::new(limits, ident, own, verbose)?,
+            shared: Shared::new(limits, ident, maps_walk, own, verbose)?,
         })
     }
 
@@ -488,15 +515,12 @@ impl EventLoop {
                     conn.input = Vec::new();
                 }
                 match frame {
-                    // VMA comes from the BPF map walk and is checked per task; VMA_STAT is
-                    // not served.
-                    Frame::Request(r) if r.show_flags & VMA_STAT != 0 => conn.error(
-                        libc::EOPNOTSUPP,
-                        "the vma_stat group is not served by taskdiagd (its counters come \
-                         from /proc/PID/smaps); use the procfs backend",
-                        false,
-                    ),
-                    Frame::Request(r) => return self.dispatch(conn, r, now + timeout),
+                    // VMA comes from the BPF map walk and is checked per task; nothing is
+                    // read from /proc for a caller.
+                    Frame::Request(r) => match unserved(r.show_flags, self.sh.maps_walk) {
+                        Some(why) => conn.error(libc::EOPNOTSUPP, why, false),
+                        None => return self.dispatch(conn, r, now + timeout),
+                    },
                     Frame::Invalid {
                         errno,
                         message,
@@ -800,6 +824,11 @@ mod tests {
 
     impl Harness {
         fn new(limits: Limits) -> Harness {
+            Harness::with(limits, true)
+        }
+
+        /// `maps_walk`: whether the workers' programs walk memory maps.
+        fn with(limits: Limits, maps_walk: bool) -> Harness {
             use std::sync::atomic::AtomicUsize;
             static N: AtomicUsize = AtomicUsize::new(0);
             let path = std::env::temp_dir().join(format!(
@@ -811,7 +840,7 @@ mod tests {
             let listener = UnixListener::bind(&path).expect("bind");
             let ident = Dumper::open(BackendKind::Procfs).expect("the procfs backend");
             let own = OwnNamespaces::read().expect("own namespaces");
-            let sh = Shared::new(limits, ident, own, false).expect("shared state");
+            let sh = Shared::new(limits, ident, maps_walk, own, false).expect("shared state");
             Harness {
                 el: EventLoop::new(sh, listener).expect("event loop"),
                 path,
@@ -945,6 +974,21 @@ mod tests {
             "the good request waits for a worker"
         );
         assert_eq!(h.el.open, 1);
+    }
+
+    #[test]
+    fn without_a_map_walk_memory_maps_are_refused_not_read_from_proc() {
+        let mut h = Harness::with(Limits::default(), false);
+        let mut c = h.client();
+        c.write_all(&request(Group::Base.flag() | Group::Vma.flag()))
+            .expect("write");
+        c.write_all(&request(Group::Base.flag())).expect("write");
+        h.turn();
+        let d = dones(&mut c);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].0, -libc::EOPNOTSUPP, "{d:?}");
+        assert!(d[0].1.contains("vma group is not served"), "{d:?}");
+        assert_eq!(h.waiting_requests(), 1, "BASE alone waits for a worker");
     }
 
     #[test]

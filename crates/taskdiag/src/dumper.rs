@@ -12,7 +12,9 @@ use taskdiag_bpf::{BpfError, TaskIter};
 use taskdiag_procfs::{ProcReader, ProcfsError};
 use taskdiag_proto::msg::{write_done, write_start, Messages};
 use taskdiag_proto::task::{Task, TaskAssembler};
-use taskdiag_proto::{BackendId, Done, Group, Request, Start, Strategy, SHOW_MAPS, VERSION};
+use taskdiag_proto::{
+    BackendId, Done, Group, MsgType, Request, Start, Strategy, SHOW_MAPS, VERSION,
+};
 
 use crate::calibrate;
 use crate::client::{self, DaemonClient};
@@ -41,6 +43,8 @@ pub struct Dumper {
     procfs: Option<ProcReader>,
     /// Why BPF was not used under `Auto`, if it was not.
     bpf_unavailable: Option<String>,
+    /// Why the last request went to /proc after `Auto`'s daemon declined it, if it did.
+    daemon_declined: Option<String>,
 }
 
 impl Dumper {
@@ -102,6 +106,7 @@ impl Dumper {
             backend,
             procfs,
             bpf_unavailable: None,
+            daemon_declined: None,
         }
     }
 
@@ -117,6 +122,12 @@ impl Dumper {
     /// Why `Auto` did not choose BPF, if it did not.
     pub fn bpf_unavailable(&self) -> Option<&str> {
         self.bpf_unavailable.as_deref()
+    }
+
+    /// Why the last request was answered from /proc rather than by the daemon `Auto` chose
+    /// (the daemon's words), if it was.
+    pub fn daemon_declined(&self) -> Option<&str> {
+        self.daemon_declined.as_deref()
     }
 
     /// The groups of `show_flags` the BPF backend fills from /proc for every task, because
@@ -142,8 +153,42 @@ impl Dumper {
         out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> Result<u64, Error> {
         let req = Request::parse(&req.to_bytes())?;
+        self.daemon_declined = None;
         if let Backend::Daemon(c) = &mut self.backend {
-            return c.dump(&req, out);
+            // What comes before the first task (START; DONE, for a refusal) is held back: a
+            // request that `Auto`'s daemon declines (EOPNOTSUPP: a group it would have to read
+            // from /proc with its own rights) is answered from our /proc instead, with ours,
+            // and its consumer sees only that answer. An explicit daemon backend reports it.
+            let (mut held, mut streaming) = (Vec::new(), false);
+            let r = c.dump(&req, &mut |b| {
+                if !streaming {
+                    if !Messages::new(b)
+                        .any(|m| m.is_ok_and(|m| m.msg_type() == Some(MsgType::Task)))
+                    {
+                        held.extend_from_slice(b);
+                        return Ok(());
+                    }
+                    streaming = true;
+                    out(&std::mem::take(&mut held))?;
+                }
+                out(b)
+            });
+            if let Err(Error::Refused {
+                errno: libc::EOPNOTSUPP,
+                message,
+                ..
+            }) = &r
+            {
+                if !streaming && self.bpf_unavailable.is_some() {
+                    self.daemon_declined = Some(message.clone());
+                    let mut procfs = Dumper::with(Backend::Procfs(ProcReader::open()?), 0);
+                    return procfs.answer(&req, None, out);
+                }
+            }
+            if !held.is_empty() {
+                out(&held).map_err(Error::Sink)?;
+            }
+            return r;
         }
         self.answer(&req, None, out)
     }

@@ -312,18 +312,9 @@ fn bpf_vma_flags_equal_smaps_vmflags() {
     let f = Fixture::start(&[]);
     let pid = f.pid();
     // A kernel without iter/task_vma (before 5.12) gives no BPF walk to check: the BPF backend
-    // completes VMA from /proc there, and `-s` must say so.
-    let s = Command::new(BIN)
-        .args(["dump", "--pid", &pid, "--groups", "vma", "-b", "bpf", "-s"])
-        .output()
-        .expect("dump -s");
-    assert!(s.status.success(), "{}", stderr(&s));
-    let summary = stderr(&s);
-    if summary
-        .split_once("from /proc: ")
-        .is_some_and(|(_, l)| l.split([',', ';']).any(|g| g.trim() == "vma"))
-    {
-        eprintln!("no BPF map walk on this kernel ({summary}): nothing to check");
+    // completes VMA from /proc there, and `-s` says so.
+    if !taskdiag_test_support::bins::bpf_map_walk() {
+        eprintln!("no BPF map walk on this kernel: nothing to check");
         return;
     }
     let out = dump_pid(&pid, "vma", "json", "bpf");
@@ -575,6 +566,7 @@ fn maps_x_as_an_unprivileged_user_is_pmap_x() {
     let (_f, _low, pids) = pmap_targets(as_test_user);
     let daemon = Server::daemon(&[]);
     let sock = daemon.path();
+    let walk = taskdiag_test_support::bins::bpf_map_walk();
     for &pid in &pids {
         assert_like_pmap(as_test_user, pid, &["-x"], &["-b", "procfs"], "C.UTF-8");
         assert_like_pmap(
@@ -604,6 +596,18 @@ fn maps_x_as_an_unprivileged_user_is_pmap_x() {
         );
         let mut c = as_test_user(BIN);
         c.args(["maps", &pid.to_string(), "-b", "daemon", "--socket", sock]);
+        if !walk {
+            // Without a map walk the daemon declines maps (auto reads /proc: above, and below).
+            let o = c.output().expect("maps");
+            assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+            assert!(
+                stderr(&o).contains("vma group is not served"),
+                "{}",
+                stderr(&o)
+            );
+            c = as_test_user(BIN);
+            c.args(["maps", &pid.to_string(), "-b", "auto", "--socket", sock]);
+        }
         let got = stdout_of(c, "maps -b daemon");
         let want = std::fs::read(format!("/proc/{pid}/maps")).expect("maps");
         assert!(
@@ -612,6 +616,20 @@ fn maps_x_as_an_unprivileged_user_is_pmap_x() {
             String::from_utf8_lossy(&got)
         );
     }
+    // A request auto's daemon declined is answered from /proc, and `-s` says so.
+    let mut c = as_test_user(BIN);
+    let pid = pids[0].to_string();
+    c.args([
+        "dump", "--pid", &pid, "--groups", "vma_stat", "--socket", sock, "-s",
+    ]);
+    let o = c.output().expect("dump -s");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("via procfs")
+            && stderr(&o).contains("taskdiagd declined: the vma_stat group is not served"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// -q and -p belong to -x (pmap's options for its extended format): alone they are usage

@@ -91,6 +91,22 @@ impl Daemon {
             .unwrap_or_else(|| panic!("no {field} in taskdiagd's /proc/{}/status", self.pid()))
     }
 
+    /// Whether this daemon serves memory maps: on a kernel without the BPF map walk it
+    /// declines them (checked here, as USER, so that a test of what it serves can stop there).
+    pub fn serves_maps(&self) -> bool {
+        if taskdiag_test_support::bins::bpf_map_walk() {
+            return true;
+        }
+        let o = output(as_user(USER, cli()).args(self.dump_args(&["--groups", "vma"])));
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            o.status.code() == Some(3) && e.contains("vma group is not served by taskdiagd"),
+            "without a map walk the daemon must decline maps: {e}"
+        );
+        eprintln!("no BPF map walk on this kernel: taskdiagd declines maps ({e})");
+        false
+    }
+
     /// `dump --backend daemon --socket <ours> <args>`: the CLI's arguments to ask this daemon.
     pub fn dump_args(&self, args: &[&str]) -> Vec<String> {
         let mut v: Vec<String> = vec!["dump".into(), "--backend".into(), "daemon".into()];

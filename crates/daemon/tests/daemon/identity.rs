@@ -49,9 +49,9 @@ fn hex(s: &str) -> Vec<u8> {
 }
 
 /// A Python client, run as USER, that speaks the protocol itself: `request(pid)` asks ONE
-/// `pid` with BASE and VMA; `response()` reads up to DONE; responses go to standard output as
-/// `label hex`.
-fn client_prelude(socket: &str) -> String {
+/// `pid` with the groups of `show`; `response()` reads up to DONE; responses go to standard
+/// output as `label hex`.
+fn client_prelude(socket: &str, show: u64) -> String {
     format!(
         r#"
 import os, socket, struct, sys, time
@@ -92,7 +92,6 @@ def comm(pid):
         return None
 "#,
         version = VERSION,
-        show = Group::Base.flag() | Group::Vma.flag(),
         one = Strategy::One as u32,
         done = MsgType::Done as u16,
     )
@@ -154,7 +153,10 @@ if os.fork() == 0:
     os._exit(0)
 os.execv({suid:?}, [{suid:?}, '3'])
 "#,
-        prelude = client_prelude(&d.socket.display().to_string()),
+        prelude = client_prelude(
+            &d.socket.display().to_string(),
+            Group::Base.flag() | Group::Vma.flag()
+        ),
         suid = suid.path().display().to_string(),
     );
     let out = run_client(&script);
@@ -206,7 +208,8 @@ if os.fork() == 0:
     os._exit(0)
 os._exit(0)
 "#,
-        prelude = client_prelude(&d.socket.display().to_string()),
+        // Who asks is the point, not what: BASE alone (served on every kernel).
+        prelude = client_prelude(&d.socket.display().to_string(), Group::Base.flag()),
     );
     // The script's first process exits at once: wait for the child's output.
     let out = run_client(&format!("{script}\n"));

@@ -3,7 +3,7 @@
 #   make test  set up, build, and run every test
 CARGO ?= cargo
 
-.PHONY: setup build run test test-kernels bench fuzz clean
+.PHONY: setup build run test test-kernels test-kernels-ci bench fuzz clean
 
 setup:
 	@scripts/setup
@@ -29,6 +29,14 @@ test:
 # one table kernel x suite (docs/KERNELS.md). KERNELS= and SUITES= narrow it (comma lists).
 test-kernels: setup
 	scripts/kernel-matrix $(if $(KERNELS),--kernels $(KERNELS)) $(if $(SUITES),--suites $(SUITES))
+
+# CI's part of the matrix (.ci/run; ~35 min under TCG): the quick suites on every kernel, the
+# daemon's where taskdiagd differs most (5.10: no map walk, Debian's bpf sysctl), the tools' on
+# 6.12 (Debian 13's kernel, the newest RSS accounting). docs/KERNELS.md, "What runs where".
+KERNELS_CI = 5.10:differential,bpf,maps,pidns,daemon 6.1:differential,bpf,maps,pidns \
+	6.12:differential,bpf,maps,pidns,tools
+test-kernels-ci: setup
+	scripts/kernel-matrix --plan '$(KERNELS_CI)'
 
 # Coverage-guided fuzzing of the decoder, the request parser and taskdiagd's request framing (stable Rust; cargo-fuzz is
 # installed on first use). FUZZ_SECONDS per target.

@@ -155,40 +155,27 @@ impl Dumper {
         let req = Request::parse(&req.to_bytes())?;
         self.daemon_declined = None;
         if let Backend::Daemon(c) = &mut self.backend {
-            // What comes before the first task (START; DONE, for a refusal) is held back: a
-            // request that `Auto`'s daemon declines (EOPNOTSUPP: a group it would have to read
-            // from /proc with its own rights) is answered from our /proc instead, with ours,
-            // and its consumer sees only that answer. An explicit daemon backend reports it.
-            let (mut held, mut streaming) = (Vec::new(), false);
-            let r = c.dump(&req, &mut |b| {
-                if !streaming {
-                    if !Messages::new(b)
-                        .any(|m| m.is_ok_and(|m| m.msg_type() == Some(MsgType::Task)))
-                    {
-                        held.extend_from_slice(b);
-                        return Ok(());
+            // `Auto`'s daemon: a request it declines (EOPNOTSUPP: a group it would have to read
+            // from /proc with its own rights) is answered from our /proc instead, with ours.
+            // An explicit daemon backend reports it.
+            let declined = match daemon_dump(c, &req, out) {
+                (
+                    Err(Error::Refused {
+                        errno: libc::EOPNOTSUPP,
+                        message,
+                        ..
+                    }),
+                    Some(_),
+                ) if self.bpf_unavailable.is_some() => message,
+                (r, held) => {
+                    if let Some(h) = held.filter(|h| !h.is_empty()) {
+                        out(&h).map_err(Error::Sink)?;
                     }
-                    streaming = true;
-                    out(&std::mem::take(&mut held))?;
+                    return r;
                 }
-                out(b)
-            });
-            if let Err(Error::Refused {
-                errno: libc::EOPNOTSUPP,
-                message,
-                ..
-            }) = &r
-            {
-                if !streaming && self.bpf_unavailable.is_some() {
-                    self.daemon_declined = Some(message.clone());
-                    let mut procfs = Dumper::with(Backend::Procfs(ProcReader::open()?), 0);
-                    return procfs.answer(&req, None, out);
-                }
-            }
-            if !held.is_empty() {
-                out(&held).map_err(Error::Sink)?;
-            }
-            return r;
+            };
+            self.daemon_declined = Some(declined);
+            return Dumper::with(Backend::Procfs(ProcReader::open()?), 0).answer(&req, None, out);
         }
         self.answer(&req, None, out)
     }
@@ -409,6 +396,30 @@ impl Dumper {
             }
         }
     }
+}
+
+/// `c`'s answer to `req`, passed to `out` from its first task on: what comes before it (START,
+/// then DONE if the daemon refuses) is returned instead when no task came, so that the caller
+/// may answer a declined request from elsewhere and its consumer see only that answer.
+fn daemon_dump(
+    c: &mut DaemonClient,
+    req: &Request,
+    out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+) -> (Result<u64, Error>, Option<Vec<u8>>) {
+    // Some(bytes held back) until the first task.
+    let mut held = Some(Vec::new());
+    let r = c.dump(req, &mut |b| {
+        if let Some(h) = &mut held {
+            if !Messages::new(b).any(|m| m.is_ok_and(|m| m.msg_type() == Some(MsgType::Task))) {
+                h.extend_from_slice(b);
+                return Ok(());
+            }
+            out(h)?;
+            held = None;
+        }
+        out(b)
+    });
+    (r, held)
 }
 
 /// Whether the memory maps of a request for `show_flags` come from the BPF map walk: VMA alone

@@ -37,14 +37,18 @@ pub fn workspace_bin(name: &str) -> PathBuf {
 /// later), as `taskdiag dump -b bpf -s` reports it (run as root): without the walk, VMA is
 /// completed from /proc, and taskdiagd does not serve it.
 pub fn bpf_map_walk() -> bool {
-    let pid = std::process::id().to_string();
-    let o = std::process::Command::new(workspace_bin("taskdiag"))
-        .args(["dump", "--pid", &pid, "--groups", "vma", "-b", "bpf", "-s"])
-        .output()
-        .expect("run taskdiag dump -s");
-    let summary = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "taskdiag dump -b bpf -s: {summary}");
-    !summary
-        .split_once("from /proc: ")
-        .is_some_and(|(_, l)| l.split([',', ';']).any(|g| g.trim() == "vma"))
+    // A fact of the kernel: asked once per test binary (each ask loads the BPF programs).
+    static WALK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WALK.get_or_init(|| {
+        let pid = std::process::id().to_string();
+        let o = std::process::Command::new(workspace_bin("taskdiag"))
+            .args(["dump", "--pid", &pid, "--groups", "vma", "-b", "bpf", "-s"])
+            .output()
+            .expect("run taskdiag dump -s");
+        let summary = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "taskdiag dump -b bpf -s: {summary}");
+        !summary
+            .split_once("from /proc: ")
+            .is_some_and(|(_, l)| l.split([',', ';']).any(|g| g.trim() == "vma"))
+    })
 }

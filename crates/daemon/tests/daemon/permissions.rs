@@ -39,8 +39,11 @@ for d in os.listdir("/proc"):
             pass
 "#;
 
-/// How long fixtures sleep if nothing kills them (they are killed at the end of each test).
-const FIXTURE_SECONDS: &str = "300";
+/// How long fixtures sleep if nothing kills them. They are killed when their test ends, so
+/// this only bounds a leak when the test binary itself is killed; it must outlast the longest
+/// test on the slowest machine: one of these ran 1,140 s in a doubly loaded 5.10 guest under
+/// TCG, and a fixture that ended mid-test left a zombie whose threads were gone.
+const FIXTURE_SECONDS: &str = "3600";
 
 /// A group the tests use as procfs's `gid=` (created if missing).
 const SEERS: &str = "taskdiag-seers";
@@ -149,20 +152,22 @@ fn standard_fixtures() -> Fixtures {
     let mut py = as_user(USER, PYTHON);
     py.args([
         "-c",
-        "import ctypes, time\n\
+        "import ctypes, sys, time\n\
          assert ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE\n\
          print('ready', flush=True)\n\
-         time.sleep(300)\n",
+         time.sleep(int(sys.argv[1]))\n",
+        FIXTURE_SECONDS,
     ]);
     f.spawn("nondumpable", py, Ready::Line);
     let mut th = as_user(USER, PYTHON);
     th.args([
         "-c",
-        "import threading, time\n\
+        "import threading, sys, time\n\
          ev = threading.Event()\n\
          for _ in range(2):\n    threading.Thread(target=ev.wait, daemon=True).start()\n\
          print('ready', flush=True)\n\
-         time.sleep(300)\n",
+         time.sleep(int(sys.argv[1]))\n",
+        FIXTURE_SECONDS,
     ]);
     f.spawn("threaded", th, Ready::Line);
     f.spawn(
@@ -1709,10 +1714,11 @@ fn a_thread_by_its_id_has_its_command_line() {
     let mut th = as_user(USER, PYTHON);
     th.args([
         "-c",
-        "import threading, time\n\
+        "import threading, sys, time\n\
          threading.Thread(target=threading.Event().wait, daemon=True).start()\n\
          print('ready', flush=True)\n\
-         time.sleep(300)\n",
+         time.sleep(int(sys.argv[1]))\n",
+        FIXTURE_SECONDS,
     ]);
     let p = fx.spawn("threaded", th, Ready::Line);
     let thread = *fx.tids("threaded").iter().max().expect("tids");

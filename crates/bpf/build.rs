@@ -5,9 +5,14 @@
 //! 2. Compiles `src/bpf/taskdiag.bpf.c` with clang (BPF target, CO-RE) and generates the
 //!    libbpf-rs skeleton `taskdiag.skel.rs` into OUT_DIR.
 //!
+//! 3. Writes `object_key.rs`: a digest of the compiled object and of this crate's sources, which
+//!    names the directory programs are pinned under (`src/pin.rs`), so that programs pinned by
+//!    another build are never reused.
+//!
 //! clang is found by `find_clang.rs` (shared with crates/bench); a machine without it gets a
 //! message naming the package (scripts/setup installs it).
 use std::env;
+use std::hash::{DefaultHasher, Hasher};
 use std::path::{Path, PathBuf};
 
 use libbpf_cargo::SkeletonBuilder;
@@ -34,8 +39,10 @@ fn main() {
         );
     };
     let skel = out.join("taskdiag.skel.rs");
+    let obj = out.join("taskdiag.bpf.o");
     SkeletonBuilder::new()
         .source(SRC)
+        .obj(&obj)
         .clang(&clang)
         .clang_args([
             "-I".as_ref(),
@@ -47,8 +54,47 @@ fn main() {
         ])
         .build_and_generate(&skel)
         .unwrap_or_else(|e| panic!("building {SRC} with {}: {e:#}", clang.display()));
+    write_object_key(&obj, &out);
     println!("cargo:rerun-if-changed={SRC}");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux_min.h");
     println!("cargo:rerun-if-changed=find_clang.rs");
     println!("cargo:rerun-if-env-changed=CLANG");
+}
+
+/// Writes `object_key.rs`: a digest of the object and of every file under `src/` (the Rust
+/// that configures the programs at load time as well as the C). SipHash with fixed keys: the
+/// same inputs give the same key in every build of this compiler, and a change to any of them
+/// gives another.
+fn write_object_key(obj: &Path, out: &Path) {
+    let mut h = DefaultHasher::new();
+    h.write(&std::fs::read(obj).expect("read the compiled BPF object"));
+    let mut files = Vec::new();
+    walk(Path::new("src"), &mut files);
+    files.sort();
+    for f in &files {
+        h.write(f.to_string_lossy().as_bytes());
+        h.write(&std::fs::read(f).expect("read a source file"));
+    }
+    h.write(env!("CARGO_PKG_VERSION").as_bytes());
+    std::fs::write(
+        out.join("object_key.rs"),
+        format!(
+            "/// Identifies this build's programs (see build.rs).\n\
+             pub(crate) const OBJECT_KEY: &str = \"{:016x}\";\n",
+            h.finish()
+        ),
+    )
+    .expect("write object_key.rs");
+    println!("cargo:rerun-if-changed=src");
+}
+
+fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("read src/").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, files);
+        } else {
+            files.push(p);
+        }
+    }
 }

@@ -155,7 +155,7 @@ fn measure_at(
         .into_iter()
         .filter(selected)
         .collect();
-    let wants_daemon = only.is_none_or(|o| o.iter().any(|k| k.starts_with(['S', 'U'])));
+    let wants_daemon = only.is_none_or(|o| o.iter().any(|k| k.starts_with(['S', 'U', 'H'])));
     let runs_taskdiag = rows
         .iter()
         .any(|r| r.argv.as_ref().is_some_and(|a| a.contains(&p.taskdiag)));
@@ -177,6 +177,12 @@ fn measure_at(
         rows.extend(
             rows::daemon_rows(p, threads > 1, &socket)
                 .into_iter()
+                // The everyday-host rows only when named (--rows): at 50,000 tasks they
+                // would add minutes of procps and psmisc runs to every full table.
+                .chain(
+                    only.map(|_| rows::host_rows(p, &socket))
+                        .unwrap_or_default(),
+                )
                 .filter(selected),
         );
     }

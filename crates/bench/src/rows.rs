@@ -411,25 +411,107 @@ pub fn rows(p: &Programs, per_thread: bool) -> Vec<Row> {
 /// overflow id on Debian and most distributions).
 const BENCH_UID: &str = "65534";
 
+/// `argv` run as [`BENCH_UID`] without capabilities (through setpriv, if installed).
+fn as_nobody(argv: Vec<String>) -> Option<Vec<String>> {
+    let mut a = vec![
+        which("setpriv")?,
+        "--reuid".into(),
+        BENCH_UID.into(),
+        "--regid".into(),
+        BENCH_UID.into(),
+        "--clear-groups".into(),
+        "--inh-caps=-all".into(),
+        "--".into(),
+    ];
+    a.extend(argv);
+    Some(a)
+}
+
+/// The everyday tools on any host, each way a user meets them: for tool N, `HNp` is procps
+/// (psmisc) as root and `HNpn` as nobody; taskdiag's `HN` as root with nothing running
+/// (programs shared through bpffs once any root process pinned them), `HNu` as root with
+/// nothing shared (`TASKDIAG_BPF_PIN=0`: auto reads /proc on a small host, else loads), `HNd`
+/// as root with taskdiagd, `HNn` as nobody without taskdiagd and `HNnd` with it. The daemon is
+/// named by `TASKDIAG_SOCKET`; "without" points it where nothing listens.
+pub fn host_rows(p: &Programs, socket: &str) -> Vec<Row> {
+    let exe = p.taskdiag.as_str();
+    let tools: [(&str, &str, &[&str]); 5] = [
+        ("ps", "ps -ef", &["-ef"]),
+        ("ps", "ps aux", &["aux"]),
+        ("pstree", "pstree -p", &["-p"]),
+        ("pgrep", "pgrep -f taskdiag", &["-f", "taskdiag"]),
+        ("top", "top -b -n 1", &["-b", "-n", "1"]),
+    ];
+    let none = "/nonexistent/taskdiagd.sock";
+    let mut rows = Vec::new();
+    for (i, (tool, what, args)) in tools.into_iter().enumerate() {
+        let n = i + 1;
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let procps = which(tool).map(|t| [vec![t], args.clone()].concat());
+        let ours = |env: &[String]| -> Vec<String> {
+            let mut v = vec!["env".to_string()];
+            v.extend(env.iter().cloned());
+            v.extend([exe.to_string(), tool.to_string()]);
+            v.extend(args.iter().cloned());
+            v
+        };
+        let sock = |s: &str| format!("TASKDIAG_SOCKET={s}");
+        let (pk, pnk) = (format!("H{n}p"), format!("H{n}pn"));
+        rows.push(row(
+            &pk,
+            &format!("procps {what}, as root"),
+            procps.clone(),
+            None,
+        ));
+        rows.push(row(
+            &pnk,
+            &format!("procps {what}, as nobody"),
+            procps.and_then(as_nobody),
+            None,
+        ));
+        let variants = [
+            ("", "as root", vec![sock(none)], false, &pk),
+            (
+                "u",
+                "as root, nothing shared",
+                vec![sock(none), "TASKDIAG_BPF_PIN=0".into()],
+                false,
+                &pk,
+            ),
+            (
+                "d",
+                "as root, with taskdiagd",
+                vec![sock(socket)],
+                false,
+                &pk,
+            ),
+            ("n", "as nobody", vec![sock(none)], true, &pnk),
+            (
+                "nd",
+                "as nobody, with taskdiagd",
+                vec![sock(socket)],
+                true,
+                &pnk,
+            ),
+        ];
+        for (suffix, who, env, nobody, base) in variants {
+            let argv = ours(&env);
+            let argv = if nobody { as_nobody(argv) } else { Some(argv) };
+            rows.push(row(
+                &format!("H{n}{suffix}"),
+                &format!("taskdiag {what}, {who}"),
+                argv,
+                Some(base),
+            ));
+        }
+    }
+    rows
+}
+
 /// Rows that need a running taskdiagd; `socket` is its socket.
 pub fn daemon_rows(p: &Programs, per_thread: bool, socket: &str) -> Vec<Row> {
     let (bench, exe) = (p.bench.as_str(), p.taskdiag.as_str());
-    let setpriv = which("setpriv");
-    let as_nobody = |v: &[&str]| -> Option<Vec<String>> {
-        let sp = setpriv.clone()?;
-        let mut a = vec![
-            sp,
-            "--reuid".into(),
-            BENCH_UID.into(),
-            "--regid".into(),
-            BENCH_UID.into(),
-            "--clear-groups".into(),
-            "--inh-caps=-all".into(),
-            "--".into(),
-        ];
-        a.extend(v.iter().map(|x| x.to_string()));
-        Some(a)
-    };
+    let as_nobody = |v: &[&str]| as_nobody(v.iter().map(|x| x.to_string()).collect());
     let all = if per_thread { " --all-threads" } else { "" };
     let dump = |backend: &str| {
         let mut v = dump_argv(exe, per_thread, "base,cred", backend);

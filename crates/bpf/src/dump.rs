@@ -4,11 +4,11 @@
 
 use std::io::{self, Read};
 
-use libbpf_rs::{Iter, Link};
 use taskdiag_proto::msg::{Messages, StreamReader};
 use taskdiag_proto::{Group, MsgHeader, Request, Strategy};
 
 use crate::load::{Prog, TaskFilter};
+use crate::progs::IterLink;
 use crate::read::{read_messages, read_ringbuf, Tally};
 use crate::{BpfError, DumpReport, Features, TaskIter, View, VmaWalk};
 
@@ -45,7 +45,7 @@ impl TaskIter {
     /// reads it saves.
     pub(crate) fn configure_seq(&mut self, strategy: Strategy, show: u64) {
         self.configure(strategy, show, 0);
-        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+        if let Some(b) = self.progs.bss_mut() {
             b.cfg_ringbuf = 0;
         }
     }
@@ -53,13 +53,13 @@ impl TaskIter {
     /// Reads the walk of `link` (made by [`TaskIter::attach`]) to the end.
     pub(crate) fn run_link(
         &mut self,
-        link: &Link,
+        link: &IterLink,
         sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> Result<Tally, BpfError> {
         self.run(LinkRef::Owned(link), sink)
     }
 
-    fn configure_filter(
+    pub(crate) fn configure_filter(
         &mut self,
         strategy: Strategy,
         show: u64,
@@ -67,7 +67,7 @@ impl TaskIter {
         pid: u32,
         tgid: u32,
     ) {
-        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+        if let Some(b) = self.progs.bss_mut() {
             b.cfg_strategy = strategy as u32;
             b.cfg_show_flags = show;
             b.cfg_parent = parent;
@@ -105,7 +105,7 @@ impl TaskIter {
         };
         // A full walk of ALL_THREAD visits every task; the filter keeps the wanted ones.
         self.configure_filter(Strategy::AllThread, show, 0, pid, tgid);
-        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+        if let Some(b) = self.progs.bss_mut() {
             // STAT must still be the thread-group view for ONE.
             if strategy == Strategy::One {
                 b.cfg_strategy = Strategy::One as u32;
@@ -208,15 +208,15 @@ impl TaskIter {
         };
         // Without link parameters the program filters by cfg_vma_tgid, which task walks read
         // meanwhile leave alone.
-        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+        if let Some(b) = self.progs.bss_mut() {
             b.cfg_vma_tgid = tgid.unwrap_or(0);
             // A new walk: every file's name is written again once (see dump_vma).
             b.cfg_vma_gen = b.cfg_vma_gen.wrapping_add(1).max(1);
         }
         let link = self.attach_prog(Prog::Vma, filter)?;
-        let it = Iter::new(&link).map_err(|e| BpfError::Attach {
+        let it = link.walk().map_err(|source| BpfError::Attach {
             what: "bpf_iter_create".into(),
-            source: io::Error::other(e),
+            source,
         })?;
         Ok(VmaWalk {
             it,
@@ -277,13 +277,13 @@ impl TaskIter {
         } else {
             TaskFilter::None
         };
-        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+        if let Some(b) = self.progs.bss_mut() {
             b.cfg_root_tid = if self.features.task_params { 0 } else { pid };
         }
         let link = self.attach_prog(Prog::Root, filter)?;
-        let mut it = Iter::new(&link).map_err(|e| BpfError::Attach {
+        let mut it = link.walk().map_err(|source| BpfError::Attach {
             what: "bpf_iter_create".into(),
-            source: io::Error::other(e),
+            source,
         })?;
         let mut path = Vec::new();
         it.read_to_end(&mut path).map_err(BpfError::Read)?;
@@ -321,19 +321,14 @@ impl TaskIter {
             LinkRef::Shared(true) => self.link_all_cmdline.as_ref().ok_or_else(no_link)?,
             LinkRef::Shared(false) => self.link_all.as_ref().ok_or_else(no_link)?,
         };
-        let mut it = Iter::new(link).map_err(|e| BpfError::Attach {
+        let mut it = link.walk().map_err(|source| BpfError::Attach {
             what: "bpf_iter_create".into(),
-            source: io::Error::other(e),
+            source,
         })?;
         // As configured for this walk (configure_filter).
-        let ring = self
-            .skel
-            .maps
-            .bss_data
-            .as_deref()
-            .is_some_and(|b| b.cfg_ringbuf != 0);
+        let ring = self.progs.bss().is_some_and(|b| b.cfg_ringbuf != 0);
         if ring {
-            return read_ringbuf(&mut it, &self.skel.maps.out_rb, sink);
+            return read_ringbuf(&mut it, self.progs.ring(), sink);
         }
         read_messages(&mut it, &mut self.reader, sink)
     }
@@ -347,6 +342,6 @@ fn no_link() -> BpfError {
 }
 
 enum LinkRef<'a> {
-    Owned(&'a Link),
+    Owned(&'a IterLink),
     Shared(bool),
 }

@@ -22,6 +22,8 @@
 //!   facts only;
 //! * `load`: opening and loading the skeleton (CO-RE against a reduced copy of the kernel's BTF,
 //!   `btf_min`) and attaching iterators;
+//! * `pin`: programs loaded once per boot, pinned in bpffs and reused by later privileged
+//!   processes; `progs`: the loaded programs, own or pinned, behind one interface;
 //! * `dump`: a request turned into the programs' configuration and an iterator run;
 //! * `rss`: which rss count this kernel's /proc shows, learned by comparing with it;
 //! * `read`: the iterators' output (seq file or ring buffer) cut into whole messages and
@@ -29,7 +31,6 @@
 
 use std::io;
 
-use libbpf_rs::{Iter, Link};
 use taskdiag_proto::msg::{DecodeError, StreamReader};
 
 // Generated code.
@@ -48,12 +49,14 @@ mod skel {
 mod btf_min;
 mod dump;
 mod load;
+mod pin;
 mod probe;
+mod progs;
 mod read;
 mod rss;
 
 pub use load::TaskFlavour;
-pub use probe::may_load_bpf;
+pub use probe::{kernel_btf_present, may_load_bpf};
 pub use rss::RssSample;
 
 /// Errors of the BPF backend.
@@ -164,19 +167,19 @@ pub struct View {
 /// The loaded task iterator programs. Load once, dump many times.
 pub struct TaskIter {
     view: View,
-    skel: skel::TaskdiagSkel<'static>,
+    progs: progs::Programs,
     /// Groups the programs were loaded for.
     groups: u64,
     features: Features,
-    link_all: Option<Link>,
-    link_all_cmdline: Option<Link>,
+    link_all: Option<progs::IterLink>,
+    link_all_cmdline: Option<progs::IterLink>,
     /// Cuts the seq file's output into messages; kept between dumps for its buffer.
     reader: StreamReader,
 }
 
 /// A memory-map walk being read ([`TaskIter::vma_walk`]).
 pub struct VmaWalk {
-    it: Iter,
-    _link: Link,
+    it: std::fs::File,
+    _link: progs::IterLink,
     reader: StreamReader,
 }

@@ -15,18 +15,18 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::io;
 use std::mem::MaybeUninit;
-use std::ptr::NonNull;
 use std::sync::Mutex;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::Link;
 use taskdiag_proto::msg::StreamReader;
 use taskdiag_proto::Group;
 
 use crate::btf_min;
+use crate::pin;
 use crate::probe::{
     disable_from_env, env_disables_loop, is_perm, kernel_btf_present, may_load_bpf, possible_cpus,
 };
+use crate::progs::{IterLink, Programs};
 use crate::skel::{TaskdiagSkel, TaskdiagSkelBuilder};
 use crate::{BpfError, Features, TaskIter, View};
 
@@ -326,7 +326,10 @@ impl TaskIter {
         );
         let mut it = TaskIter {
             view: View::default(),
-            skel,
+            progs: Programs::Own {
+                skel: Box::new(skel),
+                pinned: None,
+            },
             groups,
             features: Features {
                 task: plan.task,
@@ -345,56 +348,96 @@ impl TaskIter {
         Ok(it)
     }
 
+    /// Programs an earlier process of this build verified on this boot and pinned (see
+    /// `pin`), in a slot no other process holds: no loading at all. `None` when there are none
+    /// to take, or this process could not load the programs itself (no new privilege).
+    pub fn reuse_pinned() -> Option<Self> {
+        // A kernel without BTF has none to reuse (and a test hiding it means "no BTF").
+        if !kernel_btf_present() {
+            return None;
+        }
+        Self::from_slot(pin::Slot::open()?)
+    }
+
+    /// The programs of a slot this process holds; `None` if it has no task program.
+    pub(crate) fn from_slot(slot: pin::Slot) -> Option<Self> {
+        quiet_libbpf();
+        let task = slot.flavour()?;
+        let cmdline = slot.prog("dump_task_cmdline").is_some();
+        let maps = slot.prog("dump_vma").is_some() && slot.prog("task_root").is_some();
+        let mut it = TaskIter {
+            view: View::default(),
+            progs: Programs::Pinned(Box::new(slot)),
+            groups: taskdiag_proto::SHOW_SUPPORTED | Group::Base.flag(),
+            features: Features {
+                task,
+                cmdline,
+                maps,
+                task_params: true,
+                ringbuf: true,
+                reduced_btf: false,
+            },
+            link_all: None,
+            link_all_cmdline: None,
+            reader: StreamReader::new(),
+        };
+        it.features.task_params = it.probe_task_params();
+        Some(it)
+    }
+
+    /// Programs verified once per boot: pinned ones when a slot is free
+    /// ([`TaskIter::reuse_pinned`]); else every program loaded and pinned for later processes;
+    /// else, where programs cannot be shared (bpffs unavailable, `TASKDIAG_BPF_PIN=0`, a
+    /// caller without the privilege to load), only those `show_flags` needs, as
+    /// [`TaskIter::load_for`].
+    pub fn load_shared(show_flags: u64) -> Result<Self, BpfError> {
+        if let Some(it) = Self::reuse_pinned() {
+            return Ok(it);
+        }
+        if !pin::possible() {
+            return Self::load_for(show_flags);
+        }
+        let mut it = Self::load_for(taskdiag_proto::SHOW_SUPPORTED)?;
+        it.progs.pin();
+        Ok(it)
+    }
+
+    /// Where the programs in use are pinned, if they are (shared with other processes).
+    pub fn pinned_at(&self) -> Option<&std::path::Path> {
+        self.progs.pinned_at()
+    }
+
     /// Attaches the task program (with CMDLINE or without) for `filter`.
-    pub(crate) fn attach(&self, cmdline: bool, filter: TaskFilter) -> Result<Link, BpfError> {
+    pub(crate) fn attach(&self, cmdline: bool, filter: TaskFilter) -> Result<IterLink, BpfError> {
         self.attach_prog(if cmdline { Prog::Cmdline } else { Prog::Task }, filter)
     }
 
     /// Attaches `which` for `filter`: a new iterator link, with the kernel's link parameters
     /// for one task or one thread group.
-    pub(crate) fn attach_prog(&self, which: Prog, filter: TaskFilter) -> Result<Link, BpfError> {
-        let prog = match which {
-            Prog::Cmdline => &self.skel.progs.dump_task_cmdline,
-            Prog::Task if self.features.task == TaskFlavour::Bounded => {
-                &self.skel.progs.dump_task_bounded
-            }
-            Prog::Task => &self.skel.progs.dump_task,
-            Prog::Vma => &self.skel.progs.dump_vma,
-            Prog::Root => &self.skel.progs.task_root,
-        };
+    pub(crate) fn attach_prog(
+        &self,
+        which: Prog,
+        filter: TaskFilter,
+    ) -> Result<IterLink, BpfError> {
         let what = format!("{filter:?}");
+        let name = pin::prog_name(which, self.features.task);
+        let prog = self.progs.prog(name).ok_or_else(|| BpfError::Attach {
+            what: format!("{what}: program {name} not loaded"),
+            source: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+        })?;
         let mut info = libbpf_sys::bpf_iter_link_info::default();
-        match filter {
-            TaskFilter::None => {}
-            TaskFilter::Tid(t) => info.task.tid = t,
-            TaskFilter::Pid(p) => info.task.pid = p,
-        }
-        let opts = libbpf_sys::bpf_iter_attach_opts {
-            sz: std::mem::size_of::<libbpf_sys::bpf_iter_attach_opts>() as _,
-            link_info: if matches!(filter, TaskFilter::None) {
-                std::ptr::null_mut()
-            } else {
-                &mut info
-            },
-            link_info_len: if matches!(filter, TaskFilter::None) {
-                0
-            } else {
-                std::mem::size_of::<libbpf_sys::bpf_iter_link_info>() as _
-            },
-            ..Default::default()
+        let info = match filter {
+            TaskFilter::None => None,
+            TaskFilter::Tid(t) => {
+                info.task.tid = t;
+                Some(&mut info)
+            }
+            TaskFilter::Pid(p) => {
+                info.task.pid = p;
+                Some(&mut info)
+            }
         };
-        let raw = libbpf_rs::AsRawLibbpf::as_libbpf_object(prog);
-        // SAFETY: `raw` is a loaded program owned by the skeleton; `opts` and `info` outlive the
-        // call, which copies what it needs.
-        let ptr = unsafe { libbpf_sys::bpf_program__attach_iter(raw.as_ptr(), &opts) };
-        match NonNull::new(ptr) {
-            // SAFETY: a non-NULL return is a new link that we now own.
-            Some(p) => Ok(unsafe { Link::from_ptr(p) }),
-            None => Err(BpfError::Attach {
-                what,
-                source: io::Error::last_os_error(),
-            }),
-        }
+        IterLink::attach(prog, info).map_err(|source| BpfError::Attach { what, source })
     }
 }
 

@@ -17,7 +17,7 @@ pub(crate) const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 /// Whether the kernel shows its BTF (CONFIG_DEBUG_INFO_BTF): a non-empty
 /// `/sys/kernel/btf/vmlinux` (sysfs gives its real size).
-pub(crate) fn kernel_btf_present() -> bool {
+pub fn kernel_btf_present() -> bool {
     std::fs::metadata(VMLINUX_BTF).is_ok_and(|m| m.len() > 0)
 }
 

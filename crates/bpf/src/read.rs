@@ -7,7 +7,6 @@
 use std::cell::RefCell;
 use std::io::{self, Read};
 
-use libbpf_rs::Iter;
 use taskdiag_proto::msg::{Message, Messages, StreamReader};
 use taskdiag_proto::MSG_F_FIXUP;
 
@@ -83,8 +82,8 @@ pub(crate) fn read_messages<R: Read + ?Sized>(
 /// Drives an iterator whose program writes to the ring buffer: each read() walks tasks until
 /// the ring is full (EAGAIN) or the walk ends (0); the ring is drained after each.
 pub(crate) fn read_ringbuf(
-    it: &mut Iter,
-    map: &libbpf_rs::MapMut<'_>,
+    it: &mut std::fs::File,
+    map: &dyn libbpf_rs::MapCore,
     sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
 ) -> Result<Tally, BpfError> {
     let chunk = RefCell::new(Vec::<u8>::with_capacity(1 << 20));

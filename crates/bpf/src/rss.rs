@@ -35,13 +35,13 @@ impl TaskIter {
         {
             return None;
         }
-        let b = self.skel.maps.bss_data.as_deref_mut()?;
+        let b = self.progs.bss_mut()?;
         b.cfg_rss_probe = 1;
         b.rss_probe = Default::default();
         let req = Request::new(Strategy::One, pid, Group::Statm.flag());
         let walked = self.dump(&req, &mut |_| Ok(()));
-        let shift = self.skel.maps.data_data.as_deref()?.cfg_page_shift;
-        let b = self.skel.maps.bss_data.as_deref_mut()?;
+        let shift = self.progs.data()?.cfg_page_shift;
+        let b = self.progs.bss_mut()?;
         b.cfg_rss_probe = 0;
         let p = &b.rss_probe;
         // Indexed by the kernel's MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES.
@@ -55,7 +55,7 @@ impl TaskIter {
     /// Makes STATM's rss fields the per-CPU sums (`true`, the default) or the approximate
     /// totals, as this kernel's /proc shows them (see the module documentation).
     pub fn set_rss_sum(&mut self, sum: bool) {
-        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+        if let Some(b) = self.progs.bss_mut() {
             b.cfg_rss_sum = u32::from(sum);
         }
     }

@@ -325,8 +325,12 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
             Some(why) => (BackendId::Procfs, format!("; taskdiagd declined: {why}")),
             None => (dumper.backend(), String::new()),
         };
+        let pinned = dumper
+            .pinned_at()
+            .map(|p| format!("; programs shared, pinned at {}", p.display()))
+            .unwrap_or_default();
         eprintln!(
-            "taskdiag: {n} tasks via {} in {:.3} ms (backend setup {:.3} ms){}{}{declined}",
+            "taskdiag: {n} tasks via {} in {:.3} ms (backend setup {:.3} ms){}{}{declined}{pinned}",
             via.name(),
             took.as_secs_f64() * 1e3,
             t_open.as_secs_f64() * 1e3,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use taskdiag::{client, BackendKind, Dumper, Group};
+use taskdiag::{client, Dumper, Group};
 use taskdiag_daemon::listen::{self, Listening};
 use taskdiag_daemon::peer::OwnNamespaces;
 use taskdiag_daemon::privs;
@@ -146,8 +146,10 @@ fn run(a: Args) -> anyhow::Result<()> {
     // Each program the kernel rejects costs only its groups (answered from /proc); without
     // any task iterator there is nothing to serve, and the error says why (no BTF, no
     // privilege, the kernel's verdict). Clients then use /proc themselves.
+    // Programs of its own, loaded once for its life: the daemon holds none of the pinned slots
+    // one-shot processes reuse.
     let load = |show_flags| {
-        Dumper::open_for(BackendKind::Bpf, show_flags)
+        Dumper::open_private_bpf(show_flags)
             .context("cannot serve: the BPF task iterators do not load")
     };
     let mut dumpers = Vec::with_capacity(workers);

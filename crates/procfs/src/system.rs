@@ -133,6 +133,16 @@ pub fn parse_loadavg(buf: &[u8]) -> Result<[f64; 3], ParseError> {
     Ok(v)
 }
 
+/// The number of tasks (threads, in every pid namespace) the kernel has now: the number after
+/// the slash of /proc/loadavg's fourth field ("1/100": one running of 100).
+pub fn parse_loadavg_tasks(buf: &[u8]) -> Result<u32, ParseError> {
+    words(buf)
+        .nth(3)
+        .and_then(|w| w.split(|&b| b == b'/').nth(1))
+        .and_then(uint32)
+        .ok_or(err("no running/total field"))
+}
+
 /// The value of /proc/sys/kernel/pid_max: pids are below it.
 pub fn parse_pid_max(buf: &[u8]) -> Result<u32, ParseError> {
     let mut w = words(buf);
@@ -352,6 +362,13 @@ mod tests {
             Ok([0.5, 1.0, 2.25])
         );
         assert!(parse_loadavg(b"0.50 1.00\n").is_err());
+        assert_eq!(parse_loadavg_tasks(b"0.50 1.00 2.25 1/100 4242\n"), Ok(100));
+        assert_eq!(
+            parse_loadavg_tasks(fixture!("loadavg")).map(|n| n > 0),
+            Ok(true)
+        );
+        assert!(parse_loadavg_tasks(b"0.50 1.00 2.25 1 4242\n").is_err());
+        assert!(parse_loadavg_tasks(b"0.50 1.00 2.25\n").is_err());
         assert!(parse_loadavg(b"0.50 x 1\n").is_err());
     }
 

@@ -23,6 +23,17 @@ use crate::filter::ViewFilter;
 use crate::view::Viewer;
 use crate::{vma_walk, BackendKind, Error};
 
+/// Below this many tasks on the host (threads, every pid namespace: /proc/loadavg), `Auto`
+/// without programs already loaded reads /proc: loading them costs more than the faster walk
+/// saves. Measured in docs/BENCHMARKS.md ("Small hosts").
+pub const AUTO_PROCFS_BELOW: u32 = 2000;
+
+/// The number of tasks on the host, from /proc/loadavg; `None` if it cannot be read.
+fn host_tasks() -> Option<u32> {
+    let buf = std::fs::read("/proc/loadavg").ok()?;
+    taskdiag_procfs::system::parse_loadavg_tasks(&buf).ok()
+}
+
 enum Backend {
     Bpf(Box<TaskIter>),
     Procfs(ProcReader),
@@ -71,22 +82,61 @@ impl Dumper {
             BackendKind::Daemon => Ok(Self::with(Backend::Daemon(daemon()?), show_flags)),
             BackendKind::Procfs => Ok(Self::with(Backend::Procfs(ProcReader::open()?), show_flags)),
             BackendKind::Bpf => Ok(Self::with(
-                Backend::Bpf(Box::new(TaskIter::load_for(show_flags)?)),
+                Backend::Bpf(Box::new(TaskIter::load_shared(show_flags)?)),
                 show_flags,
             )),
-            BackendKind::Auto => match TaskIter::load_for(show_flags) {
-                Ok(it) => Ok(Self::with(Backend::Bpf(Box::new(it)), show_flags)),
-                Err(e) => {
-                    let backend = match daemon() {
-                        Ok(c) => Backend::Daemon(c),
-                        Err(_) => Backend::Procfs(ProcReader::open()?),
-                    };
-                    Ok(Dumper {
-                        bpf_unavailable: Some(e.to_string()),
-                        ..Self::with(backend, show_flags)
-                    })
-                }
-            },
+            BackendKind::Auto => Self::open_auto(show_flags, daemon),
+        }
+    }
+
+    /// The BPF backend with programs loaded for this dumper alone (for `show_flags`), never
+    /// shared through bpffs: for a server that loads once and keeps them for its life, and so
+    /// should not hold a slot one-shot processes reuse.
+    pub fn open_private_bpf(show_flags: u64) -> Result<Self, Error> {
+        Ok(Self::with(
+            Backend::Bpf(Box::new(TaskIter::load_for(show_flags)?)),
+            show_flags,
+        ))
+    }
+
+    /// `Auto`: the fastest way to the same answer on this host. Programs already verified
+    /// (pinned by an earlier process) cost nothing to start at any size; a daemon has its own
+    /// loaded; without either, loading costs more than it saves on a host with few tasks
+    /// ([`AUTO_PROCFS_BELOW`]), where /proc is read directly, if it is this process's own;
+    /// else the programs are loaded (and pinned for the next process), and /proc read only if
+    /// they cannot be.
+    fn open_auto(
+        show_flags: u64,
+        daemon: impl Fn() -> Result<DaemonClient, Error>,
+    ) -> Result<Self, Error> {
+        if let Some(it) = TaskIter::reuse_pinned() {
+            return Ok(Self::with(Backend::Bpf(Box::new(it)), show_flags));
+        }
+        let because = |backend, why: String| Dumper {
+            bpf_unavailable: Some(why),
+            ..Self::with(backend, show_flags)
+        };
+        if let Ok(c) = daemon() {
+            let why = "taskdiagd answers with its programs loaded".to_owned();
+            return Ok(because(Backend::Daemon(c), why));
+        }
+        if !taskdiag_bpf::kernel_btf_present() {
+            let why = BpfError::NoBtf.to_string();
+            return Ok(because(Backend::Procfs(ProcReader::open()?), why));
+        }
+        if let Some(n) = host_tasks().filter(|&n| n < AUTO_PROCFS_BELOW) {
+            // A /proc of another pid namespace would answer for the wrong processes.
+            if let Ok(p) = ProcReader::open() {
+                let why = format!(
+                    "{n} tasks on this host: reading /proc costs less than loading the programs \
+                     (below {AUTO_PROCFS_BELOW})"
+                );
+                return Ok(because(Backend::Procfs(p), why));
+            }
+        }
+        match TaskIter::load_shared(show_flags) {
+            Ok(it) => Ok(Self::with(Backend::Bpf(Box::new(it)), show_flags)),
+            Err(e) => Ok(because(Backend::Procfs(ProcReader::open()?), e.to_string())),
         }
     }
 
@@ -122,6 +172,14 @@ impl Dumper {
     /// Why `Auto` did not choose BPF, if it did not.
     pub fn bpf_unavailable(&self) -> Option<&str> {
         self.bpf_unavailable.as_deref()
+    }
+
+    /// Where the BPF programs in use are pinned, if they are shared with other processes.
+    pub fn pinned_at(&self) -> Option<&Path> {
+        match &self.backend {
+            Backend::Bpf(it) => it.pinned_at(),
+            _ => None,
+        }
     }
 
     /// Why the last request was answered from /proc rather than by the daemon `Auto` chose

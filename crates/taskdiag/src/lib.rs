@@ -8,7 +8,9 @@
 //! * [`BackendKind::Daemon`]: taskdiagd over its Unix socket ([`client`]), for callers that may
 //!   not, with what their /proc would show them.
 //! * [`BackendKind::Procfs`]: the /proc reader (`taskdiag_procfs`), for everyone else.
-//! * [`BackendKind::Auto`]: BPF when it loads, else the daemon when its socket answers, else
+//! * [`BackendKind::Auto`]: the fastest way to the same answer: BPF programs already loaded
+//!   and pinned by an earlier process, else the daemon when its socket answers, else procfs on
+//!   a host with few tasks ([`AUTO_PROCFS_BELOW`]), else BPF loaded now (and pinned), else
 //!   procfs.
 //!
 //! A server answering for someone else (the daemon) calls [`Dumper::dump_for`] with a
@@ -44,7 +46,7 @@ pub mod view;
 mod vma_walk;
 
 pub use backend::{BackendKind, UnknownBackend};
-pub use dumper::Dumper;
+pub use dumper::{Dumper, AUTO_PROCFS_BELOW};
 use taskdiag_bpf::BpfError;
 pub use taskdiag_bpf::PidNs;
 use taskdiag_procfs::ProcfsError;

@@ -5,6 +5,7 @@
 mod daemon_trust;
 mod maps;
 mod pgrep;
+mod pinned;
 mod ps;
 mod pstree;
 mod top;

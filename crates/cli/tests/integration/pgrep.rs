@@ -118,6 +118,12 @@ const COMMS: &[(&str, &[u8])] = &[
     ("sixteen", b"sixteen_chars_x"),
     ("parens", b"a) (b"),
     ("utf8", "h\u{e9}llo w\u{f6}rld".as_bytes()),
+    // Eight two-byte characters cut to comm's 15 bytes, inside the eighth. (Before its exec
+    // the child's command line is the fixture's, which names "name with spaces".)
+    (
+        "utf8cut",
+        b"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3",
+    ),
     ("nobody", b"sleep"),
     ("setuid", b"sleep"),
     ("testuser", b"sleep"),

@@ -251,6 +251,14 @@ pub fn rows(p: &Programs, per_thread: bool) -> Vec<Row> {
             Some(dump("base", "bpf")),
             Some("P1"),
         ),
+        // The same with nothing shared: every run loads and verifies its own programs (a
+        // host's first run after boot, or TASKDIAG_BPF_PIN=0).
+        row(
+            "B1u",
+            &format!("taskdiag bpf base,cred{all}, nothing shared (loads its programs)"),
+            Some([s(&["env", "TASKDIAG_BPF_PIN=0"]), dump("base,cred", "bpf")].concat()),
+            Some("P2"),
+        ),
         // With the programs loaded once (the daemon's and an agent's situation).
         row(
             "B4",
@@ -577,4 +585,6 @@ pub fn daemon_rows(p: &Programs, per_thread: bool, socket: &str) -> Vec<Row> {
 
 /// Rows of the scaling curves unless --rows says otherwise: the floor loops, taskdiag, and ps
 /// (the slow tools would take minutes at 100,000 tasks).
-pub const SCALE_ROWS: [&str; 10] = ["P1", "P2", "P4", "P5", "B1", "B2", "F1", "F3", "T1", "D1"];
+pub const SCALE_ROWS: [&str; 11] = [
+    "P1", "P2", "P4", "P5", "B1", "B1u", "B2", "F1", "F3", "T1", "D1",
+];

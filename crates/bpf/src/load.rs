@@ -262,6 +262,7 @@ fn open_skel_inner(
         // (TaskIter::set_rss_sum); nothing to sum where the counters are not per-CPU (before
         // 6.2), which the bounded flavour's STATM relies on (it cannot sum, see put_statm).
         b.cfg_rss_sum = u32::from(facts.rss_percpu);
+        b.cfg_rss_percpu = u32::from(facts.rss_percpu);
         b.cfg_wq_full_id = u32::from(facts.wq_worker_full_id);
     }
     open.load()

@@ -208,7 +208,10 @@ impl<T> Mapped<T> {
     /// Maps the value of the one-entry array map `map` (BPF_F_MMAPABLE, as libbpf creates
     /// global-data maps), which must be at least a `T`.
     fn new(map: &MapHandle) -> io::Result<Self> {
-        if (map.value_size() as usize) < std::mem::size_of::<T>() {
+        // The map's value is the C section's size; the Rust type may add tail padding, which
+        // the page-sized mapping covers.
+        let value = (map.value_size() as usize).next_multiple_of(std::mem::align_of::<T>());
+        if value < std::mem::size_of::<T>() {
             return Err(io::Error::other("pinned map smaller than its type"));
         }
         // SAFETY: sysconf has no preconditions.
@@ -288,9 +291,16 @@ impl Slot {
             let Some(lock) = lock_dir(&dir) else {
                 continue;
             };
-            match Self::open_locked(lock, dir) {
+            match Self::open_locked(lock, dir.clone()) {
                 Ok(s) => return Some(s),
-                Err(_) => continue,
+                // Unusable (damaged, or of a layout this build does not expect): removed
+                // under its lock, if nobody took it meanwhile, so that the number can be
+                // pinned again.
+                Err(_) => {
+                    if let Some(_lock) = lock_dir(&dir) {
+                        let _ = remove_slot(&dir);
+                    }
+                }
             }
         }
         None
@@ -302,6 +312,7 @@ impl Slot {
         Self::open_locked(lock_dir(dir)?, dir.to_path_buf()).ok()
     }
 
+    /// Opens the objects of the slot at `path`, whose `lock` the caller took.
     fn open_locked(lock: OwnedFd, path: PathBuf) -> io::Result<Slot> {
         let mut progs = Vec::new();
         for name in PROGS {

@@ -11,7 +11,7 @@
 
 use taskdiag_proto::{Group, Request, Strategy};
 
-use crate::{btf_min, TaskIter};
+use crate::TaskIter;
 
 /// One process's rss counters read both ways, in bytes: `[anon, file, shmem]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,10 +29,10 @@ impl TaskIter {
     /// STATM, or a kernel without task iterator link parameters (a whole walk for one process
     /// would cost more than the comparison is worth there).
     pub fn rss_sample(&mut self, pid: u32) -> Option<RssSample> {
-        if !btf_min::kernel_facts().rss_percpu
-            || !self.features.task_params
-            || self.groups & Group::Statm.flag() == 0
-        {
+        // Whether the counters are per-CPU: as found in the kernel's BTF when the programs
+        // were loaded (perhaps by another process: see `pin`).
+        let percpu = self.progs.bss().is_some_and(|b| b.cfg_rss_percpu != 0);
+        if !percpu || !self.features.task_params || self.groups & Group::Statm.flag() == 0 {
             return None;
         }
         let b = self.progs.bss_mut()?;
@@ -53,10 +53,19 @@ impl TaskIter {
     }
 
     /// Makes STATM's rss fields the per-CPU sums (`true`, the default) or the approximate
-    /// totals, as this kernel's /proc shows them (see the module documentation).
+    /// totals, as this kernel's /proc shows them (see the module documentation). The rule is
+    /// then known to every process sharing these programs ([`TaskIter::rss_sum_known`]).
     pub fn set_rss_sum(&mut self, sum: bool) {
         if let Some(b) = self.progs.bss_mut() {
             b.cfg_rss_sum = u32::from(sum);
+            b.cfg_rss_known = 1;
         }
+    }
+
+    /// The rule [`TaskIter::set_rss_sum`] set, if it was set for these programs (by this
+    /// process, or by another one sharing them).
+    pub fn rss_sum_known(&self) -> Option<bool> {
+        let b = self.progs.bss()?;
+        (b.cfg_rss_known != 0).then_some(b.cfg_rss_sum != 0)
     }
 }

@@ -25,6 +25,11 @@ pub(crate) fn rss_rule(it: &mut TaskIter, proc_root: &Path) {
         it.set_rss_sum(sum);
         return;
     }
+    // Programs shared with an earlier process that decided it.
+    if let Some(sum) = it.rss_sum_known() {
+        let _ = RSS_SUMS.set(sum);
+        return;
+    }
     // SAFETY: getppid and getpid have no preconditions.
     let (ppid, pid) = unsafe { (libc::getppid(), libc::getpid()) };
     let mut groups = Vec::new();

@@ -97,6 +97,13 @@ __u32 cfg_page_shift = 12;
  */
 __u32 cfg_rss_sum = 0;
 __u32 cfg_rss_probe = 0;
+/*
+ * For user space only, kept here so that processes reusing pinned programs need not read the
+ * kernel's BTF again: whether the counters are per-CPU (set at load), and whether
+ * cfg_rss_sum was decided by a comparison with /proc (set by the process that decided).
+ */
+__u32 cfg_rss_percpu = 0;
+__u32 cfg_rss_known = 0;
 /* Workqueue workers' /proc name is their full worker id (6.10+: wq_worker_comm() calls
  * format_worker_id(), whose presence in the kernel's BTF user space looks for), not comm. */
 __u32 cfg_wq_full_id = 0;

@@ -123,3 +123,31 @@ fn concurrent_processes_each_get_their_own_whole_answer() {
         }
     }
 }
+
+#[test]
+fn auto_without_shared_programs_reads_proc_on_a_small_host_and_says_why() {
+    let me = std::process::id().to_string();
+    let o = Command::new(BIN)
+        .args(["dump", "--pid", &me, "-s", "-f", "json"])
+        .env("TASKDIAG_BPF_PIN", "0")
+        .env("TASKDIAG_SOCKET", "/nonexistent/taskdiagd.sock")
+        .output()
+        .expect("run taskdiag");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let line = stderr(&o);
+    let loadavg = std::fs::read("/proc/loadavg").expect("/proc/loadavg");
+    let tasks = taskdiag_procfs::system::parse_loadavg_tasks(&loadavg).expect("tasks");
+    // A few tasks either way of the threshold can change between the two reads.
+    let limit = taskdiag::AUTO_PROCFS_BELOW;
+    if tasks + 50 < limit {
+        assert!(line.contains("via procfs"), "{line}");
+        assert!(
+            line.contains("reading /proc costs less than loading the programs"),
+            "{line}"
+        );
+    } else if tasks > limit + 50 {
+        assert!(line.contains("via bpf"), "{line}");
+    }
+    // Whichever answered, the answer is this process.
+    assert_eq!(json_lines(&o)[0]["pid"], std::process::id());
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The steady-state CPU of an interactive top refreshing every second, over TASKS sleeping
+# processes: each top runs alone in a tmux session (a real terminal, 200x50), is left WARMUP
+# seconds to settle, then its CPU ticks (utime + stime of /proc/PID/stat, the whole process) are
+# counted over SECONDS. Measures taskdiag top, procps top and htop (installed with apt if
+# missing), one after the other on the same processes. Needs root (pid_max, apt).
+#
+# Usage: crates/bench/scripts/top-cpu.sh TASKS [SECONDS] [TASKDIAG_BINARY]
+# Prints one line per top: "name: P% of a CPU (T ticks in S s)".
+set -euo pipefail
+
+tasks=${1:?usage: top-cpu.sh TASKS [SECONDS] [TASKDIAG]}
+secs=${2:-20}
+td=${3:-$(dirname "$0")/../../../target/release/taskdiag}
+warmup=5
+hz=$(getconf CLK_TCK)
+
+command -v htop >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq htop >/dev/null
+command -v tmux >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
+
+pid_max=$(cat /proc/sys/kernel/pid_max)
+[ "$pid_max" -gt $((tasks * 2 + 10000)) ] || echo $((tasks * 2 + 10000)) > /proc/sys/kernel/pid_max
+
+# The sleepers: forked by one python process, which kills exactly them when it gets SIGTERM.
+holder=$(mktemp)
+python3 - "$tasks" > "$holder" <<'EOF' &
+import os, signal, sys
+pids = []
+for _ in range(int(sys.argv[1])):
+    p = os.fork()
+    if p == 0:
+        signal.pause()
+        os._exit(0)
+    pids.append(p)
+def stop(*_):
+    for p in pids:
+        os.kill(p, signal.SIGKILL)
+    for p in pids:
+        os.waitpid(p, 0)
+    os._exit(0)
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+while True:
+    signal.pause()
+EOF
+spawner=$!
+sessions=()
+cleanup() {
+    for s in "${sessions[@]}"; do tmux kill-session -t "$s" 2>/dev/null || true; done
+    kill -TERM "$spawner" 2>/dev/null || true
+    wait "$spawner" 2>/dev/null || true
+    rm -f "$holder"
+}
+trap cleanup EXIT
+until grep -q ready "$holder"; do sleep 0.2; done
+echo "$(ls /proc | grep -c '^[0-9]') processes in /proc; $(uname -r); $(nproc) CPUs"
+
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+measure() {
+    local name=$1
+    shift
+    local s="topcpu$$-${#sessions[@]}"
+    sessions+=("$s")
+    tmux new-session -d -s "$s" -x 200 -y 50 "$@"
+    sleep 1
+    local pid
+    pid=$(tmux list-panes -t "$s" -F '#{pane_pid}')
+    sleep "$warmup"
+    local a b
+    a=$(ticks "$pid")
+    sleep "$secs"
+    b=$(ticks "$pid")
+    tmux kill-session -t "$s"
+    awk -v n="$name" -v t=$((b - a)) -v s="$secs" -v hz="$hz" \
+        'BEGIN { printf "%s: %.1f%% of a CPU (%d ticks in %d s)\n", n, 100 * t / hz / s, t, s }'
+}
+
+measure "taskdiag top -d 1" "$td" top -d 1
+measure "procps top -d 1" top -d 1
+measure "htop -d 10" htop -d 10

@@ -3,7 +3,8 @@
 # processes: each top runs alone in a tmux session (a real terminal, 200x50), is left WARMUP
 # seconds to settle, then its CPU ticks (utime + stime of /proc/PID/stat, the whole process) are
 # counted over SECONDS. Measures taskdiag top, procps top and htop (installed with apt if
-# missing), one after the other on the same processes. Needs root (pid_max, apt).
+# missing), one after the other on the same processes. Needs root (pid_max, apt) and the
+# release build (taskdiag-bench spawns the processes).
 #
 # Usage: crates/bench/scripts/top-cpu.sh TASKS [SECONDS] [TASKDIAG_BINARY]
 # Prints one line per top: "name: P% of a CPU (T ticks in S s)".
@@ -18,41 +19,28 @@ hz=$(getconf CLK_TCK)
 command -v htop >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq htop >/dev/null
 command -v tmux >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
 
-pid_max=$(cat /proc/sys/kernel/pid_max)
-[ "$pid_max" -gt $((tasks * 2 + 10000)) ] || echo $((tasks * 2 + 10000)) > /proc/sys/kernel/pid_max
-
-# The sleepers: forked by one python process, which kills exactly them when it gets SIGTERM.
-holder=$(mktemp)
-python3 - "$tasks" > "$holder" <<'EOF' &
-import os, signal, sys
-pids = []
-for _ in range(int(sys.argv[1])):
-    p = os.fork()
-    if p == 0:
-        signal.pause()
-        os._exit(0)
-    pids.append(p)
-def stop(*_):
-    for p in pids:
-        os.kill(p, signal.SIGKILL)
-    for p in pids:
-        os.waitpid(p, 0)
-    os._exit(0)
-signal.signal(signal.SIGTERM, stop)
-print("ready", flush=True)
-while True:
-    signal.pause()
-EOF
-spawner=$!
+# The sleepers: `taskdiag-bench hold` (forks of a small process in pause(), a few hundred KiB
+# each; python forks were ~0.8 MiB each and 50,000 of them exhausted 24 GiB). It keeps them
+# until its standard input, a fifo this script holds open, ends, and kills exactly them.
+bench=$(dirname "$td")/taskdiag-bench
+[ -x "$bench" ] || { echo "$bench not built (cargo build --release)" >&2; exit 1; }
+dir=$(mktemp -d)
+mkfifo "$dir/in"
+"$bench" hold --tasks "$tasks" < "$dir/in" > "$dir/out" &
+holder=$!
+exec 4> "$dir/in"
 sessions=()
 cleanup() {
     for s in "${sessions[@]}"; do tmux kill-session -t "$s" 2>/dev/null || true; done
-    kill -TERM "$spawner" 2>/dev/null || true
-    wait "$spawner" 2>/dev/null || true
-    rm -f "$holder"
+    exec 4>&-
+    wait "$holder" 2>/dev/null || true
+    rm -rf "$dir"
 }
 trap cleanup EXIT
-until grep -q ready "$holder"; do sleep 0.2; done
+until grep -q ready "$dir/out"; do
+    kill -0 "$holder" 2>/dev/null || { echo "taskdiag-bench hold failed" >&2; exit 1; }
+    sleep 0.2
+done
 echo "$(ls /proc | grep -c '^[0-9]') processes in /proc; $(uname -r); $(nproc) CPUs"
 
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }

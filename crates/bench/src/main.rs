@@ -59,6 +59,21 @@ enum Mode {
     VmaFloor,
     /// Concurrent taskdiagd clients (rows S10, S100).
     Clients(daemon::ClientsArgs),
+    /// Spawns sleeping processes, prints "ready" and keeps them until standard input ends or
+    /// SIGTERM/SIGINT, then kills them (for measurements made outside this binary, e.g.
+    /// scripts/top-cpu.sh).
+    Hold(HoldArgs),
+}
+
+/// Arguments of the `hold` mode.
+#[derive(clap::Args)]
+struct HoldArgs {
+    /// Processes to spawn.
+    #[arg(long)]
+    tasks: usize,
+    /// Threads per process.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
 }
 
 /// Arguments of a benchmark run.
@@ -203,6 +218,31 @@ fn measure_at(
     Ok((in_proc, results))
 }
 
+/// The `hold` mode: the processes live until standard input ends or a signal asks to stop.
+fn hold(a: &HoldArgs) -> anyhow::Result<()> {
+    install_signals();
+    let spawned = spawn::Spawned::new(a.tasks, a.threads).with_context(|| {
+        format!(
+            "spawning {} processes (needs root to raise pid_max)",
+            a.tasks
+        )
+    })?;
+    println!("ready");
+    std::io::stdout().flush().context("standard output")?;
+    // A thread waits for the end of standard input; the main thread for either.
+    let eof = std::sync::Arc::new(AtomicBool::new(false));
+    let e = eof.clone();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        e.store(true, Ordering::Relaxed);
+    });
+    while !STOP.load(Ordering::Relaxed) && !eof.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(spawned);
+    Ok(())
+}
+
 /// The scaling curves: the rows measured at each `--scale` size.
 fn scaling(a: &BenchArgs, p: &Programs) -> anyhow::Result<()> {
     let threads = a.threads.max(1);
@@ -299,6 +339,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Some(Mode::Clients(a)) => daemon::clients(a),
+        Some(Mode::Hold(a)) => hold(&a),
     }
 }
 

@@ -487,9 +487,13 @@ mod tests {
         if !crate::may_load_bpf() {
             return None;
         }
-        assert!(possible(), "root cannot pin: no bpffs at {BPFFS}?");
+        // Reused from an earlier process, or loaded and pinned now (this binary's tests hold
+        // at most three of the four slots at once).
         let it = TaskIter::load_shared(taskdiag_proto::SHOW_SUPPORTED).expect("load");
-        assert!(it.pinned_at().is_some(), "neither reused nor pinned");
+        assert!(
+            it.pinned_at().is_some(),
+            "neither reused nor pinned (no bpffs at {BPFFS}?)"
+        );
         Some(it)
     }
 

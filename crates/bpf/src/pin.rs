@@ -18,10 +18,9 @@
 //!   The lock dies with its holder, whatever way it ends; a holder killed mid-walk can leave
 //!   records in the ring buffer and a probe switched on, which the next holder clears
 //!   ([`Slot::open`]).
-//! * A slot is built in a temporary directory, `new-PID` (bpffs refuses names with a dot;
-//!   locked before anything is pinned in it), and
-//!   renamed into place, so nobody ever opens a half-pinned slot; two first loads racing each
-//!   pin their own slot.
+//! * A slot is built in a temporary directory, `new-PID` (bpffs refuses names with a dot),
+//!   locked before anything is pinned in it and renamed into place, so nobody ever opens a
+//!   half-pinned slot; two first loads racing each pin their own slot.
 //!
 //! No new privilege: the directories are root's, mode 0700, and a process uses pins only if it
 //! could load the programs itself ([`crate::may_load_bpf`]). bpffs is mounted at /sys/fs/bpf

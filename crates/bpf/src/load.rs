@@ -325,20 +325,42 @@ impl TaskIter {
             first,
             &mut REJECTED.lock().unwrap_or_else(|e| e.into_inner()),
         );
+        let progs = Programs::Own {
+            skel: Box::new(skel),
+            pinned: None,
+        };
+        Ok(TaskIter::new(
+            progs,
+            groups,
+            plan.task,
+            plan.cmdline,
+            plan.maps,
+            plan.reduced_btf,
+        ))
+    }
+
+    /// An instance of loaded `progs` (for `groups`; which task flavour, and whether the CMDLINE
+    /// and map programs are there), its link parameters probed and the environment's
+    /// disabled features applied.
+    fn new(
+        progs: Programs,
+        groups: u64,
+        task: TaskFlavour,
+        cmdline: bool,
+        maps: bool,
+        reduced_btf: bool,
+    ) -> Self {
         let mut it = TaskIter {
             view: View::default(),
-            progs: Programs::Own {
-                skel: Box::new(skel),
-                pinned: None,
-            },
+            progs,
             groups,
             features: Features {
-                task: plan.task,
-                cmdline: plan.cmdline,
-                maps: plan.maps,
+                task,
+                cmdline,
+                maps,
                 task_params: true,
                 ringbuf: true,
-                reduced_btf: plan.reduced_btf,
+                reduced_btf,
             },
             link_all: None,
             link_all_cmdline: None,
@@ -346,7 +368,7 @@ impl TaskIter {
         };
         it.features.task_params = it.probe_task_params();
         disable_from_env(&mut it.features);
-        Ok(it)
+        it
     }
 
     /// Programs an earlier process of this build verified on this boot and pinned (see
@@ -364,37 +386,27 @@ impl TaskIter {
     pub(crate) fn from_slot(slot: pin::Slot) -> Option<Self> {
         quiet_libbpf();
         let task = slot.flavour()?;
-        let cmdline = slot.prog("dump_task_cmdline").is_some();
-        let maps = slot.prog("dump_vma").is_some() && slot.prog("task_root").is_some();
-        let mut it = TaskIter {
-            view: View::default(),
-            progs: Programs::Pinned(Box::new(slot)),
-            groups: taskdiag_proto::SHOW_SUPPORTED | Group::Base.flag(),
-            features: Features {
-                task,
-                cmdline,
-                maps,
-                task_params: true,
-                ringbuf: true,
-                reduced_btf: false,
-            },
-            link_all: None,
-            link_all_cmdline: None,
-            reader: StreamReader::new(),
-        };
-        it.features.task_params = it.probe_task_params();
-        Some(it)
+        let has = |p| slot.prog(pin::prog_name(p, task)).is_some();
+        let (cmdline, maps) = (has(Prog::Cmdline), has(Prog::Vma) && has(Prog::Root));
+        let groups = taskdiag_proto::SHOW_SUPPORTED | Group::Base.flag();
+        let progs = Programs::Pinned(Box::new(slot));
+        Some(TaskIter::new(progs, groups, task, cmdline, maps, false))
     }
 
     /// Programs verified once per boot: pinned ones when a slot is free
-    /// ([`TaskIter::reuse_pinned`]); else every program loaded and pinned for later processes;
-    /// else, where programs cannot be shared (bpffs unavailable, `TASKDIAG_BPF_PIN=0`, a
-    /// caller without the privilege to load), only those `show_flags` needs, as
-    /// [`TaskIter::load_for`].
+    /// ([`TaskIter::reuse_pinned`]), else [`TaskIter::load_and_pin`].
     pub fn load_shared(show_flags: u64) -> Result<Self, BpfError> {
-        if let Some(it) = Self::reuse_pinned() {
-            return Ok(it);
+        match Self::reuse_pinned() {
+            Some(it) => Ok(it),
+            None => Self::load_and_pin(show_flags),
         }
+    }
+
+    /// For a caller that found no pinned programs to reuse: every program loaded and pinned
+    /// for later processes; or, where programs cannot be shared (bpffs unavailable,
+    /// `TASKDIAG_BPF_PIN=0`, a caller without the privilege to load, every slot pinned), only
+    /// those `show_flags` needs, as [`TaskIter::load_for`].
+    pub fn load_and_pin(show_flags: u64) -> Result<Self, BpfError> {
         if !pin::possible() {
             return Self::load_for(show_flags);
         }

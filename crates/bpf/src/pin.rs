@@ -83,12 +83,18 @@ pub(crate) fn possible() -> bool {
     let key = key_dir();
     wanted()
         && crate::may_load_bpf()
-        && ensure_dirs(&key).is_ok()
+        && ensure_dirs(key).is_ok()
         && (0..SLOTS).any(|n| !key.join(n.to_string()).exists())
 }
 
-/// The directory of this build's programs for the running kernel.
-fn key_dir() -> PathBuf {
+/// The directory of this build's programs for the running kernel (worked out once per
+/// process: reusing, checking and pinning all need it).
+fn key_dir() -> &'static Path {
+    static KEY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    KEY.get_or_init(kernel_key_dir)
+}
+
+fn kernel_key_dir() -> PathBuf {
     // SAFETY: uname fills the struct it is given; an all-zero utsname is a valid value.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
     // SAFETY: `u` is a valid, writable utsname.
@@ -358,13 +364,9 @@ impl Slot {
 
     /// The task program's flavour in this slot.
     pub(crate) fn flavour(&self) -> Option<TaskFlavour> {
-        if self.prog("dump_task").is_some() {
-            Some(TaskFlavour::Loop)
-        } else if self.prog("dump_task_bounded").is_some() {
-            Some(TaskFlavour::Bounded)
-        } else {
-            None
-        }
+        [TaskFlavour::Loop, TaskFlavour::Bounded]
+            .into_iter()
+            .find(|&f| self.prog(prog_name(Prog::Task, f)).is_some())
     }
 
     /// Where it is pinned.
@@ -389,8 +391,8 @@ pub(crate) fn pin(objs: &Objects<'_>) -> Option<(OwnedFd, PathBuf)> {
         return None;
     }
     let key = key_dir();
-    ensure_dirs(&key).ok()?;
-    remove_stale(&key);
+    ensure_dirs(key).ok()?;
+    remove_stale(key);
     // SAFETY: getpid has no preconditions.
     let tmp = key.join(format!("new-{}", unsafe { libc::getpid() }));
     let _ = remove_slot(&tmp);
@@ -551,13 +553,13 @@ mod tests {
         let orphan = key.join("new-4194305");
         std::fs::create_dir_all(&orphan).expect("mkdir");
         let lock = lock_dir(&held.join("1")).expect("lock");
-        remove_stale(&key);
+        remove_stale(key);
         assert!(!free.exists(), "{free:?} kept");
         assert!(!orphan.exists(), "{orphan:?} kept");
         assert!(held.join("1").exists(), "a held slot was removed");
         assert!(key.exists(), "this build's directory was removed");
         drop(lock);
-        remove_stale(&key);
+        remove_stale(key);
         assert!(!held.exists(), "{held:?} kept once free");
     }
 
@@ -572,7 +574,7 @@ mod tests {
         assert_eq!(kernel.len(), 16);
         assert!(kernel.bytes().all(|b| b.is_ascii_hexdigit()));
         // The same process, the same kernel: the same key.
-        assert_eq!(key_dir(), k);
+        assert_eq!(kernel_key_dir(), k);
     }
 
     #[test]

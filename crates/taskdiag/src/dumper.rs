@@ -134,7 +134,8 @@ impl Dumper {
                 return Ok(because(Backend::Procfs(p), why));
             }
         }
-        match TaskIter::load_shared(show_flags) {
+        // (Nothing pinned to reuse: that was the first thing tried.)
+        match TaskIter::load_and_pin(show_flags) {
             Ok(it) => Ok(Self::with(Backend::Bpf(Box::new(it)), show_flags)),
             Err(e) => Ok(because(Backend::Procfs(ProcReader::open()?), e.to_string())),
         }

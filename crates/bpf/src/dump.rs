@@ -78,6 +78,7 @@ impl TaskIter {
             b.cfg_target_ns_inum = ns.map_or(0, |n| n.inum);
             b.cfg_target_ns_level = ns.map_or(0, |n| n.level);
             b.cfg_access = u32::from(self.view.access);
+            b.cfg_proc_up = self.view.proc_up;
         }
     }
 

@@ -162,6 +162,11 @@ pub struct View {
     pub pidns: Option<PidNs>,
     /// Add the internal ACCESS attribute ([`taskdiag_proto::AccessRec`]) to every message.
     pub access: bool,
+    /// With `access`: ACCESS's ids are those of the pid namespace this many levels above the
+    /// reader's, the namespace of the /proc mounted where the reader has none of its own
+    /// (`unshare --pid` without `--mount-proc`), so records can be completed from that /proc.
+    /// 0: the reader's own namespace.
+    pub proc_up: u32,
 }
 
 /// The loaded task iterator programs. Load once, dump many times.

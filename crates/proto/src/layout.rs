@@ -280,7 +280,8 @@ wire_structs! {
     /// checks look at, for a server that answers on behalf of another caller (taskdiagd). Asked
     /// for by the library, never sent to clients.
     struct AccessRec = "td_access", size 96 {
-        /// Task id in the pid namespace of the process that read the iterator.
+        /// Task id in the pid namespace of the process that read the iterator (or of the
+        /// /proc it reads, when that is of a namespace above its own: `cfg_proc_up`).
         reader_pid: u32,
         /// Thread-group id in that namespace.
         reader_tgid: u32,

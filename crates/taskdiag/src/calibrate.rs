@@ -19,8 +19,10 @@ use taskdiag_procfs::parse::{parse_status, Vm};
 static RSS_SUMS: OnceLock<bool> = OnceLock::new();
 
 /// Sets the BPF programs' rss rule from the first candidate process that tells it: the pid
-/// namespace's init, our parent (usually a shell waiting for us), ourselves.
-pub(crate) fn rss_rule(it: &mut TaskIter, proc_root: &Path) {
+/// namespace's init, our parent (usually a shell waiting for us), ourselves. `same_numbers`:
+/// `proc_root` numbers processes as the programs do (else it is of a pid namespace above ours,
+/// where only ourselves, `self`, can be named).
+pub(crate) fn rss_rule(it: &mut TaskIter, proc_root: &Path, same_numbers: bool) {
     if let Some(&sum) = RSS_SUMS.get() {
         it.set_rss_sum(sum);
         return;
@@ -33,12 +35,20 @@ pub(crate) fn rss_rule(it: &mut TaskIter, proc_root: &Path) {
     // SAFETY: getppid and getpid have no preconditions.
     let (ppid, pid) = unsafe { (libc::getppid(), libc::getpid()) };
     let mut groups = Vec::new();
-    for cand in [1, ppid as u32, pid as u32] {
+    let (ppid, pid) = (ppid as u32, pid as u32);
+    let cands = [
+        (1, "1".to_owned()),
+        (ppid, ppid.to_string()),
+        (pid, "self".to_owned()),
+    ];
+    let from = if same_numbers { 0 } else { 2 };
+    for (cand, name) in &cands[from..] {
+        let cand = *cand;
         let Some(before) = it.rss_sample(cand) else {
             continue;
         };
         // A vanished or unreadable process tells nothing: the next one is tried.
-        let Ok(buf) = std::fs::read(proc_root.join(cand.to_string()).join("status")) else {
+        let Ok(buf) = std::fs::read(proc_root.join(name).join("status")) else {
             continue;
         };
         let Ok(st) = parse_status(&buf, &mut groups) else {

@@ -24,16 +24,39 @@ use taskdiag_proto::{
 use crate::vma_walk::VmaStream;
 use crate::Error;
 
+/// The /proc that completes BPF records, and how it names their tasks.
+#[derive(Clone, Copy)]
+pub(crate) struct ProcSource<'a> {
+    /// `None` when there is no /proc to read.
+    pub reader: Option<&'a ProcReader>,
+    pub naming: Naming,
+}
+
+/// How the /proc that completes BPF records names their tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Naming {
+    /// By the records' own ids: /proc and the stream are of our pid namespace.
+    Same,
+    /// The stream is numbered in a viewer's pid namespace (below ours): the ACCESS attribute
+    /// carries the ids in ours, and stays for the viewer's checks.
+    Viewer,
+    /// /proc is of a pid namespace above ours (ours has none mounted: `unshare --pid` without
+    /// `--mount-proc`): every record carries ACCESS only for its ids there, removed once read.
+    Above,
+}
+
 /// The TASK messages of `req` from the BPF programs, completed from /proc where they could not
 /// fill a group, with the memory maps of `maps` when the request has VMA.
 pub(crate) fn bpf_tasks(
     it: &mut TaskIter,
     req: &Request,
-    foreign_ns: bool,
     maps: Option<&RefCell<VmaStream>>,
-    procfs: Option<&ProcReader>,
+    src: ProcSource,
     out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
 ) -> Result<u64, Error> {
+    // /proc's pid 1 is our init only when /proc and the stream are of our namespace (another
+    // namespace has its own, which the iterator shows).
+    let our_numbers = src.naming == Naming::Same;
     let mut missing = it.missing_groups(req.show_flags);
     if maps.is_some() {
         missing &= !SHOW_MAPS;
@@ -43,16 +66,15 @@ pub(crate) fn bpf_tasks(
     let mut first = true;
     let mut hidden = Hidden::default();
     let r = it.dump(req, &mut |chunk| {
-        // The hidden init is ours; another namespace has its own, which the iterator shows.
-        if std::mem::take(&mut first) && !foreign_ns {
-            hidden = init_if_hidden(req, chunk, procfs);
+        if std::mem::take(&mut first) && our_numbers {
+            hidden = init_if_hidden(req, chunk, src.reader);
         }
-        if missing == 0 && maps.is_none() && !has_fixups(chunk) {
+        if missing == 0 && maps.is_none() && src.naming != Naming::Above && !has_fixups(chunk) {
             return hidden.merge(chunk, out);
         }
         fixed.clear();
         let mut flush = |b: &[u8]| hidden.merge(b, out);
-        if let Err(e) = complete(chunk, req, missing, maps, procfs, &mut fixed, &mut flush) {
+        if let Err(e) = complete(chunk, req, missing, maps, src, &mut fixed, &mut flush) {
             fix_err = Some(e);
             return Err(io::Error::other("invalid record"));
         }
@@ -69,8 +91,8 @@ pub(crate) fn bpf_tasks(
         (Err(BpfError::Sink(e)), None) => Err(Error::Sink(e)),
         // A task the iterator cannot see (pid 1 on some hosts) may still be in /proc: ask it
         // before answering "no such process".
-        (Err(BpfError::NoSuchTask { pid }), None) => match procfs {
-            Some(p) if !foreign_ns => p.dump(req, out).map_err(|e| match e {
+        (Err(BpfError::NoSuchTask { pid }), None) => match src.reader {
+            Some(p) if our_numbers => p.dump(req, out).map_err(|e| match e {
                 ProcfsError::NoSuchTask { .. } => Error::NoSuchTask { pid },
                 e => Error::Procfs(e),
             }),
@@ -187,7 +209,7 @@ fn complete(
     req: &Request,
     missing: u64,
     vmas: Option<&RefCell<VmaStream>>,
-    procfs: Option<&ProcReader>,
+    src: ProcSource,
     out: &mut Vec<u8>,
     flush: &mut dyn FnMut(&[u8]) -> io::Result<()>,
 ) -> Result<(), Error> {
@@ -207,7 +229,7 @@ fn complete(
         let bytes = &chunk[m.offset..m.offset + m.header.len as usize];
         let whole =
             m.header.flags & (MSG_F_FIXUP | MSG_F_CONTINUED) == 0 && asm.pending().is_none();
-        if whole && missing == 0 {
+        if whole && missing == 0 && src.naming != Naming::Above {
             match vmas {
                 None => {
                     out.extend_from_slice(bytes);
@@ -241,6 +263,12 @@ fn complete(
         let Some(mut task) = asm.push(&m)? else {
             continue;
         };
+        // The task's ids in our /proc.
+        let ids = match src.naming {
+            Naming::Above => task.access.take(),
+            _ => task.access,
+        }
+        .map_or((task.pid, task.tgid), |a| (a.reader_pid, a.reader_tgid));
         let mut groups: Vec<Group> = task
             .errors
             .iter()
@@ -263,7 +291,8 @@ fn complete(
         }
         if let (Some(map), true) = (vmas, maps_here) {
             // The walk numbers processes in our pid namespace; a stream numbered in another
-            // carries our numbers in ACCESS.
+            // carries our numbers in ACCESS. (With /proc of a namespace above ours, ACCESS was
+            // for that /proc, and is gone.)
             let key = task.access.map_or(task.tgid, |a| a.reader_tgid);
             let got = map.borrow_mut().take_decoded(key)?;
             match (task.access, got) {
@@ -290,7 +319,7 @@ fn complete(
                 }),
             }
         }
-        fill_from_procfs(&mut task, &groups, per_thread, procfs);
+        fill_from_procfs(&mut task, ids, &groups, per_thread, src.reader);
         out.truncate(start);
         task.encode(out);
     }
@@ -304,9 +333,11 @@ fn may_have_cmdline(t: &Task) -> bool {
         .is_none_or(|b| b.rec.flags & BASE_F_KTHREAD == 0)
 }
 
-/// Reads `groups` of `task` from /proc, if /proc still shows the same task.
+/// Reads `groups` of `task` from /proc, which knows it as `(pid, tgid)`, if /proc still shows
+/// the same task.
 fn fill_from_procfs(
     task: &mut Task,
+    (pid, tgid): (u32, u32),
     groups: &[Group],
     per_thread: bool,
     procfs: Option<&ProcReader>,
@@ -316,11 +347,6 @@ fn fill_from_procfs(
     }
     let show = groups.iter().fold(Group::Base.flag(), |a, g| a | g.flag());
     let mut buf = Vec::new();
-    // Our /proc knows the task by the ids in our namespace, which the ACCESS attribute carries
-    // when the stream is numbered in another one.
-    let (pid, tgid) = task
-        .access
-        .map_or((task.pid, task.tgid), |a| (a.reader_pid, a.reader_tgid));
     // A per-thread record from the thread's entry under its process; any other from /proc/PID,
     // also a thread asked for by its own id (ONE), whose /proc/TID stands for its process as
     // the record does (the process's STAT totals, its memory maps), as the procfs backend reads it.
@@ -379,7 +405,7 @@ mod tests {
     use super::*;
     use crate::fake_proc::{FakeProc, FakeTask};
     use taskdiag_proto::task::Base;
-    use taskdiag_proto::{BaseRec, MsgHeader};
+    use taskdiag_proto::{AccessRec, BaseRec, MsgHeader};
 
     /// The BASE group the BPF programs would write for `t`.
     fn base_of(t: &FakeTask) -> Base {
@@ -432,10 +458,25 @@ mod tests {
         missing: u64,
         procfs: Option<&ProcReader>,
     ) -> (Vec<Task>, Vec<u8>) {
+        let src = ProcSource {
+            reader: procfs,
+            naming: Naming::Same,
+        };
+        run_from(chunk, strategy, show, missing, src)
+    }
+
+    /// [`run`] with /proc naming tasks as `src` says.
+    fn run_from(
+        chunk: &[u8],
+        strategy: Strategy,
+        show: u64,
+        missing: u64,
+        src: ProcSource,
+    ) -> (Vec<Task>, Vec<u8>) {
         let req = Request::new(strategy, 0, show);
         let mut out = Vec::new();
         let mut flushed = Vec::new();
-        complete(chunk, &req, missing, None, procfs, &mut out, &mut |b| {
+        complete(chunk, &req, missing, None, src, &mut out, &mut |b| {
             flushed.extend_from_slice(b);
             Ok(())
         })
@@ -532,6 +573,58 @@ mod tests {
         assert!(tasks[0].cmdline.is_none() && tasks[0].errors.is_empty());
         assert_eq!(tasks[1].cmdline.as_deref(), Some(user.cmdline));
         assert!(tasks[1].errors.is_empty());
+    }
+
+    #[test]
+    fn a_proc_above_our_namespace_is_read_by_the_ids_there_and_access_removed() {
+        // /proc shows the tasks our namespace numbers 2 and 3 as 1002 and 1003; 1003 is
+        // another process by now (same pid, later start).
+        let host = FakeTask::process(1002);
+        let reused_host = FakeTask {
+            start_ticks: host.start_ticks + 50,
+            ..FakeTask::process(1003)
+        };
+        let proc = FakeProc::with(&[host.clone(), reused_host]);
+        let ours = |t: &FakeTask, pid: u32| FakeTask {
+            pid,
+            tgid: pid,
+            start_ticks: host.start_ticks,
+            ..t.clone()
+        };
+        let mut chunk = Vec::new();
+        for (pid, host_pid) in [(2, 1002), (3, 1003)] {
+            let t = ours(&host, pid);
+            Task {
+                pid,
+                tgid: pid,
+                base: Some(base_of(&t)),
+                access: Some(AccessRec {
+                    reader_pid: host_pid,
+                    reader_tgid: host_pid,
+                    ..AccessRec::default()
+                }),
+                ..Task::default()
+            }
+            .encode(&mut chunk);
+        }
+        let src = ProcSource {
+            reader: Some(&proc.reader()),
+            naming: Naming::Above,
+        };
+        let show = Group::Base.flag() | Group::Cmdline.flag();
+        let (tasks, _) = run_from(&chunk, Strategy::All, show, Group::Cmdline.flag(), src);
+        assert_eq!(tasks.iter().map(|t| t.pid).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(tasks[0].cmdline.as_deref(), Some(host.cmdline));
+        assert!(tasks[0].errors.is_empty(), "{:?}", tasks[0].errors);
+        assert!(tasks[1].cmdline.is_none());
+        assert_eq!(errno(&tasks[1], Group::Cmdline), Some(libc::ESRCH));
+        // The ids were for us: no record passes them on, also with nothing to complete.
+        assert!(tasks.iter().all(|t| t.access.is_none()));
+        let (tasks, _) = run_from(&chunk, Strategy::All, Group::Base.flag(), 0, src);
+        assert_eq!(tasks.len(), 2);
+        assert!(tasks
+            .iter()
+            .all(|t| t.access.is_none() && t.errors.is_empty()));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use taskdiag_proto::{
 
 use crate::calibrate;
 use crate::client::{self, DaemonClient};
-use crate::complete::bpf_tasks;
+use crate::complete::{bpf_tasks, Naming, ProcSource};
 use crate::filter::ViewFilter;
 use crate::view::Viewer;
 use crate::{vma_walk, BackendKind, Error};
@@ -27,6 +27,23 @@ use crate::{vma_walk, BackendKind, Error};
 /// without programs already loaded reads /proc: loading them costs more than the faster walk
 /// saves. Measured in docs/BENCHMARKS.md ("Small hosts").
 pub const AUTO_PROCFS_BELOW: u32 = 2000;
+
+/// The /proc that completes BPF records, and how many pid namespace levels above ours its
+/// namespace is: ours (0); or, when ours has none mounted (`unshare --pid` without
+/// `--mount-proc`), an ancestor's, which shows our tasks under other numbers (the BPF programs
+/// then give each record's ids there); `None` for any other (it does not show us).
+fn completing_proc() -> (Option<ProcReader>, u32) {
+    match ProcReader::open() {
+        Ok(p) => (Some(p), 0),
+        Err(ProcfsError::ForeignPidNamespace { levels, .. }) if levels > 1 => {
+            match ProcReader::open_unchecked(Path::new("/proc")) {
+                Ok(p) => (Some(p), levels as u32 - 1),
+                Err(_) => (None, 0),
+            }
+        }
+        Err(_) => (None, 0),
+    }
+}
 
 /// The number of tasks on the host, from /proc/loadavg; `None` if it cannot be read.
 fn host_tasks() -> Option<u32> {
@@ -50,8 +67,11 @@ const _: fn() = || {
 /// serves one request at a time (`&mut self`).
 pub struct Dumper {
     backend: Backend,
-    /// /proc, for completing BPF records; `None` when it belongs to another pid namespace.
+    /// /proc, for completing BPF records: ours, or that of a pid namespace `proc_up` levels
+    /// above ours when ours has none mounted; `None` when it belongs to another namespace.
     procfs: Option<ProcReader>,
+    /// See `procfs`.
+    proc_up: u32,
     /// Why BPF was not used under `Auto`, if it was not.
     bpf_unavailable: Option<String>,
     /// Why the last request went to /proc after `Auto`'s daemon declined it, if it did.
@@ -144,20 +164,33 @@ impl Dumper {
     /// A dumper answering with `backend` (prepared for `show_flags`); BPF's records are
     /// completed from our /proc, and follow its rules where only a comparison with it tells.
     fn with(mut backend: Backend, show_flags: u64) -> Self {
-        let procfs = match backend {
-            Backend::Bpf(_) => ProcReader::open().ok(),
-            Backend::Procfs(_) | Backend::Daemon(_) => None,
+        let (procfs, proc_up) = match backend {
+            Backend::Bpf(_) => completing_proc(),
+            Backend::Procfs(_) | Backend::Daemon(_) => (None, 0),
         };
         if let (Backend::Bpf(it), Some(p)) = (&mut backend, &procfs) {
             if show_flags & Group::Statm.flag() != 0 {
-                calibrate::rss_rule(it, p.root());
+                calibrate::rss_rule(it, p.root(), proc_up == 0);
             }
         }
-        Dumper {
+        let mut d = Dumper {
             backend,
             procfs,
+            proc_up,
             bpf_unavailable: None,
             daemon_declined: None,
+        };
+        d.reset_view();
+        d
+    }
+
+    /// The view our own requests are answered in: ours, with ids for /proc when it is of a
+    /// namespace above ours.
+    fn own_view(&self) -> taskdiag_bpf::View {
+        taskdiag_bpf::View {
+            pidns: None,
+            access: self.proc_up > 0,
+            proc_up: self.proc_up,
         }
     }
 
@@ -326,6 +359,7 @@ impl Dumper {
         it.set_view(taskdiag_bpf::View {
             pidns: viewer.pidns,
             access: viewer.needs_access() || req.show_flags & SHOW_MAPS != 0,
+            proc_up: 0,
         });
         let r = self.viewed_tasks(req, viewer, out);
         self.reset_view();
@@ -377,6 +411,7 @@ impl Dumper {
         it.set_view(taskdiag_bpf::View {
             pidns: None,
             access: true,
+            proc_up: 0,
         });
         let req = Request::new(Strategy::One, pid, Group::Base.flag() | Group::Cred.flag());
         let mut asm = TaskAssembler::new();
@@ -422,8 +457,9 @@ impl Dumper {
     }
 
     fn reset_view(&mut self) {
+        let view = self.own_view();
         if let Backend::Bpf(it) = &mut self.backend {
-            it.set_view(taskdiag_bpf::View::default());
+            it.set_view(view);
         }
     }
 
@@ -436,21 +472,31 @@ impl Dumper {
         viewer: Option<&Viewer>,
         out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> Result<u64, Error> {
-        let foreign_ns = viewer.is_some_and(|v| v.pidns.is_some());
+        let naming = match viewer {
+            Some(v) if v.pidns.is_some() => Naming::Viewer,
+            Some(_) => Naming::Same,
+            None if self.proc_up > 0 => Naming::Above,
+            None => Naming::Same,
+        };
+        // A viewer's records carry ACCESS in its own numbers (proc_up 0), not /proc's.
+        let reader = self
+            .procfs
+            .as_ref()
+            .filter(|_| viewer.is_none() || self.proc_up == 0);
+        let src = ProcSource { reader, naming };
         match &mut self.backend {
             Backend::Daemon(_) => Err(Error::Unsupported(
                 "a daemon client cannot answer for another process",
             )),
             Backend::Procfs(p) => p.dump(req, out).map_err(Error::from),
             Backend::Bpf(it) => {
-                let procfs = self.procfs.as_ref();
                 // Memory maps from the BPF map walk, read beside the task walk.
                 if maps_from_walk(it, req.show_flags) {
                     vma_walk::VmaStream::with(it, req, |it, maps| {
-                        bpf_tasks(it, req, foreign_ns, Some(maps), procfs, out)
+                        bpf_tasks(it, req, Some(maps), src, out)
                     })
                 } else {
-                    bpf_tasks(it, req, foreign_ns, None, procfs, out)
+                    bpf_tasks(it, req, None, src, out)
                 }
             }
         }

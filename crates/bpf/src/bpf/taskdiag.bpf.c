@@ -117,6 +117,12 @@ __u32 cfg_target_ns_inum = 0;
 __u32 cfg_target_ns_level = 0;
 /* Add a td_access attribute (what procfs's permission checks look at) to every message. */
 __u32 cfg_access = 0;
+/*
+ * With cfg_access: the ids td_access carries are those of the pid namespace this many levels
+ * above the reader's, the namespace of the /proc the reader completes records from when it has
+ * none of its own (unshare --pid without --mount-proc). 0: the reader's own.
+ */
+__u32 cfg_proc_up = 0;
 
 /*
  * Output channel. Through the seq file every read() returns at most one 32 KiB buffer, which
@@ -1073,13 +1079,14 @@ static __always_inline struct task_struct *untrusted(struct out *o, struct task_
 }
 
 /* The reader's active pid namespace, task_active_pid_ns(current), for @cur (an untrusted view
- * of the current task). */
-static __always_inline void reader_ns(struct task_struct *cur, struct ns_ctx *ns)
+ * of the current task), or its ancestor @above levels up (the root namespace if fewer). */
+static __always_inline void reader_ns(struct task_struct *cur, struct ns_ctx *ns, __u32 above)
 {
 	struct pid *cur_pid = cur->thread_pid;
 	struct upid up = {};
 	__u32 lvl = cur_pid->level;
 
+	lvl = above < lvl ? lvl - above : 0;
 	if (lvl == 0)
 		up.ns = cur_pid->numbers[0].ns;
 	else
@@ -1090,12 +1097,14 @@ static __always_inline void reader_ns(struct task_struct *cur, struct ns_ctx *ns
 
 /* reader_ns() without bpf_get_current_task_btf() (kernels before 5.11): the current task read
  * with probe reads. */
-static __always_inline void reader_ns_probed(struct ns_ctx *ns)
+static __always_inline void reader_ns_probed(struct ns_ctx *ns, __u32 above)
 {
 	struct task_struct *cur = (void *)bpf_get_current_task();
 	struct pid *cur_pid = BPF_CORE_READ(cur, thread_pid);
 	struct upid up = {};
-	__u32 lvl = BPF_CORE_READ(cur_pid, level) & 31;
+	__u32 lvl = BPF_CORE_READ(cur_pid, level);
+
+	lvl = (above < lvl ? lvl - above : 0) & 31;
 
 	bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&cur_pid->numbers[lvl]));
 	ns->level = lvl;
@@ -1126,13 +1135,13 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 		return 0;
 	if (bounded) {
 		t = task;
-		reader_ns_probed(&ns);
+		reader_ns_probed(&ns, 0);
 	} else {
 		t = untrusted(&o, task);
 		cur = untrusted(&o, bpf_get_current_task_btf());
 		if (!t || !cur)
 			return 0;
-		reader_ns(cur, &ns);
+		reader_ns(cur, &ns, 0);
 	}
 	is_leader = t->group_leader == t;
 	if ((strategy == TD_STRATEGY_ALL || strategy == TD_STRATEGY_CHILDREN) && !is_leader)
@@ -1171,6 +1180,17 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	if ((show & (1 << TD_GROUP_BASE)) && !put_base(&o, t, &ns, is_leader))
 		return 0;
 	forget_off(&o);
+	if (cfg_access && cfg_proc_up) {
+		/* The ids in the namespace of the reader's /proc, above its own. */
+		struct ns_ctx pns = {};
+
+		if (bounded)
+			reader_ns_probed(&pns, cfg_proc_up);
+		else
+			reader_ns(cur, &pns, cfg_proc_up);
+		reader_pid = pid_nr_ns(t->thread_pid, pns.level, pns.ns);
+		reader_tgid = task_tgid_nr(t, &pns);
+	}
 	if (cfg_access && !put_access(&o, t, mm, reader_pid, reader_tgid))
 		return 0;
 	forget_off(&o);
@@ -1421,7 +1441,7 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 		cur = untrusted(&o, bpf_get_current_task_btf());
 		if (!cur || !t)
 			return 0;
-		reader_ns(cur, &ns);
+		reader_ns(cur, &ns, 0);
 		pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
 		tgid = task_tgid_nr(t, &ns);
 		/* Another task: the previous one's entries go out first. */
@@ -1549,7 +1569,7 @@ int task_root(struct bpf_iter__task *ctx)
 		cur = untrusted(&o, bpf_get_current_task_btf());
 		if (!t || !cur)
 			return 0;
-		reader_ns(cur, &ns);
+		reader_ns(cur, &ns, 0);
 		if (pid_nr_ns(t->thread_pid, ns.level, ns.ns) != cfg_root_tid)
 			return 0;
 	}

@@ -979,6 +979,19 @@ echo "@@after"; /usr/bin/pgrep -a -P 1; echo "rc=$?"
 
 #[test]
 fn pid_namespace_without_its_own_proc_uses_bpf_numbers() {
+    in_pid_namespace_without_its_own_proc("");
+}
+
+#[test]
+fn pid_namespace_without_its_own_proc_completes_from_the_parents_proc() {
+    // As on 5.10 (no sleepable iterators, no bpf_loop): the command lines come from the
+    // parent namespace's /proc, read by the tasks' numbers there.
+    in_pid_namespace_without_its_own_proc("cmdline,loop");
+}
+
+/// pgrep and pkill in a pid namespace whose /proc is still the parent's, with the BPF features
+/// `disable` names treated as missing.
+fn in_pid_namespace_without_its_own_proc(disable: &str) {
     // /proc still shows the parent namespace here, so procps cannot answer; BPF answers in
     // the namespace's numbers, and pkill checks identities with a second snapshot.
     // The host's /proc cannot tell when the sleeps have executed: BPF, in the namespace's
@@ -999,7 +1012,8 @@ kill $a
     let mut o = Command::new("unshare");
     o.args(["--pid", "--fork", "sh", "-c", script])
         .env("BIN", BIN)
-        .env("TASKDIAG_BACKEND", "bpf");
+        .env("TASKDIAG_BACKEND", "bpf")
+        .env("TASKDIAG_BPF_DISABLE", disable);
     let o = output(&mut o);
     let s = ns_sections(&o);
     let pids = section_pids(&s);

@@ -756,7 +756,26 @@ static __always_inline bool put_stat(struct out *o, struct task_struct *t, bool 
 	if (whole) {
 		struct thread_sum sum = {}, *sp = &sum;
 
-		if (bounded) {
+		if (!bounded && sig->nr_threads == 1 && sig->thread_head.next == &t->thread_node &&
+		    t->thread_node.next == &sig->thread_head) {
+			/* Most processes: @t is the one thread on the list, so the sum is its own
+			 * counters, read with plain loads instead of a walk of probe reads. (The
+			 * barriers keep clang from merging these loads with the stack loads below,
+			 * which the verifier refuses, as in pid_nr_ns().) */
+			__u64 mf = t->min_flt, jf = t->maj_flt, u = t->utime, st_ = t->stime;
+			__u64 rt = t->se.sum_exec_runtime;
+
+			barrier_var(mf);
+			barrier_var(jf);
+			barrier_var(u);
+			barrier_var(st_);
+			barrier_var(rt);
+			sum.min_flt = mf;
+			sum.maj_flt = jf;
+			sum.utime = u;
+			sum.stime = st_;
+			sum.rtime = rt;
+		} else if (bounded) {
 			struct scratch *sc = (void *)o->buf;
 
 			if (!sum_threads_bounded(as_number(o, sig)))
@@ -885,19 +904,30 @@ static __always_inline struct cpu_offsets *cpu_offsets_get(void)
 
 struct cpu_sum {
 	struct cpu_offsets *co;
-	__u64 counters;
-	s64 sum;
+	/* Each counter's per-CPU s32 (0: none to add); adjacent: all four in one per-CPU area,
+	 * in MM_* order (percpu_counter_init_many(), 6.7+), read with one copy per CPU. */
+	__u64 counters[4];
+	s64 sum[4];
+	bool adjacent;
 };
 
 static long add_cpu(__u64 cpu, struct cpu_sum *s)
 {
-	int v = 0;
+	s32 v[4] = {};
+	__u64 off;
 
 	if (cpu >= cfg_nr_cpus)
 		return 1;
-	bpf_probe_read_kernel(&v, sizeof(v),
-			      (void *)(s->counters + s->co->off[cpu & (TD_BPF_MAX_CPUS - 1)]));
-	s->sum += v;
+	off = s->co->off[cpu & (TD_BPF_MAX_CPUS - 1)];
+	if (s->adjacent) {
+		bpf_probe_read_kernel(v, sizeof(v), (void *)(s->counters[0] + off));
+	} else {
+		for (int i = 0; i < 4; i++)
+			if (s->counters[i])
+				bpf_probe_read_kernel(&v[i], sizeof(v[i]), (void *)(s->counters[i] + off));
+	}
+	for (int i = 0; i < 4; i++)
+		s->sum[i] += v[i];
 	return 0;
 }
 
@@ -909,49 +939,76 @@ struct rss_probe {
 	__u32 seen;
 } rss_probe = {};
 
-/* @bounded: without the per-CPU sum, which needs bpf_loop() and bpf_map_lookup_percpu_elem()
- * (kernels before 6.2, which dump_task_bounded is for, have no per-CPU RSS counters anyway). */
-static __always_inline __u64 mm_counter(struct mm_struct *mm, int i, bool bounded)
+/*
+ * The four rss counters of @mm (indexed by MM_*), in pages, as /proc shows them: the
+ * approximate totals, or on kernels whose /proc sums the per-CPU deltas (cfg_rss_sum) the sums.
+ * @bounded: with probe reads and without the per-CPU sum, which needs bpf_loop() and
+ * bpf_map_lookup_percpu_elem() (kernels before 6.2, which dump_task_bounded is for, have no
+ * per-CPU RSS counters anyway). Otherwise @mm's fields are read with plain loads, and the
+ * per-CPU deltas of all four counters in one walk of the CPUs.
+ */
+static __always_inline void mm_counters(struct mm_struct *mm, __u64 *c, bool bounded)
 {
-	s64 v;
+	struct cpu_sum cs = {};
+	s64 v[4];
 
 	if (bpf_core_type_exists(struct mm_rss_stat___pre62)) {
 		struct mm_struct___pre62 *o = (void *)mm;
-		v = BPF_CORE_READ(o, rss_stat.count[i].counter);
+
+		for (int i = 0; i < 4; i++) {
+			if (bounded)
+				v[i] = BPF_CORE_READ(o, rss_stat.count[i].counter);
+			else
+				v[i] = o->rss_stat.count[i].counter;
+		}
 	} else {
 		/* Index by the kernel's struct size, not this header's (arrays are not relocated). */
-		void *p = (void *)mm + bpf_core_field_offset(struct mm_struct, rss_stat) +
-			  i * bpf_core_type_size(struct percpu_counter) +
-			  bpf_core_field_offset(struct percpu_counter, count);
+		__u64 size = bpf_core_type_size(struct percpu_counter);
+		void *rss = (void *)mm + bpf_core_field_offset(struct mm_struct, rss_stat);
 
-		bpf_probe_read_kernel(&v, sizeof(v), p);
+		for (int i = 0; i < 4; i++) {
+			struct percpu_counter *pc = rss + i * size;
+
+			if (bounded)
+				bpf_probe_read_kernel(&v[i], sizeof(v[i]), &pc->count);
+			else
+				v[i] = pc->count;
+		}
 		if (!bounded && (cfg_rss_sum || cfg_rss_probe)) {
-			struct cpu_sum cs = { .co = cpu_offsets_get(), .sum = v };
+			cs.co = cpu_offsets_get();
+			for (int i = 0; i < 4; i++) {
+				struct percpu_counter *pc = rss + i * size;
 
-			p += bpf_core_field_offset(struct percpu_counter, counters) -
-			     bpf_core_field_offset(struct percpu_counter, count);
-			bpf_probe_read_kernel(&cs.counters, sizeof(cs.counters), p);
-			if (cs.co && cs.counters)
-				bpf_loop(TD_BPF_MAX_CPUS, add_cpu, &cs, 0);
-			if (cfg_rss_probe) {
-				rss_probe.approx[i & 3] = v > 0 ? v : 0;
-				rss_probe.sum[i & 3] = cs.sum > 0 ? cs.sum : 0;
-				rss_probe.seen = 1;
+				/* A number, whatever type the kernel's BTF gives the field. */
+				cs.counters[i] = cs.co ? launder(cs.co, pc->counters) : 0;
+				cs.sum[i] = v[i];
 			}
-			if (cfg_rss_sum)
-				v = cs.sum;
+			cs.adjacent = cs.counters[0] && cs.counters[1] == cs.counters[0] + 4 &&
+				      cs.counters[2] == cs.counters[0] + 8 &&
+				      cs.counters[3] == cs.counters[0] + 12;
+			if (cs.co)
+				bpf_loop(TD_BPF_MAX_CPUS, add_cpu, &cs, 0);
+			for (int i = 0; i < 4; i++) {
+				if (cfg_rss_probe) {
+					rss_probe.approx[i] = v[i] > 0 ? v[i] : 0;
+					rss_probe.sum[i] = cs.sum[i] > 0 ? cs.sum[i] : 0;
+					rss_probe.seen = 1;
+				}
+				if (cfg_rss_sum)
+					v[i] = cs.sum[i];
+			}
 		}
 	}
-	return v > 0 ? v : 0;
+	for (int i = 0; i < 4; i++)
+		c[i] = v[i] > 0 ? v[i] : 0;
 }
 
 static __always_inline bool put_statm(struct out *o, struct mm_struct *mm, bool bounded)
 {
 	struct td_statm *m = rec_at(o, o->off + sizeof(struct td_attr));
 	__u32 ps = cfg_page_shift & 31;
-	__u64 anon = mm_counter(mm, MM_ANONPAGES, bounded);
-	__u64 file = mm_counter(mm, MM_FILEPAGES, bounded);
-	__u64 shmem = mm_counter(mm, MM_SHMEMPAGES, bounded), total_rss = anon + file + shmem;
+	__u64 c[4];
+	__u64 anon, file, shmem, total_rss;
 	__u64 total_vm = mm->total_vm, hw_vm = mm->hiwater_vm;
 	__u64 hw_rss = mm->hiwater_rss, exec_vm = mm->exec_vm;
 	__u64 page = 1ULL << ps, start_code = mm->start_code;
@@ -959,9 +1016,14 @@ static __always_inline bool put_statm(struct out *o, struct mm_struct *mm, bool 
 
 	if (!m)
 		return false;
-	/* /proc sums per-CPU counters here, which the bounded flavour cannot (see mm_counter()). */
+	/* /proc sums per-CPU counters here, which the bounded flavour cannot (see mm_counters()). */
 	if (bounded && cfg_rss_sum)
 		return needs_procfs(o, TD_GROUP_STATM);
+	mm_counters(mm, c, bounded);
+	anon = c[MM_ANONPAGES];
+	file = c[MM_FILEPAGES];
+	shmem = c[MM_SHMEMPAGES];
+	total_rss = anon + file + shmem;
 	__builtin_memset(m, 0, sizeof(*m));
 	if (text > exec_vm << ps)
 		text = exec_vm << ps;
@@ -971,7 +1033,7 @@ static __always_inline bool put_statm(struct out *o, struct mm_struct *mm, bool 
 	m->rss_file = file << ps;
 	m->rss_shmem = shmem << ps;
 	m->rss_peak = (hw_rss > total_rss ? hw_rss : total_rss) << ps;
-	m->swap = mm_counter(mm, MM_SWAPENTS, bounded) << ps;
+	m->swap = c[MM_SWAPENTS] << ps;
 	/* /proc prints these three from bytes, in whole kB. */
 	m->text = text >> 10 << 10;
 	m->lib = ((exec_vm << ps) - text) >> 10 << 10;

@@ -19,28 +19,15 @@ hz=$(getconf CLK_TCK)
 command -v htop >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq htop >/dev/null
 command -v tmux >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
 
-# The sleepers: `taskdiag-bench hold` (forks of a small process in pause(), a few hundred KiB
-# each; python forks were ~0.8 MiB each and 50,000 of them exhausted 24 GiB). It keeps them
-# until its standard input, a fifo this script holds open, ends, and kills exactly them.
-bench=$(dirname "$td")/taskdiag-bench
-[ -x "$bench" ] || { echo "$bench not built (cargo build --release)" >&2; exit 1; }
-dir=$(mktemp -d)
-mkfifo "$dir/in"
-"$bench" hold --tasks "$tasks" < "$dir/in" > "$dir/out" &
-holder=$!
-exec 4> "$dir/in"
+# The sleepers (hold.sh).
+. "$(dirname "$0")/hold.sh"
 sessions=()
 cleanup() {
     for s in "${sessions[@]}"; do tmux kill-session -t "$s" 2>/dev/null || true; done
-    exec 4>&-
-    wait "$holder" 2>/dev/null || true
-    rm -rf "$dir"
+    unhold
 }
 trap cleanup EXIT
-until grep -q ready "$dir/out"; do
-    kill -0 "$holder" 2>/dev/null || { echo "taskdiag-bench hold failed" >&2; exit 1; }
-    sleep 0.2
-done
+hold "$(dirname "$td")/taskdiag-bench" "$tasks"
 echo "$(ls /proc | grep -c '^[0-9]') processes in /proc; $(uname -r); $(nproc) CPUs"
 
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }

@@ -11,6 +11,7 @@
 //! is only ever run, never linked, except for the daemon client of the `clients` mode.
 
 mod baseline;
+mod bpf_lines;
 mod daemon;
 mod measure;
 mod report;
@@ -63,6 +64,10 @@ enum Mode {
     /// SIGTERM/SIGINT, then kills them (for measurements made outside this binary, e.g.
     /// scripts/top-cpu.sh).
     Hold(HoldArgs),
+    /// Where a loaded BPF program spends its time per source line: reads `perf script -F
+    /// ip,sym` on standard input (e.g. of `perf record -F 20000 taskdiag dump --all --repeat
+    /// 40`) and charges each sample in the program to its line through the jited line info.
+    BpfLines(bpf_lines::BpfLinesArgs),
 }
 
 /// Arguments of the `hold` mode.
@@ -340,6 +345,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Mode::Clients(a)) => daemon::clients(a),
         Some(Mode::Hold(a)) => hold(&a),
+        Some(Mode::BpfLines(a)) => bpf_lines::run(&a),
     }
 }
 

@@ -1194,8 +1194,21 @@ static __always_inline void warm(struct task_struct *t, struct mm_struct *mm, __
 		x += sig->nr_threads + sig->cmin_flt + sig->utime + sig->sum_sched_runtime +
 		     sig->prev_cputime.utime + t->min_flt + t->utime + t->se.sum_exec_runtime +
 		     t->policy + t->nvcsw + t->prev_cputime.utime;
-	if ((show & (1 << TD_GROUP_STATM)) && mm)
+	if ((show & (1 << TD_GROUP_STATM)) && mm) {
 		x += mm->start_code + mm->total_vm + mm->pgtables_bytes.counter;
+		/* The rss counters (mm_counters()): the first and last of four, over 2-3 lines. */
+		if (bpf_core_type_exists(struct mm_rss_stat___pre62)) {
+			struct mm_struct___pre62 *o = (void *)mm;
+
+			x += o->rss_stat.count[0].counter + o->rss_stat.count[3].counter;
+		} else {
+			__u64 size = bpf_core_type_size(struct percpu_counter);
+			void *rss = (void *)mm + bpf_core_field_offset(struct mm_struct, rss_stat);
+
+			x += ((struct percpu_counter *)rss)->count +
+			     ((struct percpu_counter *)(rss + 3 * size))->count;
+		}
+	}
 	barrier_var(x);
 }
 

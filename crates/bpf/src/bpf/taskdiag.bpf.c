@@ -955,12 +955,9 @@ static __always_inline void mm_counters(struct mm_struct *mm, __u64 *c, bool bou
 	if (bpf_core_type_exists(struct mm_rss_stat___pre62)) {
 		struct mm_struct___pre62 *o = (void *)mm;
 
-		for (int i = 0; i < 4; i++) {
-			if (bounded)
-				v[i] = BPF_CORE_READ(o, rss_stat.count[i].counter);
-			else
-				v[i] = o->rss_stat.count[i].counter;
-		}
+		/* One copy of the four atomic_long_t (6.1's verifier refuses plain loads through
+		 * that typedef in an array). */
+		bpf_probe_read_kernel(v, sizeof(v), __builtin_preserve_access_index(&o->rss_stat));
 	} else {
 		/* Index by the kernel's struct size, not this header's (arrays are not relocated). */
 		__u64 size = bpf_core_type_size(struct percpu_counter);
@@ -1196,12 +1193,10 @@ static __always_inline void warm(struct task_struct *t, struct mm_struct *mm, __
 		     t->policy + t->nvcsw + t->prev_cputime.utime;
 	if ((show & (1 << TD_GROUP_STATM)) && mm) {
 		x += mm->start_code + mm->total_vm + mm->pgtables_bytes.counter;
-		/* The rss counters (mm_counters()): the first and last of four, over 2-3 lines. */
-		if (bpf_core_type_exists(struct mm_rss_stat___pre62)) {
-			struct mm_struct___pre62 *o = (void *)mm;
-
-			x += o->rss_stat.count[0].counter + o->rss_stat.count[3].counter;
-		} else {
+		/* The rss counters (mm_counters()): the first and last of four, over 2-3 lines.
+		 * (Before 6.2 they are one line, which 6.1's verifier will not let a plain load
+		 * into: its BTF walk stops at the typedef atomic_long_t.) */
+		if (!bpf_core_type_exists(struct mm_rss_stat___pre62)) {
 			__u64 size = bpf_core_type_size(struct percpu_counter);
 			void *rss = (void *)mm + bpf_core_field_offset(struct mm_struct, rss_stat);
 

@@ -51,28 +51,18 @@ pub fn run(a: &BpfLinesArgs) -> anyhow::Result<()> {
         .map(|(k, len)| *k as u64 + u64::from(*len))
         .max()
         .unwrap_or(0);
-    let lowest = starts.first().map_or(0, |s| s.0);
-    let (mut all, mut mine) = (0u64, 0u64);
-    let mut per_line: HashMap<u32, u64> = HashMap::new();
+    let mut ips = Vec::new();
     for line in std::io::stdin().lock().lines() {
         let line = line.context("standard input")?;
-        let Some(ip) = line
-            .split_whitespace()
-            .next()
-            .and_then(|w| u64::from_str_radix(w, 16).ok())
-        else {
-            continue;
-        };
-        all += 1;
-        if ip < lowest || ip >= end {
-            continue;
-        }
-        let i = starts.partition_point(|s| s.0 <= ip);
-        if i > 0 {
-            mine += 1;
-            *per_line.entry(starts[i - 1].1).or_default() += 1;
-        }
+        ips.extend(
+            line.split_whitespace()
+                .next()
+                .and_then(|w| u64::from_str_radix(w, 16).ok()),
+        );
     }
+    let all = ips.len() as u64;
+    let per_line = charge(&starts, end, &ips);
+    let mine: u64 = per_line.values().sum();
     let text: Vec<String> = match &a.source {
         Some(p) => std::fs::read_to_string(p)
             .with_context(|| p.display().to_string())?
@@ -98,6 +88,19 @@ pub fn run(a: &BpfLinesArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Samples per source line: each of `ips` within the program (from its lowest line start up to
+/// `end`) charged to the line whose jited code starts at or below it. `starts`: (jited address,
+/// line), sorted by address.
+fn charge(starts: &[(u64, u32)], end: u64, ips: &[u64]) -> HashMap<u32, u64> {
+    let lowest = starts.first().map_or(0, |s| s.0);
+    let mut per_line = HashMap::new();
+    for &ip in ips.iter().filter(|&&ip| ip >= lowest && ip < end) {
+        let i = starts.partition_point(|s| s.0 <= ip);
+        *per_line.entry(starts[i - 1].1).or_default() += 1;
+    }
+    per_line
+}
+
 /// The id of the program pinned at `path`.
 fn prog_id(path: &Path) -> anyhow::Result<u32> {
     let fd = libbpf_rs::Program::fd_from_pinned_path(path)
@@ -105,4 +108,22 @@ fn prog_id(path: &Path) -> anyhow::Result<u32> {
     let id = libbpf_rs::Program::id_from_fd(std::os::fd::AsFd::as_fd(&fd))
         .with_context(|| format!("{}: its id", path.display()))?;
     Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_go_to_the_line_whose_code_starts_at_or_below_them() {
+        let starts = [(0x100, 10), (0x110, 12), (0x130, 10), (0x140, 20)];
+        // Outside the program (below it, at or past its end) counts for no line.
+        let ips = [
+            0xff, 0x100, 0x10f, 0x110, 0x12f, 0x130, 0x145, 0x150, 0x1000,
+        ];
+        let got = charge(&starts, 0x150, &ips);
+        let want = HashMap::from([(10, 3), (12, 2), (20, 1)]);
+        assert_eq!(got, want);
+        assert!(charge(&[], 0, &ips).is_empty());
+    }
 }

@@ -32,7 +32,11 @@ pub struct BpfLinesArgs {
 /// as shares of all samples.
 pub fn run(a: &BpfLinesArgs) -> anyhow::Result<()> {
     let id = prog_id(&a.pinned)?;
-    let opts = ProgInfoQueryOptions::default().include_all();
+    let opts = ProgInfoQueryOptions::default()
+        .include_line_info(true)
+        .include_jited_line_info(true)
+        .include_jited_ksyms(true)
+        .include_jited_func_lens(true);
     let info = ProgInfoIter::with_query_opts(opts)
         .find(|p| p.id == id)
         .with_context(|| format!("program {id} ({}) not found", a.pinned.display()))?;

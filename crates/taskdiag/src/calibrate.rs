@@ -33,17 +33,21 @@ pub(crate) fn rss_rule(it: &mut TaskIter, proc_root: &Path, same_numbers: bool) 
         return;
     }
     // SAFETY: getppid and getpid have no preconditions.
-    let (ppid, pid) = unsafe { (libc::getppid(), libc::getpid()) };
+    let (ppid, pid) = unsafe { (libc::getppid() as u32, libc::getpid() as u32) };
     let mut groups = Vec::new();
-    let (ppid, pid) = (ppid as u32, pid as u32);
+    // Each as the programs number it and as /proc names it: ourselves as `self`, which any
+    // /proc that shows us resolves; the others only where /proc numbers as the programs do.
     let cands = [
         (1, "1".to_owned()),
         (ppid, ppid.to_string()),
         (pid, "self".to_owned()),
     ];
-    let from = if same_numbers { 0 } else { 2 };
-    for (cand, name) in &cands[from..] {
-        let cand = *cand;
+    let cands = if same_numbers {
+        &cands[..]
+    } else {
+        &cands[2..]
+    };
+    for &(cand, ref name) in cands {
         let Some(before) = it.rss_sample(cand) else {
             continue;
         };

@@ -162,22 +162,21 @@ pub fn out_escape(out: &mut Vec<u8>, src: &[u8], max_cells: usize, utf8: bool) -
     while i < src.len() && cells < max_cells {
         // ASCII without asking mbrtowc (most of every command line; the conversion was 13% of
         // `ps aux`'s time): between characters the state is the initial one, where UTF-8's
-        // mbrtowc maps a non-NUL ASCII byte to itself, length 1 (the branch below).
-        let ascii = src[i..]
-            .iter()
-            .take(max_cells - cells)
-            .position(|&c| !(0x20..0x7f).contains(&c))
-            .unwrap_or((src.len() - i).min(max_cells - cells));
-        if ascii > 0 {
-            out.extend_from_slice(&src[i..i + ascii]);
-            i += ascii;
-            cells += ascii;
-            continue;
-        }
+        // mbrtowc maps a non-NUL ASCII byte to itself, length 1. Printable runs are copied,
+        // any other ASCII byte is '?'.
         if src[i] < 0x80 {
-            out.push(b'?');
-            i += 1;
-            cells += 1;
+            let run = src[i..]
+                .iter()
+                .take(max_cells - cells)
+                .take_while(|c| (0x20..0x7f).contains(*c))
+                .count();
+            if run == 0 {
+                out.push(b'?');
+            } else {
+                out.extend_from_slice(&src[i..i + run]);
+            }
+            i += run.max(1);
+            cells += run.max(1);
             continue;
         }
         let mut wc: libc::wchar_t = 0;
@@ -191,11 +190,6 @@ pub fn out_escape(out: &mut Vec<u8>, src: &[u8], max_cells: usize, utf8: bool) -
             // SAFETY: resetting the conversion state to the initial state.
             st = unsafe { std::mem::zeroed() };
             out.push(b'?');
-            i += 1;
-            cells += 1;
-        } else if len == 1 {
-            let c = src[i];
-            out.push(if (0x20..0x7f).contains(&c) { c } else { b'?' });
             i += 1;
             cells += 1;
         } else {

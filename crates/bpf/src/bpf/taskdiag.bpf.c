@@ -1172,8 +1172,8 @@ static __always_inline void reader_ns_probed(struct ns_ctx *ns, __u32 above)
 
 /*
  * Loads, close together, a word of each cache line the groups of @show read outside the task's
- * first lines (its signal_struct, credentials, address space, the struct pid of its thread
- * group, its own scheduling and fault counters): independent loads, whose cache misses the CPU
+ * first lines and the ids emit() has read (its signal_struct, credentials, address space, its
+ * own scheduling and fault counters): independent loads, whose cache misses the CPU
  * overlaps, where the groups would otherwise wait for each one in turn. Over thousands of tasks
  * those lines are not in the cache: a line-level profile of the walk (perf's samples mapped to
  * source lines through the program's jited line info) put most of the program's own time on
@@ -1182,8 +1182,7 @@ static __always_inline void reader_ns_probed(struct ns_ctx *ns, __u32 above)
 static __always_inline void warm(struct task_struct *t, struct mm_struct *mm, __u64 show)
 {
 	struct signal_struct *sig = t->signal;
-	struct pid *tgid = sig->pids[PIDTYPE_TGID];
-	__u64 x = t->start_boottime + (tgid ? tgid->level : 0);
+	__u64 x = t->start_boottime;
 
 	if (show & (1 << TD_GROUP_CRED))
 		x += t->real_cred->uid.val;
@@ -1242,10 +1241,6 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	is_leader = t->group_leader == t;
 	if ((strategy == TD_STRATEGY_ALL || strategy == TD_STRATEGY_CHILDREN) && !is_leader)
 		return 0;
-	flags = t->flags;
-	mm = (flags & TD_PF_KTHREAD) ? 0 : t->mm;
-	if (!bounded)
-		warm(t, mm, show);
 	reader_pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
 	reader_tgid = task_tgid_nr(t, &ns);
 
@@ -1274,6 +1269,11 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	if ((cfg_only_pid && h.pid != cfg_only_pid) || (cfg_only_tgid && h.tgid != cfg_only_tgid))
 		return 0;
 
+	flags = t->flags;
+	mm = (flags & TD_PF_KTHREAD) ? 0 : t->mm;
+	/* Only for a task that is written (not for those a filter above skips). */
+	if (!bounded)
+		warm(t, mm, show);
 	o.off = sizeof(h);
 	if ((show & (1 << TD_GROUP_BASE)) && !put_base(&o, t, &ns, is_leader))
 		return 0;

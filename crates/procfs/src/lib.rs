@@ -28,4 +28,4 @@ pub mod reader;
 mod scan;
 pub mod system;
 
-pub use reader::{clock_ticks, ProcReader, ProcfsError};
+pub use reader::{clock_ticks, CpuTime, ProcReader, ProcfsError};

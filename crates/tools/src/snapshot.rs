@@ -13,6 +13,7 @@
 use std::io;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub use taskdiag::CpuTime;
 use taskdiag::{BackendKind, Dumper, Group, Request, Strategy, UnknownBackend};
 use taskdiag_proto::msg::Messages;
 pub use taskdiag_proto::task::Task;
@@ -242,6 +243,34 @@ impl Source {
 }
 
 impl Source {
+    /// Every task's CPU time (`threads`: every thread's, a leader's being its process's), for a
+    /// %CPU baseline: from the stat files alone when the backend reads /proc
+    /// (`Dumper::proc_cpu_times`), else from a BASE|STAT snapshot.
+    pub fn cpu_times(&mut self, threads: bool) -> Result<Vec<CpuTime>, Error> {
+        if let Some(r) = self.dumper.proc_cpu_times(threads) {
+            return r.map_err(Error::Dump);
+        }
+        let mut tasks = self.take(&Query {
+            threads,
+            groups: Group::Base.flag() | Group::Stat.flag(),
+        })?;
+        if threads {
+            self.leaders_as_processes(&mut tasks)?;
+        }
+        Ok(tasks
+            .iter()
+            .filter_map(|t| {
+                let (b, s) = (t.base.as_ref()?, t.stat.as_ref()?);
+                Some(CpuTime {
+                    tgid: t.tgid,
+                    pid: t.pid,
+                    start_ns: b.rec.start_time_ns,
+                    cpu_ns: s.utime_ns + s.stime_ns,
+                })
+            })
+            .collect())
+    }
+
     /// Gives each thread-group leader of a per-thread snapshot its whole process's STAT, as
     /// procps shows it: procps reads a leader's line from /proc/PID, not /proc/PID/task/PID,
     /// so its times and fault counts are the process's (`ps -L`, `top -H`). Takes a second,

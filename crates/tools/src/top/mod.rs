@@ -569,9 +569,11 @@ impl Sampler {
     /// A first snapshot and a short wait, so the next one has a %CPU interval (procps waits
     /// 0.15 s the same way).
     fn prime(&mut self, o: &Opts) -> Result<(), snapshot::Error> {
-        self.deltas.reset();
         // Only CPU times and start times matter for this one.
-        self.sample_groups(o, Group::Base.flag() | Group::Stat.flag())?;
+        let now = sys::boottime_ns();
+        let times = self.src.cpu_times(o.threads)?;
+        self.deltas.prime(&times, now, self.machine.ns_per_tick());
+        self.cpu_prev = sys::read_cpu();
         std::thread::sleep(Duration::from_millis(150));
         Ok(())
     }

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use taskdiag_proto::{state_char, Group, BASE_F_KTHREAD};
 
 use crate::names::Names;
-use crate::snapshot::Task;
+use crate::snapshot::{CpuTime, Task};
 use crate::text;
 
 /// The columns top shows by default, in procps order.
@@ -218,6 +218,22 @@ impl Deltas {
     pub fn reset(&mut self) {
         self.prev.clear();
         self.prev_ns = 0;
+    }
+
+    /// Takes `times` (read at `now_ns`) as the previous snapshot without making a frame: the
+    /// first sample, which only sets the baseline of the next frame's %CPU.
+    pub fn prime(&mut self, times: &[CpuTime], now_ns: u64, ns_per_tick: u64) {
+        let ns_per_tick = ns_per_tick.max(1);
+        self.prev.clear();
+        self.prev.extend(times.iter().map(|t| Prev {
+            key: (t.tgid, t.pid != t.tgid, t.pid),
+            start_ns: t.start_ns,
+            tics: t.cpu_ns / ns_per_tick,
+        }));
+        if !self.prev.windows(2).all(|w| w[0].key <= w[1].key) {
+            self.prev.sort_by_key(|p| p.key);
+        }
+        self.prev_ns = now_ns;
     }
 
     /// Makes the rows of `tasks` (taken at `now_ns` on CLOCK_BOOTTIME), keeping only

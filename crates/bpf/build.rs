@@ -3,7 +3,8 @@
 //! 1. Writes `taskdiag_wire.h` into OUT_DIR from `taskdiag_proto::layout::c_header()`, so the C
 //!    records are generated from the same definitions as the Rust ones.
 //! 2. Compiles `src/bpf/taskdiag.bpf.c` with clang (BPF target, CO-RE) and generates the
-//!    libbpf-rs skeleton `taskdiag.skel.rs` into OUT_DIR.
+//!    libbpf-rs skeleton `taskdiag.skel.rs` into OUT_DIR; the same for the change tracker,
+//!    `src/bpf/track.bpf.c` (`track.skel.rs`).
 //!
 //! 3. Writes `object_key.rs`: a digest of the compiled object and of this crate's sources, which
 //!    names the directory programs are pinned under (`src/pin.rs`), so that programs pinned by
@@ -22,6 +23,7 @@ mod find_clang;
 use find_clang::find_clang;
 
 const SRC: &str = "src/bpf/taskdiag.bpf.c";
+const TRACK_SRC: &str = "src/bpf/track.bpf.c";
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
@@ -54,8 +56,21 @@ fn main() {
         ])
         .build_and_generate(&skel)
         .unwrap_or_else(|e| panic!("building {SRC} with {}: {e:#}", clang.display()));
+    // The change tracker (src/track.rs): a separate object, loaded by the process that uses it.
+    SkeletonBuilder::new()
+        .source(TRACK_SRC)
+        .obj(out.join("track.bpf.o"))
+        .clang(&clang)
+        .clang_args([
+            "-I".as_ref(),
+            Path::new("src/bpf").as_os_str(),
+            "-Wall".as_ref(),
+        ])
+        .build_and_generate(out.join("track.skel.rs"))
+        .unwrap_or_else(|e| panic!("building {TRACK_SRC} with {}: {e:#}", clang.display()));
     write_object_key(&obj, &out);
     println!("cargo:rerun-if-changed={SRC}");
+    println!("cargo:rerun-if-changed={TRACK_SRC}");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux_min.h");
     println!("cargo:rerun-if-changed=find_clang.rs");
     println!("cargo:rerun-if-env-changed=CLANG");

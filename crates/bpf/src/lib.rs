@@ -27,7 +27,9 @@
 //! * `dump`: a request turned into the programs' configuration and an iterator run;
 //! * `rss`: which rss count this kernel's /proc shows, learned by comparing with it;
 //! * `read`: the iterators' output (seq file or ring buffer) cut into whole messages and
-//!   accounted, with no libbpf state of its own.
+//!   accounted, with no libbpf state of its own;
+//! * `track`: a separate small object on the scheduler's tracepoints that tells a long-running
+//!   reader which tasks may have changed since it last looked (BTF tracepoints, 5.5+).
 
 use std::io;
 
@@ -54,10 +56,12 @@ mod probe;
 mod progs;
 mod read;
 mod rss;
+mod track;
 
 pub use load::TaskFlavour;
 pub use probe::{kernel_btf_present, may_load_bpf};
 pub use rss::RssSample;
+pub use track::{Changes, Tracker};
 
 /// Errors of the BPF backend.
 #[derive(Debug, thiserror::Error)]

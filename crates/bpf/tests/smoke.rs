@@ -92,3 +92,55 @@ fn groups_not_loaded_are_reported_missing() {
         cmdline
     );
 }
+
+/// The change tracker marks a task that runs, and not one that sleeps through the interval.
+/// (It loads wherever BTF tracepoints exist, 5.5+: every kernel taskdiag supports.)
+#[test]
+fn tracker_marks_tasks_that_ran_and_not_those_that_slept() {
+    use std::process::Command;
+    let mut t = taskdiag_bpf::Tracker::start().expect("start the tracker (run as root)");
+    let mut sleeper = Command::new("sleep").arg("1000").spawn().expect("sleep");
+    let sleeper_pid = sleeper.id();
+    // Until the sleeper has gone to sleep (its state in /proc is S).
+    while !std::fs::read_to_string(format!("/proc/{sleeper_pid}/stat"))
+        .unwrap_or_default()
+        .contains(") S ")
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let first = t.take().expect("take");
+    assert!(first.complete);
+    assert!(
+        first.tasks.contains(&(sleeper_pid, sleeper_pid)),
+        "a new task is marked: {:?}",
+        first.tasks
+    );
+    // A process that starts and exits between two looks is marked; the sleeper is not.
+    let mut brief = Command::new("true").spawn().expect("true");
+    let brief_pid = brief.id();
+    assert!(brief.wait().expect("wait").success());
+    let second = t.take().expect("take");
+    assert!(
+        second.tasks.contains(&(brief_pid, brief_pid)),
+        "{brief_pid} ran: {:?}",
+        second.tasks
+    );
+    let me = std::process::id();
+    assert!(second.complete);
+    assert!(
+        !second.tasks.iter().any(|&(tid, _)| tid == sleeper_pid),
+        "{sleeper_pid} slept: {:?}",
+        second.tasks
+    );
+    // This process ran (it forked `true` and waited for it).
+    assert!(second.tasks.iter().any(|&(_, tgid)| tgid == me));
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    // Its death is a change.
+    let third = t.take().expect("take");
+    assert!(
+        third.tasks.contains(&(sleeper_pid, sleeper_pid)),
+        "{:?}",
+        third.tasks
+    );
+}

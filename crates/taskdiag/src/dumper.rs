@@ -215,6 +215,17 @@ impl Dumper {
         }
     }
 
+    /// Whether a request for one task (ONE, THREAD) costs about that task alone: /proc, or BPF
+    /// with the kernel's iterator link parameters (6.1+). Elsewhere such a request walks every
+    /// task, and a reader that wants a few tasks should rather walk once.
+    pub fn single_task_reads_are_cheap(&self) -> bool {
+        match &self.backend {
+            Backend::Procfs(_) => true,
+            Backend::Bpf(it) => it.features().task_params,
+            Backend::Daemon(_) => false,
+        }
+    }
+
     /// Why `Auto` did not choose BPF, if it did not.
     pub fn bpf_unavailable(&self) -> Option<&str> {
         self.bpf_unavailable.as_deref()

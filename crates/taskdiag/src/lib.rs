@@ -48,7 +48,7 @@ mod vma_walk;
 pub use backend::{BackendKind, UnknownBackend};
 pub use dumper::{Dumper, AUTO_PROCFS_BELOW};
 use taskdiag_bpf::BpfError;
-pub use taskdiag_bpf::PidNs;
+pub use taskdiag_bpf::{may_load_bpf, Changes, PidNs, Tracker};
 pub use taskdiag_procfs::CpuTime;
 use taskdiag_procfs::ProcfsError;
 pub use taskdiag_proto as proto;

@@ -215,9 +215,61 @@ impl Source {
         } else {
             Strategy::All
         };
-        let req = Request::new(strategy, 0, q.groups | Group::Base.flag());
-        let mut dec = StreamDecoder::new();
         let mut tasks = Vec::new();
+        self.collect(&Request::new(strategy, 0, q.groups), &mut tasks)?;
+        sort_like_proc(&mut tasks);
+        Ok(tasks)
+    }
+
+    /// Whether [`Source::take_tgids`] of a few processes costs about those processes alone
+    /// (`Dumper::single_task_reads_are_cheap`).
+    pub fn single_task_reads_are_cheap(&self) -> bool {
+        self.dumper.single_task_reads_are_cheap()
+    }
+
+    /// Dumps the processes `tgids` as [`Source::take`] would show them (with `q.threads`, every
+    /// thread of each, a leader's STAT being its process's), sorted like /proc lists them. A
+    /// process that is gone is left out.
+    pub fn take_tgids(&mut self, q: &Query, tgids: &[u32]) -> Result<Vec<Task>, Error> {
+        let strategy = if q.threads {
+            Strategy::Thread
+        } else {
+            Strategy::One
+        };
+        let mut tasks = Vec::new();
+        for &tgid in tgids {
+            let from = tasks.len();
+            match self.collect(&Request::new(strategy, tgid, q.groups), &mut tasks) {
+                Ok(()) => {}
+                Err(Error::Dump(taskdiag::Error::NoSuchTask { .. })) => continue,
+                Err(e) => return Err(e),
+            }
+            // ONE of a pid reused by a thread of another process since it was marked would
+            // answer for that thread (THREAD, for its process): keep only this process's.
+            let mut i = from;
+            while i < tasks.len() {
+                if tasks[i].tgid == tgid {
+                    i += 1;
+                } else {
+                    tasks.swap_remove(i);
+                }
+            }
+        }
+        sort_like_proc(&mut tasks);
+        if q.threads && q.groups & Group::Stat.flag() != 0 {
+            self.leaders_as_processes_of(&mut tasks, tgids)?;
+        }
+        Ok(tasks)
+    }
+
+    /// Appends the tasks of `req`'s answer to `tasks`, decoded.
+    fn collect(&mut self, req: &Request, tasks: &mut Vec<Task>) -> Result<(), Error> {
+        let req = Request::new(
+            req.strategy().unwrap_or(Strategy::All),
+            req.pid,
+            req.show_flags | Group::Base.flag(),
+        );
+        let mut dec = StreamDecoder::new();
         let mut bad = None;
         let res = self.dumper.dump(&req, &mut |chunk| {
             for m in Messages::new(chunk) {
@@ -236,9 +288,7 @@ impl Source {
         if let Some(e) = bad {
             return Err(Error::Dump(taskdiag::Error::Internal(e)));
         }
-        res.map_err(Error::Dump)?;
-        sort_like_proc(&mut tasks);
-        Ok(tasks)
+        res.map(|_| ()).map_err(Error::Dump)
     }
 }
 
@@ -280,20 +330,36 @@ impl Source {
             threads: false,
             groups: Group::Base.flag() | Group::Stat.flag(),
         })?;
-        let start = |t: &Task| t.base.as_ref().map(|b| b.rec.start_time_ns);
-        let totals: std::collections::HashMap<u32, &Task> =
-            procs.iter().map(|t| (t.tgid, t)).collect();
-        // The snapshot is per thread: the records that stand for their process are leaders'.
-        let listing = Strategy::AllThread;
-        for t in tasks
-            .iter_mut()
-            .filter(|t| listing.stands_for_process(t.pid, t.tgid))
-        {
-            if let Some(p) = totals.get(&t.tgid).filter(|p| start(p) == start(t)) {
-                t.stat = p.stat;
-            }
-        }
+        patch_leaders(tasks, &procs);
         Ok(())
+    }
+
+    /// [`Source::leaders_as_processes`] for a snapshot of the processes `tgids` only.
+    fn leaders_as_processes_of(&mut self, tasks: &mut [Task], tgids: &[u32]) -> Result<(), Error> {
+        let q = Query {
+            threads: false,
+            groups: Group::Base.flag() | Group::Stat.flag(),
+        };
+        let procs = self.take_tgids(&q, tgids)?;
+        patch_leaders(tasks, &procs);
+        Ok(())
+    }
+}
+
+/// Gives each leader of the per-thread `tasks` the STAT of its process in `procs`, unless the
+/// pid was reused in between (another start time).
+fn patch_leaders(tasks: &mut [Task], procs: &[Task]) {
+    let start = |t: &Task| t.base.as_ref().map(|b| b.rec.start_time_ns);
+    let totals: std::collections::HashMap<u32, &Task> = procs.iter().map(|t| (t.tgid, t)).collect();
+    // The snapshot is per thread: the records that stand for their process are leaders'.
+    let listing = Strategy::AllThread;
+    for t in tasks
+        .iter_mut()
+        .filter(|t| listing.stands_for_process(t.pid, t.tgid))
+    {
+        if let Some(p) = totals.get(&t.tgid).filter(|p| start(p) == start(t)) {
+            t.stat = p.stat;
+        }
     }
 }
 

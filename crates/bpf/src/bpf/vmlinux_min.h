@@ -33,6 +33,7 @@ enum { false = 0, true = 1 };
 
 /* Map and program types used by the bpf_helpers.h macros. */
 enum bpf_map_type {
+	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_RINGBUF = 27,

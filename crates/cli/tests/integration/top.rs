@@ -946,3 +946,119 @@ fn interactive_top_exits_when_its_terminal_goes_away() {
         "top (pid {top}) still runs after its terminal went away"
     );
 }
+
+/// With the change tracker (TASKDIAG_TOP_TRACK=1 requires it, and re-reads only what changed
+/// at every refresh after the first), frames must still show a process started between two
+/// frames and not one that exited, a zombie until it is reaped (which marks only its parent),
+/// a busy process's %CPU, and for a process that slept throughout the very line a top without
+/// the tracker prints.
+#[test]
+fn batch_frames_with_the_change_tracker_follow_every_change() {
+    use std::io::{BufRead, BufReader};
+    let b = burner();
+    let quiet = sleeper();
+    settle(quiet.pid());
+    for backend in BACKENDS {
+        let mut doomed = Some(sleeper());
+        let doomed_pid = doomed.as_ref().map_or(0, |d| d.pid());
+        let mut child = Command::new(BIN)
+            .env("TASKDIAG_BACKEND", backend)
+            .env("TASKDIAG_TOP_TRACK", "1")
+            .args(["top", "-b", "-n", "6", "-d", "0.5", "-w", "200"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("taskdiag top");
+        let reader = BufReader::new(child.stdout.take().expect("stdout"));
+        let (mut born, mut parent, mut zombie) = (None, None, 0);
+        let mut frames: Vec<String> = Vec::new();
+        for l in reader.lines() {
+            let l = l.expect("read top");
+            if l.starts_with("top - ") {
+                frames.push(String::new());
+                // Each change is made right after a frame was read, so the next one must show it.
+                match frames.len() {
+                    2 => {
+                        born = Some(sleeper());
+                        drop(doomed.take());
+                        // A child that exits at once, reaped only on SIGUSR1.
+                        let p = python_named(
+                            "tdzparent",
+                            "import os,signal\npid=os.fork()\nif pid==0: os._exit(0)\n\
+                             signal.signal(signal.SIGUSR1,lambda *a: os.waitpid(pid,0))\n\
+                             time.sleep(1000)",
+                        );
+                        let pp = p.pid();
+                        wait_for("the zombie", || {
+                            let kids =
+                                std::fs::read_to_string(format!("/proc/{pp}/task/{pp}/children"))
+                                    .unwrap_or_default();
+                            zombie = kids.trim().parse().unwrap_or(0);
+                            zombie != 0 && tasks::stat(zombie).is_some_and(|f| f[0] == "Z")
+                        });
+                        parent = Some(p);
+                    }
+                    4 => {
+                        let pp = parent.as_ref().map_or(0, |p| p.pid());
+                        // SAFETY: kill takes plain integers; `pp` is our live child.
+                        unsafe { libc::kill(pp as i32, libc::SIGUSR1) };
+                        wait_for("the zombie to be reaped", || tasks::stat(zombie).is_none());
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(f) = frames.last_mut() {
+                f.push_str(&l);
+                f.push('\n');
+            }
+        }
+        let o = child.wait_with_output().expect("wait top");
+        let err = stderr(&o);
+        assert!(o.status.success(), "{backend}: {err}");
+        // The first frame walks every task, the five after it read what changed.
+        assert!(
+            err.contains("1 refreshes walked every task, 5 read only what changed"),
+            "{backend}: {err}"
+        );
+        assert_eq!(frames.len(), 6, "{backend}");
+        let rows: Vec<Vec<TRow>> = frames.iter().map(|f| last_frame_rows(f)).collect();
+        let has = |i: usize, pid: u32| rows[i].iter().any(|r| r.pid == pid);
+        let born = born.expect("a second frame");
+        assert!(
+            has(1, doomed_pid) && !has(1, born.pid()),
+            "{backend}: {}",
+            frames[1]
+        );
+        assert!(
+            has(2, born.pid()) && !has(2, doomed_pid),
+            "{backend}: {}",
+            frames[2]
+        );
+        let z = rows[2].iter().find(|r| r.pid == zombie);
+        assert_eq!(
+            z.map(|r| r.state.as_str()),
+            Some("Z"),
+            "{backend}: {}",
+            frames[2]
+        );
+        assert!(
+            has(4, born.pid()) && !has(4, zombie),
+            "{backend}: {}",
+            frames[4]
+        );
+        for (i, r) in rows.iter().enumerate().skip(1) {
+            let br = r.iter().find(|r| r.pid == b.pid()).expect("burner row");
+            assert!(br.cpu > 5.0, "{backend}, frame {i}: {br:?}");
+        }
+        let q = rows[5]
+            .iter()
+            .find(|r| r.pid == quiet.pid())
+            .expect("sleeper row");
+        let walked = top(
+            backend,
+            &["-b", "-n", "1", "-w", "200", "-p", &quiet.pid().to_string()],
+        );
+        let w = last_frame_rows(&stdout(&walked));
+        assert_eq!(q.line, w[0].line, "{backend}");
+    }
+}

@@ -1,9 +1,10 @@
 //! `taskdiag top`: a procps-style task monitor, interactive or in batch mode.
 //!
 //! Each refresh is one batched snapshot (BASE, CRED, STAT and STATM; CMDLINE only while
-//! command lines are shown) from a backend opened once, so a refresh costs one dump and an
-//! O(n) merge with the previous snapshot for %CPU ([`model`]), whatever the number of tasks;
-//! user names are looked up once per user. Screen text follows procps-ng 4.0.2 top's default
+//! command lines are shown) from a backend opened once, and an O(n) merge with the previous
+//! snapshot for %CPU ([`model`]); user names are looked up once per user. Where the change
+//! tracker can run (root, BPF on 6.1+ or /proc), a refresh re-reads only the processes that ran,
+//! started or exited since the last one, and walks every task every 10 s ([`refresh`]). Screen text follows procps-ng 4.0.2 top's default
 //! layout ([`format`](mod@format)); batch mode (`-b`) prints it as procps does, the
 //! interactive screen ([`tui`]) draws it with ratatui and reads keys with crossterm.
 //!
@@ -14,6 +15,7 @@
 pub mod act;
 pub mod format;
 pub mod model;
+pub mod refresh;
 pub mod sys;
 pub mod tui;
 
@@ -26,6 +28,7 @@ use taskdiag::Group;
 
 use self::format::{layout, RowCtx, Summary};
 use self::model::{Col, Deltas, Frame, SortCtx, UserSel};
+use self::refresh::Refresher;
 use crate::getopt::{Getopt, HasArg, LongOpt};
 use crate::snapshot::{self, Machine, Query, Source};
 
@@ -522,6 +525,7 @@ struct Sampler {
     machine: Machine,
     deltas: Deltas,
     cpu_prev: Vec<sys::CpuTicks>,
+    refresher: Refresher,
 }
 
 impl Sampler {
@@ -533,7 +537,15 @@ impl Sampler {
             machine,
             deltas: Deltas::new(),
             cpu_prev: sys::read_cpu(),
+            refresher: Refresher::walking(),
         })
+    }
+
+    /// Refreshes from now on re-read only the processes that changed, where the change tracker
+    /// can be used (see [`refresh`]): for a top that refreshes more than once.
+    fn track(&mut self) -> Result<(), String> {
+        self.refresher = Refresher::tracking(&self.src)?;
+        Ok(())
     }
 
     /// Takes a snapshot and makes a frame (with the CPU percentages since the last one).
@@ -551,11 +563,7 @@ impl Sampler {
             groups,
         };
         let now = sys::boottime_ns();
-        let mut tasks = self.src.take(&q)?;
-        if o.threads && groups & Group::Stat.flag() != 0 {
-            // A leader's line shows its whole process's times, as procps top -H does.
-            self.src.leaders_as_processes(&mut tasks)?;
-        }
+        let tasks = self.refresher.refresh(&mut self.src, &q)?;
         let frame = self
             .deltas
             .frame(tasks, now, &o.pids, self.machine.ns_per_tick(), groups);
@@ -569,6 +577,7 @@ impl Sampler {
     /// A first snapshot and a short wait, so the next one has a %CPU interval (procps waits
     /// 0.15 s the same way).
     fn prime(&mut self, o: &Opts) -> Result<(), snapshot::Error> {
+        self.refresher.reset();
         // Only CPU times and start times matter for this one.
         let now = sys::boottime_ns();
         let times = self.src.cpu_times(o.threads)?;
@@ -679,6 +688,12 @@ fn run_batch(o: &Opts, utf8: bool) -> i32 {
         pid_w: sys::pid_width(),
         utf8,
     };
+    if o.iterations != Some(1) {
+        if let Err(e) = s.track() {
+            eprintln!("top: {e}");
+            return 1;
+        }
+    }
     let stdout = io::stdout();
     let mut out = Vec::with_capacity(1 << 20);
     if let Err(e) = s.prime(o) {
@@ -714,6 +729,12 @@ fn run_batch(o: &Opts, utf8: bool) -> i32 {
         }
         drop(lock);
         if last {
+            if refresh::required() == Some(true) {
+                eprintln!(
+                    "top: {} refreshes walked every task, {} read only what changed",
+                    s.refresher.walks, s.refresher.partial
+                );
+            }
             return 0;
         }
         drop(f);

@@ -11,6 +11,7 @@
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use taskdiag_proto::{state_char, Group, BASE_F_KTHREAD};
 
@@ -187,7 +188,7 @@ pub struct Deltas {
 /// The table of one refresh.
 pub struct Frame {
     /// The snapshot (rows refer to it by index).
-    pub tasks: Vec<Task>,
+    pub tasks: Rc<Vec<Task>>,
     /// All tasks of the snapshot after `-p`, in /proc order.
     pub rows: Vec<Row>,
     /// Distinct effective user names, indexed by [`Row::user`].
@@ -240,15 +241,13 @@ impl Deltas {
     /// thread groups in `pids` when it is not empty.
     pub fn frame(
         &mut self,
-        mut tasks: Vec<Task>,
+        tasks: impl Into<Rc<Vec<Task>>>,
         now_ns: u64,
         pids: &[u32],
         ns_per_tick: u64,
         fetched: u64,
     ) -> Frame {
-        if !pids.is_empty() {
-            tasks.retain(|t| pids.contains(&t.tgid));
-        }
+        let tasks = tasks.into();
         let ns_per_tick = ns_per_tick.max(1);
         let et_ns = now_ns.saturating_sub(self.prev_ns);
         let mut et = et_ns as f32 / 1e9;
@@ -262,6 +261,9 @@ impl Deltas {
         let mut counts = Counts::default();
         let mut j = 0usize;
         for (i, t) in tasks.iter().enumerate() {
+            if !pids.is_empty() && !pids.contains(&t.tgid) {
+                continue;
+            }
             let key = proc_key(t);
             // A task without BASE ended while the backend read it: procps skips those too.
             let Some(b) = &t.base else {

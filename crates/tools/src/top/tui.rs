@@ -195,6 +195,9 @@ impl App {
 
     /// A new snapshot.
     fn refresh(&mut self) {
+        // The frame shares its snapshot with the sampler, which updates it in place when
+        // nothing else holds it (a refresh that fails shows no rows until the next one).
+        self.frame = None;
         match self.s.sample(&self.o) {
             Ok((f, cpus, ncpu)) => {
                 self.frame = Some(f);
@@ -894,13 +897,19 @@ pub fn run(o: Opts, utf8: bool) -> i32 {
         eprintln!("top: failed tty get");
         return 1;
     }
-    let s = match Sampler::open(o.cmdline) {
+    let mut s = match Sampler::open(o.cmdline) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("top: {e}");
             return 1;
         }
     };
+    if o.iterations != Some(1) {
+        if let Err(e) = s.track() {
+            eprintln!("top: {e}");
+            return 1;
+        }
+    }
     install_signals();
     install_panic_hook();
     if let Err(e) = enter() {

@@ -4,6 +4,7 @@ use taskdiag_bpf::{TaskFlavour, TaskIter};
 use taskdiag_proto::msg::Messages;
 use taskdiag_proto::task::TaskAssembler;
 use taskdiag_proto::{Group, Request, Strategy, SHOW_SUPPORTED};
+use taskdiag_test_support::tasks::kernel_at_least;
 
 #[test]
 fn all_processes_decode() {
@@ -32,15 +33,6 @@ fn all_processes_decode() {
     for t in tasks.iter().take(3) {
         eprintln!("{t:?}");
     }
-}
-
-/// Whether the running kernel is at least `major.minor`.
-fn kernel_at_least(major: u32, minor: u32) -> bool {
-    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut it = rel
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|p| p.parse::<u32>().ok());
-    (it.next().unwrap_or(0), it.next().unwrap_or(0)) >= (major, minor)
 }
 
 /// A program that fails to verify is not an error (its groups come from /proc instead), so only

@@ -959,6 +959,11 @@ fn batch_frames_with_the_change_tracker_follow_every_change() {
     let quiet = sleeper();
     settle(quiet.pid());
     for backend in BACKENDS {
+        if backend == "bpf" && !tasks::kernel_at_least(6, 1) {
+            // Before 6.1 a BPF request for one process walks every task: no tracker there.
+            eprintln!("bpf: skipped, the kernel has no task iterator link parameters");
+            continue;
+        }
         let mut doomed = Some(sleeper());
         let doomed_pid = doomed.as_ref().map_or(0, |d| d.pid());
         let mut child = Command::new(BIN)

@@ -114,9 +114,16 @@ DIFFERENCES FROM PROCPS TOP
   interactive screen uses the terminal's alternate screen, so the shell's screen comes
   back on exit. A task first seen after the previous refresh counts all its CPU time in
   %CPU only when it started after that refresh (procps counts it whatever its age).
+  Run as root (BPF on Linux 6.1+, or /proc), a refresh re-reads only the processes that
+  ran, started or exited since the previous one, which a BPF program on the scheduler's
+  tracepoints records, and every task every 10 s: a value that changes while its task
+  sleeps (another process renices it, the kernel reclaims its memory) can be up to 10 s
+  old.
 
 ENVIRONMENT
   TASKDIAG_BACKEND   auto (default), bpf, daemon or procfs
+  TASKDIAG_TOP_TRACK 0: every refresh reads every task; 1: re-read only what changed or
+                     fail, and with -b say at the end how many refreshes did
   COLUMNS, LINES     screen size for -w without a number and for batch output to a pipe
 
 EXIT STATUS

@@ -180,6 +180,15 @@ pub fn missing_pid() -> u32 {
     pid_max() + 1
 }
 
+/// Whether the running kernel is at least `major.minor` (from /proc/sys/kernel/osrelease).
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut it = rel
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
+    (it.next().unwrap_or(0), it.next().unwrap_or(0)) >= (major, minor)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,13 +220,4 @@ mod tests {
             Some("0\t0\t0\t0")
         );
     }
-}
-
-/// Whether the running kernel is at least `major.minor` (from /proc/sys/kernel/osrelease).
-pub fn kernel_at_least(major: u32, minor: u32) -> bool {
-    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut it = rel
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|p| p.parse::<u32>().ok());
-    (it.next().unwrap_or(0), it.next().unwrap_or(0)) >= (major, minor)
 }

@@ -420,6 +420,27 @@ impl TaskIter {
         self.progs.pinned_at()
     }
 
+    /// How many instructions the kernel's verifier processed to accept the task program
+    /// (`bpf_prog_info.verified_insns`, Linux 5.16+; `None` before): its load cost, in a unit
+    /// that does not depend on the machine's speed.
+    pub fn task_verified_insns(&self) -> Option<u32> {
+        let fd = self
+            .progs
+            .prog(pin::prog_name(Prog::Task, self.features.task))?;
+        let mut info = libbpf_sys::bpf_prog_info::default();
+        let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+        // SAFETY: `info` is a bpf_prog_info of `len` bytes, which the kernel fills (up to the
+        // size it knows); `fd` is a loaded program's descriptor.
+        let r = unsafe {
+            libbpf_sys::bpf_prog_get_info_by_fd(
+                std::os::fd::AsRawFd::as_raw_fd(&fd),
+                &mut info,
+                &mut len,
+            )
+        };
+        (r == 0 && info.verified_insns > 0).then_some(info.verified_insns)
+    }
+
     /// Attaches the task program (with CMDLINE or without) for `filter`.
     pub(crate) fn attach(&self, cmdline: bool, filter: TaskFilter) -> Result<IterLink, BpfError> {
         self.attach_prog(if cmdline { Prog::Cmdline } else { Prog::Task }, filter)

@@ -136,3 +136,22 @@ fn tracker_marks_tasks_that_ran_and_not_those_that_slept() {
         third.tasks
     );
 }
+
+/// The task program for every group verifies without the verifier walking each combination
+/// of groups separately: a load-time regression (6x, when a test of the requested groups
+/// stopped the paths from merging) shows here as a count, independent of the machine's speed.
+#[test]
+fn the_task_program_verifies_in_linear_work() {
+    let it = TaskIter::load().expect("load (run as root)");
+    // verified_insns is reported from 5.16 on.
+    let Some(n) = it.task_verified_insns() else {
+        eprintln!("the kernel does not report verified_insns");
+        return;
+    };
+    eprintln!(
+        "dump task program ({:?}): {n} instructions verified",
+        it.features().task
+    );
+    // 20,271 on 6.18 (137,690 with the regression).
+    assert!(n < 60_000, "{n} instructions verified");
+}

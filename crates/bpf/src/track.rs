@@ -13,6 +13,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
@@ -122,10 +123,12 @@ impl Tracker {
     /// Drains the marks: the tasks that may have changed since the previous call. Read the
     /// tasks after this returns: a change made after the drain is marked for the next call.
     pub fn take(&mut self) -> Result<Changes, BpfError> {
+        // Read and cleared in one step: a mark that fails meanwhile sets it again.
         let overflow = self.skel.maps.bss_data.as_deref_mut().is_some_and(|b| {
-            let o = b.overflow != 0;
-            b.overflow = 0;
-            o
+            // SAFETY: `overflow` is an aligned u32 in the mapped .bss, which lives as long as
+            // the skeleton; the programs only ever store 1 into it.
+            let flag = unsafe { AtomicU32::from_ptr(&mut b.overflow) };
+            flag.swap(0, Ordering::SeqCst) != 0
         });
         let mut tasks = Vec::new();
         let drained = self.drain(&mut tasks);

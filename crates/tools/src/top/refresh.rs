@@ -51,6 +51,8 @@ pub struct Refresher {
     pub walks: u64,
     /// See `walks`.
     pub partial: u64,
+    /// `TASKDIAG_TOP_TRACK=1`: only what changed is re-read however much did.
+    required: bool,
 }
 
 impl Refresher {
@@ -63,6 +65,7 @@ impl Refresher {
             last_walk: None,
             walks: 0,
             partial: 0,
+            required: false,
         }
     }
 
@@ -81,6 +84,7 @@ impl Refresher {
                 ))
             }
             Some(true) => {
+                r.required = true;
                 r.tracker = Some(
                     Tracker::start()
                         .map_err(|e| format!("TASKDIAG_TOP_TRACK=1: the change tracker: {e}"))?,
@@ -93,11 +97,6 @@ impl Refresher {
             None => {}
         }
         Ok(r)
-    }
-
-    /// Whether the change tracker is in use.
-    pub fn tracks(&self) -> bool {
-        self.tracker.is_some()
     }
 
     /// Forgets the previous snapshot: the next refresh walks every task.
@@ -139,7 +138,7 @@ impl Refresher {
         );
         tgids.sort_unstable();
         tgids.dedup();
-        let many = tgids.len() * WALK_ABOVE > self.last.len() && required() != Some(true);
+        let many = tgids.len() * WALK_ABOVE > self.last.len() && !self.required;
         if due || !complete || many {
             self.last = Rc::new(walk(src, q)?);
             self.last_query = Some(*q);

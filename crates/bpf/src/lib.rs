@@ -46,6 +46,11 @@ use taskdiag_proto::msg::{DecodeError, StreamReader};
 )]
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/taskdiag.skel.rs"));
+
+    /// The change tracker's skeleton (src/track.rs).
+    pub(crate) mod track {
+        include!(concat!(env!("OUT_DIR"), "/track.skel.rs"));
+    }
 }
 
 mod btf_min;

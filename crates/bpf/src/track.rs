@@ -22,19 +22,7 @@ use crate::load::quiet_libbpf;
 use crate::probe::is_perm;
 use crate::BpfError;
 
-// Generated code.
-#[allow(
-    clippy::all,
-    clippy::unwrap_used,
-    missing_docs,
-    unsafe_op_in_unsafe_fn,
-    unused_imports,
-    dead_code
-)]
-mod skel {
-    include!(concat!(env!("OUT_DIR"), "/track.skel.rs"));
-}
-use skel::{TrackSkel, TrackSkelBuilder};
+use crate::skel::track::{TrackSkel, TrackSkelBuilder};
 
 /// How many distinct tasks can be marked between two looks; more set the overflow flag (the
 /// caller then walks every task, which is cheaper by then anyway).

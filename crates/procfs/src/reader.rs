@@ -496,29 +496,34 @@ impl ProcReader {
         self.task(&mut s, tgid, tid, show, tid.is_none(), out)
     }
 
-    /// The thread-group id of task `pid`, or NoSuchTask.
-    fn tgid_of(&self, s: &mut Scratch, pid: u32) -> Result<u32> {
-        s.path.set_dir(pid, None);
-        let p = s.path.file(b"status");
-        let fd = match openat(self.dir.as_raw_fd(), p, libc::O_RDONLY) {
+    /// Reads file `name` of the task directory `path` is set to into `buf`; false if the task
+    /// is gone (or /proc hides it from us).
+    fn read_one(&self, path: &mut TaskPath, name: &[u8], buf: &mut Vec<u8>) -> Result<bool> {
+        let fd = match openat(self.dir.as_raw_fd(), path.file(name), libc::O_RDONLY) {
             Ok(fd) => fd,
-            Err(e) if is_gone(&e) => return Err(ProcfsError::NoSuchTask { pid }),
+            Err(e) if is_gone(&e) => return Ok(false),
             Err(source) => {
                 return Err(ProcfsError::Io {
-                    path: s.path.display(&self.root),
+                    path: path.display(&self.root),
                     source,
                 })
             }
         };
-        match read_all(&fd, &mut s.status) {
-            Ok(()) => {}
-            Err(e) if is_gone(&e) => return Err(ProcfsError::NoSuchTask { pid }),
-            Err(source) => {
-                return Err(ProcfsError::Io {
-                    path: s.path.display(&self.root),
-                    source,
-                })
-            }
+        match read_all(&fd, buf) {
+            Ok(()) => Ok(true),
+            Err(e) if is_gone(&e) => Ok(false),
+            Err(source) => Err(ProcfsError::Io {
+                path: path.display(&self.root),
+                source,
+            }),
+        }
+    }
+
+    /// The thread-group id of task `pid`, or NoSuchTask.
+    fn tgid_of(&self, s: &mut Scratch, pid: u32) -> Result<u32> {
+        s.path.set_dir(pid, None);
+        if !self.read_one(&mut s.path, b"status", &mut s.status)? {
+            return Err(ProcfsError::NoSuchTask { pid });
         }
         let st = parse_status(&s.status, &mut s.groups).map_err(|source| ProcfsError::Parse {
             path: s.path.display(&self.root),
@@ -986,25 +991,8 @@ impl ProcReader {
         out: &mut Vec<u8>,
     ) -> Result<u64> {
         s.path.set_dir(pid, tid);
-        let fd = match openat(self.dir.as_raw_fd(), s.path.file(b"stat"), libc::O_RDONLY) {
-            Ok(fd) => fd,
-            Err(e) if is_gone(&e) => return Ok(0),
-            Err(source) => {
-                return Err(ProcfsError::Io {
-                    path: s.path.display(&self.root),
-                    source,
-                })
-            }
-        };
-        match read_all(&fd, &mut s.stat) {
-            Ok(()) => {}
-            Err(e) if is_gone(&e) => return Ok(0),
-            Err(source) => {
-                return Err(ProcfsError::Io {
-                    path: s.path.display(&self.root),
-                    source,
-                })
-            }
+        if !self.read_one(&mut s.path, b"stat", &mut s.stat)? {
+            return Ok(0);
         }
         let st = parse_stat(&s.stat).map_err(|source| ProcfsError::Parse {
             path: s.path.display(&self.root),

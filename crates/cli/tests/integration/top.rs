@@ -1043,11 +1043,10 @@ fn batch_frames_with_the_change_tracker_follow_every_change() {
         let settled = |what: &str, holds: &dyn Fn(usize) -> bool| {
             let first = (0..rows.len()).find(|&i| holds(i));
             let first = first.unwrap_or_else(|| panic!("{backend}: no frame shows {what}"));
-            for i in first..rows.len() {
+            for (i, f) in frames.iter().enumerate().skip(first) {
                 assert!(
                     holds(i),
-                    "{backend}: {what} in frame {first}, not in {i}: {}",
-                    frames[i]
+                    "{backend}: {what} in frame {first}, not in {i}: {f}"
                 );
             }
         };

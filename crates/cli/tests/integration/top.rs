@@ -1053,16 +1053,26 @@ fn batch_frames_with_the_change_tracker_follow_every_change() {
         let born = born.expect("a second frame").pid();
         settled("the new process", &|i| has(i, born));
         settled("the exited process gone", &|i| !has(i, doomed_pid));
-        // The zombie: shown as Z from some frame on until it is gone, then gone for good.
-        let z_first = (0..rows.len()).find(|&i| has(i, zombie));
+        // The zombie (its pid may show first as the child before it exits): Z from some frame
+        // on, until it is gone, then gone for good.
+        let zstate = |i: usize| {
+            rows[i]
+                .iter()
+                .find(|r| r.pid == zombie)
+                .map(|r| r.state.as_str())
+        };
+        let z_first = (0..rows.len()).find(|&i| zstate(i) == Some("Z"));
         let z_first = z_first.unwrap_or_else(|| panic!("{backend}: no frame shows the zombie"));
         settled("the reaped zombie gone", &|i| {
-            i > z_first && !has(i, zombie)
+            i > z_first && zstate(i).is_none()
         });
+        let z_gone = (z_first..rows.len())
+            .find(|&i| zstate(i).is_none())
+            .unwrap_or(rows.len());
+        for (i, f) in frames.iter().enumerate().take(z_gone).skip(z_first) {
+            assert_eq!(zstate(i), Some("Z"), "{backend}, frame {i}: {f}");
+        }
         for (i, r) in rows.iter().enumerate().skip(1) {
-            if let Some(z) = r.iter().find(|r| r.pid == zombie) {
-                assert_eq!(z.state, "Z", "{backend}, frame {i}: {z:?}");
-            }
             let br = r.iter().find(|r| r.pid == b.pid()).expect("burner row");
             assert!(br.cpu > 5.0, "{backend}, frame {i}: {br:?}");
         }

@@ -215,7 +215,10 @@ impl Selector<'_> {
             let mut cmdline: Option<Vec<u8>> = None;
             let mut comm: Option<Vec<u8>> = None;
             let utf8 = self.utf8;
-            if o.long || o.longlong || (matched && o.pattern.is_some()) {
+            // Only what is printed is formatted (-l, -a, pkill -e); procps refreshes its
+            // buffer in these cases whether or not it prints it.
+            let printed = o.long || o.longlong || o.echo;
+            if printed && (o.long || o.longlong || (matched && o.pattern.is_some())) {
                 shown = if o.longlong {
                     cmdline
                         .get_or_insert_with(|| {

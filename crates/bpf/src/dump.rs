@@ -12,6 +12,14 @@ use crate::progs::IterLink;
 use crate::read::{read_messages, read_ringbuf, Tally};
 use crate::{BpfError, DumpReport, Features, TaskIter, View, VmaWalk};
 
+/// The groups the task programs write; any other is for the caller to fill (SIGNAL, for now,
+/// from /proc).
+const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
+    | Group::Cred.flag()
+    | Group::Stat.flag()
+    | Group::Statm.flag()
+    | Group::Cmdline.flag();
+
 impl TaskIter {
     /// Makes the following dumps for `view` (until changed).
     pub fn set_view(&mut self, view: View) {
@@ -28,7 +36,7 @@ impl TaskIter {
     pub fn missing_groups(&self, show_flags: u64) -> u64 {
         // Memory maps are never in the task messages: the library adds them from the map walk
         // ([`TaskIter::vma_walk`]) or, for VMA_STAT, from /proc.
-        let mut have = self.groups & !taskdiag_proto::SHOW_MAPS;
+        let mut have = self.groups & !taskdiag_proto::SHOW_MAPS & TASK_PROGRAM_GROUPS;
         // (A load that asked for CMDLINE and had it rejected: not in the messages either.)
         if !self.features.cmdline {
             have &= !Group::Cmdline.flag();

@@ -104,6 +104,8 @@ GROUPS:
   statm    memory use in bytes: size, peak, rss anon/file/shmem, swap, text, lib, data,
            stack, locked, pinned, page tables (absent for tasks without an address space)
   cmdline  argv bytes exactly as /proc/PID/cmdline returns them
+  signal   signal masks as /proc/PID/status shows them: pending (thread), pending (shared),
+           blocked, ignored, caught
   vma      memory mappings: start, end, permissions, flags, offset, device, inode, name as
            /proc/PID/maps prints it (for threads: on the thread-group leader only)
   vma_stat vma plus each mapping's smaps counters (Rss, Pss, ..., costs what smaps costs)
@@ -146,7 +148,7 @@ struct DumpArgs {
     /// The child processes of PID.
     #[arg(long, value_name = "PID", group = "sel")]
     children_of: Option<u32>,
-    /// Comma-separated groups: base, cred, stat, statm, cmdline, vma, vma_stat, all (see
+    /// Comma-separated groups: base, cred, stat, statm, cmdline, signal, vma, vma_stat, all (see
     /// GROUPS below).
     #[arg(long, short = 'g', value_name = "LIST", default_value = "base")]
     groups: String,
@@ -209,8 +211,8 @@ fn parse_groups(list: &str) -> anyhow::Result<u64> {
             Some(g) if taskdiag_proto::SHOW_SUPPORTED & g.flag() != 0 => flags |= g.flag(),
             Some(_) => bail!("group '{name}' is not implemented yet"),
             None => bail!(
-                "unknown group '{name}' (known: base, cred, stat, statm, cmdline, vma, vma_stat, \
-                 all)"
+                "unknown group '{name}' (known: base, cred, stat, statm, cmdline, signal, vma, \
+                 vma_stat, all)"
             ),
         }
     }

@@ -14,7 +14,7 @@ use std::io::{self, Write};
 use base64::Engine as _;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use taskdiag_proto::task::{Base, Cred, Event, Task, Vma};
-use taskdiag_proto::{state_char, BackendId, Group, StatRec, StatmRec, VmaStatRec};
+use taskdiag_proto::{state_char, BackendId, Group, SignalRec, StatRec, StatmRec, VmaStatRec};
 
 /// Renders a stream's events.
 pub struct Renderer {
@@ -154,6 +154,17 @@ pub(crate) fn stat_fields(s: &StatRec) -> Fields<'static> {
     ]
 }
 
+/// SIGNAL (masks as /proc/PID/status prints them).
+pub(crate) fn signal_fields(s: &SignalRec) -> Fields<'static> {
+    vec![
+        ("pending", Val::Mask(s.pending)),
+        ("shared_pending", Val::Mask(s.shared_pending)),
+        ("blocked", Val::Mask(s.blocked)),
+        ("ignored", Val::Mask(s.ignored)),
+        ("caught", Val::Mask(s.caught)),
+    ]
+}
+
 /// STATM (bytes).
 pub(crate) fn statm_fields(s: &StatmRec) -> Fields<'static> {
     vec![
@@ -287,10 +298,11 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
         text_fields(w, &base_fields(b))?;
     }
     writeln!(w)?;
-    let groups: [(&str, Option<Fields>); 3] = [
+    let groups: [(&str, Option<Fields>); 4] = [
         ("cred", t.cred.as_ref().map(cred_fields)),
         ("stat", t.stat.as_ref().map(stat_fields)),
         ("statm", t.statm.as_ref().map(statm_fields)),
+        ("signal", t.signal.as_ref().map(signal_fields)),
     ];
     for (name, f) in groups {
         if let Some(f) = f {
@@ -421,6 +433,9 @@ impl Serialize for JsonTask<'_> {
         if let Some(st) = &t.statm {
             m.serialize_entry("statm", &JsonObject(&statm_fields(st)))?;
         }
+        if let Some(sg) = &t.signal {
+            m.serialize_entry("signal", &JsonObject(&signal_fields(sg)))?;
+        }
         if let Some(v) = &t.vmas {
             let v: Vec<JsonVma> = v.iter().map(JsonVma).collect();
             m.serialize_entry("vma", &v)?;
@@ -526,6 +541,11 @@ mod tests {
             }),
             stat: Some(StatRec::default()),
             statm: Some(StatmRec::default()),
+            signal: Some(SignalRec {
+                blocked: 1 << 9,
+                caught: 1 << 63,
+                ..SignalRec::default()
+            }),
             vmas: Some(vec![Vma {
                 rec: VmaRec {
                     start: 0x1000,
@@ -600,7 +620,7 @@ mod tests {
         // Lossy only for the maps line, which carries the path as the kernel prints it.
         let text = String::from_utf8_lossy(&text);
         let v: serde_json::Value = serde_json::from_str(&json(&JsonTask(&t))).expect("parse");
-        for group in ["base", "cred", "stat", "statm"] {
+        for group in ["base", "cred", "stat", "statm", "signal"] {
             for k in v[group].as_object().expect(group).keys() {
                 assert!(text.contains(&format!(" {k} ")), "text lacks {group}.{k}");
             }

@@ -254,6 +254,8 @@ pub struct Status {
     pub nvcsw: u64,
     /// `nonvoluntary_ctxt_switches`.
     pub nivcsw: u64,
+    /// `SigPnd`, `ShdPnd`, `SigBlk`, `SigIgn`, `SigCgt` (bit N-1: signal N).
+    pub sig: [u64; 5],
     /// `NSpid` entries: this task's id in /proc's pid namespace, then in each nested one.
     pub nspid: [u32; 8],
     /// Number of valid `nspid` entries.
@@ -375,6 +377,11 @@ pub fn parse_status_until(
             b"CapEff" => s.caps[2] = hex(v).ok_or(err("bad CapEff"))?,
             b"CapBnd" => s.caps[3] = hex(v).ok_or(err("bad CapBnd"))?,
             b"CapAmb" => s.caps[4] = hex(v).ok_or(err("bad CapAmb"))?,
+            b"SigPnd" => s.sig[0] = hex(v).ok_or(err("bad SigPnd"))?,
+            b"ShdPnd" => s.sig[1] = hex(v).ok_or(err("bad ShdPnd"))?,
+            b"SigBlk" => s.sig[2] = hex(v).ok_or(err("bad SigBlk"))?,
+            b"SigIgn" => s.sig[3] = hex(v).ok_or(err("bad SigIgn"))?,
+            b"SigCgt" => s.sig[4] = hex(v).ok_or(err("bad SigCgt"))?,
             b"voluntary_ctxt_switches" => s.nvcsw = num()?,
             b"nonvoluntary_ctxt_switches" => s.nivcsw = num()?,
             _ => {}
@@ -597,6 +604,8 @@ mod tests {
         VmPTE:\t      56 kB\nVmSwap:\t       0 kB\nThreads:\t1\n\
         CapInh:\t0000000000000000\nCapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\n\
         CapBnd:\t000001ffffffffff\nCapAmb:\t0000000000000000\n\
+        SigPnd:\t0000000000000100\nShdPnd:\t0000000000004000\nSigBlk:\t0000000000010000\n\
+        SigIgn:\t0000000000384004\nSigCgt:\t000000004b813efb\n\
         voluntary_ctxt_switches:\t150\nnonvoluntary_ctxt_switches:\t3\n";
 
     #[test]
@@ -615,6 +624,7 @@ mod tests {
         assert_eq!(s.vm_kb[Vm::Size as usize], 8728);
         assert_eq!(s.vm_kb[Vm::Pte as usize], 56);
         assert_eq!((s.nvcsw, s.nivcsw), (150, 3));
+        assert_eq!(s.sig, [0x100, 0x4000, 0x1_0000, 0x38_4004, 0x4b81_3efb]);
         assert_eq!(&s.nspid[..s.nspid_len], &[1405, 1]);
     }
 

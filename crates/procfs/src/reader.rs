@@ -22,8 +22,8 @@ use std::sync::mpsc;
 
 use taskdiag_proto::msg::TaskWriter;
 use taskdiag_proto::{
-    state_index, BaseRec, CredRec, Group, Request, StatRec, StatmRec, Strategy, BASE_F_KTHREAD,
-    BASE_F_LEADER, PF_KTHREAD,
+    state_index, BaseRec, CredRec, Group, Request, SignalRec, StatRec, StatmRec, Strategy,
+    BASE_F_KTHREAD, BASE_F_LEADER, PF_KTHREAD,
 };
 
 use crate::parse::{
@@ -918,6 +918,17 @@ impl ProcReader {
         }
         if want(Group::Statm) && status.has_mm {
             w.attr(Group::Statm as u16, &statm_from_status(&status).to_bytes());
+        }
+        if want(Group::Signal) {
+            let [pending, shared_pending, blocked, ignored, caught] = status.sig;
+            let rec = SignalRec {
+                pending,
+                shared_pending,
+                blocked,
+                ignored,
+                caught,
+            };
+            w.attr(Group::Signal as u16, &rec.to_bytes());
         }
         if need_cmdline {
             match cmdline_err {

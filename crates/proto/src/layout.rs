@@ -394,6 +394,21 @@ wire_structs! {
         locked: u64,
     }
 
+    /// SIGNAL group: signal masks (as /proc/PID/status SigPnd, ShdPnd, SigBlk, SigIgn,
+    /// SigCgt; bit N-1 is signal N).
+    struct SignalRec = "td_signal", size 40 {
+        /// SigPnd: pending for this thread.
+        pending: u64,
+        /// ShdPnd: pending for the thread group.
+        shared_pending: u64,
+        /// SigBlk: blocked.
+        blocked: u64,
+        /// SigIgn: ignored (SIG_IGN).
+        ignored: u64,
+        /// SigCgt: caught (a handler).
+        caught: u64,
+    }
+
     /// STATM group: memory use in bytes (as /proc/PID/status Vm* and Rss* lines).
     struct StatmRec = "td_statm", size 112 {
         /// VmSize.

@@ -31,8 +31,8 @@ pub mod task;
 pub mod vma_flags;
 
 pub use layout::{
-    AccessRec, AttrHeader, BaseRec, CredRec, Done, GroupErrorRec, MsgHeader, Request, Start,
-    StatRec, StatmRec, VmaRec, VmaStatRec,
+    AccessRec, AttrHeader, BaseRec, CredRec, Done, GroupErrorRec, MsgHeader, Request, SignalRec,
+    Start, StatRec, StatmRec, VmaRec, VmaStatRec,
 };
 
 /// Version of the format described here. Carried in requests and START messages.
@@ -195,11 +195,13 @@ pub enum Group {
     Statm = 5,
     /// The command line, bytes as /proc/PID/cmdline returns them.
     Cmdline = 6,
+    /// Signal masks: pending, blocked, ignored, caught ([`SignalRec`]).
+    Signal = 7,
 }
 
 impl Group {
     /// The groups this version produces, in emission order.
-    pub const SUPPORTED: [Group; 7] = [
+    pub const SUPPORTED: [Group; 8] = [
         Group::Base,
         Group::Cred,
         Group::Vma,
@@ -207,6 +209,7 @@ impl Group {
         Group::Stat,
         Group::Statm,
         Group::Cmdline,
+        Group::Signal,
     ];
 
     /// The group for an attribute type, if known.
@@ -219,6 +222,7 @@ impl Group {
             4 => Some(Self::Stat),
             5 => Some(Self::Statm),
             6 => Some(Self::Cmdline),
+            7 => Some(Self::Signal),
             _ => None,
         }
     }
@@ -238,22 +242,13 @@ impl Group {
             Self::Stat => "stat",
             Self::Statm => "statm",
             Self::Cmdline => "cmdline",
+            Self::Signal => "signal",
         }
     }
 
     /// The group with this name.
     pub fn from_name(s: &str) -> Option<Self> {
-        [
-            Self::Base,
-            Self::Cred,
-            Self::Vma,
-            Self::VmaStat,
-            Self::Stat,
-            Self::Statm,
-            Self::Cmdline,
-        ]
-        .into_iter()
-        .find(|g| g.name() == s)
+        Self::SUPPORTED.into_iter().find(|g| g.name() == s)
     }
 }
 
@@ -264,7 +259,8 @@ pub const SHOW_SUPPORTED: u64 = (1 << Group::Base as u16)
     | (1 << Group::VmaStat as u16)
     | (1 << Group::Stat as u16)
     | (1 << Group::Statm as u16)
-    | (1 << Group::Cmdline as u16);
+    | (1 << Group::Cmdline as u16)
+    | (1 << Group::Signal as u16);
 
 /// Show flags of the memory-map groups (VMA, VMA_STAT): many records per task, read under the
 /// ptrace-read rule, and left out of "all".
@@ -344,6 +340,7 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_GROUP_STAT", Group::Stat as i64),
     ("TD_GROUP_STATM", Group::Statm as i64),
     ("TD_GROUP_CMDLINE", Group::Cmdline as i64),
+    ("TD_GROUP_SIGNAL", Group::Signal as i64),
     ("TD_STRATEGY_ALL", Strategy::All as i64),
     ("TD_STRATEGY_ONE", Strategy::One as i64),
     ("TD_STRATEGY_ALL_THREAD", Strategy::AllThread as i64),

@@ -6,8 +6,9 @@
 
 use crate::msg::{DecodeError, Message, Messages, TaskWriter};
 use crate::{
-    align4, AccessRec, BaseRec, CredRec, Done, Group, GroupErrorRec, MsgType, Start, StatRec,
-    StatmRec, VmaRec, VmaStatRec, ATTR_ACCESS, ATTR_GROUP_ERROR, ATTR_VMA_ACCESS, COMM_MAX,
+    align4, AccessRec, BaseRec, CredRec, Done, Group, GroupErrorRec, MsgType, SignalRec, Start,
+    StatRec, StatmRec, VmaRec, VmaStatRec, ATTR_ACCESS, ATTR_GROUP_ERROR, ATTR_VMA_ACCESS,
+    COMM_MAX,
 };
 
 /// BASE: the record and the task's name.
@@ -120,6 +121,8 @@ pub struct Task {
     pub statm: Option<StatmRec>,
     /// CMDLINE, if requested and the task has an address space.
     pub cmdline: Option<Vec<u8>>,
+    /// SIGNAL, if requested and available.
+    pub signal: Option<SignalRec>,
     /// VMA (with VMA_STAT inside each entry when requested), if requested and the task has an
     /// address space; with thread strategies only on the thread-group leader.
     pub vmas: Option<Vec<Vma>>,
@@ -177,6 +180,11 @@ impl Task {
         if let Some(c) = &self.cmdline {
             w.attr(Group::Cmdline as u16, c);
         }
+        if let Some(s) = &self.signal {
+            let mut v = Vec::with_capacity(SignalRec::SIZE);
+            s.write_to(&mut v);
+            w.attr(Group::Signal as u16, &v);
+        }
         // The memory maps last: the one attribute that may run over several messages.
         if let Some(vmas) = &self.vmas {
             let mut v = Vec::with_capacity(vmas.len() * (VmaRec::SIZE + 64));
@@ -203,7 +211,7 @@ impl Task {
 #[derive(Default)]
 pub struct TaskAssembler {
     current: Option<(u32, u32)>,
-    parts: [Vec<u8>; 7],
+    parts: [Vec<u8>; 8],
     seen: u8,
     errors: Vec<GroupError>,
     access: Option<AccessRec>,
@@ -333,6 +341,10 @@ impl TaskAssembler {
         }
         if self.has(Group::Cmdline) {
             t.cmdline = Some(std::mem::take(&mut self.parts[Group::Cmdline as usize]));
+        }
+        if self.has(Group::Signal) {
+            let p = &self.parts[Group::Signal as usize];
+            t.signal = Some(SignalRec::read_from(p).ok_or(bad(Group::Signal, "short record"))?);
         }
         if self.has(Group::Vma) {
             let p = &self.parts[Group::Vma as usize];
@@ -471,6 +483,11 @@ mod tests {
             }),
             statm: None,
             cmdline: Some((0..cmd_len).map(|i| (i % 251) as u8).collect()),
+            signal: Some(SignalRec {
+                pending: 1 << 9,
+                caught: 1 << 63,
+                ..Default::default()
+            }),
             errors: vec![GroupError {
                 group: Group::Statm as u16,
                 errno: 13,

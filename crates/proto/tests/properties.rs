@@ -3,7 +3,7 @@ use proptest::prelude::*;
 use taskdiag_proto::msg::{write_done, write_start, Messages};
 use taskdiag_proto::task::{Base, Cred, Event, StreamDecoder, Task, Vma};
 use taskdiag_proto::{
-    BaseRec, CredRec, Done, Start, StatRec, StatmRec, VmaRec, VmaStatRec, VERSION,
+    BaseRec, CredRec, Done, SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec, VERSION,
 };
 
 fn task() -> impl Strategy<Value = Task> {
@@ -29,57 +29,65 @@ fn task() -> impl Strategy<Value = Task> {
             ),
             0..800,
         )),
+        proptest::option::of((any::<u64>(), any::<u64>())),
     )
-        .prop_map(|(pid, tgid, base, groups, ut, vm, cmdline, maps)| Task {
-            pid,
-            tgid,
-            base: base.map(|(ppid, state, comm)| Base {
-                rec: BaseRec {
-                    ppid,
-                    state,
-                    comm_len: comm.len() as u16,
+        .prop_map(
+            |(pid, tgid, base, groups, ut, vm, cmdline, maps, sig)| Task {
+                pid,
+                tgid,
+                base: base.map(|(ppid, state, comm)| Base {
+                    rec: BaseRec {
+                        ppid,
+                        state,
+                        comm_len: comm.len() as u16,
+                        ..Default::default()
+                    },
+                    comm,
+                }),
+                cred: groups.map(|groups| Cred {
+                    rec: CredRec {
+                        uid: pid,
+                        ngroups: groups.len() as u32,
+                        ..Default::default()
+                    },
+                    groups,
+                }),
+                stat: ut.map(|utime_ns| StatRec {
+                    utime_ns,
                     ..Default::default()
-                },
-                comm,
-            }),
-            cred: groups.map(|groups| Cred {
-                rec: CredRec {
-                    uid: pid,
-                    ngroups: groups.len() as u32,
+                }),
+                statm: vm.map(|vm_size| StatmRec {
+                    vm_size,
                     ..Default::default()
-                },
-                groups,
-            }),
-            stat: ut.map(|utime_ns| StatRec {
-                utime_ns,
-                ..Default::default()
-            }),
-            statm: vm.map(|vm_size| StatmRec {
-                vm_size,
-                ..Default::default()
-            }),
-            cmdline,
-            errors: vec![],
-            access: None,
-            vma_access: None,
-            vmas: maps.map(|m| {
-                m.into_iter()
-                    .map(|(start, flags, rss, name)| Vma {
-                        rec: VmaRec {
-                            start,
-                            end: start.wrapping_add(4096),
-                            vm_flags: flags,
-                            ..VmaRec::default()
-                        },
-                        stat: rss.map(|rss| VmaStatRec {
-                            rss,
-                            ..VmaStatRec::default()
-                        }),
-                        name,
-                    })
-                    .collect()
-            }),
-        })
+                }),
+                cmdline,
+                signal: sig.map(|(pending, caught)| SignalRec {
+                    pending,
+                    caught,
+                    ..Default::default()
+                }),
+                errors: vec![],
+                access: None,
+                vma_access: None,
+                vmas: maps.map(|m| {
+                    m.into_iter()
+                        .map(|(start, flags, rss, name)| Vma {
+                            rec: VmaRec {
+                                start,
+                                end: start.wrapping_add(4096),
+                                vm_flags: flags,
+                                ..VmaRec::default()
+                            },
+                            stat: rss.map(|rss| VmaStatRec {
+                                rss,
+                                ..VmaStatRec::default()
+                            }),
+                            name,
+                        })
+                        .collect()
+                }),
+            },
+        )
 }
 
 proptest! {

@@ -380,8 +380,9 @@ fn fill_from_procfs(
                     Group::Stat => task.stat = p.stat,
                     Group::Statm => task.statm = p.statm,
                     Group::Cmdline => task.cmdline = p.cmdline.clone(),
+                    Group::Signal => task.signal = p.signal,
                     Group::Vma | Group::VmaStat => task.vmas = p.vmas.clone(),
-                    _ => {}
+                    Group::Base => {}
                 }
                 // What /proc could not give (EACCES for another user's maps, say) says why.
                 if let Some(e) = p.errors.iter().find(|e| e.group == g as u16) {

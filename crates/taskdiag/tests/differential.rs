@@ -152,8 +152,10 @@ fn every_group_agrees_on_fixture_processes() {
     let r = unsafe { libc::ptrace(libc::PTRACE_SEIZE, traced.pid(), 0, 0) };
     assert_eq!(r, 0, "PTRACE_SEIZE: {}", std::io::Error::last_os_error());
 
+    let signals = spawn(&["signals"], None);
     let fixtures = [
         &hostile, &full16, &threads, &long, &title, &creds, &stopped, &parent, &traced, &mapshared,
+        &signals,
     ];
     let pids: Vec<u32> = fixtures.iter().map(|f| f.pid()).collect();
     let all = assert_agree(Request::new(Strategy::All, 0, SHOW_SUPPORTED), &pids);
@@ -197,6 +199,36 @@ fn every_group_agrees_on_fixture_processes() {
         all[&traced.pid()].base.as_ref().expect("base").rec.tpid,
         unsafe { libc::gettid() } as u32
     );
+
+    // Signal masks as /proc/PID/status prints them (bit N-1 for signal N), and what the
+    // fixture did: SIGUSR1 pending for its thread, SIGWINCH for the process, both blocked,
+    // SIGUSR2 ignored, SIGHUP caught.
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", signals.pid())).expect("status");
+    let mask = |key: &str| {
+        let line = status
+            .lines()
+            .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(":\t")))
+            .unwrap_or_else(|| panic!("{key} in status"));
+        u64::from_str_radix(line.trim(), 16).expect("hex mask")
+    };
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    let sg = all[&signals.pid()].signal.expect("signal");
+    assert_eq!(
+        [
+            sg.pending,
+            sg.shared_pending,
+            sg.blocked,
+            sg.ignored,
+            sg.caught
+        ],
+        ["SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"].map(mask)
+    );
+    assert_eq!(sg.pending, bit(libc::SIGUSR1));
+    assert_eq!(sg.shared_pending, bit(libc::SIGWINCH));
+    assert_eq!(sg.blocked, bit(libc::SIGUSR1) | bit(libc::SIGWINCH));
+    assert_ne!(sg.ignored & bit(libc::SIGUSR2), 0);
+    assert_ne!(sg.caught & bit(libc::SIGHUP), 0);
 
     // Resident set sizes as /proc/PID/statm counts them (the stopped task's do not move):
     // size, resident (anon + file + shmem) and shared (file + shmem), in pages.

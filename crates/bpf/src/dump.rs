@@ -12,13 +12,13 @@ use crate::progs::IterLink;
 use crate::read::{read_messages, read_ringbuf, Tally};
 use crate::{BpfError, DumpReport, Features, TaskIter, View, VmaWalk};
 
-/// The groups the task programs write; any other is for the caller to fill (SIGNAL, for now,
-/// from /proc).
+/// The groups the task programs write; any other is for the caller to fill.
 const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
     | Group::Cred.flag()
     | Group::Stat.flag()
     | Group::Statm.flag()
-    | Group::Cmdline.flag();
+    | Group::Cmdline.flag()
+    | Group::Signal.flag();
 
 impl TaskIter {
     /// Makes the following dumps for `view` (until changed).

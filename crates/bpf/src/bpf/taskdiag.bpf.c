@@ -59,6 +59,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Room for everything but the command line: header + BASE + name + CRED + groups + STAT + STATM. */
 #define TD_FIXED_ROOM 4096
 #define SCRATCH_SIZE (2 * TD_FIXED_ROOM + 2 * TD_BPF_CMDLINE_MAX)
+/* sizeof(struct k_sigaction) on x86-64 and arm64 (handler, flags, restorer, mask); put_signal()
+ * leaves SIGNAL to /proc on a kernel where the BTF says otherwise. */
+#define TD_KSIGACTION_SIZE 32
 
 #define PF_WQ_WORKER 0x00000020
 
@@ -156,6 +159,8 @@ struct scratch {
 	__u32 vma_gen, vma_pid, vma_tgid;
 	/* sum_threads_bounded()'s result. */
 	struct thread_sum threads;
+	/* put_signal(): a copy of the 64 signal actions. */
+	__u8 sigact[64 * TD_KSIGACTION_SIZE];
 };
 
 struct {
@@ -1000,6 +1005,46 @@ static __always_inline void mm_counters(struct mm_struct *mm, __u64 *c, bool bou
 		c[i] = v[i] > 0 ? v[i] : 0;
 }
 
+/*
+ * SIGNAL, as task_sig() (fs/proc/array.c) reads it under lock_task_sighand(): all zero for a
+ * task past __exit_signal() (no sighand); ignored and caught from the 64 handlers as
+ * collect_sigign_sigcatch(): SIG_IGN (1) is ignored, anything but SIG_DFL (0) caught. The
+ * actions are copied in one read (2 KiB) and scanned in the scratch map.
+ */
+static __always_inline bool put_signal(struct out *o, struct task_struct *t)
+{
+	struct td_signal *r = rec_at(o, o->off + sizeof(struct td_attr));
+	struct scratch *sc = (void *)o->buf;
+	struct sighand_struct *sh = t->sighand;
+	__u32 i;
+
+	if (!r)
+		return false;
+	__builtin_memset(r, 0, sizeof(*r));
+	if (sh) {
+		if (bpf_core_type_size(struct k_sigaction) != TD_KSIGACTION_SIZE)
+			return needs_procfs(o, TD_GROUP_SIGNAL);
+		r->pending = t->pending.signal.sig[0];
+		r->shared_pending = t->signal->shared_pending.signal.sig[0];
+		r->blocked = t->blocked.sig[0];
+		if (bpf_probe_read_kernel(sc->sigact, sizeof(sc->sigact),
+					  __builtin_preserve_access_index(&sh->action)))
+			return needs_procfs(o, TD_GROUP_SIGNAL);
+		for (i = 0; i < 64; i++) {
+			__u64 h = *(__u64 *)(sc->sigact + i * TD_KSIGACTION_SIZE);
+
+			if (h == 1)
+				r->ignored |= 1ULL << i;
+			else if (h)
+				r->caught |= 1ULL << i;
+		}
+	}
+	if (!put_attr_hdr(o, sizeof(*r), TD_GROUP_SIGNAL))
+		return false;
+	o->off += sizeof(*r);
+	return true;
+}
+
 static __always_inline bool put_statm(struct out *o, struct mm_struct *mm, bool bounded)
 {
 	struct td_statm *m = rec_at(o, o->off + sizeof(struct td_attr));
@@ -1304,6 +1349,9 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 		return 0;
 	forget_off(&o);
 	if ((show & (1 << TD_GROUP_STATM)) && mm && !put_statm(&o, mm, bounded))
+		return 0;
+	forget_off(&o);
+	if ((show & (1 << TD_GROUP_SIGNAL)) && !put_signal(&o, t))
 		return 0;
 	forget_off(&o);
 	if (with_cmdline && (show & (1 << TD_GROUP_CMDLINE)) && mm && !put_cmdline(&o, task, mm))

@@ -54,6 +54,15 @@ struct list_head {
 };
 
 typedef struct {
+	unsigned long sig[1];
+} sigset_t;
+
+struct sigpending {
+	struct list_head list;
+	sigset_t signal;
+};
+
+typedef struct {
 	int counter;
 } atomic_t;
 
@@ -146,6 +155,7 @@ struct signal_struct {
 	unsigned long long sum_sched_runtime;
 	/* Held while a thread of the process executes a program (and while a tracer attaches). */
 	struct mutex cred_guard_mutex;
+	struct sigpending shared_pending;
 };
 
 struct group_info {
@@ -222,7 +232,17 @@ struct worker {
 	char desc[32];
 };
 
-struct sighand_struct;
+struct sigaction {
+	void *sa_handler;
+};
+
+struct k_sigaction {
+	struct sigaction sa;
+};
+
+struct sighand_struct {
+	struct k_sigaction action[64];
+};
 
 struct task_struct {
 	struct thread_info thread_info;
@@ -253,6 +273,8 @@ struct task_struct {
 	/* Incremented by every exec (u64 since 5.7). */
 	u64 self_exec_id;
 	struct fs_struct *fs;
+	sigset_t blocked;
+	struct sigpending pending;
 };
 
 /* Before 5.14 (2f064a59a11f "sched: Change task_struct::state"). */

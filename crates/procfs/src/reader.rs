@@ -427,14 +427,7 @@ impl ProcReader {
         let mut s = Scratch::new();
         match strategy {
             Strategy::All | Strategy::AllThread => {
-                let mut pids = Vec::new();
-                list_numeric(&self.dir, &mut s.dents, &mut pids).map_err(|source| {
-                    ProcfsError::Io {
-                        path: self.root.clone(),
-                        source,
-                    }
-                })?;
-                pids.sort_unstable();
+                let pids = self.processes(&mut s)?;
                 if strategy == Strategy::All {
                     return self.dump_parallel(&pids, sink, |s, pid, out| {
                         self.task(s, pid, None, show, true, out).map(u64::from)
@@ -494,6 +487,17 @@ impl ProcReader {
     ) -> Result<bool> {
         let mut s = Scratch::new();
         self.task(&mut s, tgid, tid, show, tid.is_none(), out)
+    }
+
+    /// The processes /proc lists, in pid order.
+    fn processes(&self, s: &mut Scratch) -> Result<Vec<u32>> {
+        let mut pids = Vec::new();
+        list_numeric(&self.dir, &mut s.dents, &mut pids).map_err(|source| ProcfsError::Io {
+            path: self.root.clone(),
+            source,
+        })?;
+        pids.sort_unstable();
+        Ok(pids)
     }
 
     /// Reads file `name` of the task directory `path` is set to into `buf`; false if the task
@@ -588,12 +592,7 @@ impl ProcReader {
     }
 
     fn children_by_walk(&self, s: &mut Scratch, tgid: u32) -> Result<Vec<u32>> {
-        let mut pids = Vec::new();
-        list_numeric(&self.dir, &mut s.dents, &mut pids).map_err(|source| ProcfsError::Io {
-            path: self.root.clone(),
-            source,
-        })?;
-        pids.sort_unstable();
+        let pids = self.processes(s)?;
         Ok(pids
             .into_iter()
             .filter(|&p| self.read_stat_only(s, p).is_some_and(|st| st.ppid == tgid))
@@ -962,12 +961,7 @@ impl ProcReader {
     /// ~1.5x stat to format.
     pub fn cpu_times(&self, threads: bool) -> Result<Vec<CpuTime>> {
         let mut s = Scratch::new();
-        let mut pids = Vec::new();
-        list_numeric(&self.dir, &mut s.dents, &mut pids).map_err(|source| ProcfsError::Io {
-            path: self.root.clone(),
-            source,
-        })?;
-        pids.sort_unstable();
+        let pids = self.processes(&mut s)?;
         let mut units: Vec<(u32, Option<u32>)> = Vec::with_capacity(pids.len());
         for &pid in &pids {
             units.push((pid, None));

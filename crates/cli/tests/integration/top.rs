@@ -957,6 +957,8 @@ fn interactive_top_exits_when_its_terminal_goes_away() {
 #[test]
 fn batch_frames_with_the_change_tracker_follow_every_change() {
     use std::io::{BufRead, BufReader};
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
     let b = burner();
     let quiet = sleeper();
     settle(quiet.pid());
@@ -1025,6 +1027,7 @@ fn batch_frames_with_the_change_tracker_follow_every_change() {
             }
         }
         let o = child.wait_with_output().expect("wait top");
+        let burner_end = tasks::cpu_ticks(b.pid());
         let err = stderr(&o);
         assert!(o.status.success(), "{backend}: {err}");
         assert!(reaped, "{backend}: no frame showed the zombie");
@@ -1072,10 +1075,33 @@ fn batch_frames_with_the_change_tracker_follow_every_change() {
         for (i, f) in frames.iter().enumerate().take(z_gone).skip(z_first) {
             assert_eq!(zstate(i), Some("Z"), "{backend}, frame {i}: {f}");
         }
-        for (i, r) in rows.iter().enumerate().skip(1) {
-            let br = r.iter().find(|r| r.pid == b.pid()).expect("burner row");
-            assert!(br.cpu > 5.0, "{backend}, frame {i}: {br:?}");
-        }
+        // The busy process: re-read at every refresh (it is on a CPU or leaves one), so its
+        // TIME+ never falls behind and its %CPU shows in the frames (a loaded machine may give
+        // it nothing in one 0.2 s interval, not in most); its last TIME+ is /proc's of the end.
+        let burner: Vec<&TRow> = rows
+            .iter()
+            .skip(1)
+            .map(|r| r.iter().find(|r| r.pid == b.pid()).expect("burner row"))
+            .collect();
+        let hundredths = |t: &str| -> u64 {
+            let (m, s) = t.split_once(':').expect("TIME+ m:ss.hh");
+            let (s, h) = s.split_once('.').expect("TIME+ m:ss.hh");
+            (m.parse::<u64>().expect("m") * 60 + s.parse::<u64>().expect("s")) * 100
+                + h.parse::<u64>().expect("hh")
+        };
+        let times: Vec<u64> = burner.iter().map(|r| hundredths(&r.time)).collect();
+        assert!(
+            times.windows(2).all(|w| w[0] <= w[1]),
+            "{backend}: {times:?}"
+        );
+        let busy = burner.iter().filter(|r| r.cpu > 0.0).count();
+        assert!(2 * busy >= burner.len(), "{backend}: {burner:?}");
+        let end = burner_end.expect("the burner's /proc stat") * 100 / hz;
+        let last = times[times.len() - 1];
+        assert!(
+            last <= end && end - last <= 100,
+            "{backend}: TIME+ {last} at the last frame, {end} in /proc after it"
+        );
         let q = rows[rows.len() - 1]
             .iter()
             .find(|r| r.pid == quiet.pid())

@@ -201,8 +201,8 @@ fn every_group_agrees_on_fixture_processes() {
     );
 
     // Signal masks as /proc/PID/status prints them (bit N-1 for signal N), and what the
-    // fixture did: SIGUSR1 pending for its thread, SIGWINCH for the process, both blocked,
-    // SIGUSR2 ignored, SIGHUP caught.
+    // fixture did: SIGUSR1 pending for its thread, SIGWINCH for the process, both blocked with
+    // SIGRTMIN+2, SIGUSR2 ignored, SIGHUP caught.
     let status =
         std::fs::read_to_string(format!("/proc/{}/status", signals.pid())).expect("status");
     let mask = |key: &str| {
@@ -226,7 +226,10 @@ fn every_group_agrees_on_fixture_processes() {
     );
     assert_eq!(sg.pending, bit(libc::SIGUSR1));
     assert_eq!(sg.shared_pending, bit(libc::SIGWINCH));
-    assert_eq!(sg.blocked, bit(libc::SIGUSR1) | bit(libc::SIGWINCH));
+    assert_eq!(
+        sg.blocked,
+        bit(libc::SIGUSR1) | bit(libc::SIGWINCH) | bit(libc::SIGRTMIN() + 2)
+    );
     assert_ne!(sg.ignored & bit(libc::SIGUSR2), 0);
     assert_ne!(sg.caught & bit(libc::SIGHUP), 0);
 

@@ -5,7 +5,7 @@
 //!
 //! The result is an [`Opts`]: what to select, which columns (already expanded from macros
 //! such as `-f` or `u`), how to sort, and the display flags. Options procps accepts but
-//! taskdiag cannot honour (signal masks, `-m` thread display, personalities, ...) are
+//! taskdiag cannot honour (`-m` thread display, personalities, namespaces, ...) are
 //! [`ArgError::Unsupported`] naming the option: never a silently different listing.
 
 use super::specs::{self, Pr, Spec, Sr};
@@ -1858,7 +1858,7 @@ mod tests {
             ArgError::Procps("column widths must be unsigned decimal numbers".into())
         );
         assert!(matches!(
-            p(&["-o", "pid,blocked"]),
+            p(&["-o", "pid,ipcns"]),
             Err(ArgError::Unsupported(_))
         ));
     }

@@ -99,9 +99,10 @@ MISCELLANEOUS
 
 COLUMNS
   Every procps column name works with -o; `taskdiag ps L` lists them. Columns whose data
-  taskdiag does not carry are refused by name rather than printed wrong: signal masks
-  (pending, blocked, ignored, caught), namespaces (ipcns, mntns, ...), cgroups, SELinux
-  labels, I/O counters, code and stack addresses, environ, exe, pss/uss, oom scores.
+  taskdiag does not carry are refused by name rather than printed wrong: namespaces (ipcns,
+  mntns, ...), cgroups, SELinux labels, I/O counters, code and stack addresses, environ,
+  exe, pss/uss, oom scores. Signal masks (pending, tsig, blocked, ignored, caught and their
+  aliases, and the s format) print as procps prints them.
 
 ENVIRONMENT
   TASKDIAG_BACKEND  auto (default), bpf, daemon or procfs

@@ -213,6 +213,8 @@ pub struct Ctx {
     pub user_is_number: bool,
     /// BSD `n`.
     pub wchan_is_number: bool,
+    /// Signal masks in 16 digits (the screen has room for them; procps' `wide_signals`).
+    pub wide_signals: bool,
     /// Forest style: 0, 'u', 'b' or 'g'.
     pub forest_type: u8,
     /// Forest prefix codes (' ', 'L', '+', '|'), NUL-terminated like procps' buffer.
@@ -239,6 +241,7 @@ impl Ctx {
             bsd_c_option: false,
             user_is_number: false,
             wchan_is_number: false,
+            wide_signals: false,
             forest_type: 0,
             forest_prefix: vec![0; FOREST_MAX],
             max_rightward: OUTBUF_SIZE - 1,
@@ -340,6 +343,25 @@ impl Ctx {
         }
         match pr {
             Pr::Nop | Pr::Unsupported => w!("-"),
+            Pr::Sig | Pr::Tsig | Pr::Sigmask | Pr::Sigignore | Pr::Sigcatch => {
+                let s = r.t.signal.or_else(|| r.absent(Group::Signal))?;
+                let v = match pr {
+                    Pr::Sig => s.shared_pending,
+                    Pr::Tsig => s.pending,
+                    Pr::Sigmask => s.blocked,
+                    Pr::Sigignore => s.ignored,
+                    _ => s.caught,
+                };
+                // help_pr_sig() on status's 16 hex digits: all of them when there is room,
+                // else the low 8, after '<' when higher ones are set.
+                if self.wide_signals {
+                    w!("{v:016x}")
+                } else if v >> 32 != 0 {
+                    w!("<{:08x}", v & 0xffff_ffff)
+                } else {
+                    w!("{v:08x}")
+                }
+            }
             Pr::Args | Pr::Comm => {
                 let long = match pr {
                     Pr::Args => !self.bsd_c_option,
@@ -647,6 +669,17 @@ impl Ctx {
             |ctx: &mut Ctx, id: Option<u32>| Some(S(ctx.names.group(id?).as_bytes().to_vec()));
         Some(match sr {
             Sr::Noop | Sr::Unsupported => I(0),
+            // procps compares status's fixed-width hex strings: numeric order.
+            Sr::Signals | Sr::SigPending | Sr::SigBlocked | Sr::SigIgnore | Sr::SigCatch => {
+                let s = r.t.signal.or_else(|| r.absent(Group::Signal))?;
+                U(match sr {
+                    Sr::Signals => s.shared_pending,
+                    Sr::SigPending => s.pending,
+                    Sr::SigBlocked => s.blocked,
+                    Sr::SigIgnore => s.ignored,
+                    _ => s.caught,
+                })
+            }
             Sr::Utilization => {
                 let t = self.boot_tics as f64 - r.start_ticks(&m)? as f64;
                 if t > 0.0 {
@@ -848,6 +881,8 @@ fn ctime(t: i64) -> String {
 pub struct Printer<W: Write> {
     cols: Vec<Col>,
     active_cols: i32,
+    /// procps' `wide_signals`: every signal column fits 16 digits.
+    wide_signals: bool,
     lines_to_next_header: i64,
     header_gap: i64,
     did_stuff: bool,
@@ -861,6 +896,7 @@ impl<W: Write> Printer<W> {
         // check_header_width
         let mut total: i64 = 0;
         let mut was_normal = 0;
+        let mut sigs = 0i64;
         for (i, c) in cols.iter().enumerate() {
             let last = i + 1 == cols.len();
             if c.spec.is_none() {
@@ -870,6 +906,10 @@ impl<W: Write> Printer<W> {
             }
             match c.flags & cf::JUST_MASK {
                 cf::UNLIMITED => total += if last { 3 } else { c.width as i64 },
+                cf::SIGNAL => {
+                    sigs += 1;
+                    total += c.width as i64;
+                }
                 _ => total += c.width as i64,
             }
             total += was_normal;
@@ -887,6 +927,7 @@ impl<W: Write> Printer<W> {
         Printer {
             cols,
             active_cols: active as i32,
+            wide_signals: total + sigs * 7 <= active,
             lines_to_next_header: 1,
             header_gap: -1,
             did_stuff: false,
@@ -943,6 +984,7 @@ impl<W: Write> Printer<W> {
         self.did_stuff = true;
         let (mut correct, mut actual, mut dospace) = (0i32, 0i32, 0i32);
         let n = self.cols.len();
+        ctx.wide_signals = self.wide_signals;
         let mut data = Vec::with_capacity(256);
         for i in 0..n {
             let c = &self.cols[i];
@@ -982,8 +1024,15 @@ impl<W: Write> Printer<W> {
                 c.flags & cf::JUST_MASK
             };
             let mut leftpad = 0;
+            // Room a signal column takes beyond its width when it prints 16 digits.
+            let mut legit = 0;
             match just {
                 cf::RIGHT => leftpad = (c.width - amount).max(0),
+                cf::SIGNAL if self.wide_signals => {
+                    leftpad = (16 - amount).max(0);
+                    legit = 7;
+                }
+                cf::SIGNAL => leftpad = (9 - amount).max(0),
                 cf::USER if ctx.user_is_number => leftpad = (c.width - amount).max(0),
                 cf::WCHAN => {
                     if ctx.wchan_is_number {
@@ -1008,7 +1057,7 @@ impl<W: Write> Printer<W> {
                 break;
             }
             actual += space + amount;
-            correct += c.width;
+            correct += c.width + legit;
             if c.spec.is_some() && self.cols[i + 1].spec.is_some() {
                 correct += 1;
                 dospace = 1;
@@ -1032,11 +1081,12 @@ mod tests {
     use taskdiag_proto::CredRec;
 
     /// Every group ps reads.
-    const ALL: [Group; 5] = [
+    const ALL: [Group; 6] = [
         Group::Base,
         Group::Cred,
         Group::Stat,
         Group::Statm,
+        Group::Signal,
         Group::Cmdline,
     ];
 
@@ -1104,6 +1154,13 @@ mod tests {
                 ..StatmRec::default()
             }),
             cmdline: Some(b"worker\0--flag\0".to_vec()),
+            signal: Some(taskdiag_proto::SignalRec {
+                pending: 1 << 9,
+                shared_pending: 1 << 27,
+                blocked: 1 << 35,
+                ignored: 1 << 12,
+                caught: 1,
+            }),
             ..Task::default()
         }
     }
@@ -1117,6 +1174,7 @@ mod tests {
             stat: t.stat.filter(|_| has(Group::Stat)),
             statm: t.statm.filter(|_| has(Group::Statm)),
             cmdline: t.cmdline.clone().filter(|_| has(Group::Cmdline)),
+            signal: t.signal.filter(|_| has(Group::Signal)),
             ..t.clone()
         }
     }

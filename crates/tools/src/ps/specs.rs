@@ -1,7 +1,7 @@
 //! The column table: every format specifier procps ps 4.0.2 knows, with its header, width,
 //! justification, what prints it and what it sorts by.
 //!
-//! Specifiers whose data taskdiag does not carry (signals, namespaces, cgroups, I/O counters,
+//! Specifiers whose data taskdiag does not carry (namespaces, cgroups, I/O counters,
 //! code addresses, SELinux labels, ...) are listed too, as [`Pr::Unsupported`], so that asking
 //! for one gets "not supported" rather than procps' "unknown specifier" or, worse, a column of
 //! made-up values. Specifiers procps itself prints as "-" ([`Pr::Nop`]) print "-" here too.
@@ -99,6 +99,13 @@ pub enum Pr {
     Wchan,
     Supgid,
     Supgrp,
+    /// Pending for the process (status ShdPnd), as procps' `pr_sig`.
+    Sig,
+    /// Pending for the thread (SigPnd), `pr_tsig`.
+    Tsig,
+    Sigmask,
+    Sigignore,
+    Sigcatch,
 }
 
 /// What a column sorts by (procps `PIDS_*` sort items).
@@ -166,6 +173,11 @@ pub enum Sr {
     VmLock,
     VmStack,
     WchanName,
+    Signals,
+    SigPending,
+    SigBlocked,
+    SigIgnore,
+    SigCatch,
 }
 
 const BASE: u64 = Group::Base.flag();
@@ -173,6 +185,7 @@ const CRED: u64 = Group::Cred.flag();
 const STAT: u64 = Group::Stat.flag();
 const STATM: u64 = Group::Statm.flag();
 const CMDLINE: u64 = Group::Cmdline.flag();
+const SIGS: u64 = Group::Signal.flag();
 
 impl Pr {
     /// The attribute groups this column prints from (`Group::flag` bits); `bsd_c` and `unix_f`
@@ -242,6 +255,7 @@ impl Pr {
             | Pr::Majflt
             | Pr::Minflt => STAT,
             Pr::Rss | Pr::Vsz | Pr::Sz | Pr::Pmem | Pr::Swapable | Pr::Size => STATM,
+            Pr::Sig | Pr::Tsig | Pr::Sigmask | Pr::Sigignore | Pr::Sigcatch => SIGS,
         }
     }
 }
@@ -308,6 +322,7 @@ impl Sr {
             | Sr::IdSuser
             | Sr::Supgids
             | Sr::Supgroups => CRED,
+            Sr::Signals | Sr::SigPending | Sr::SigBlocked | Sr::SigIgnore | Sr::SigCatch => SIGS,
         }
     }
 }
@@ -358,12 +373,12 @@ specs![
     ("argc", "ARGC", Nop, Noop, 4, RIGHT),
     ("args", "COMMAND", Args, Cmdline, 27, UNLIMITED),
     ("atime", "TIME", Time, TimeAll, 8, RIGHT),
-    ("blocked", "BLOCKED", Unsupported, Unsupported, 9, SIGNAL),
+    ("blocked", "BLOCKED", Sigmask, SigBlocked, 9, SIGNAL),
     ("bnd", "BND", Nop, Noop, 1, RIGHT),
     ("bsdstart", "START", Bsdstart, TicsBegan, 6, RIGHT),
     ("bsdtime", "TIME", Bsdtime, TicsAll, 6, RIGHT),
     ("c", "C", C, Utilization, 2, RIGHT),
-    ("caught", "CAUGHT", Unsupported, Unsupported, 9, SIGNAL),
+    ("caught", "CAUGHT", Sigcatch, SigCatch, 9, SIGNAL),
     ("cgname", "CGNAME", Unsupported, Unsupported, 27, UNLIMITED),
     ("cgroup", "CGROUP", Unsupported, Unsupported, 27, UNLIMITED),
     ("cgroupns", "CGROUPNS", Unsupported, Unsupported, 10, RIGHT),
@@ -423,7 +438,7 @@ specs![
     ("fuser", "FUSER", Fuser, IdFuser, 8, USER),
     ("gid", "GID", Egid, IdEgid, 5, RIGHT),
     ("group", "GROUP", Egroup, IdEgroup, 8, USER),
-    ("ignored", "IGNORED", Unsupported, Unsupported, 9, SIGNAL),
+    ("ignored", "IGNORED", Sigignore, SigIgnore, 9, SIGNAL),
     ("inblk", "INBLK", Nop, Noop, 5, RIGHT),
     ("inblock", "INBLK", Nop, Noop, 5, RIGHT),
     ("intpri", "PRI", Opri, Priority, 3, RIGHT),
@@ -483,7 +498,7 @@ specs![
     ("paddr", "PADDR", Nop, Noop, 6, RIGHT),
     ("pagein", "PAGEIN", Majflt, FltMaj, 6, RIGHT),
     ("pcpu", "%CPU", Pcpu, Utilization, 4, RIGHT),
-    ("pending", "PENDING", Unsupported, Unsupported, 9, SIGNAL),
+    ("pending", "PENDING", Sig, Signals, 9, SIGNAL),
     ("pgid", "PGID", Pgid, IdPgrp, 5, PIDMAX | RIGHT),
     ("pgrp", "PGRP", Pgid, IdPgrp, 5, PIDMAX | RIGHT),
     ("pid", "PID", Pid, IdTgid, 5, PIDMAX | RIGHT),
@@ -533,14 +548,14 @@ specs![
     ("sgroup", "SGROUP", Sgroup, IdSgroup, 8, USER),
     ("share", "-", Nop, Noop, 1, RIGHT),
     ("sid", "SID", Sess, IdSession, 5, PIDMAX | RIGHT),
-    ("sig", "PENDING", Unsupported, Unsupported, 9, SIGNAL),
-    ("sig_block", "BLOCKED", Unsupported, Unsupported, 9, SIGNAL),
-    ("sig_catch", "CATCHED", Unsupported, Unsupported, 9, SIGNAL),
-    ("sig_ignore", "IGNORED", Unsupported, Unsupported, 9, SIGNAL),
-    ("sig_pend", "SIGNAL", Unsupported, Unsupported, 9, SIGNAL),
-    ("sigcatch", "CAUGHT", Unsupported, Unsupported, 9, SIGNAL),
-    ("sigignore", "IGNORED", Unsupported, Unsupported, 9, SIGNAL),
-    ("sigmask", "BLOCKED", Unsupported, Unsupported, 9, SIGNAL),
+    ("sig", "PENDING", Sig, Signals, 9, SIGNAL),
+    ("sig_block", "BLOCKED", Sigmask, SigBlocked, 9, SIGNAL),
+    ("sig_catch", "CATCHED", Sigcatch, SigCatch, 9, SIGNAL),
+    ("sig_ignore", "IGNORED", Sigignore, SigIgnore, 9, SIGNAL),
+    ("sig_pend", "SIGNAL", Sig, Signals, 9, SIGNAL),
+    ("sigcatch", "CAUGHT", Sigcatch, SigCatch, 9, SIGNAL),
+    ("sigignore", "IGNORED", Sigignore, SigIgnore, 9, SIGNAL),
+    ("sigmask", "BLOCKED", Sigmask, SigBlocked, 9, SIGNAL),
     ("size", "SIZE", Swapable, VsizeBytes, 5, RIGHT),
     ("sl", "SL", Nop, Noop, 3, RIGHT),
     ("slice", "SLICE", Unsupported, Unsupported, 31, LEFT),
@@ -581,7 +596,7 @@ specs![
     ("tsess", "TSESS", Nop, Noop, 5, PIDMAX | RIGHT),
     ("tsession", "TSESS", Nop, Noop, 5, PIDMAX | RIGHT),
     ("tsid", "TSID", Nop, Noop, 5, PIDMAX | RIGHT),
-    ("tsig", "PENDING", Unsupported, Unsupported, 9, SIGNAL),
+    ("tsig", "PENDING", Tsig, SigPending, 9, SIGNAL),
     ("tsiz", "TSIZ", Unsupported, Unsupported, 4, RIGHT),
     ("tt", "TT", Tty8, TtyName, 8, LEFT),
     ("tty", "TT", Tty8, TtyName, 8, LEFT),

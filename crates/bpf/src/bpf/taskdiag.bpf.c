@@ -56,7 +56,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define TD_BPF_CMDLINE_MAX 16384
 #define TD_BPF_MAX_THREADS 65536
 #define TD_BPF_MAX_CPUS 8192
-/* Room for everything but the command line: header + BASE + name + CRED + groups + STAT + STATM. */
+/* Room for everything but the command line: header + BASE + name + ACCESS + CRED + groups + STAT +
+ * STATM + SIGNAL (at most ~1,600 bytes). */
 #define TD_FIXED_ROOM 4096
 #define SCRATCH_SIZE (2 * TD_FIXED_ROOM + 2 * TD_BPF_CMDLINE_MAX)
 /* sizeof(struct k_sigaction) on x86-64 and arm64 (handler, flags, restorer, mask); put_signal()

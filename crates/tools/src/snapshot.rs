@@ -221,6 +221,16 @@ impl Source {
         Ok(tasks)
     }
 
+    /// [`Source::take`], and with `q.threads` and STAT each leader's STAT its process's
+    /// ([`Source::leaders_as_processes`]): the listing procps's `ps -L` and `top -H` show.
+    pub fn take_with_leaders(&mut self, q: &Query) -> Result<Vec<Task>, Error> {
+        let mut tasks = self.take(q)?;
+        if q.threads && q.groups & Group::Stat.flag() != 0 {
+            self.leaders_as_processes(&mut tasks)?;
+        }
+        Ok(tasks)
+    }
+
     /// Whether [`Source::take_tgids`] of a few processes costs about those processes alone
     /// (`Dumper::single_task_reads_are_cheap`).
     pub fn single_task_reads_are_cheap(&self) -> bool {
@@ -300,13 +310,10 @@ impl Source {
         if let Some(r) = self.dumper.proc_cpu_times(threads) {
             return r.map_err(Error::Dump);
         }
-        let mut tasks = self.take(&Query {
+        let tasks = self.take_with_leaders(&Query {
             threads,
             groups: Group::Base.flag() | Group::Stat.flag(),
         })?;
-        if threads {
-            self.leaders_as_processes(&mut tasks)?;
-        }
         Ok(tasks
             .iter()
             .filter_map(|t| {

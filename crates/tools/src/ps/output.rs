@@ -50,6 +50,18 @@ impl Row<'_> {
     fn sm(&self) -> Option<StatmRec> {
         self.t.statm.or_else(|| self.absent(Group::Statm))
     }
+    /// Signal mask `m`: 0 pending for the process (ShdPnd, procps' SIGNALS), 1 for the
+    /// thread, 2 blocked, 3 ignored, 4 caught.
+    fn sig(&self, m: u8) -> Option<u64> {
+        let s = self.t.signal.or_else(|| self.absent(Group::Signal))?;
+        Some(match m {
+            0 => s.shared_pending,
+            1 => s.pending,
+            2 => s.blocked,
+            3 => s.ignored,
+            _ => s.caught,
+        })
+    }
     /// Thread id.
     pub fn tid(&self) -> u32 {
         self.t.pid
@@ -344,14 +356,13 @@ impl Ctx {
         match pr {
             Pr::Nop | Pr::Unsupported => w!("-"),
             Pr::Sig | Pr::Tsig | Pr::Sigmask | Pr::Sigignore | Pr::Sigcatch => {
-                let s = r.t.signal.or_else(|| r.absent(Group::Signal))?;
-                let v = match pr {
-                    Pr::Sig => s.shared_pending,
-                    Pr::Tsig => s.pending,
-                    Pr::Sigmask => s.blocked,
-                    Pr::Sigignore => s.ignored,
-                    _ => s.caught,
-                };
+                let v = r.sig(match pr {
+                    Pr::Sig => 0,
+                    Pr::Tsig => 1,
+                    Pr::Sigmask => 2,
+                    Pr::Sigignore => 3,
+                    _ => 4,
+                })?;
                 // help_pr_sig() on status's 16 hex digits: all of them when there is room,
                 // else the low 8, after '<' when higher ones are set.
                 if self.wide_signals {
@@ -670,16 +681,14 @@ impl Ctx {
         Some(match sr {
             Sr::Noop | Sr::Unsupported => I(0),
             // procps compares status's fixed-width hex strings: numeric order.
-            Sr::Signals | Sr::SigPending | Sr::SigBlocked | Sr::SigIgnore | Sr::SigCatch => {
-                let s = r.t.signal.or_else(|| r.absent(Group::Signal))?;
-                U(match sr {
-                    Sr::Signals => s.shared_pending,
-                    Sr::SigPending => s.pending,
-                    Sr::SigBlocked => s.blocked,
-                    Sr::SigIgnore => s.ignored,
-                    _ => s.caught,
-                })
-            }
+            Sr::Signals | Sr::SigPending | Sr::SigBlocked | Sr::SigIgnore | Sr::SigCatch => U(r
+                .sig(match sr {
+                    Sr::Signals => 0,
+                    Sr::SigPending => 1,
+                    Sr::SigBlocked => 2,
+                    Sr::SigIgnore => 3,
+                    _ => 4,
+                })?),
             Sr::Utilization => {
                 let t = self.boot_tics as f64 - r.start_ticks(&m)? as f64;
                 if t > 0.0 {

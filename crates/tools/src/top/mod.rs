@@ -3,10 +3,11 @@
 //! Each refresh is one batched snapshot (BASE, CRED, STAT and STATM; CMDLINE only while
 //! command lines are shown) from a backend opened once, and an O(n) merge with the previous
 //! snapshot for %CPU ([`model`]); user names are looked up once per user. Where the change
-//! tracker can run (root, BPF on 6.1+ or /proc), a refresh re-reads only the processes that ran,
-//! started or exited since the last one, and walks every task every 10 s ([`refresh`]). Screen text follows procps-ng 4.0.2 top's default
-//! layout ([`format`](mod@format)); batch mode (`-b`) prints it as procps does, the
-//! interactive screen ([`tui`]) draws it with ratatui and reads keys with crossterm.
+//! tracker can run (root, BPF on 6.1+ or /proc), a refresh re-reads only the processes that
+//! ran, started or exited since the last one, and walks every task every 10 s ([`refresh`]).
+//! Screen text follows procps-ng 4.0.2 top's default layout ([`format`](mod@format)); batch
+//! mode (`-b`) prints it as procps does, the interactive screen ([`tui`]) draws it with
+//! ratatui and reads keys with crossterm.
 //!
 //! This module owns the command line, the help text and the batch loop. Machine-wide
 //! figures come from [`sys`], signals and renicing from [`act`]. Reading tasks is

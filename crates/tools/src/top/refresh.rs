@@ -110,7 +110,7 @@ impl Refresher {
     pub fn refresh(&mut self, src: &mut Source, q: &Query) -> Result<Rc<Vec<Task>>, Error> {
         let Some(tracker) = &mut self.tracker else {
             self.walks += 1;
-            return walk(src, q).map(Rc::new);
+            return src.take_with_leaders(q).map(Rc::new);
         };
         // Drained before anything is read: what changes from here on is marked for the next
         // refresh.
@@ -140,7 +140,7 @@ impl Refresher {
         tgids.dedup();
         let many = tgids.len() * WALK_ABOVE > self.last.len() && !self.required;
         if due || !complete || many {
-            self.last = Rc::new(walk(src, q)?);
+            self.last = Rc::new(src.take_with_leaders(q)?);
             self.last_query = Some(*q);
             self.last_walk = Some(now);
             self.walks += 1;
@@ -192,16 +192,6 @@ pub fn required() -> Option<bool> {
 /// A zombie (or dead) task's state index.
 fn is_dead(state: u8) -> bool {
     matches!(taskdiag_proto::state_char(state), 'Z' | 'X')
-}
-
-/// Every task of `q`.
-fn walk(src: &mut Source, q: &Query) -> Result<Vec<Task>, Error> {
-    let mut tasks = src.take(q)?;
-    if q.threads && q.groups & taskdiag_proto::Group::Stat.flag() != 0 {
-        // A leader's line shows its whole process's times, as procps top -H does.
-        src.leaders_as_processes(&mut tasks)?;
-    }
-    Ok(tasks)
 }
 
 #[cfg(test)]

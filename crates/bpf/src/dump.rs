@@ -18,7 +18,8 @@ const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
     | Group::Stat.flag()
     | Group::Statm.flag()
     | Group::Cmdline.flag()
-    | Group::Signal.flag();
+    | Group::Signal.flag()
+    | Group::Ns.flag();
 
 impl TaskIter {
     /// Makes the following dumps for `view` (until changed).

@@ -106,6 +106,11 @@ GROUPS:
   cmdline  argv bytes exactly as /proc/PID/cmdline returns them
   signal   signal masks as /proc/PID/status shows them: pending (thread), pending (shared),
            blocked, ignored, caught
+  ns       namespaces, each as the inode readlink /proc/PID/ns/NAME shows (pid,
+           pid_for_children, mnt, net, ipc, uts, user, cgroup, time, time_for_children;
+           left out where the link does not exist; all withheld, with hidden true, where
+           readlink is refused), and the task's ids in each nested pid namespace, ours
+           first, as status NSpid, NStgid, NSpgid, NSsid
   vma      memory mappings: start, end, permissions, flags, offset, device, inode, name as
            /proc/PID/maps prints it (for threads: on the thread-group leader only)
   vma_stat vma plus each mapping's smaps counters (Rss, Pss, ..., costs what smaps costs)
@@ -148,7 +153,7 @@ struct DumpArgs {
     /// The child processes of PID.
     #[arg(long, value_name = "PID", group = "sel")]
     children_of: Option<u32>,
-    /// Comma-separated groups: base, cred, stat, statm, cmdline, signal, vma, vma_stat, all (see
+    /// Comma-separated groups: base, cred, stat, statm, cmdline, signal, ns, vma, vma_stat, all (see
     /// GROUPS below).
     #[arg(long, short = 'g', value_name = "LIST", default_value = "base")]
     groups: String,
@@ -211,8 +216,8 @@ fn parse_groups(list: &str) -> anyhow::Result<u64> {
             Some(g) if taskdiag_proto::SHOW_SUPPORTED & g.flag() != 0 => flags |= g.flag(),
             Some(_) => bail!("group '{name}' is not implemented yet"),
             None => bail!(
-                "unknown group '{name}' (known: base, cred, stat, statm, cmdline, signal, vma, \
-                 vma_stat, all)"
+                "unknown group '{name}' (known: base, cred, stat, statm, cmdline, signal, ns, \
+                 vma, vma_stat, all)"
             ),
         }
     }

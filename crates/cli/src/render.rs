@@ -9,11 +9,12 @@
 //! keeps them exactly, as ripgrep's JSON printer does: a JSON string when the bytes are valid
 //! UTF-8, else an object `{"bytes": "<base64>"}` (standard alphabet, padded).
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use base64::Engine as _;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
-use taskdiag_proto::task::{Base, Cred, Event, Task, Vma};
+use taskdiag_proto::task::{Base, Cred, Event, Ns, Task, Vma};
 use taskdiag_proto::{state_char, BackendId, Group, SignalRec, StatRec, StatmRec, VmaStatRec};
 
 /// Renders a stream's events.
@@ -77,8 +78,8 @@ pub(crate) enum Val<'a> {
     Char(char),
     /// Bytes (names, paths).
     Bytes(&'a [u8]),
-    /// A list of ids (supplementary groups).
-    Ids(&'a [u32]),
+    /// A list of ids (supplementary groups, a task's pids in nested namespaces).
+    Ids(Cow<'a, [u32]>),
     /// Text made here (a mapping's permissions and device).
     Text(String),
 }
@@ -123,7 +124,7 @@ pub(crate) fn cred_fields(c: &Cred) -> Fields<'_> {
         ("egid", Val::Int(r.egid.into())),
         ("sgid", Val::Int(r.sgid.into())),
         ("fsgid", Val::Int(r.fsgid.into())),
-        ("groups", Val::Ids(&c.groups)),
+        ("groups", Val::Ids(Cow::Borrowed(&c.groups))),
         ("cap_inheritable", Val::Mask(r.cap_inheritable)),
         ("cap_permitted", Val::Mask(r.cap_permitted)),
         ("cap_effective", Val::Mask(r.cap_effective)),
@@ -163,6 +164,29 @@ pub(crate) fn signal_fields(s: &SignalRec) -> Fields<'static> {
         ("ignored", Val::Mask(s.ignored)),
         ("caught", Val::Mask(s.caught)),
     ]
+}
+
+/// NS: each namespace link that exists (by its name in /proc/PID/ns), `hidden` when they are
+/// withheld, then the ids at each pid namespace level as status NSpid, NStgid, NSpgid, NSsid.
+pub(crate) fn ns_fields(n: &Ns) -> Fields<'static> {
+    let mut f: Fields = Ns::NAMES
+        .iter()
+        .zip(n.inodes())
+        .filter(|&(_, ino)| ino != 0)
+        .map(|(&name, ino)| (name, Val::Int(ino.into())))
+        .collect();
+    f.push((
+        "hidden",
+        Val::Bool(n.rec.flags & taskdiag_proto::NS_F_HIDDEN != 0),
+    ));
+    let col = |get: fn(&taskdiag_proto::NsIdsRec) -> u32| {
+        Val::Ids(Cow::Owned(n.ids.iter().map(get).collect()))
+    };
+    f.push(("nspid", col(|l| l.pid)));
+    f.push(("nstgid", col(|l| l.tgid)));
+    f.push(("nspgid", col(|l| l.pgid)));
+    f.push(("nssid", col(|l| l.sid)));
+    f
 }
 
 /// STATM (bytes).
@@ -269,8 +293,8 @@ fn text_val(w: &mut dyn Write, v: &Val) -> io::Result<()> {
         Val::Mask(m) => write!(w, "{m:016x}"),
         Val::Char(c) => write!(w, "{c}"),
         Val::Bytes(b) => escape_text(w, b),
-        Val::Ids([]) => write!(w, "-"),
-        Val::Ids(ids) => {
+        Val::Ids(ref ids) if ids.is_empty() => write!(w, "-"),
+        Val::Ids(ref ids) => {
             for (i, g) in ids.iter().enumerate() {
                 write!(w, "{}{g}", if i > 0 { "," } else { "" })?;
             }
@@ -298,11 +322,12 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
         text_fields(w, &base_fields(b))?;
     }
     writeln!(w)?;
-    let groups: [(&str, Option<Fields>); 4] = [
+    let groups: [(&str, Option<Fields>); 5] = [
         ("cred", t.cred.as_ref().map(cred_fields)),
         ("stat", t.stat.as_ref().map(stat_fields)),
         ("statm", t.statm.as_ref().map(statm_fields)),
         ("signal", t.signal.as_ref().map(signal_fields)),
+        ("ns", t.ns.as_ref().map(ns_fields)),
     ];
     for (name, f) in groups {
         if let Some(f) = f {
@@ -369,7 +394,7 @@ impl Serialize for Val<'_> {
             Val::Mask(m) => s.serialize_str(&format!("{m:016x}")),
             Val::Char(c) => s.serialize_char(c),
             Val::Bytes(b) => JsonBytes(b).serialize(s),
-            Val::Ids(ids) => ids.serialize(s),
+            Val::Ids(ref ids) => ids.serialize(s),
             Val::Text(ref t) => s.serialize_str(t),
         }
     }
@@ -435,6 +460,9 @@ impl Serialize for JsonTask<'_> {
         }
         if let Some(sg) = &t.signal {
             m.serialize_entry("signal", &JsonObject(&signal_fields(sg)))?;
+        }
+        if let Some(n) = &t.ns {
+            m.serialize_entry("ns", &JsonObject(&ns_fields(n)))?;
         }
         if let Some(v) = &t.vmas {
             let v: Vec<JsonVma> = v.iter().map(JsonVma).collect();
@@ -546,6 +574,36 @@ mod tests {
                 caught: 1 << 63,
                 ..SignalRec::default()
             }),
+            ns: Some(Ns {
+                rec: taskdiag_proto::NsRec {
+                    pid: 4026532301,
+                    pid_for_children: 4026532301,
+                    mnt: 4026531832,
+                    net: 4026531833,
+                    ipc: 4026531839,
+                    uts: 4026531838,
+                    user: 4026531837,
+                    cgroup: 4026531835,
+                    time: 4026531834,
+                    time_for_children: 4026531834,
+                    flags: 0,
+                    levels: 2,
+                },
+                ids: vec![
+                    taskdiag_proto::NsIdsRec {
+                        pid: 900,
+                        tgid: 900,
+                        pgid: 0,
+                        sid: 0,
+                    },
+                    taskdiag_proto::NsIdsRec {
+                        pid: 1,
+                        tgid: 1,
+                        pgid: 0,
+                        sid: 0,
+                    },
+                ],
+            }),
             vmas: Some(vec![Vma {
                 rec: VmaRec {
                     start: 0x1000,
@@ -620,7 +678,7 @@ mod tests {
         // Lossy only for the maps line, which carries the path as the kernel prints it.
         let text = String::from_utf8_lossy(&text);
         let v: serde_json::Value = serde_json::from_str(&json(&JsonTask(&t))).expect("parse");
-        for group in ["base", "cred", "stat", "statm", "signal"] {
+        for group in ["base", "cred", "stat", "statm", "signal", "ns"] {
             for k in v[group].as_object().expect(group).keys() {
                 assert!(text.contains(&format!(" {k} ")), "text lacks {group}.{k}");
             }
@@ -632,5 +690,8 @@ mod tests {
         assert_eq!(v["cmdline"][0], "a");
         assert_eq!(v["cred"]["cap_effective"], "ffffffffffffffff");
         assert_eq!(v["errors"]["cmdline"], "Permission denied (os error 13)");
+        assert_eq!(v["ns"]["nspid"], serde_json::json!([900, 1]));
+        assert!(text.contains(" net 4026531833 "));
+        assert!(text.contains(" nspid 900,1 "));
     }
 }

@@ -256,10 +256,32 @@ pub struct Status {
     pub nivcsw: u64,
     /// `SigPnd`, `ShdPnd`, `SigBlk`, `SigIgn`, `SigCgt` (bit N-1: signal N).
     pub sig: [u64; 5],
-    /// `NSpid` entries: this task's id in /proc's pid namespace, then in each nested one.
-    pub nspid: [u32; 8],
-    /// Number of valid `nspid` entries.
-    pub nspid_len: usize,
+    /// `NSpid`, `NStgid`, `NSpgid`, `NSsid`: the task's ids in /proc's pid namespace, then in
+    /// each nested one down to its own (`ns_ids[level] = [pid, tgid, pgid, sid]`).
+    pub ns_ids: NsIds,
+    /// Number of valid `ns_ids` entries (the length of the `NSpid` line).
+    pub ns_levels: usize,
+}
+
+/// The inode number in a /proc/PID/ns/NAME link's text (`net:[4026531840]`).
+pub fn parse_ns_link(link: &[u8]) -> Option<u32> {
+    let open = link.iter().position(|&c| c == b'[')?;
+    let inner = link.get(open + 1..)?.strip_suffix(b"]")?;
+    uint(inner).and_then(|x| u32::try_from(x).ok())
+}
+
+/// The most pid namespace levels a status file can list: levels 0 to the kernel's
+/// MAX_PID_NS_LEVEL (32).
+pub const MAX_PID_NS_LEVELS: usize = taskdiag_proto::task::Ns::MAX_LEVELS;
+
+/// [`Status::ns_ids`]: `[pid, tgid, pgid, sid]` per pid namespace level.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NsIds(pub [[u32; 4]; MAX_PID_NS_LEVELS]);
+
+impl Default for NsIds {
+    fn default() -> Self {
+        NsIds([[0; 4]; MAX_PID_NS_LEVELS])
+    }
 }
 
 /// Index of a `Vm*`/`Rss*` line in [`Status::vm_kb`].
@@ -350,12 +372,22 @@ pub fn parse_status_until(
                     groups.push(g.ok_or(err("bad Groups line"))?);
                 }
             }
-            b"NSpid" => {
-                for (i, p) in v.split(|&c| c == b'\t').take(s.nspid.len()).enumerate() {
-                    s.nspid[i] = uint(p)
-                        .and_then(|x| u32::try_from(x).ok())
-                        .ok_or(err("bad NSpid"))?;
-                    s.nspid_len = i + 1;
+            b"NSpid" | b"NStgid" | b"NSpgid" | b"NSsid" => {
+                let col = match key {
+                    b"NSpid" => 0,
+                    b"NStgid" => 1,
+                    b"NSpgid" => 2,
+                    _ => 3,
+                };
+                let mut n = 0;
+                for (i, p) in v.split(|&c| c == b'\t').enumerate() {
+                    let id = uint(p.trim_ascii()).and_then(|x| u32::try_from(x).ok());
+                    let slot = s.ns_ids.0.get_mut(i).ok_or(err("more than 33 NS levels"))?;
+                    slot[col] = id.ok_or(err("bad NS id line"))?;
+                    n = i + 1;
+                }
+                if col == 0 {
+                    s.ns_levels = n;
                 }
             }
             b"VmPeak" => vm(Vm::Peak)?,
@@ -609,6 +641,29 @@ mod tests {
         voluntary_ctxt_switches:\t150\nnonvoluntary_ctxt_switches:\t3\n";
 
     #[test]
+    fn ns_links_and_levels() {
+        assert_eq!(parse_ns_link(b"net:[4026531840]"), Some(4026531840));
+        assert_eq!(
+            parse_ns_link(b"pid_for_children:[4026532301]"),
+            Some(4026532301)
+        );
+        assert_eq!(parse_ns_link(b"net:[4026531840"), None);
+        assert_eq!(parse_ns_link(b"/dev/null"), None);
+        let st = b"Name:\tx\nUid:\t0\t0\t0\t0\nNStgid:\t700\t5\t1\nNSpid:\t701\t6\t2\n\
+            NSpgid:\t700\t0\t0\nNSsid:\t690\t0\t0\n";
+        let s = parse_status(st, &mut Vec::new()).unwrap();
+        assert_eq!(s.ns_levels, 3);
+        assert_eq!(s.ns_ids.0[0], [701, 700, 700, 690]);
+        assert_eq!(s.ns_ids.0[2], [2, 1, 0, 0]);
+        let deep: Vec<u8> = b"Uid:\t0\t0\t0\t0\nNSpid:"
+            .iter()
+            .copied()
+            .chain((0..34).flat_map(|_| *b"\t1"))
+            .collect();
+        assert!(parse_status(&deep, &mut Vec::new()).is_err());
+    }
+
+    #[test]
     fn status_fields() {
         let mut g = vec![99];
         let s = parse_status(STATUS, &mut g).unwrap();
@@ -625,7 +680,8 @@ mod tests {
         assert_eq!(s.vm_kb[Vm::Pte as usize], 56);
         assert_eq!((s.nvcsw, s.nivcsw), (150, 3));
         assert_eq!(s.sig, [0x100, 0x4000, 0x1_0000, 0x38_4004, 0x4b81_3efb]);
-        assert_eq!(&s.nspid[..s.nspid_len], &[1405, 1]);
+        assert_eq!(s.ns_levels, 2);
+        assert_eq!((s.ns_ids.0[0][0], s.ns_ids.0[1][0]), (1405, 1));
     }
 
     #[test]
@@ -664,7 +720,7 @@ mod tests {
         .unwrap();
         assert_eq!((s.tgid, s.uid, s.has_mm), (2, [0; 4], false));
         assert!(g.is_empty());
-        assert_eq!(&s.nspid[..s.nspid_len], &[2]);
+        assert_eq!((s.ns_levels, s.ns_ids.0[0][0]), (1, 2));
     }
 
     #[test]

@@ -21,9 +21,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use taskdiag_proto::msg::TaskWriter;
+use taskdiag_proto::task::Ns;
 use taskdiag_proto::{
-    state_index, BaseRec, CredRec, Group, Request, SignalRec, StatRec, StatmRec, Strategy,
-    BASE_F_KTHREAD, BASE_F_LEADER, PF_KTHREAD,
+    state_index, BaseRec, CredRec, Group, NsIdsRec, NsRec, Request, SignalRec, StatRec, StatmRec,
+    Strategy, BASE_F_KTHREAD, BASE_F_LEADER, NS_F_HIDDEN, PF_KTHREAD,
 };
 
 use crate::parse::{
@@ -147,6 +148,17 @@ fn openat(dir: RawFd, path: &CStr, flags: i32) -> io::Result<OwnedFd> {
     }
     // SAFETY: `fd` was just returned by openat and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The target of symbolic link `path` (relative to `dir`) into `buf`; the length read.
+fn readlinkat(dir: RawFd, path: &CStr, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `path` is NUL-terminated and `buf` is writable for its length; the kernel writes
+    // at most that many bytes and keeps neither pointer.
+    let n = unsafe { libc::readlinkat(dir, path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }
 
 /// Reads a whole /proc file into `buf` (replacing its contents) with as few `read()`s as
@@ -395,7 +407,7 @@ impl ProcReader {
                 })?;
                 let s = parse_status(&buf, &mut groups)
                     .map_err(|source| ProcfsError::Parse { path, source })?;
-                s.nspid_len
+                s.ns_levels
             }
             Err(e) if is_gone(&e) => 0,
             Err(source) => {
@@ -771,6 +783,16 @@ impl ProcReader {
                 }
             }
         };
+        // The namespace links are read by path, before status: if the pid was reused meanwhile,
+        // the read of status (opened before them) fails and the task is skipped.
+        let ns = if want(Group::Ns) {
+            match self.ns_links(s)? {
+                Some(n) => Some(n),
+                None => return Ok(false),
+            }
+        } else {
+            None
+        };
         // status was opened first and is read only now, after every other open: if the pid was
         // reused in between, status belongs to the dead task and this read fails with ESRCH.
         if !read(s, &status_fd, 1, b"status")? {
@@ -929,6 +951,24 @@ impl ProcReader {
             };
             w.attr(Group::Signal as u16, &rec.to_bytes());
         }
+        if let Some(mut rec) = ns {
+            let ids = &status.ns_ids.0[..status.ns_levels];
+            rec.levels = ids.len() as u32;
+            let mut b = Vec::with_capacity(NsRec::SIZE + ids.len() * NsIdsRec::SIZE);
+            b.extend_from_slice(&rec.to_bytes());
+            for &[pid, tgid, pgid, sid] in ids {
+                b.extend_from_slice(
+                    &NsIdsRec {
+                        pid,
+                        tgid,
+                        pgid,
+                        sid,
+                    }
+                    .to_bytes(),
+                );
+            }
+            w.attr(Group::Ns as u16, &b);
+        }
         if need_cmdline {
             match cmdline_err {
                 None if status.has_mm => w.attr(Group::Cmdline as u16, &s.cmdline),
@@ -952,6 +992,46 @@ impl ProcReader {
         }
         w.finish();
         Ok(true)
+    }
+
+    /// NS's namespace links of the task in `s.path`'s directory (`levels` left 0): each link's
+    /// inode, 0 for a link that does not exist (a namespace type this kernel lacks, or a task
+    /// past exit_task_namespaces()); all 0 with [`NS_F_HIDDEN`] when /proc refuses them
+    /// (EACCES: the caller may not ptrace-read the task). `None` if the task is gone.
+    fn ns_links(&self, s: &mut Scratch) -> Result<Option<NsRec>> {
+        let mut ns_rec = Ns::default();
+        let mut name = [0u8; 32];
+        let mut link = [0u8; 64];
+        for (i, ns) in Ns::NAMES.iter().enumerate() {
+            name[..3].copy_from_slice(b"ns/");
+            name[3..3 + ns.len()].copy_from_slice(ns.as_bytes());
+            let path = s.path.file(&name[..3 + ns.len()]);
+            let inode = match readlinkat(self.dir.as_raw_fd(), path, &mut link) {
+                Ok(n) => {
+                    crate::parse::parse_ns_link(&link[..n]).ok_or_else(|| ProcfsError::Parse {
+                        path: s.path.display(&self.root),
+                        source: crate::scan::err("not a namespace link"),
+                    })?
+                }
+                // pid outlives every other link: without it the task is gone.
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) && *ns != "pid" => 0,
+                Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                    return Ok(Some(NsRec {
+                        flags: NS_F_HIDDEN,
+                        ..NsRec::default()
+                    }))
+                }
+                Err(e) if is_gone(&e) => return Ok(None),
+                Err(source) => {
+                    return Err(ProcfsError::Io {
+                        path: s.path.display(&self.root),
+                        source,
+                    })
+                }
+            };
+            *ns_rec.inodes_mut()[i] = inode;
+        }
+        Ok(Some(ns_rec.rec))
     }
 
     /// The CPU time of every process (`threads`: of every thread, a leader's being its

@@ -409,6 +409,52 @@ wire_structs! {
         caught: u64,
     }
 
+    /// NS group, fixed part: the task's namespaces, each as the inode number readlink
+    /// /proc/PID/ns/NAME shows (`net:[4026531840]`); 0 where the link does not exist (a kernel
+    /// without that namespace type, or a task past exit_task_namespaces(): only `pid` and
+    /// `user` outlive it). Followed by `levels` [`NsIdsRec`]: the task's ids in each pid
+    /// namespace from the reader's down to the task's own (status NSpid, NStgid, NSpgid, NSsid).
+    struct NsRec = "td_ns", size 48 {
+        /// pid: the namespace the task's pid belongs to.
+        pid: u32,
+        /// pid_for_children.
+        pid_for_children: u32,
+        /// mnt.
+        mnt: u32,
+        /// net.
+        net: u32,
+        /// ipc.
+        ipc: u32,
+        /// uts.
+        uts: u32,
+        /// user.
+        user: u32,
+        /// cgroup.
+        cgroup: u32,
+        /// time.
+        time: u32,
+        /// time_for_children.
+        time_for_children: u32,
+        /// [`crate::NS_F_HIDDEN`]: the links are withheld (all 0), as the reader may not
+        /// ptrace-read the task (readlink fails with EACCES); the ids are not guarded.
+        flags: u32,
+        /// How many [`NsIdsRec`] follow.
+        levels: u32,
+    }
+
+    /// NS group: the task's ids in one pid namespace (one column of status NSpid, NStgid,
+    /// NSpgid, NSsid); 0 where an id has no number there.
+    struct NsIdsRec = "td_ns_ids", size 16 {
+        /// NSpid.
+        pid: u32,
+        /// NStgid.
+        tgid: u32,
+        /// NSpgid.
+        pgid: u32,
+        /// NSsid.
+        sid: u32,
+    }
+
     /// STATM group: memory use in bytes (as /proc/PID/status Vm* and Rss* lines).
     struct StatmRec = "td_statm", size 112 {
         /// VmSize.

@@ -31,8 +31,8 @@ pub mod task;
 pub mod vma_flags;
 
 pub use layout::{
-    AccessRec, AttrHeader, BaseRec, CredRec, Done, GroupErrorRec, MsgHeader, Request, SignalRec,
-    Start, StatRec, StatmRec, VmaRec, VmaStatRec,
+    AccessRec, AttrHeader, BaseRec, CredRec, Done, GroupErrorRec, MsgHeader, NsIdsRec, NsRec,
+    Request, SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec,
 };
 
 /// Version of the format described here. Carried in requests and START messages.
@@ -99,6 +99,14 @@ pub const PF_KTHREAD: u32 = 0x0020_0000;
 /// name of its own: its file was named earlier in the same walk, by the entry whose
 /// `name_key` it carries. Internal to the BPF backend and its library.
 pub const VMA_NAME_REF: u16 = 1;
+
+/// [`NsRec`] flag: the namespace links are withheld (all 0) because the reader may not
+/// ptrace-read the task, as readlink /proc/PID/ns/NAME then fails with EACCES.
+pub const NS_F_HIDDEN: u32 = 1;
+
+/// The most levels an NS record lists ([`NsIdsRec`]s): a task at the deepest pid namespace
+/// level (the kernel's MAX_PID_NS_LEVEL, 32) seen from the initial namespace (level 0).
+pub const NS_MAX_LEVELS: usize = 33;
 
 /// Internal errno value a backend puts in a GROUP_ERROR to ask the library to read that group
 /// from /proc instead (the record did not fit the BPF buffer, say). Never leaves the library.
@@ -197,11 +205,13 @@ pub enum Group {
     Cmdline = 6,
     /// Signal masks: pending, blocked, ignored, caught ([`SignalRec`]).
     Signal = 7,
+    /// Namespaces and the ids in nested pid namespaces ([`NsRec`] + [`NsIdsRec`] per level).
+    Ns = 8,
 }
 
 impl Group {
     /// The groups this version produces, in emission order.
-    pub const SUPPORTED: [Group; 8] = [
+    pub const SUPPORTED: [Group; 9] = [
         Group::Base,
         Group::Cred,
         Group::Vma,
@@ -210,6 +220,7 @@ impl Group {
         Group::Statm,
         Group::Cmdline,
         Group::Signal,
+        Group::Ns,
     ];
 
     /// The group for an attribute type, if known.
@@ -223,6 +234,7 @@ impl Group {
             5 => Some(Self::Statm),
             6 => Some(Self::Cmdline),
             7 => Some(Self::Signal),
+            8 => Some(Self::Ns),
             _ => None,
         }
     }
@@ -243,6 +255,7 @@ impl Group {
             Self::Statm => "statm",
             Self::Cmdline => "cmdline",
             Self::Signal => "signal",
+            Self::Ns => "ns",
         }
     }
 
@@ -260,7 +273,8 @@ pub const SHOW_SUPPORTED: u64 = (1 << Group::Base as u16)
     | (1 << Group::Stat as u16)
     | (1 << Group::Statm as u16)
     | (1 << Group::Cmdline as u16)
-    | (1 << Group::Signal as u16);
+    | (1 << Group::Signal as u16)
+    | (1 << Group::Ns as u16);
 
 /// Show flags of the memory-map groups (VMA, VMA_STAT): many records per task, read under the
 /// ptrace-read rule, and left out of "all".
@@ -341,6 +355,9 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_GROUP_STATM", Group::Statm as i64),
     ("TD_GROUP_CMDLINE", Group::Cmdline as i64),
     ("TD_GROUP_SIGNAL", Group::Signal as i64),
+    ("TD_GROUP_NS", Group::Ns as i64),
+    ("TD_NS_F_HIDDEN", NS_F_HIDDEN as i64),
+    ("TD_NS_MAX_LEVELS", NS_MAX_LEVELS as i64),
     ("TD_STRATEGY_ALL", Strategy::All as i64),
     ("TD_STRATEGY_ONE", Strategy::One as i64),
     ("TD_STRATEGY_ALL_THREAD", Strategy::AllThread as i64),

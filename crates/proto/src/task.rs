@@ -6,9 +6,9 @@
 
 use crate::msg::{DecodeError, Message, Messages, TaskWriter};
 use crate::{
-    align4, AccessRec, BaseRec, CredRec, Done, Group, GroupErrorRec, MsgType, SignalRec, Start,
-    StatRec, StatmRec, VmaRec, VmaStatRec, ATTR_ACCESS, ATTR_GROUP_ERROR, ATTR_VMA_ACCESS,
-    COMM_MAX,
+    align4, AccessRec, BaseRec, CredRec, Done, Group, GroupErrorRec, MsgType, NsIdsRec, NsRec,
+    SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec, ATTR_ACCESS, ATTR_GROUP_ERROR,
+    ATTR_VMA_ACCESS, COMM_MAX,
 };
 
 /// BASE: the record and the task's name.
@@ -27,6 +27,70 @@ pub struct Cred {
     pub rec: CredRec,
     /// Supplementary group ids.
     pub groups: Vec<u32>,
+}
+
+/// NS: the namespaces and the task's ids at each level of nested pid namespaces.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ns {
+    /// The namespaces (`rec.levels == ids.len()`).
+    pub rec: NsRec,
+    /// The task's ids in each pid namespace from the reader's down to the task's own: one
+    /// column of status NSpid, NStgid, NSpgid and NSsid each.
+    pub ids: Vec<NsIdsRec>,
+}
+
+impl Ns {
+    /// The most levels a record can carry: a task at the deepest pid namespace level
+    /// (MAX_PID_NS_LEVEL, 32) seen from the initial namespace (level 0). More are malformed.
+    pub const MAX_LEVELS: usize = crate::NS_MAX_LEVELS;
+
+    /// The namespace inodes in the order of [`Ns::NAMES`].
+    pub fn inodes(&self) -> [u32; 10] {
+        let r = &self.rec;
+        [
+            r.pid,
+            r.pid_for_children,
+            r.mnt,
+            r.net,
+            r.ipc,
+            r.uts,
+            r.user,
+            r.cgroup,
+            r.time,
+            r.time_for_children,
+        ]
+    }
+
+    /// Mutable references to the namespace inodes, in the order of [`Ns::NAMES`].
+    pub fn inodes_mut(&mut self) -> [&mut u32; 10] {
+        let r = &mut self.rec;
+        [
+            &mut r.pid,
+            &mut r.pid_for_children,
+            &mut r.mnt,
+            &mut r.net,
+            &mut r.ipc,
+            &mut r.uts,
+            &mut r.user,
+            &mut r.cgroup,
+            &mut r.time,
+            &mut r.time_for_children,
+        ]
+    }
+
+    /// The names of the links in /proc/PID/ns, in the order of the record's fields.
+    pub const NAMES: [&'static str; 10] = [
+        "pid",
+        "pid_for_children",
+        "mnt",
+        "net",
+        "ipc",
+        "uts",
+        "user",
+        "cgroup",
+        "time",
+        "time_for_children",
+    ];
 }
 
 /// A group that is missing for a task, and why.
@@ -123,6 +187,8 @@ pub struct Task {
     pub cmdline: Option<Vec<u8>>,
     /// SIGNAL, if requested and available.
     pub signal: Option<SignalRec>,
+    /// NS, if requested and available.
+    pub ns: Option<Ns>,
     /// VMA (with VMA_STAT inside each entry when requested), if requested and the task has an
     /// address space; with thread strategies only on the thread-group leader.
     pub vmas: Option<Vec<Vma>>,
@@ -185,6 +251,16 @@ impl Task {
             s.write_to(&mut v);
             w.attr(Group::Signal as u16, &v);
         }
+        if let Some(n) = &self.ns {
+            let mut rec = n.rec;
+            rec.levels = n.ids.len() as u32;
+            let mut v = Vec::with_capacity(NsRec::SIZE + NsIdsRec::SIZE * n.ids.len());
+            rec.write_to(&mut v);
+            for l in &n.ids {
+                l.write_to(&mut v);
+            }
+            w.attr(Group::Ns as u16, &v);
+        }
         // The memory maps last: the one attribute that may run over several messages.
         if let Some(vmas) = &self.vmas {
             let mut v = Vec::with_capacity(vmas.len() * (VmaRec::SIZE + 64));
@@ -211,8 +287,8 @@ impl Task {
 #[derive(Default)]
 pub struct TaskAssembler {
     current: Option<(u32, u32)>,
-    parts: [Vec<u8>; 8],
-    seen: u8,
+    parts: [Vec<u8>; Group::SUPPORTED.len()],
+    seen: u16,
     errors: Vec<GroupError>,
     access: Option<AccessRec>,
     vma_access: Option<AccessRec>,
@@ -345,6 +421,22 @@ impl TaskAssembler {
         if self.has(Group::Signal) {
             let p = &self.parts[Group::Signal as usize];
             t.signal = Some(SignalRec::read_from(p).ok_or(bad(Group::Signal, "short record"))?);
+        }
+        if self.has(Group::Ns) {
+            let p = &self.parts[Group::Ns as usize];
+            let rec = NsRec::read_from(p).ok_or(bad(Group::Ns, "short record"))?;
+            let n = rec.levels as usize;
+            if n > Ns::MAX_LEVELS {
+                return Err(bad(Group::Ns, "more than 33 pid namespace levels"));
+            }
+            let lb = p
+                .get(NsRec::SIZE..NsRec::SIZE + n * NsIdsRec::SIZE)
+                .ok_or(bad(Group::Ns, "levels run past the attribute"))?;
+            let ids = lb
+                .chunks_exact(NsIdsRec::SIZE)
+                .filter_map(NsIdsRec::read_from)
+                .collect();
+            t.ns = Some(Ns { rec, ids });
         }
         if self.has(Group::Vma) {
             let p = &self.parts[Group::Vma as usize];
@@ -487,6 +579,28 @@ mod tests {
                 pending: 1 << 9,
                 caught: 1 << 63,
                 ..Default::default()
+            }),
+            ns: Some(Ns {
+                rec: NsRec {
+                    pid: 4026531836,
+                    net: 4026531840,
+                    levels: 2,
+                    ..Default::default()
+                },
+                ids: vec![
+                    NsIdsRec {
+                        pid: pid + 100,
+                        tgid: pid + 100,
+                        pgid: 0,
+                        sid: 1,
+                    },
+                    NsIdsRec {
+                        pid,
+                        tgid: pid,
+                        pgid: 1,
+                        sid: 1,
+                    },
+                ],
             }),
             errors: vec![GroupError {
                 group: Group::Statm as u16,

@@ -1,9 +1,10 @@
 //! Property tests: arbitrary bytes never panic the decoder; arbitrary tasks round-trip.
 use proptest::prelude::*;
 use taskdiag_proto::msg::{write_done, write_start, Messages};
-use taskdiag_proto::task::{Base, Cred, Event, StreamDecoder, Task, Vma};
+use taskdiag_proto::task::{Base, Cred, Event, Ns, StreamDecoder, Task, Vma};
 use taskdiag_proto::{
-    BaseRec, CredRec, Done, SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec, VERSION,
+    BaseRec, CredRec, Done, NsIdsRec, NsRec, SignalRec, Start, StatRec, StatmRec, VmaRec,
+    VmaStatRec, NS_F_HIDDEN, VERSION,
 };
 
 fn task() -> impl Strategy<Value = Task> {
@@ -30,9 +31,13 @@ fn task() -> impl Strategy<Value = Task> {
             0..800,
         )),
         proptest::option::of((any::<u64>(), any::<u64>())),
+        proptest::option::of((
+            any::<u32>(),
+            proptest::collection::vec((any::<u32>(), any::<u32>()), 0..=33),
+        )),
     )
         .prop_map(
-            |(pid, tgid, base, groups, ut, vm, cmdline, maps, sig)| Task {
+            |(pid, tgid, base, groups, ut, vm, cmdline, maps, sig, ns)| Task {
                 pid,
                 tgid,
                 base: base.map(|(ppid, state, comm)| Base {
@@ -65,6 +70,23 @@ fn task() -> impl Strategy<Value = Task> {
                     pending,
                     caught,
                     ..Default::default()
+                }),
+                ns: ns.map(|(net, levels)| Ns {
+                    rec: NsRec {
+                        net,
+                        flags: net & NS_F_HIDDEN,
+                        levels: levels.len() as u32,
+                        ..Default::default()
+                    },
+                    ids: levels
+                        .into_iter()
+                        .map(|(pid, sid)| NsIdsRec {
+                            pid,
+                            tgid: pid,
+                            pgid: 0,
+                            sid,
+                        })
+                        .collect(),
                 }),
                 errors: vec![],
                 access: None,

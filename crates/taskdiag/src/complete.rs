@@ -381,6 +381,7 @@ fn fill_from_procfs(
                     Group::Statm => task.statm = p.statm,
                     Group::Cmdline => task.cmdline = p.cmdline.clone(),
                     Group::Signal => task.signal = p.signal,
+                    Group::Ns => task.ns = p.ns.clone(),
                     Group::Vma | Group::VmaStat => task.vmas = p.vmas.clone(),
                     Group::Base => {}
                 }

@@ -332,9 +332,10 @@ impl Dumper {
             },
         );
         out(&head).map_err(Error::Sink)?;
-        // Memory maps are checked per task (ptrace-read), so they always go through the view.
-        let maps = req.show_flags & SHOW_MAPS != 0;
-        let res = match viewer.filter(|v| v.rewrites() || maps) {
+        // Memory maps and namespace links are checked per task (ptrace-read), so they always
+        // go through the view.
+        let guarded = req.show_flags & crate::view::SHOW_GUARDED != 0;
+        let res = match viewer.filter(|v| v.rewrites() || guarded) {
             // No task has pid 0, in any backend or namespace.
             _ if req.pid == 0 && req.strategy().is_some_and(Strategy::takes_pid) => {
                 Err(Error::NoSuchTask { pid: 0 })
@@ -381,7 +382,7 @@ impl Dumper {
         };
         it.set_view(taskdiag_bpf::View {
             pidns: viewer.pidns,
-            access: viewer.needs_access() || req.show_flags & SHOW_MAPS != 0,
+            access: viewer.needs_access() || req.show_flags & crate::view::SHOW_GUARDED != 0,
             proc_up: 0,
         });
         let r = self.viewed_tasks(req, viewer, out);

@@ -22,6 +22,8 @@
 //!   CAP_SYS_PTRACE over the address space's user namespace; then the task's permitted
 //!   capabilities must be a subset of the caller's effective ones within one user namespace, or
 //!   the caller has CAP_SYS_PTRACE over it.
+//! * **namespace links** (NS): shown only where ptrace-read passes, like readlink of
+//!   /proc/PID/ns/*; otherwise withheld with `NS_F_HIDDEN`, as that readlink fails with EACCES.
 //! * **ids** are shown as the caller's user namespace maps them (`from_kuid_munged`): an id
 //!   without a mapping is the overflow id (65534).
 //!
@@ -44,6 +46,11 @@ const SUID_DUMP_USER: u8 = 1;
 
 /// The overflow id the kernel shows for an unmapped uid or gid (/proc/sys/kernel/overflowuid).
 pub const OVERFLOW_ID: u32 = 65534;
+
+/// Show flags of the groups with data /proc guards by ptrace-read (memory maps, namespace
+/// links): every task's ACCESS must be read with them and checked, whatever else the viewer
+/// needs.
+pub const SHOW_GUARDED: u64 = taskdiag_proto::SHOW_MAPS | taskdiag_proto::Group::Ns.flag();
 
 /// The `hidepid=` option of a procfs mount.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -299,6 +306,18 @@ impl Viewer {
                 errno: libc::EACCES,
             });
         }
+        // Namespace links: readlink /proc/PID/ns/* needs ptrace-read (proc_ns_get_link()),
+        // decided on the task as it was when the links were read (the same walk's ACCESS).
+        // The ids of nested pid namespaces are status lines, readable by anyone who sees the
+        // task.
+        if let Some(n) = &mut t.ns {
+            if !access.as_ref().is_some_and(|a| self.may_ptrace_read(a)) {
+                for i in n.inodes_mut() {
+                    *i = 0;
+                }
+                n.rec.flags |= taskdiag_proto::NS_F_HIDDEN;
+            }
+        }
         if let (Some(root), Some(vmas)) = (&self.root, &mut t.vmas) {
             for v in vmas {
                 if let Some(rest) = under(&v.name, root) {
@@ -431,6 +450,48 @@ pub(crate) mod tests {
         let mut exec = a;
         exec.exec_id += 1;
         assert!(!v.may_ptrace_read(&exec));
+    }
+
+    #[test]
+    fn namespace_links_need_ptrace_read_and_the_ids_do_not() {
+        use taskdiag_proto::task::{Ns, Task};
+        use taskdiag_proto::{NsIdsRec, NsRec, NS_F_HIDDEN};
+        let v = Viewer {
+            proc_mount: ProcMount::default(),
+            ..user(1000)
+        };
+        let t = |access| Task {
+            pid: 7,
+            tgid: 7,
+            ns: Some(Ns {
+                rec: NsRec {
+                    pid: 4026531836,
+                    net: 4026531840,
+                    levels: 1,
+                    ..NsRec::default()
+                },
+                ids: vec![NsIdsRec {
+                    pid: 7,
+                    tgid: 7,
+                    pgid: 7,
+                    sid: 1,
+                }],
+            }),
+            access,
+            ..Task::default()
+        };
+        let mut mine = t(Some(task(1000)));
+        assert!(v.filter_task(&mut mine));
+        let n = mine.ns.unwrap();
+        assert_eq!((n.rec.net, n.rec.flags), (4026531840, 0));
+        for other in [Some(task(0)), None] {
+            let mut theirs = t(other);
+            assert!(v.filter_task(&mut theirs));
+            let n = theirs.ns.unwrap();
+            assert_eq!(n.inodes(), [0; 10]);
+            assert_eq!(n.rec.flags, NS_F_HIDDEN);
+            assert_eq!(n.ids[0].sid, 1, "the ids are status lines, not guarded");
+        }
     }
 
     #[test]

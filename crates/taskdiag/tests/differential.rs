@@ -525,3 +525,105 @@ fn churn_never_yields_duplicate_or_garbled_records() {
     }
     drop(churn);
 }
+
+/// NS on a fixture two pid namespaces down, in new mount, net, uts, ipc, cgroup and time
+/// namespaces, and on its zombie child: both backends agree, and agree with readlink of
+/// /proc/PID/ns/* and the NS* lines of /proc/PID/status, read here independently.
+#[test]
+fn namespaces_agree_with_the_links_and_status_lines() {
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--mount",
+        "--net",
+        "--uts",
+        "--ipc",
+        "--cgroup",
+        "--time",
+        "--",
+        "unshare",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--",
+        env!("CARGO_BIN_EXE_td_fixture"),
+        "zombie",
+    ])
+    .stdout(Stdio::piped());
+    let mut outer = Spawned::spawn_group(&mut cmd);
+    outer.expect_line("ready");
+    // outer unshare -> inner unshare (pid 1 of the first new namespace) -> the fixture (pid 1
+    // of the second) -> its zombie.
+    let only_child = |pid: u32| -> u32 {
+        let c = tasks::children(pid);
+        assert_eq!(c.len(), 1, "children of {pid}: {c:?}");
+        c[0]
+    };
+    let fixture = only_child(only_child(outer.pid()));
+    let zombie = only_child(fixture);
+    let all = assert_agree(
+        Request::new(Strategy::All, 0, Group::Base.flag() | Group::Ns.flag()),
+        &[fixture, zombie],
+    );
+
+    let link = |pid: u32, name: &str| -> u32 {
+        match std::fs::read_link(format!("/proc/{pid}/ns/{name}")) {
+            Ok(p) => {
+                let s = p.to_string_lossy().into_owned();
+                let ino = s.split_once(":[").and_then(|(_, r)| r.strip_suffix(']'));
+                ino.and_then(|i| i.parse().ok())
+                    .unwrap_or_else(|| panic!("{s}: not a namespace link"))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => panic!("/proc/{pid}/ns/{name}: {e}"),
+        }
+    };
+    let status_ids = |pid: u32, key: &str| -> Vec<u32> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+        let line = status
+            .lines()
+            .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(":\t")))
+            .unwrap_or_else(|| panic!("{key} in status of {pid}"));
+        line.split('\t').map(|v| v.parse().expect("id")).collect()
+    };
+    for pid in [fixture, zombie] {
+        let ns = all[&pid].ns.as_ref().expect("ns");
+        let want: Vec<u32> = taskdiag_proto::task::Ns::NAMES
+            .iter()
+            .map(|n| link(pid, n))
+            .collect();
+        assert_eq!(ns.inodes().to_vec(), want, "links of {pid}");
+        assert_eq!(ns.rec.flags, 0);
+        let col = |f: fn(&taskdiag_proto::NsIdsRec) -> u32| -> Vec<u32> {
+            ns.ids.iter().map(f).collect()
+        };
+        assert_eq!(col(|l| l.pid), status_ids(pid, "NSpid"), "NSpid of {pid}");
+        assert_eq!(col(|l| l.tgid), status_ids(pid, "NStgid"));
+        assert_eq!(col(|l| l.pgid), status_ids(pid, "NSpgid"));
+        assert_eq!(col(|l| l.sid), status_ids(pid, "NSsid"));
+    }
+    // What the fixture is: pid 1 two levels down, in namespaces of its own.
+    let ours = |name: &str| link(std::process::id(), name);
+    let f = all[&fixture].ns.as_ref().expect("ns");
+    assert_eq!(f.ids.len(), 3);
+    assert_eq!((f.ids[0].pid, f.ids[1].pid, f.ids[2].pid), (fixture, 2, 1));
+    for (name, ino) in [
+        ("net", f.rec.net),
+        ("mnt", f.rec.mnt),
+        ("uts", f.rec.uts),
+        ("ipc", f.rec.ipc),
+        ("cgroup", f.rec.cgroup),
+        ("pid", f.rec.pid),
+    ] {
+        assert_ne!(ino, ours(name), "{name}");
+        assert_ne!(ino, 0, "{name}");
+    }
+    assert_eq!(f.rec.user, ours("user"));
+    // A zombie has left every namespace but its pid's and its credentials'.
+    let z = all[&zombie].ns.as_ref().expect("ns");
+    assert_eq!((z.rec.net, z.rec.mnt, z.rec.time), (0, 0, 0));
+    assert_eq!((z.rec.pid, z.rec.user), (f.rec.pid, f.rec.user));
+    assert_eq!(z.ids.len(), 3);
+}

@@ -57,7 +57,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define TD_BPF_MAX_THREADS 65536
 #define TD_BPF_MAX_CPUS 8192
 /* Room for everything but the command line: header + BASE + name + ACCESS + CRED + groups + STAT +
- * STATM + SIGNAL (at most ~1,600 bytes). */
+ * STATM + SIGNAL + NS (at most ~2,200 bytes). */
 #define TD_FIXED_ROOM 4096
 #define SCRATCH_SIZE (2 * TD_FIXED_ROOM + 2 * TD_BPF_CMDLINE_MAX)
 /* sizeof(struct k_sigaction) on x86-64 and arm64 (handler, flags, restorer, mask); put_signal()
@@ -1046,6 +1046,150 @@ static __always_inline bool put_signal(struct out *o, struct task_struct *t)
 	return true;
 }
 
+/* The number of @p in the namespace @ns at @level (pid_nr_ns()), with probe reads only. */
+static __always_inline __u32 pid_nr_at(struct pid *p, __u32 level, struct pid_namespace *ns)
+{
+	struct upid u = {};
+
+	if (!p || BPF_CORE_READ(p, level) < level)
+		return 0;
+	bpf_probe_read_kernel(&u, sizeof(u), __builtin_preserve_access_index(&p->numbers[level & 63]));
+	return u.ns == ns ? u.nr : 0;
+}
+
+/*
+ * NS's levels: the ids of a task in each pid namespace from level @level down to its own
+ * (@top), as the NSpid, NStgid, NSpgid and NSsid lines of /proc/PID/status list them, written
+ * as td_ns_ids at @off in the scratch buffer; @n counts them.
+ */
+struct ns_walk {
+	struct pid *tp, *tgid, *pgid, *sid;
+	__u32 level, top, off, n;
+};
+
+/* One level (a bpf_loop() callback: verified once, whatever the number of levels). */
+static long ns_level(__u64 i, struct ns_walk *w)
+{
+	__u32 zero = 0, g = w->level + (__u32)i, off = w->off;
+	__u8 *buf = bpf_map_lookup_elem(&scratch_map, &zero);
+	struct pid *tp = w->tp;
+	struct td_ns_ids *l;
+	struct upid up = {};
+
+	if (!buf || i >= TD_NS_MAX_LEVELS || g > w->top || off > TD_FIXED_ROOM)
+		return 1;
+	l = (void *)(buf + room_mask(off) + (i & 63) * sizeof(*l));
+	bpf_probe_read_kernel(&up, sizeof(up), __builtin_preserve_access_index(&tp->numbers[g & 63]));
+	l->pid = up.nr;
+	l->tgid = pid_nr_at(w->tgid, g, up.ns);
+	l->pgid = pid_nr_at(w->pgid, g, up.ns);
+	l->sid = pid_nr_at(w->sid, g, up.ns);
+	w->n++;
+	return 0;
+}
+
+/* The levels of the task at @task without bpf_loop(). Global, so the loop is verified once
+ * (see put_name()); returns how many. */
+__noinline int put_ns_levels_bounded(__u64 task, __u32 level, __u32 off)
+{
+	struct task_struct *t = (void *)task;
+	struct signal_struct *sig = BPF_CORE_READ(t, signal);
+	struct pid *tp = BPF_CORE_READ(t, thread_pid);
+	struct ns_walk w = {
+		.tp = tp,
+		.tgid = BPF_CORE_READ(sig, pids[PIDTYPE_TGID]),
+		.pgid = BPF_CORE_READ(sig, pids[PIDTYPE_PGID]),
+		.sid = BPF_CORE_READ(sig, pids[PIDTYPE_SID]),
+		.level = level,
+		.off = off,
+	};
+
+	if (!tp)
+		return 0;
+	w.top = BPF_CORE_READ(tp, level);
+	for (__u32 i = 0; i < TD_NS_MAX_LEVELS; i++) {
+		if (ns_level(i, &w))
+			break;
+	}
+	return w.n;
+}
+
+/*
+ * NS, as the links in /proc/PID/ns (each namespace type's ->get()) and the NS* lines of
+ * /proc/PID/status (proc_pid_status()) show them: pid from the task's own pid (the namespace it
+ * is active in), user from its credentials, the others from its nsproxy (none for a task past
+ * exit_task_namespaces()), pid_for_children only once that namespace has a child reaper
+ * (pidns_for_children_get()); then the task's ids at each level from @ns's down to its own:
+ * with plain loads in the initial namespace (most tasks), else a level at a time.
+ */
+static __always_inline bool put_ns(struct out *o, struct task_struct *t, struct ns_ctx *ns,
+				   bool bounded)
+{
+	struct td_ns *r = rec_at(o, o->off + sizeof(struct td_attr));
+	struct nsproxy *nsp = t->nsproxy;
+	struct signal_struct *sig = t->signal;
+	struct pid *tp = t->thread_pid;
+	struct pid_namespace *pc;
+	struct upid up = {};
+	__u32 n = 0, top = 0, len;
+
+	if (!r)
+		return false;
+	__builtin_memset(r, 0, sizeof(*r));
+	if (tp) {
+		top = tp->level;
+		bpf_probe_read_kernel(&up, sizeof(up),
+				      __builtin_preserve_access_index(&tp->numbers[top & 63]));
+		r->pid = up.ns ? BPF_CORE_READ(up.ns, ns.inum) : 0;
+	}
+	r->user = t->real_cred->user_ns->ns.inum;
+	if (nsp) {
+		pc = nsp->pid_ns_for_children;
+		r->pid_for_children = pc && pc->child_reaper ? pc->ns.inum : 0;
+		r->mnt = nsp->mnt_ns->ns.inum;
+		r->net = nsp->net_ns->ns.inum;
+		r->ipc = nsp->ipc_ns->ns.inum;
+		r->uts = nsp->uts_ns->ns.inum;
+		r->cgroup = nsp->cgroup_ns->ns.inum;
+		if (bpf_core_field_exists(nsp->time_ns)) {
+			r->time = nsp->time_ns->ns.inum;
+			r->time_for_children = nsp->time_ns_for_children->ns.inum;
+		}
+	}
+	if (tp && top == 0) {
+		/* The initial namespace's reader and task (most tasks): plain loads. */
+		struct td_ns_ids *l = (void *)(r + 1);
+
+		l->pid = up.nr;
+		l->tgid = pid_nr_ns(sig->pids[PIDTYPE_TGID], 0, up.ns);
+		l->pgid = pid_nr_ns(sig->pids[PIDTYPE_PGID], 0, up.ns);
+		l->sid = pid_nr_ns(sig->pids[PIDTYPE_SID], 0, up.ns);
+		n = 1;
+	} else if (tp && bounded) {
+		n = put_ns_levels_bounded(as_number(o, t), ns->level,
+					  o->off + sizeof(struct td_attr) + sizeof(*r));
+	} else if (tp) {
+		struct ns_walk w = {
+			.tp = tp,
+			.tgid = sig->pids[PIDTYPE_TGID],
+			.pgid = sig->pids[PIDTYPE_PGID],
+			.sid = sig->pids[PIDTYPE_SID],
+			.level = ns->level,
+			.top = top,
+			.off = o->off + sizeof(struct td_attr) + sizeof(*r),
+		};
+
+		bpf_loop(TD_NS_MAX_LEVELS, ns_level, &w, 0);
+		n = w.n;
+	}
+	r->levels = n;
+	len = sizeof(*r) + (n & 63) * sizeof(struct td_ns_ids);
+	if (!put_attr_hdr(o, len, TD_GROUP_NS))
+		return false;
+	o->off += len;
+	return true;
+}
+
 static __always_inline bool put_statm(struct out *o, struct mm_struct *mm, bool bounded)
 {
 	struct td_statm *m = rec_at(o, o->off + sizeof(struct td_attr));
@@ -1353,6 +1497,9 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 		return 0;
 	forget_off(&o);
 	if ((show & (1 << TD_GROUP_SIGNAL)) && !put_signal(&o, t))
+		return 0;
+	forget_off(&o);
+	if ((show & (1 << TD_GROUP_NS)) && !put_ns(&o, t, &ns, bounded))
 		return 0;
 	forget_off(&o);
 	if (with_cmdline && (show & (1 << TD_GROUP_CMDLINE)) && mm && !put_cmdline(&o, task, mm))

@@ -88,9 +88,43 @@ struct ns_common {
 	unsigned int inum;
 };
 
+struct task_struct;
+
 struct pid_namespace {
 	struct ns_common ns;
 	unsigned int level;
+	struct task_struct *child_reaper;
+};
+
+/* The namespaces a task's nsproxy holds (each embeds its ns_common as `ns`). */
+struct uts_namespace {
+	struct ns_common ns;
+};
+struct ipc_namespace {
+	struct ns_common ns;
+};
+struct mnt_namespace {
+	struct ns_common ns;
+};
+struct net {
+	struct ns_common ns;
+};
+struct time_namespace {
+	struct ns_common ns;
+};
+struct cgroup_namespace {
+	struct ns_common ns;
+};
+
+struct nsproxy {
+	struct uts_namespace *uts_ns;
+	struct ipc_namespace *ipc_ns;
+	struct mnt_namespace *mnt_ns;
+	struct pid_namespace *pid_ns_for_children;
+	struct net *net_ns;
+	struct time_namespace *time_ns;
+	struct time_namespace *time_ns_for_children;
+	struct cgroup_namespace *cgroup_ns;
 };
 
 struct user_namespace {
@@ -275,6 +309,7 @@ struct task_struct {
 	struct fs_struct *fs;
 	sigset_t blocked;
 	struct sigpending pending;
+	struct nsproxy *nsproxy;
 };
 
 /* Before 5.14 (2f064a59a11f "sched: Change task_struct::state"). */

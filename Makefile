@@ -3,7 +3,7 @@
 #   make test  set up, build, and run every test
 CARGO ?= cargo
 
-.PHONY: setup build run test test-kernels test-kernels-ci bench fuzz clean
+.PHONY: setup build run test procps-suite test-kernels test-kernels-ci bench fuzz clean
 
 setup:
 	@scripts/setup
@@ -24,6 +24,13 @@ test:
 	$(CARGO) test --workspace --release --no-fail-fast
 	$(CARGO) build --release --workspace
 	./target/release/taskdiag-bench --quick
+	scripts/procps-suite
+
+# procps's own DejaGnu suite, once with procps's binaries and once with taskdiag as ps, pgrep,
+# pkill and pidwait; fails if taskdiag loses a case procps passes (root on Debian: fetches and
+# builds Debian's procps source once, in /var/tmp). TOOLS= narrows it (comma list).
+procps-suite: build
+	scripts/procps-suite $(if $(TOOLS),--tools $(TOOLS))
 
 # The kernel matrix (root): the tests inside Debian's 5.10, 6.1 and 6.12 kernels under qemu,
 # one table kernel x suite (docs/KERNELS.md). KERNELS= and SUITES= narrow it (comma lists).

@@ -259,6 +259,8 @@ const SERVING_SYSCALLS: &[libc::c_long] = &[
     libc::SYS_write,
     libc::SYS_writev,
     libc::SYS_openat,
+    // /proc/PID/ns/* links (NS of a task the iterator cannot show, read from /proc).
+    libc::SYS_readlinkat,
     libc::SYS_close,
     libc::SYS_lseek,
     libc::SYS_fstat,

@@ -138,3 +138,22 @@ impl SetuidSleep {
         self.dir.join("setuid-sleep")
     }
 }
+
+/// A process of `user` that prints "ready" once set up (non-dumpable when asked), then sleeps.
+pub fn user_sleeper(user: &str, nondumpable: bool) -> Spawned {
+    let code = format!(
+        "import ctypes, sys, time\n{}print('ready', flush=True)\ntime.sleep(120)\n",
+        if nondumpable {
+            "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"
+        } else {
+            ""
+        }
+    );
+    let mut c = Spawned::spawn(
+        as_user(user, PYTHON)
+            .args(["-c", &code])
+            .stdout(Stdio::piped()),
+    );
+    c.expect_line("ready");
+    c
+}

@@ -1,33 +1,16 @@
 //! Memory maps through the daemon: what /proc/PID/maps shows the same unprivileged user, for
 //! its own process, another user's and its own non-dumpable one (ptrace-read decides).
 
-use std::process::Stdio;
-
 use crate::harness::*;
-
-/// A process of `user` that prints "ready" once set up (non-dumpable when asked), then sleeps.
-fn spawn(user: &str, nondumpable: bool) -> Spawned {
-    let code = format!(
-        "import ctypes, sys, time\n{}print('ready', flush=True)\ntime.sleep(120)\n",
-        if nondumpable {
-            "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"
-        } else {
-            ""
-        }
-    );
-    let mut c = Spawned::spawn(
-        as_user(user, PYTHON)
-            .args(["-c", &code])
-            .stdout(Stdio::piped()),
-    );
-    c.expect_line("ready");
-    c
-}
 
 #[test]
 fn maps_through_the_daemon_follow_ptrace_read_like_proc() {
     let d = Daemon::start(&[]);
-    let kids = [spawn(USER, false), spawn(OTHER, false), spawn(USER, true)];
+    let kids = [
+        user_sleeper(USER, false),
+        user_sleeper(OTHER, false),
+        user_sleeper(USER, true),
+    ];
     // setpriv execs python, so the child's pid is the python process.
     let pids: Vec<String> = kids.iter().map(|c| c.pid().to_string()).collect();
     let socket = d.socket.display().to_string();

@@ -1,0 +1,56 @@
+//! Fields /proc guards with ptrace-read, field by field, through the daemon: for the same
+//! unprivileged user, each must show what that user's /proc shows (read here by the procfs
+//! backend as that user) for its own process, another user's and its own non-dumpable one.
+
+use crate::harness::*;
+
+/// The `group` objects of `pids` in a JSON dump as `user` with `args`, by pid.
+fn group_of(
+    user: &str,
+    args: &[String],
+    group: &str,
+    pids: &[u32],
+) -> Vec<Option<serde_json::Value>> {
+    let mut c = as_user(user, cli());
+    c.args(args);
+    let o = output(&mut c);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut got = vec![None; pids.len()];
+    for line in o.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let v: serde_json::Value = serde_json::from_slice(line).expect("json");
+        let pid = v["pid"].as_u64().expect("pid") as u32;
+        if let Some(i) = pids.iter().position(|&p| p == pid) {
+            got[i] = Some(v[group].clone());
+        }
+    }
+    got
+}
+
+#[test]
+fn namespace_links_follow_ptrace_read_like_proc() {
+    let d = Daemon::start(&[]);
+    let kids = [
+        user_sleeper(USER, false),
+        user_sleeper(OTHER, false),
+        user_sleeper(USER, true),
+    ];
+    let pids: Vec<u32> = kids.iter().map(|k| k.pid()).collect();
+    let flags = ["--groups", "ns", "--format", "json"];
+    let daemon = group_of(USER, &d.dump_args(&flags), "ns", &pids);
+    let mut procfs_args: Vec<String> = vec!["dump".into(), "-b".into(), "procfs".into()];
+    procfs_args.extend(flags.iter().map(|s| s.to_string()));
+    let procfs = group_of(USER, &procfs_args, "ns", &pids);
+    for (i, what) in ["own", "another user's", "own non-dumpable"]
+        .iter()
+        .enumerate()
+    {
+        let ns = daemon[i]
+            .as_ref()
+            .unwrap_or_else(|| panic!("{what}: no task"));
+        assert_eq!(Some(ns), procfs[i].as_ref(), "{what} process {}", pids[i]);
+        // Only the own, dumpable process's links are readable; the ids always are.
+        assert_eq!(ns["hidden"], serde_json::json!(i != 0), "{what}: {ns}");
+        assert_eq!(ns["net"].is_u64(), i == 0, "{what}: {ns}");
+        assert_eq!(ns["nspid"], serde_json::json!([pids[i]]), "{what}: {ns}");
+    }
+}

@@ -272,6 +272,17 @@ impl Source {
         Ok(tasks)
     }
 
+    /// The task `pid` (a process, or any thread by its id) with `groups`; `None` if there is
+    /// no such task.
+    pub fn one(&mut self, pid: u32, groups: u64) -> Result<Option<Task>, Error> {
+        let mut tasks = Vec::new();
+        match self.collect(&Request::new(Strategy::One, pid, groups), &mut tasks) {
+            Ok(()) => Ok(tasks.into_iter().find(|t| t.pid == pid)),
+            Err(Error::Dump(taskdiag::Error::NoSuchTask { .. })) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Appends the tasks of `req`'s answer to `tasks`, decoded.
     fn collect(&mut self, req: &Request, tasks: &mut Vec<Task>) -> Result<(), Error> {
         let req = Request::new(

@@ -3,11 +3,12 @@
 //!
 //! procps reads /proc/PID/stat, status and cmdline for every process on every run; these
 //! take one snapshot with only the groups the options need (BASE always, CRED only for -u,
-//! -U and -G, CMDLINE only for -f with a pattern or -a), then select exactly as procps does:
+//! -U and -G, CMDLINE only for -f with a pattern or -a, NS only for --ns), then select exactly
+//! as procps does:
 //! the same regular expressions (the C library's, see [`regex`]), the same escaped names and
 //! command lines, the same -n/-o tie-breaking, the same output and exit statuses, including
 //! procps 4.0.2's quirks (see [`args`]). Only the options that need per-process files
-//! (--ns, -t when the terminal name needs a lookup, --cgroup) read /proc, and only for the
+//! (-t when the terminal name needs a lookup, --cgroup) read /proc, and only for the
 //! processes that passed every other test.
 //!
 //! pkill signals through pidfds and never hits a reused pid ([`kill`]).
@@ -22,10 +23,10 @@ pub mod regex;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io::{self, Write};
-use std::os::unix::fs::MetadataExt;
 
 use taskdiag::Group;
 use taskdiag_procfs::parse::cgroup_v2_paths;
+use taskdiag_proto::task::Ns;
 
 use self::args::{Mode, Opts, Parsed, EXIT_FATAL, EXIT_USAGE, NAMESPACES};
 use self::kill::{Holder, Outcome};
@@ -58,15 +59,18 @@ struct Sel {
     text: Option<Vec<u8>>,
 }
 
-/// The namespace inode numbers of `pid` for the namespaces in `flags` (0 when unreadable),
-/// as procps reads them: stat of /proc/PID/ns/NAME.
-fn ns_ids(pid: u32, flags: u32) -> [u64; 6] {
-    let mut ids = [0u64; 6];
+/// The namespace inode numbers of a task for the namespaces in `flags`, from its NS group: 0
+/// where it has no such link or its links are withheld, as procps' stat of /proc/PID/ns/NAME
+/// gives 0 when it fails.
+fn ns_ids(t: &Task, flags: u32) -> [u32; 6] {
+    let mut ids = [0u32; 6];
+    let Some(ns) = &t.ns else { return ids };
+    let inodes = ns.inodes();
     for (i, name) in NAMESPACES.iter().enumerate() {
         if flags & (1 << i) != 0 {
-            ids[i] = std::fs::metadata(format!("/proc/{pid}/ns/{name}"))
-                .map(|m| m.ino())
-                .unwrap_or(0);
+            if let Some(j) = Ns::NAMES.iter().position(|n| n == name) {
+                ids[i] = inodes[j];
+            }
         }
     }
     ids
@@ -120,7 +124,7 @@ struct Selector<'a> {
     o: &'a Opts,
     re: Option<&'a Regex>,
     utf8: bool,
-    ns_ref: Option<[u64; 6]>,
+    ns_ref: Option<[u32; 6]>,
     ttys: Ttys,
     /// (uptime seconds, ticks per second) for -O.
     clock: Option<(f64, f64)>,
@@ -169,12 +173,12 @@ impl Selector<'_> {
                 return false;
             }
         }
-        // The tests below read /proc: only for tasks that passed the others.
         if let Some(want) = self.ns_ref {
-            if ns_ids(t.pid, o.ns_flags) != want {
+            if ns_ids(t, o.ns_flags) != want {
                 return false;
             }
         }
+        // The tests below read /proc: only for tasks that passed the others.
         if let Some(terms) = &o.term {
             let name = self.ttys.name(r.tty_nr, t.pid, 63, Abbrev::Dev);
             if !terms.iter().any(|n| n.as_slice() == name.as_bytes()) {
@@ -317,15 +321,14 @@ fn run(mode: Mode, argv: &[OsString]) -> i32 {
         }
         None => None,
     };
-    let ns_ref = match o.ns_pid {
-        0 => None,
-        p if p < 0 => {
-            crate::warn(prog, "Error reading reference namespace information\n");
-            return EXIT_FATAL;
-        }
-        p => Some(ns_ids(p as u32, o.ns_flags)),
-    };
+    if o.ns_pid < 0 {
+        crate::warn(prog, "Error reading reference namespace information\n");
+        return EXIT_FATAL;
+    }
     let mut groups = 0;
+    if o.ns_pid > 0 {
+        groups |= Group::Ns.flag();
+    }
     if o.euid.is_some() || o.ruid.is_some() || o.rgid.is_some() {
         groups |= Group::Cred.flag();
     }
@@ -349,6 +352,21 @@ fn run(mode: Mode, argv: &[OsString]) -> i32 {
             crate::warn(prog, e);
             return EXIT_FATAL;
         }
+    };
+    // The reference: from the snapshot, else (a thread's id without -w, say) on its own; a
+    // task that is not there compares as all 0, as in procps.
+    let ns_ref = match u32::try_from(o.ns_pid) {
+        Ok(0) | Err(_) => None,
+        Ok(p) => match tasks.iter().find(|t| t.pid == p) {
+            Some(t) => Some(ns_ids(t, o.ns_flags)),
+            None => match source.one(p, Group::Ns.flag()) {
+                Ok(t) => Some(t.map_or([0; 6], |t| ns_ids(&t, o.ns_flags))),
+                Err(e) => {
+                    crate::warn(prog, e);
+                    return EXIT_FATAL;
+                }
+            },
+        },
     };
     let hz = crate::snapshot::clock_ticks();
     let ns_per_tick = (1_000_000_000 / hz).max(1);

@@ -51,10 +51,12 @@ def fork(fn):
             os._exit(0)
     return pid
 # Specs: ("named", name, [kids]) | ("threads", name, [thread names]) | ("setuid", name)
-#      | ("zparent",)
+#      | ("zparent",) | ("unshare", name, CLONE_* flags, [kids])
 def count(spec):
     if spec[0] == "named":
         return 1 + sum(count(k) for k in spec[2])
+    if spec[0] == "unshare":
+        return 1 + sum(count(k) for k in spec[3])
     if spec[0] == "threads":
         return 1 + len(spec[2])
     return 1
@@ -79,6 +81,15 @@ def run(spec):
         os.setuid(OTHER)
         setname(spec[1])
         ready()
+    elif kind == "unshare":
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(spec[2]) != 0:
+            raise OSError(ctypes.get_errno(), "unshare")
+        setname(spec[1])
+        for k in spec[3]:
+            fork(lambda k=k: run(k))
+        ready()
     elif kind == "zparent":
         setname(b"zparent")
         wait_zombie(fork(lambda: None))
@@ -102,6 +113,11 @@ specs = [
     ("threads", b"solo", [b"solo"]),
     ("setuid", b"user-noexec"),
     ("zparent",),
+    # Namespace transitions (-S, -N): net and uts, then ipc below; a new pid namespace for
+    # the children (CLONE_NEWNET, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID).
+    ("unshare", b"netuts", 0x40000000 | 0x04000000, [
+        leaf(b"inside"), ("unshare", b"ipcns", 0x08000000, [leaf(b"deeper")])]),
+    ("unshare", b"pidns", 0x20000000, [leaf(b"pidkid")]),
 ]
 chain = leaf(b"a_fairly_long_process_name")
 for _ in range(8):
@@ -281,6 +297,11 @@ const FORMS: &[&[&str]] = &[
     &["-G", "-l"],
     &["--arguments", "--show-pids", "--uid-changes"],
     &["--compact-not", "--thread-names", "--numeric-sort"],
+    &["-S"],
+    &["-Sp"],
+    &["-Sa"],
+    &["-Su"],
+    &["--ns-changes", "-c"],
 ];
 
 #[test]
@@ -317,6 +338,12 @@ fn pstree_is_byte_identical_to_psmisc_on_a_fixture_tree() {
         assert!(plain.contains(part), "fixture lacks {part:?}:\n{plain}");
     }
     assert!(show(&["-t"]).contains("2*[{worker-1}]"));
+    let ns = show(&["-S"]);
+    assert!(
+        ns.contains("netuts(net,uts)-+-inside") && ns.contains("ipcns(ipc)---deeper"),
+        "{ns}"
+    );
+    assert!(ns.contains("pidns---pidkid(pid)"), "{ns}");
     let u = show(&["-u"]);
     assert!(
         u.contains(&format!("sleep({TREE_USER})"))
@@ -551,17 +578,10 @@ fn pstree_errors_and_exit_statuses_match_psmisc() {
         assert!(ours.stdout.is_empty() && !ours.stderr.is_empty(), "{a:?}");
     }
     // What taskdiag does not implement is refused by name, with psmisc's usage status.
-    for (a, name) in [
-        (&["-S"][..], "-S"),
-        (&["--ns-changes"], "-S"),
-        (&["-Z"], "-Z"),
-        (&["-N", "pid"], "-N"),
-    ] {
-        let o = run_one(how, &[BIN, "pstree"], a);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status, Some(1), "{a:?}");
-        assert!(err.contains(name) && err.contains("not supported"), "{err}");
-    }
+    let o = run_one(how, &[BIN, "pstree"], &["-Z"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status, Some(1));
+    assert!(err.contains("-Z") && err.contains("not supported"), "{err}");
     // --help is ours: a manual on stdout, status 0.
     let o = run_one(how, &[BIN, "pstree"], &["--help"]);
     assert_eq!(o.status, Some(0));
@@ -585,7 +605,7 @@ fn pstree_as_an_unprivileged_user_matches_psmisc() {
     let setpriv = as_user_sh(user);
     let mut wrap: Vec<&str> = setpriv.split(' ').collect();
     wrap.push("--");
-    let forms: [&[&str]; 7] = [
+    let forms: [&[&str]; 8] = [
         &[],
         &["-p"],
         &["-apu"],
@@ -593,6 +613,8 @@ fn pstree_as_an_unprivileged_user_matches_psmisc() {
         &["-aT"],
         &["-s"],
         &["-u", TREE_USER],
+        // Only its own processes' namespace links are readable to a user.
+        &["-Sp"],
     ];
     let with_root = |a: &[&str]| -> Vec<String> {
         let mut a: Vec<String> = a.iter().map(|s| s.to_string()).collect();
@@ -693,9 +715,25 @@ fn pstree_in_a_child_pid_namespace_matches_psmisc_there() {
             &["-apu", "1"],
             &["-pt", "1"],
             &["-spa", "5"],
+            &["-S", "1"],
+            &["-Sp", "1"],
+            // -N shows every tree from pid 1, whatever the operand: here, the namespace's.
+            &["-N", "net"],
+            &["-N", "uts", "-p"],
+            &["-N", "ipc", "-S"],
+            &["-N", "pid", "-a"],
+            &["-N", "mnt", "-l", "-c"],
+            &["-N", "user"],
         ] {
             assert_same(how, a);
         }
+        let (_, by_net) = both(how, &["-N", "net"]);
+        let text = String::from_utf8_lossy(&by_net.stdout);
+        assert_eq!(
+            text.matches("\n[").count() + 1,
+            3,
+            "three net namespaces:\n{text}"
+        );
         let (_, ours) = both(how, &["-p", "1"]);
         assert!(
             String::from_utf8_lossy(&ours.stdout).starts_with("fixture-root(1)"),

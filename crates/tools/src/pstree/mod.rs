@@ -2,14 +2,15 @@
 //!
 //! psmisc pstree opens /proc/PID/stat, stats /proc/PID, lists /proc/PID/task and, with
 //! `-a`, reads /proc/PID/cmdline for every process, then builds its tree with a linear
-//! search per process; at tens of thousands of processes that takes seconds. This one asks
-//! taskdiag for BASE (plus CRED for owners, CMDLINE only with `-a`, and threads unless
+//! search per process (and stats the eight /proc/PID/ns links of each, whatever the options);
+//! at tens of thousands of processes that takes seconds. This one asks taskdiag for BASE (plus
+//! CRED for owners, CMDLINE only with `-a`, NS only with `-S` or `-N`, and threads unless
 //! `-T`) in one dump, builds the same tree in O(n log n) ([`tree`]) and prints it byte for
 //! byte as psmisc 23.6 does ([`render`]), with the same options and exit statuses
 //! ([`opts`]). The differential tests in the CLI crate hold it to that.
 //!
-//! Known differences: `-S`, `-N` (namespaces) and `-Z` (security contexts) are refused by
-//! name, as taskdiag does not carry that data; `--help` prints our manual instead of an
+//! Known differences: `-Z` (security contexts) is refused by name, as taskdiag does not
+//! carry that data yet; `--help` prints our manual instead of an
 //! error; `-V` names this implementation; usage errors print our own short usage after
 //! getopt's message. Process owners are effective uids, which is what psmisc's stat of the
 //! /proc/PID directory reports (the kernel gives world-readable /proc directories the
@@ -67,8 +68,14 @@ OPTIONS
                       highlight process PID and its ancestors (needs TERM)
   -l, --long          do not cut lines (or command lines) at the output width
   -n, --numeric-sort  sort siblings by pid instead of by name
+  -N, --ns-sort=TYPE  show the trees of each TYPE namespace (cgroup, ipc, mnt, net, pid,
+                      user, uts, time) under its inode number in brackets, from process 1
+                      down: a process whose namespace differs from its parent's starts a
+                      tree of its own; the PID or USER operand is ignored
   -p, --show-pids     show pids in parentheses; turns off merging
   -s, --show-parents  show the ancestors of PID too
+  -S, --ns-changes    show, in parentheses, the namespaces in which a process differs from
+                      its parent (where both can be read; only root reads others')
   -t, --thread-names  show threads under their own names instead of their process's
   -T, --hide-threads  show processes only
   -u, --uid-changes   show the user in parentheses where it differs from the parent's
@@ -76,8 +83,7 @@ OPTIONS
   -V, --version       show the version (on standard error) and exit
       --help          show this help and exit
 
-  Not supported (taskdiag does not carry the data): -N/--ns-sort and -S/--ns-changes
-  (namespaces), -Z/--security-context.
+  Not supported (taskdiag does not carry the data yet): -Z/--security-context.
 
 OUTPUT
   Names and arguments are escaped: a backslash doubles, and bytes outside printable ASCII
@@ -92,7 +98,8 @@ ENVIRONMENT
 
 EXIT STATUS
   0 the tree was shown (also when PID does not exist), 1 a usage error, an unknown user, no
-  process of USER, -s with a missing PID, or a failure to read the processes.
+  process of USER, -s with a missing PID, -N with a namespace type this kernel lacks, or a
+  failure to read the processes.
 
 EXAMPLES
   pstree -p $$        the tree under this shell, with pids
@@ -150,6 +157,7 @@ pub fn pstree_main(args: &[OsString]) -> i32 {
         self_pid: std::process::id() as i32,
         load_caps: &term::load,
         user_uid: &user_uid,
+        ns_available: &|name| std::fs::metadata(format!("/proc/self/ns/{name}")).is_ok(),
     };
     let o = match opts::parse(&args, &env) {
         Action::Run(o) => o,
@@ -198,6 +206,9 @@ fn groups(o: &Opts) -> u64 {
     }
     if o.args {
         g |= Group::Cmdline.flag();
+    }
+    if o.ns_change || o.ns_sort.is_some() {
+        g |= Group::Ns.flag();
     }
     g
 }
@@ -250,10 +261,12 @@ fn run(o: &Opts, width: usize) -> io::Result<i32> {
             start = root_pid;
         }
     }
+    let by_ns = o.ns_sort.map(|id| tree.sort_by_namespace(id));
     let out = Out::new(io::stdout().lock(), width, o.trunc);
     let mut p = Printer::new(out, &tree, o);
     let mut code = 0;
     match o.target {
+        _ if by_ns.is_some() => p.dump_by_namespace(by_ns.as_deref().unwrap_or_default()),
         Target::User(uid) => {
             let root = tree.find(root_pid);
             if !root.is_some_and(|r| p.dump_by_user(r, uid)) {

@@ -64,7 +64,14 @@ pub struct Opts {
     pub caps: Option<Caps>,
     /// What to show.
     pub target: Target,
+    /// `-S`: namespace transitions.
+    pub ns_change: bool,
+    /// `-N TYPE`: trees grouped by this namespace (an index into [`NAMESPACES`]).
+    pub ns_sort: Option<usize>,
 }
+
+/// psmisc's namespace types, in its order (`-S` prints transitions in this order).
+pub const NAMESPACES: [&str; 8] = ["cgroup", "ipc", "mnt", "net", "pid", "user", "uts", "time"];
 
 /// What the caller must do after parsing.
 #[derive(Debug)]
@@ -102,6 +109,8 @@ pub struct Env<'a> {
     pub load_caps: &'a dyn Fn(&[u8]) -> Option<Caps>,
     /// Looks up a user name (`getpwnam`).
     pub user_uid: &'a dyn Fn(&[u8]) -> Option<u32>,
+    /// Whether this process has /proc/self/ns/TYPE (what `-N` checks).
+    pub ns_available: &'a dyn Fn(&str) -> bool,
 }
 
 /// The code of `--help` (ours; psmisc has none).
@@ -183,6 +192,8 @@ pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
         highlight: 0,
         caps: None,
         target: Target::Root,
+        ns_change: false,
+        ns_sort: None,
     };
     let mut g = Getopt::new(args, SHORT, LONG, env.posixly_correct);
     for got in g.by_ref() {
@@ -230,13 +241,16 @@ pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
             'l' => o.trunc = false,
             'n' => o.by_pid = true,
             'N' => {
-                const NS: [&[u8]; 8] = [
-                    b"cgroup", b"ipc", b"mnt", b"net", b"pid", b"user", b"uts", b"time",
-                ];
-                if !NS.contains(&val) {
+                let Some(i) = NAMESPACES.iter().position(|n| n.as_bytes() == val) else {
                     return usage_fail(String::new());
+                };
+                if !(env.ns_available)(NAMESPACES[i]) {
+                    return fail(format!(
+                        "procfs file for {} namespace not available",
+                        NAMESPACES[i]
+                    ));
                 }
-                return unsupported("-N (--ns-sort, sorting by namespace)");
+                o.ns_sort = Some(i);
             }
             'p' => {
                 o.pids = true;
@@ -244,7 +258,7 @@ pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
             }
             'g' => o.pgids = true,
             's' => o.show_parents = true,
-            'S' => return unsupported("-S (--ns-changes, namespace transitions)"),
+            'S' => o.ns_change = true,
             't' => o.thread_names = true,
             'T' => o.hide_threads = true,
             'u' => o.user_change = true,
@@ -305,6 +319,7 @@ mod tests {
             self_pid: 77,
             load_caps: &caps,
             user_uid: &user,
+            ns_available: &|n| n != "time",
         };
         parse(args, &env)
     }
@@ -392,10 +407,20 @@ mod tests {
         assert!(failure(&["-h", "-h"]).1);
         assert!(failure(&["-H", "0"]).1);
         assert!(failure(&["-C", "size"]).1);
-        assert!(failure(&["-S"]).0.contains("not supported"));
         assert!(failure(&["-Z"]).0.contains("-Z"));
-        assert!(failure(&["-N", "pid"]).0.contains("not supported"));
         assert!(failure(&["-N", "bogus"]).1);
+        assert_eq!(
+            failure(&["-N", "time"]),
+            (
+                "procfs file for time namespace not available".into(),
+                false,
+                1
+            )
+        );
+        let Action::Run(o) = run(&["-S", "-N", "net"]) else {
+            panic!("-S -N net")
+        };
+        assert_eq!((o.ns_change, o.ns_sort), (true, Some(3)));
         assert!(matches!(run(&["-V", "-x"]), Action::Version));
         assert!(matches!(run(&["--help"]), Action::Help));
     }

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::opts::{Opts, Sym};
+use super::opts::{Opts, Sym, NAMESPACES};
 use super::term::tputs;
 use super::tree::{Tree, NONE};
 
@@ -218,7 +218,7 @@ impl<'a, W: Write> Printer<'a, W> {
     /// A printer of `tree` with options `o`.
     pub fn new(out: Out<W>, tree: &'a Tree, o: &'a Opts) -> Self {
         let class = if o.compact {
-            tree.classes(o.user_change)
+            tree.classes(o.user_change, o.ns_change)
         } else {
             Vec::new()
         };
@@ -372,6 +372,16 @@ impl<'a, W: Write> Printer<'a, W> {
                 }
             }
         }
+        // Namespaces that differ from the parent's, where both could be read.
+        if o.ns_change && n.parent != NONE {
+            let p = &tree.nodes[n.parent as usize];
+            for (i, name) in NAMESPACES.iter().enumerate() {
+                if n.ns[i] != 0 && p.ns[i] != 0 && n.ns[i] != p.ns[i] {
+                    sep(&mut self.out);
+                    self.out.s(name.as_bytes());
+                }
+            }
+        }
         if swapped || (!o.args && info) {
             self.out.ch(b')');
         }
@@ -474,6 +484,19 @@ impl<'a, W: Write> Printer<'a, W> {
             };
             if let Some(p) = next {
                 stack.push(p);
+            }
+        }
+    }
+
+    /// psmisc's `dump_by_namespace`: each namespace's inode in brackets, then its trees. The
+    /// header goes through the column count like any output, newline included (psmisc writes
+    /// it with `out_string`), so the first line of the tree after it starts that far right
+    /// as far as truncation is concerned.
+    pub fn dump_by_namespace(&mut self, groups: &[(u32, Vec<u32>)]) {
+        for (ino, roots) in groups {
+            self.out.s(format!("[{ino}]\n").as_bytes());
+            for &r in roots {
+                self.dump(r, Some(0));
             }
         }
     }

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use taskdiag_proto::task::Task;
+use taskdiag_proto::task::{Ns, Task};
 
 /// psmisc's COMM_LEN: names keep at most COMM_LEN + 1 bytes; thread names are
 /// `{` + at most COMM_LEN bytes + `}`.
@@ -46,6 +46,10 @@ pub struct Node {
     pub age: f64,
     /// Highlighted (`-h`/`-H`).
     pub highlight: bool,
+    /// Namespace inodes in psmisc's order ([`super::opts::NAMESPACES`]), when NS was read; 0
+    /// where psmisc's stat of /proc/PID/ns/TYPE would fail (no such link, not readable, a
+    /// placeholder).
+    pub ns: [u32; 8],
     /// Parent node, or [`NONE`].
     pub parent: u32,
     /// Children, in output order.
@@ -64,10 +68,25 @@ impl Node {
             thread: false,
             age: 0.0,
             highlight: false,
+            ns: [0; 8],
             parent: NONE,
             children: Vec::new(),
         }
     }
+}
+
+/// A task's namespace inodes in psmisc's order (all 0 without NS).
+fn ns_of(t: &Task) -> [u32; 8] {
+    let mut v = [0; 8];
+    if let Some(ns) = &t.ns {
+        let inodes = ns.inodes();
+        for (slot, name) in v.iter_mut().zip(super::opts::NAMESPACES) {
+            if let Some(i) = Ns::NAMES.iter().position(|&n| n == name) {
+                *slot = inodes[i];
+            }
+        }
+    }
+    v
 }
 
 /// How to build.
@@ -207,6 +226,7 @@ impl Tree {
                         thread: true,
                         age,
                         highlight: false,
+                        ns: ns_of(t),
                         parent: NONE,
                         children: Vec::new(),
                     },
@@ -230,6 +250,7 @@ impl Tree {
                     thread: false,
                     age,
                     highlight: false,
+                    ns: ns_of(leader),
                     parent: NONE,
                     children: Vec::new(),
                 },
@@ -376,9 +397,41 @@ impl Tree {
         }
     }
 
+    /// psmisc's `-N`: from the node of pid 1 down, each node whose namespace of type `id`
+    /// differs from its parent's (or that has no parent) is detached and listed under that
+    /// namespace; namespaces in the order first met, each with its trees in that order.
+    pub fn sort_by_namespace(&mut self, id: usize) -> Vec<(u32, Vec<u32>)> {
+        let mut groups: Vec<(u32, Vec<u32>)> = Vec::new();
+        let Some(start) = self.find(1) else {
+            return groups;
+        };
+        // Depth first, children in order; a node's children are read after it is moved
+        // (moving detaches it from its parent, not from its children).
+        let mut stack = vec![start];
+        while let Some(k) = stack.pop() {
+            let (parent, ino) = {
+                let n = &self.nodes[k as usize];
+                (n.parent, n.ns[id])
+            };
+            if parent == NONE || self.nodes[parent as usize].ns[id] != ino {
+                match groups.iter_mut().find(|g| g.0 == ino) {
+                    Some(g) => g.1.push(k),
+                    None => groups.push((ino, vec![k])),
+                }
+                if parent != NONE {
+                    self.nodes[parent as usize].children.retain(|&c| c != k);
+                    self.nodes[k as usize].parent = NONE;
+                }
+            }
+            stack.extend(self.nodes[k as usize].children.iter().rev());
+        }
+        groups
+    }
+
     /// Class numbers: two nodes have the same class exactly when psmisc's `tree_equal`
-    /// holds (same name, same uid when `with_uid`, children pairwise equal in order).
-    pub fn classes(&self, with_uid: bool) -> Vec<u32> {
+    /// holds (same name, same uid when `with_uid`, same namespaces when `with_ns`, children
+    /// pairwise equal in order).
+    pub fn classes(&self, with_uid: bool, with_ns: bool) -> Vec<u32> {
         let n = self.nodes.len();
         // Children before parents: reverse of a breadth-first order from the parentless.
         let mut order: Vec<u32> = (0..n as u32)
@@ -391,8 +444,8 @@ impl Tree {
             at += 1;
         }
         let mut names: HashMap<&[u8], u32> = HashMap::new();
-        // (name, owner if it counts, children's classes) -> class.
-        type Key = (u32, Option<u32>, Box<[u32]>);
+        // (name, owner if it counts, namespaces if they count, children's classes) -> class.
+        type Key = (u32, Option<u32>, [u32; 8], Box<[u32]>);
         let mut ids: HashMap<Key, u32> = HashMap::new();
         let mut class = vec![NONE; n];
         for &k in order.iter().rev() {
@@ -400,7 +453,8 @@ impl Tree {
             let next_name = names.len() as u32;
             let name = *names.entry(node.comm.as_slice()).or_insert(next_name);
             let kids: Box<[u32]> = node.children.iter().map(|&c| class[c as usize]).collect();
-            let key = (name, if with_uid { node.uid } else { None }, kids);
+            let ns = if with_ns { node.ns } else { [0; 8] };
+            let key = (name, if with_uid { node.uid } else { None }, ns, kids);
             let next = ids.len() as u32;
             class[k as usize] = *ids.entry(key).or_insert(next);
         }
@@ -509,11 +563,11 @@ mod tests {
             task(6, 6, 1, "s", 0),
         ];
         let t = Tree::build(&tasks, &B);
-        let c = t.classes(false);
+        let c = t.classes(false, false);
         let cl = |pid| c[t.find(pid).expect("node") as usize];
         assert_eq!(cl(2), cl(4));
         assert_ne!(cl(2), cl(6));
-        let c = t.classes(true);
+        let c = t.classes(true, false);
         assert_ne!(
             c[t.find(2).expect("n") as usize],
             c[t.find(4).expect("n") as usize]
@@ -544,6 +598,6 @@ mod tests {
         let t = Tree::build(&tasks, &B);
         let parentless = t.nodes.iter().filter(|n| n.parent == NONE).count();
         assert!(parentless >= 2);
-        let _ = t.classes(false);
+        let _ = t.classes(false, false);
     }
 }

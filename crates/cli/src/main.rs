@@ -1,6 +1,6 @@
 //! The `taskdiag` command: dump task information through the best backend (BPF, taskdiagd or
 //! /proc), print a process's memory maps, decode raw streams, and run the procps/psmisc-
-//! compatible tools (`taskdiag ps`, `pstree`, `pgrep`, `pkill`, `top`; also as `ps`
+//! compatible tools (`taskdiag ps`, `pstree`, `pgrep`, `pkill`, `pidwait`, `top`; also as `ps`
 //! etc. when invoked through a symlink of that name).
 //!
 //! This binary parses arguments, builds a request, hands it to `taskdiag::Dumper` and renders
@@ -57,6 +57,9 @@ enum Cmd {
     /// Signal processes by name and other attributes (procps pkill options).
     #[command(disable_help_flag = true)]
     Pkill(ToolArgs),
+    /// Wait for processes chosen by name and other attributes to exit (procps pidwait).
+    #[command(disable_help_flag = true)]
+    Pidwait(ToolArgs),
     /// Display tasks and what they cost, refreshed (procps top options; `top --help`).
     #[command(disable_help_flag = true)]
     Top(ToolArgs),
@@ -75,8 +78,8 @@ fn run_tool(main: fn(&[std::ffi::OsString]) -> i32, args: &[std::ffi::OsString])
     ExitCode::from(main(args).clamp(0, 255) as u8)
 }
 
-/// When installed as `ps`, `pstree`, `pgrep` or `pkill` (a symlink to this binary), behaves
-/// as that tool.
+/// When installed as `ps`, `pstree`, `pgrep`, `pkill`, `pidwait` or `top` (a symlink to this
+/// binary), behaves as that tool.
 fn multi_call() -> Option<ExitCode> {
     let argv0 = std::env::args_os().next()?;
     let name = std::path::Path::new(&argv0)
@@ -89,6 +92,7 @@ fn multi_call() -> Option<ExitCode> {
         "pstree" => taskdiag_tools::pstree::pstree_main,
         "pgrep" => taskdiag_tools::pgrep::pgrep_main,
         "pkill" => taskdiag_tools::pgrep::pkill_main,
+        "pidwait" => taskdiag_tools::pgrep::pidwait_main,
         "top" => taskdiag_tools::top::top_main,
         _ => return None,
     };
@@ -255,6 +259,7 @@ fn main() -> ExitCode {
         Cmd::Pstree(a) => return run_tool(taskdiag_tools::pstree::pstree_main, &a.args),
         Cmd::Pgrep(a) => return run_tool(taskdiag_tools::pgrep::pgrep_main, &a.args),
         Cmd::Pkill(a) => return run_tool(taskdiag_tools::pgrep::pkill_main, &a.args),
+        Cmd::Pidwait(a) => return run_tool(taskdiag_tools::pgrep::pidwait_main, &a.args),
         Cmd::Top(a) => return run_tool(taskdiag_tools::top::top_main, &a.args),
     };
     match r {

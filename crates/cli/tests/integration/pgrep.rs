@@ -1030,3 +1030,84 @@ kill $a
     );
     assert_eq!(s["after"], format!("{} sleep 1000\nrc=0\n", pids[0]));
 }
+
+/// pidwait waits until every process it selected has exited, and prints and exits as procps'
+/// pidwait does: both run at once on the same sleepers (a name of this test's own) and must
+/// still be waiting while the sleepers live, end once they are killed, and print the same.
+#[test]
+fn pidwait_waits_for_the_selected_processes_like_procps() {
+    use std::io::Read;
+    for backend in ["bpf", "procfs"] {
+        let name = format!("pw{}{backend}", std::process::id());
+        let sleepers: Vec<Spawned> = (0..3)
+            .map(|_| {
+                let mut c = Command::new("bash");
+                c.args(["-c", &format!("exec -a {name} sleep 120")]);
+                Spawned::spawn_group(&mut c)
+            })
+            .collect();
+        for s in &sleepers {
+            taskdiag_test_support::process::wait_exec(s.pid(), "sleep");
+        }
+        let args: Vec<String> = ["-e", "-c", "-f", &format!("^{name} ")]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let start = |c: &mut Command| {
+            c.env("LC_ALL", "C.UTF-8")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            Spawned::spawn_group(c)
+        };
+        let mut theirs = start(&mut command("/usr/bin/pidwait", &args, Who::Root));
+        let mut all = vec!["pidwait".to_string()];
+        all.extend(args.iter().cloned());
+        let mut ours = start(command(BIN, &all, Who::Root).env("TASKDIAG_BACKEND", backend));
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            ours.child().try_wait().expect("wait").is_none(),
+            "{backend}: ended early"
+        );
+        assert!(theirs.child().try_wait().expect("wait").is_none());
+        for s in &sleepers {
+            taskdiag_test_support::process::signal(s.pid(), libc::SIGKILL);
+        }
+        let limit = Duration::from_secs(10);
+        let t = ours
+            .wait_exit(limit)
+            .expect("ours waits past the processes' exit");
+        let p = theirs.wait_exit(limit).expect("procps ended");
+        assert_eq!(t.code(), p.code(), "{backend}");
+        let out = |s: &mut Spawned| {
+            let mut v = Vec::new();
+            let mut so = s.child().stdout.take().expect("stdout");
+            so.read_to_end(&mut v).expect("read");
+            String::from_utf8_lossy(&v).into_owned()
+        };
+        let (a, b) = (out(&mut ours), out(&mut theirs));
+        assert_eq!(a, b, "{backend}");
+        assert!(a.starts_with("3\nwaiting for sleep (pid "), "{a}");
+    }
+}
+
+#[test]
+fn pidwait_refuses_what_procps_refuses() {
+    for args in [
+        &["-w", "x"][..],
+        &[],
+        &["-l", "x"],
+        &["-a", "x"],
+        &["-d", ",", "x"],
+    ] {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let want = procps("pidwait", &args, Who::Root);
+        let got = ours("pidwait", &args, "procfs", Who::Root);
+        assert_eq!(got.status.code(), want.status.code(), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&got.stderr).lines().next(),
+            String::from_utf8_lossy(&want.stderr).lines().next(),
+            "{args:?}"
+        );
+    }
+}

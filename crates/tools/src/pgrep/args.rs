@@ -28,6 +28,8 @@ pub enum Mode {
     Pgrep,
     /// Signal matching processes.
     Pkill,
+    /// Wait until the matching processes have exited.
+    Pidwait,
 }
 
 impl Mode {
@@ -36,6 +38,7 @@ impl Mode {
         match self {
             Mode::Pgrep => "pgrep",
             Mode::Pkill => "pkill",
+            Mode::Pidwait => "pidwait",
         }
     }
 }
@@ -242,6 +245,35 @@ match (use -A to spare them).
 "
 );
 
+/// `taskdiag pidwait --help`.
+pub const PIDWAIT_HELP: &str = concat!(
+    "
+Usage:
+ pidwait [options] <pattern>
+
+Wait until every process whose name matches <pattern>, a POSIX extended regular
+expression, and which meets every other condition given, has exited. Each process is
+watched through a pidfd opened after checking it is still the process that matched, so a
+process id reused in the meantime is never waited for.
+
+Output:
+ -e, --echo                print each process before waiting for it
+ -c, --count               print how many processes matched
+
+Matching:
+",
+    matching_head!(),
+    " -n, --newest              only the most recently started match
+ -o, --oldest              only the least recently started match
+",
+    matching_tail!(),
+    "
+Exit status: 0 at least one process was waited for, 1 none was (nothing matched, or every
+match had exited already), 2 bad command line, 3 fatal error. The command itself is never
+waited for.
+"
+);
+
 const SIGNAL_OPT: u32 = 256;
 const NS_OPT: u32 = 257;
 const NSLIST_OPT: u32 = 258;
@@ -293,6 +325,7 @@ fn shortopts(mode: Mode) -> &'static [u8] {
     match mode {
         Mode::Pgrep => b"lad:vwLF:cfinoxP:O:Ag:s:u:U:G:t:r:?Vh",
         Mode::Pkill => b"eq:LF:cfinoxP:O:Ag:s:u:U:G:t:r:?Vh",
+        Mode::Pidwait => b"eLF:cfinoxP:O:Ag:s:u:U:G:t:r:?Vh",
     }
 }
 
@@ -322,6 +355,7 @@ fn usage(mode: Mode, to_stdout: bool) -> Parsed {
     let text = match mode {
         Mode::Pgrep => PGREP_HELP,
         Mode::Pkill => PKILL_HELP,
+        Mode::Pidwait => PIDWAIT_HELP,
     };
     if to_stdout {
         let mut o = std::io::stdout().lock();

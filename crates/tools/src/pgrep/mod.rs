@@ -23,6 +23,7 @@ pub mod regex;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 
 use taskdiag::Group;
 use taskdiag_procfs::parse::cgroup_v2_paths;
@@ -46,6 +47,11 @@ pub fn pgrep_main(args: &[OsString]) -> i32 {
 /// Runs `taskdiag pkill`; returns the exit status.
 pub fn pkill_main(args: &[OsString]) -> i32 {
     run(Mode::Pkill, args)
+}
+
+/// Runs `taskdiag pidwait`; returns the exit status.
+pub fn pidwait_main(args: &[OsString]) -> i32 {
+    run(Mode::Pidwait, args)
 }
 
 /// A selected task.
@@ -440,7 +446,111 @@ fn run(mode: Mode, argv: &[OsString]) -> i32 {
                 .collect();
             pkill(&o, &list, &starts, &mut source, ns_per_tick)
         }
+        Mode::Pidwait => {
+            let starts: HashMap<u32, u64> = tasks
+                .iter()
+                .filter(|t| t.pid == t.tgid)
+                .filter_map(|t| Some((t.pid, t.base.as_ref()?.rec.start_time_ns)))
+                .collect();
+            pidwait(&o, &list, &starts, &mut source, ns_per_tick)
+        }
     }
+}
+
+/// Who holds each pid now: /proc when it is ours, else a snapshot taken now. Call after
+/// opening the pidfds to check.
+fn holder(source: &mut Source, ns_per_tick: u64) -> Result<Holder, snapshot::Error> {
+    if kill::proc_is_ours() {
+        return Ok(Holder::Proc);
+    }
+    let now = source.take(&Query {
+        threads: false,
+        groups: 0,
+    })?;
+    Ok(Holder::Snapshot(
+        now.iter()
+            .filter_map(|t| {
+                t.base
+                    .as_ref()
+                    .map(|b| (t.pid, b.rec.start_time_ns / ns_per_tick))
+            })
+            .collect(),
+    ))
+}
+
+/// Waits until the selected processes have exited (procps' pidwait, with pidfds checked to
+/// be the processes that matched); returns the exit status.
+fn pidwait(
+    o: &Opts,
+    list: &[Sel],
+    starts: &HashMap<u32, u64>,
+    source: &mut Source,
+    ns_per_tick: u64,
+) -> i32 {
+    let prog = o.mode.prog();
+    let mut out = Vec::new();
+    if o.count {
+        out.extend_from_slice(format!("{}\n", list.len()).as_bytes());
+    }
+    let mut fds = Vec::with_capacity(list.len());
+    for s in list {
+        if o.echo {
+            out.extend_from_slice(b"waiting for ");
+            out.extend_from_slice(s.text.as_deref().unwrap_or_default());
+            out.extend_from_slice(format!(" (pid {})\n", s.pid).as_bytes());
+        }
+        match kill::pidfd_open(s.tgid) {
+            Ok(fd) => fds.push((s.tgid, fd)),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e) => crate::warn(
+                prog,
+                format!("opening pid {} failed: {}", s.pid, strerror(&e)),
+            ),
+        }
+    }
+    if let Err(code) = emit(prog, &out) {
+        return code;
+    }
+    // A pid reused since the snapshot names another process: that one is not waited for
+    // (the one that matched has exited).
+    let holder = match holder(source, ns_per_tick) {
+        Ok(h) => h,
+        Err(e) => {
+            crate::warn(prog, e);
+            return EXIT_FATAL;
+        }
+    };
+    fds.retain(|(pid, _)| {
+        starts
+            .get(pid)
+            .is_some_and(|&ns| holder.start_ticks(*pid) == Some(ns / ns_per_tick))
+    });
+    let waited = fds.len();
+    // A pidfd polls readable once its process has exited.
+    let mut polls: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|(_, fd)| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    while !polls.is_empty() {
+        // SAFETY: `polls` is a valid array of pollfd of the length passed; the descriptors
+        // stay open (owned by `fds`) until after the call.
+        let r = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, -1) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            crate::warn(prog, format!("poll failed: {}", strerror(&e)));
+            return EXIT_FATAL;
+        }
+        polls.retain(|p| p.revents == 0);
+    }
+    drop(fds);
+    i32::from(waited == 0)
 }
 
 /// Signals the selected processes; returns the exit status.
@@ -452,33 +562,17 @@ fn pkill(
     ns_per_tick: u64,
 ) -> i32 {
     let prog = o.mode.prog();
-    let via_proc = kill::proc_is_ours();
     let mut out = Vec::new();
     let mut killed = 0usize;
     for chunk in list.chunks(BATCH) {
         // Open every pidfd of the batch first; only then look at who holds the pids.
         let fds: Vec<io::Result<std::os::fd::OwnedFd>> =
             chunk.iter().map(|s| kill::pidfd_open(s.tgid)).collect();
-        let holder = if via_proc {
-            Holder::Proc
-        } else {
-            match source.take(&Query {
-                threads: false,
-                groups: 0,
-            }) {
-                Ok(now) => Holder::Snapshot(
-                    now.iter()
-                        .filter_map(|t| {
-                            t.base
-                                .as_ref()
-                                .map(|b| (t.pid, b.rec.start_time_ns / ns_per_tick))
-                        })
-                        .collect(),
-                ),
-                Err(e) => {
-                    crate::warn(prog, e);
-                    return EXIT_FATAL;
-                }
+        let holder = match holder(source, ns_per_tick) {
+            Ok(h) => h,
+            Err(e) => {
+                crate::warn(prog, e);
+                return EXIT_FATAL;
             }
         };
         for (s, fd) in chunk.iter().zip(fds) {

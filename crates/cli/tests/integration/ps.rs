@@ -193,6 +193,42 @@ fn ps_output_is_byte_identical_to_procps() {
             "pid,lwp,tsig,sigmask,sig_block,sigignore,sig_ignore,sigcatch,sig_catch",
         ],
         vec!["-o", "pid,caught,comm", "--sort=-caught,pid"],
+        // AIX descriptors: columns under AIX headers, literal text between them, and what a
+        // failed first parse made kept in front.
+        vec!["-o", "%p %G %c"],
+        vec!["-o", "%C %G %P %U %a %c %g %n %p %r %t %u %x %y %z"],
+        vec!["-o", "%p%c"],
+        vec!["-o", "c %p"],
+        vec!["-O", "%n"],
+        vec!["O", "%u"],
+        // Specifiers computed from what ps already reads, and procps' test columns.
+        vec!["-o", "pid,cuu,cuc,numa,eip,esp,environ,comm"],
+        vec!["-o", "pid,numa,eip,comm", "--sort=-eip,numa,-pid"],
+        vec!["-L", "-o", "pid,lwp,eip,esp,numa,comm"],
+        vec!["-o", "pid,_left,_left2,_right,_right2,_unlimited"],
+        vec!["-o", "pid,_unlimited2", "--headers", "--rows", "4"],
+        // Threads after processes, alone and with the thread options.
+        vec!["-m"],
+        vec!["m"],
+        vec!["-m", "-f"],
+        vec!["-m", "-L"],
+        vec!["-m", "-T"],
+        vec!["-m", "-j"],
+        vec!["m", "u"],
+        vec!["m", "j"],
+        vec!["m", "s"],
+        vec![
+            "-m",
+            "-o",
+            "pid,tid,lwp,comm,stat,nlwp,rss,time,uid,user,f,s,%cpu",
+        ],
+        vec!["-m", "-o", "%p %c"],
+        vec!["m", "--headers", "--rows", "7"],
+        vec!["-m", "--no-headers"],
+        // Sorted listings show processes alone, even with threads asked for.
+        vec!["-m", "--sort=-pid"],
+        vec!["-L", "--sort=pid"],
+        vec!["-T", "k", "-pid"],
     ];
     let envs: [&[(&str, &str)]; 4] = [
         &[("LC_ALL", "C")],
@@ -226,6 +262,9 @@ fn ps_output_is_byte_identical_to_procps() {
             vec!["-o", "pid,comm", &pids],
             vec!["-o", "pid,stat,comm", "r", "-s", &sid],
             vec!["-f", "-g", &sid],
+            vec!["-m", "-p", &pids],
+            vec!["-m", "-q", &pids],
+            vec!["-m", "-C", "threaded,twin"],
         ] {
             assert_same(&sel, c, backend);
         }
@@ -236,6 +275,128 @@ fn ps_output_is_byte_identical_to_procps() {
                 backend,
             );
         }
+    }
+}
+
+/// Every personality procps 4.0.2 knows (and names it does not), on the common invocations:
+/// the formats they pick, BSD-only parsing, what `h`, `m` and `-x` mean.
+#[test]
+fn ps_personalities_match_procps() {
+    ensure_procps();
+    let fx = Fixture::start();
+    let sid = fx.sid.to_string();
+    // Each name procps treats differently, with the invocations that show it.
+    let common: &[&[&str]] = &[
+        &[],
+        &["-f"],
+        &["u"],
+        &["-o", "pid,comm"],
+        &["-l"],
+        &["-j"],
+        &["-fl"],
+        &["-jf"],
+        &["l"],
+        &["j"],
+        &["s"],
+        &["-c"],
+        &["-ly"],
+        &["h", "--rows", "6"],
+    ];
+    let primary = [
+        "bsd", "old", "linux", "posix", "sunos4", "aix", "hpux", "irix", "svr4", "debian", "tru64",
+        "os390", "unknown",
+    ];
+    // Aliases and names procps does not know (the default), on a few of them.
+    let aliases = [
+        "default",
+        "BSD",
+        "gnu",
+        "sgi",
+        "sysv",
+        "sco",
+        "compaq",
+        "digital",
+        "s390",
+        "390",
+        "hp",
+        "unix98",
+        "unix95",
+        "unix",
+        "solaris2",
+        "sun",
+        "0123456789abcdefg",
+    ];
+    /// Arguments, and the environment they run in.
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>);
+    let mut cases: Vec<Case> = Vec::new();
+    for per in primary {
+        for args in common {
+            cases.push((args.to_vec(), vec![("PS_PERSONALITY", per)]));
+        }
+    }
+    for per in aliases {
+        for args in [&["-f"][..], &["-l"], &["u"], &["-j"]] {
+            cases.push((args.to_vec(), vec![("PS_PERSONALITY", per)]));
+        }
+    }
+    for (args, env) in [
+        // -x means something only here (elsewhere it selects every process of ours).
+        (&["-lx"][..], ("PS_PERSONALITY", "svr4")),
+        (&["-x"], ("PS_PERSONALITY", "hpux")),
+        // BSD m sorts by memory use under bsd.
+        (&["m", "-o", "pid,rss,comm"], ("PS_PERSONALITY", "bsd")),
+        (&["v"], ("PS_PERSONALITY", "tru64")),
+        // $CMD_ENV when $PS_PERSONALITY is unset, and the old personality on request.
+        (&["-f"], ("CMD_ENV", "bsd")),
+        (&["u"], ("I_WANT_A_BROKEN_PS", "1")),
+    ] {
+        cases.push((args.to_vec(), vec![env]));
+    }
+    // Irix, unless $_XPG asks for the standard.
+    cases.push((vec!["-l"], vec![("PS_PERSONALITY", "irix"), ("_XPG", "1")]));
+    for backend in BACKENDS {
+        for (args, env) in &cases {
+            let mut a = args.clone();
+            a.extend(["--sid", &sid]);
+            let mut e = env.clone();
+            e.push(("LC_ALL", "C.UTF-8"));
+            assert_same(&a, &e, backend);
+        }
+    }
+}
+
+/// procps' internal errors name the program as glibc's error_at_line does (argv[0]), and exit
+/// without its BSD second chance: both run as `ps` (taskdiag through its multi-call name).
+#[test]
+fn ps_internal_errors_match_procps() {
+    ensure_procps();
+    use std::os::unix::process::CommandExt;
+    for (args, per) in [
+        (&["-c", "u"][..], "unknown"),
+        (&["-fc"], "debian"),
+        (&["-jc"], "os390"),
+    ] {
+        let run = |prog: &str| {
+            let o = Command::new(prog)
+                .arg0("ps")
+                .args(args)
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .env("PS_PERSONALITY", per)
+                .output()
+                .expect("run ps");
+            (
+                o.stdout,
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+                o.status.code(),
+            )
+        };
+        let theirs = run("/usr/bin/ps");
+        assert!(
+            theirs.1.starts_with("ps:src/ps/sortformat.c:"),
+            "{theirs:?}"
+        );
+        assert_eq!(run(BIN), theirs, "{args:?} {per}");
     }
 }
 
@@ -273,28 +434,67 @@ fn ps_errors_match_procps() {
         &["-p", "2147483648"],
         &["-ww", "--sid", "1", "-o", "pid"],
         &["-p", "999999999", "-o", "pid"],
+        // AIX descriptors procps rejects.
+        &["-o", "%"],
+        &["-o", "%%p"],
+        &["-o", "% p"],
+        &["-o", "%q"],
+        &["-o", "%pX"],
+        &["-o", "ab %p"],
+        &["-o", "%cpu,bogus"],
+        // Not a procps 4.0.2 specifier.
+        &["-o", "pid,docker"],
+        &["-m", "-L", "-o", "pid"],
     ] {
         for backend in BACKENDS {
             assert_same(args, &[("LC_ALL", "C")], backend);
+        }
+    }
+    // Errors under personalities: a forced BSD parse reports its own error; the screen-size
+    // warning comes once per setup (twice with a second chance or a forced BSD parse).
+    for (args, env) in [
+        (&["-Q"][..], &[("PS_PERSONALITY", "bsd")][..]),
+        (&["-x", "-Q"], &[("PS_PERSONALITY", "posix")]),
+        (
+            &["-o", "pid", "--sid", "1"],
+            &[("PS_PERSONALITY", "bsd"), ("COLUMNS", "5")],
+        ),
+        (&["-Q"], &[("COLUMNS", "5")]),
+        (&["-o", "pid", "--sid", "1"], &[("COLUMNS", "5")]),
+    ] {
+        for backend in BACKENDS {
+            let mut e = env.to_vec();
+            e.push(("LC_ALL", "C"));
+            assert_same(args, &e, backend);
         }
     }
 }
 
 #[test]
 fn ps_refuses_what_it_does_not_implement_by_name() {
-    for (args, name) in [
-        (&["-o", "pid,ipcns"][..], "ipcns"),
-        (&["-o", "pid,cgroup"], "cgroup"),
-        (&["axe"], "'e'"),
-        (&["-m"], "-m"),
-        (&["--context"], "--context"),
-        (&["--sort", "start_code"], "start_code"),
+    for (args, env, name) in [
+        (&["-o", "pid,ipcns"][..], None, "ipcns"),
+        (&["-o", "pid,cgroup"], None, "cgroup"),
+        (&["axe"], None, "'e'"),
+        (&["--context"], None, "--context"),
+        (&["--sort", "start_code"], None, "start_code"),
+        (&["-o", "pid,trs"], None, "trs"),
+        (&["-o", "pid,lim"], None, "lim"),
+        (&["X"], None, "start_stack"),
+        (&["v"], None, "m_trs"),
+        // The memory format m means after a failed first parse and under old Linux.
+        (&["-m", "-H"], None, "m_trs"),
+        (&["m"], Some("old"), "m_trs"),
+        (&["v"], Some("bsd"), "lim"),
+        // BSD parsing takes -ef as e (the environment) and f.
+        (&["-ef"], Some("bsd"), "'e'"),
     ] {
-        let o = Command::new(BIN)
-            .arg("ps")
-            .args(args)
-            .output()
-            .expect("run");
+        let mut cmd = Command::new(BIN);
+        cmd.arg("ps").args(args).env_remove("PS_PERSONALITY");
+        if let Some(per) = env {
+            cmd.env("PS_PERSONALITY", per);
+        }
+        let o = cmd.output().expect("run");
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
         assert!(o.stdout.is_empty(), "{args:?} printed a listing");
@@ -302,6 +502,80 @@ fn ps_refuses_what_it_does_not_implement_by_name() {
             err.contains(name) && err.contains("not supported"),
             "{args:?}: {err}"
         );
+    }
+}
+
+/// Where procps 4.0.2 cannot be matched because it misbehaves, ours does what procps means:
+/// with m/-m, thread lines show the real values of thread-only columns procps never reads
+/// there (it prints leftovers, or crashes on WCHAN): the values `-L` shows; and a thread
+/// selected without its process gets one process line (procps prints it forever).
+#[test]
+fn ps_threads_after_processes_where_procps_misbehaves() {
+    ensure_procps();
+    let fx = Fixture::start();
+    let pid = fx.pid("threads");
+    for backend in BACKENDS {
+        let ours = |args: &[&str]| {
+            let o = Command::new(BIN)
+                .arg("ps")
+                .args(args)
+                .env("TASKDIAG_BACKEND", backend)
+                .env("LC_ALL", "C")
+                .output()
+                .expect("run");
+            assert_eq!(o.status.code(), Some(0), "{args:?}");
+            String::from_utf8(o.stdout).expect("text")
+        };
+        let columns = "ni,pri,opri,psr,cls,rtprio,sched,wchan";
+        let with_tid = format!("tid,{columns}");
+        let m_lines = || ours(&["-m", "--no-headers", "-p", &pid, "-o", &with_tid]);
+        // Thread lines are those with a tid (the process line has '-' there). Compared as
+        // sets: what is under test is the values, not the order of the threads.
+        let thread_lines = || -> Vec<String> {
+            let mut v: Vec<String> = m_lines()
+                .lines()
+                .filter(|l| !l.trim_start().starts_with('-'))
+                .map(str::to_string)
+                .collect();
+            v.sort();
+            v
+        };
+        let l_lines = || -> Vec<String> {
+            let o = Command::new("/usr/bin/ps")
+                .args(["-L", "--no-headers", "-p", &pid, "-o"])
+                .arg(format!("lwp,{columns}"))
+                .env("LC_ALL", "C")
+                .output()
+                .expect("run ps");
+            let mut v: Vec<String> = String::from_utf8(o.stdout)
+                .expect("text")
+                .lines()
+                .map(str::to_string)
+                .collect();
+            v.sort();
+            v
+        };
+        let threads = agree(l_lines, thread_lines)
+            .unwrap_or_else(|e| panic!("{backend}: -m thread lines are not -L's: {e:?}"));
+        assert_eq!(threads.len(), 4, "{threads:?}");
+        // The process line shows '-' in every thread-only column.
+        let m = m_lines();
+        let process: Vec<&str> = m
+            .lines()
+            .find(|l| l.trim_start().starts_with('-'))
+            .expect("process line")
+            .split_whitespace()
+            .collect();
+        assert!(process.iter().all(|w| *w == "-"), "{m}");
+        // A thread named unlike its process, selected by its name (other fixtures running
+        // at the same time have one too).
+        let alone = ours(&["-m", "-C", "worker-0", "-o", "pid,comm"]);
+        let mine: Vec<Vec<&str>> = alone
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .filter(|w| w.first() == Some(&pid.as_str()))
+            .collect();
+        assert_eq!(mine, [[pid.as_str(), "worker-0"]], "{backend}: {alone}");
     }
 }
 

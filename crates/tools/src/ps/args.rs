@@ -4,9 +4,12 @@
 //! error messages, so scripts that check them keep working.
 //!
 //! The result is an [`Opts`]: what to select, which columns (already expanded from macros
-//! such as `-f` or `u`), how to sort, and the display flags. Options procps accepts but
-//! taskdiag cannot honour (`-m` thread display, personalities, namespaces, ...) are
-//! [`ArgError::Unsupported`] naming the option: never a silently different listing.
+//! such as `-f` or `u`, or parsed from AIX descriptors such as `%p`), how to sort, and the
+//! display flags. `$PS_PERSONALITY` changes all of these as it does in procps: which macros
+//! the standard formats use, BSD-only parsing, what `h`, `m` and `-x` mean, whether `g` is
+//! implied. Options procps accepts but taskdiag cannot honour (the environment with BSD `e`,
+//! `--context`, columns whose data taskdiag does not carry) are [`ArgError::Unsupported`]
+//! naming the option: never a silently different listing.
 
 use super::specs::{self, Pr, Spec, Sr};
 use crate::cnum;
@@ -67,11 +70,123 @@ pub mod ss {
     pub const B_A: u32 = 16;
 }
 
-/// Personality bits that matter here.
+/// Personality bits (procps `PER_*`; the ones procps 4.0.2 sets and tests).
 mod per {
-    pub const OLD_M: u32 = 1 << 0;
-    pub const ZAP_ADDR: u32 = 1 << 1;
-    pub const SANE_USER: u32 = 1 << 2;
+    pub const BSD_H: u32 = 0x0002;
+    pub const BSD_M: u32 = 0x0004;
+    pub const IRIX_L: u32 = 0x0008;
+    pub const FORCE_BSD: u32 = 0x0010;
+    pub const GOOD_O: u32 = 0x0020;
+    pub const OLD_M: u32 = 0x0040;
+    pub const NO_DEFAULT_G: u32 = 0x0080;
+    pub const ZAP_ADDR: u32 = 0x0100;
+    pub const SANE_USER: u32 = 0x0200;
+    pub const HPUX_X: u32 = 0x0400;
+    pub const SVR4_X: u32 = 0x0800;
+}
+
+/// What `$PS_PERSONALITY` (else `$CMD_ENV`) chose, as procps' set_personality decides it:
+/// flag bits, whether BSD defaults are preferred, and the macros behind the standard formats
+/// (a SysV one that is `None` is built column by column instead).
+#[derive(Debug, Clone, Copy)]
+struct Personality {
+    bits: u32,
+    prefer_bsd_defaults: bool,
+    bsd_j: &'static str,
+    bsd_l: &'static str,
+    bsd_s: &'static str,
+    bsd_u: &'static str,
+    bsd_v: &'static str,
+    sysv_f: Option<&'static str>,
+    sysv_fl: Option<&'static str>,
+    sysv_j: Option<&'static str>,
+    sysv_l: Option<&'static str>,
+}
+
+impl Personality {
+    /// procps set_personality. A name procps does not know (or longer than 15 bytes) is the
+    /// default personality: procps ignores its own "unknown personality" message.
+    fn from_env(env: &Env) -> Personality {
+        let mut p = Personality {
+            bits: 0,
+            prefer_bsd_defaults: false,
+            bsd_j: "OL_j",
+            bsd_l: "OL_l",
+            bsd_s: "OL_s",
+            bsd_u: "OL_u",
+            bsd_v: "OL_v",
+            sysv_f: None,
+            sysv_fl: None,
+            sysv_j: None,
+            sysv_l: None,
+        };
+        let name = match env.personality.as_deref() {
+            _ if env.broken => "old",
+            Some(s) if !s.is_empty() => s,
+            _ => "unknown",
+        };
+        if name.len() > 15 {
+            return p;
+        }
+        let freebsd = |p: &mut Personality| {
+            p.bsd_j = "FB_j";
+            p.bsd_l = "FB_l";
+            p.bsd_u = "FB_u";
+            p.bsd_v = "FB_v";
+        };
+        match name.to_ascii_lowercase().as_str() {
+            "bsd" => {
+                p.bits = per::FORCE_BSD | per::BSD_H | per::BSD_M;
+                p.prefer_bsd_defaults = true;
+                freebsd(&mut p);
+            }
+            "old" => {
+                p.bits = per::FORCE_BSD | per::OLD_M;
+                p.prefer_bsd_defaults = true;
+            }
+            "debian" | "gnu" => {
+                p.bits = per::GOOD_O | per::OLD_M;
+                p.prefer_bsd_defaults = true;
+                p.sysv_f = Some("RD_f");
+                p.sysv_j = Some("RD_j");
+                p.sysv_l = Some("RD_l");
+            }
+            "linux" => p.bits = per::GOOD_O | per::ZAP_ADDR | per::SANE_USER,
+            "aix" => freebsd(&mut p),
+            "tru64" | "compaq" | "digital" => {
+                p.bits = per::GOOD_O | per::BSD_H;
+                p.prefer_bsd_defaults = true;
+                p.sysv_f = Some("F5FMT");
+                p.sysv_fl = Some("FL5FMT");
+                p.sysv_j = Some("JFMT");
+                p.sysv_l = Some("L5FMT");
+                p.bsd_j = "JFMT";
+                p.bsd_l = "LFMT";
+                p.bsd_s = "SFMT";
+                p.bsd_u = "UFMT";
+                p.bsd_v = "VFMT";
+            }
+            "sunos4" => {
+                p.bits = per::NO_DEFAULT_G;
+                p.prefer_bsd_defaults = true;
+                freebsd(&mut p);
+            }
+            // Irix, unless $_XPG asks for standard behaviour.
+            "irix" | "sgi" => {
+                let xpg = env.xpg.as_deref().and_then(|x| x.bytes().next());
+                if !matches!(xpg, Some(b'1'..=b'9')) {
+                    p.bits = per::IRIX_L;
+                }
+            }
+            "os390" | "s390" | "390" => p.sysv_j = Some("J390"),
+            "hp" | "hpux" => p.bits = per::HPUX_X,
+            "svr4" | "sysv" | "sco" => p.bits = per::SVR4_X,
+            // posix, solaris2, unix95, unix98, unix, default, unknown and names procps does
+            // not know: the defaults.
+            _ => {}
+        }
+        p
+    }
 }
 
 /// Header repetition.
@@ -151,7 +266,8 @@ pub enum ArgError {
     Procps(String),
     /// procps would accept it but taskdiag ps cannot honour it.
     Unsupported(String),
-    /// procps rejects the combination after parsing, with this message and no usage text.
+    /// procps rejects the combination after parsing, or fails while parsing, with this
+    /// message, no usage text and no second chance.
     Fatal(String),
 }
 
@@ -165,6 +281,15 @@ fn unsupported<T>(what: impl Into<String>) -> R<T> {
     Err(ArgError::Unsupported(what.into()))
 }
 
+/// procps catastrophic_failure in sortformat.c: its message as error_at_line prints it, and
+/// an immediate exit, without the BSD second chance.
+fn catastrophic<T>(o: &Opts, line: u32, m: &str) -> R<T> {
+    Err(ArgError::Fatal(format!(
+        "{}:src/ps/sortformat.c:{line}: {m}",
+        o.program
+    )))
+}
+
 /// Where a sort/format list came from (procps `SF_*`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum SfCode {
@@ -172,6 +297,7 @@ enum SfCode {
     Uo, // -o
     BO, // O
     Bo, // o
+    Bm, // m of the bsd personality: a sort
     Gsort,
     Gformat,
 }
@@ -235,17 +361,12 @@ pub struct Opts {
     pub version: bool,
     /// `L` was asked for: list the format specifiers.
     pub list_specs: bool,
-    /// Default selection: my euid.
-    pub select_my_euid: bool,
-    /// Default selection: my tty.
-    pub select_my_tty: bool,
-    /// `-a`, `-d`: no session leaders.
-    pub select_no_leader: bool,
-    /// `a`: has a tty.
-    pub select_has_tty: bool,
+    /// procps' select_bits: the simple selections (`-a`, `-d`, `a`, `x`, `g` and the
+    /// default) as a table of which of the 16 kinds of process to take ([`Opts::table_accepts`]).
+    pub select_bits: u32,
     /// A warning to print (`$PS_FORMAT` ignored, bogus screen size).
     pub warnings: Vec<String>,
-    personality: u32,
+    per: Personality,
     w_count: u32,
     force_bsd: bool,
     sf_list: Vec<SfNode>,
@@ -254,6 +375,7 @@ pub struct Opts {
     already_parsed_format: bool,
     pid_width: i32,
     ps_format: Option<Vec<u8>>,
+    program: String,
     /// An option procps accepts and we cannot honour; reported only if the whole command line
     /// parses (procps may still reject it, with its own message).
     unsupported: Option<String>,
@@ -274,6 +396,10 @@ pub struct Env {
     pub ps_format: Option<String>,
     /// `$PS_PERSONALITY`, else `$CMD_ENV`.
     pub personality: Option<String>,
+    /// `$_XPG` (read by the irix personality).
+    pub xpg: Option<String>,
+    /// The name procps' internal-error messages start with (its program_invocation_name).
+    pub program: String,
     /// `$I_WANT_A_BROKEN_PS` is set.
     pub broken: bool,
     /// Our euid.
@@ -296,7 +422,7 @@ fn strtol0(s: &[u8]) -> Option<i64> {
 }
 
 impl Opts {
-    fn new(env: &Env) -> R<Opts> {
+    fn new(env: &Env) -> Opts {
         let mut o = Opts {
             all_processes: false,
             bsd_c_option: false,
@@ -323,12 +449,9 @@ impl Opts {
             help: false,
             version: false,
             list_specs: false,
-            select_my_euid: false,
-            select_my_tty: false,
-            select_no_leader: false,
-            select_has_tty: false,
+            select_bits: 0,
             warnings: Vec::new(),
-            personality: 0,
+            per: Personality::from_env(env),
             w_count: 0,
             force_bsd: false,
             sf_list: Vec::new(),
@@ -337,11 +460,12 @@ impl Opts {
             already_parsed_format: false,
             pid_width: env.pid_width,
             ps_format: env.ps_format.as_ref().map(|s| s.as_bytes().to_vec()),
+            program: env.program.clone(),
             unsupported: None,
         };
         o.set_screen_size(env);
-        o.set_personality(env)?;
-        Ok(o)
+        o.prefer_bsd_defaults = o.per.prefer_bsd_defaults;
+        o
     }
 
     fn set_screen_size(&mut self, env: &Env) {
@@ -370,18 +494,17 @@ impl Opts {
         self.screen_rows = rows;
     }
 
-    fn set_personality(&mut self, env: &Env) -> R<()> {
-        if env.broken {
-            return unsupported("I_WANT_A_BROKEN_PS");
-        }
-        let p = env.personality.as_deref().unwrap_or("unknown");
-        let p = if p.is_empty() { "unknown" } else { p };
-        match p.to_ascii_lowercase().as_str() {
-            "unknown" | "default" | "posix" | "solaris2" | "unix95" | "unix98" | "unix" => {}
-            "linux" => self.personality = per::ZAP_ADDR | per::SANE_USER,
-            other => return unsupported(format!("PS_PERSONALITY={other}")),
-        }
-        Ok(())
+    /// procps table_accept: whether select_bits takes a process with these traits (our
+    /// euid, a session leader, without a terminal, on our terminal).
+    pub fn table_accepts(&self, our_euid: bool, leader: bool, no_tty: bool, our_tty: bool) -> bool {
+        let index =
+            our_euid as u32 | (leader as u32) << 1 | (no_tty as u32) << 2 | (our_tty as u32) << 3;
+        self.select_bits & (1 << index) != 0
+    }
+
+    /// Whether [`Opts::table_accepts`] looks at the euid (the selection needs credentials).
+    pub fn table_needs_euid(&self) -> bool {
+        (0..16).any(|i| (self.select_bits >> i) & 1 != (self.select_bits >> (i ^ 1)) & 1)
     }
 }
 
@@ -420,37 +543,63 @@ fn check_conflicts(o: &Opts) -> R<()> {
     Ok(())
 }
 
-/// Parses `args` (without the program name) like procps ps.
+/// Parses `args` (without the program name) like procps ps; the warnings it printed while
+/// parsing are in [`Opts::warnings`].
 pub fn parse(args: &[Vec<u8>], env: &Env) -> R<Opts> {
-    let o = parse_inner(args, env)?;
-    check_conflicts(&o)?;
-    Ok(o)
+    let (r, warnings) = parse_with_warnings(args, env);
+    r.map(|mut o| {
+        o.warnings = warnings;
+        o
+    })
 }
 
-fn parse_inner(args: &[Vec<u8>], env: &Env) -> R<Opts> {
-    let mut o = Opts::new(env)?;
-    let first = parse_pass(&mut o, args);
-    let first_err = match first {
-        Ok(()) => {
-            choose_dimensions(&mut o);
-            return Ok(o);
+/// [`parse`], with the warnings apart: procps prints them as it parses, so they come out
+/// before an error too (and twice when the BSD second chance sizes the screen again).
+pub fn parse_with_warnings(args: &[Vec<u8>], env: &Env) -> (R<Opts>, Vec<String>) {
+    let (r, warnings) = parse_inner(args, env);
+    (r.and_then(|o| check_conflicts(&o).map(|()| o)), warnings)
+}
+
+fn parse_inner(args: &[Vec<u8>], env: &Env) -> (R<Opts>, Vec<String>) {
+    let mut warnings = Vec::new();
+    let mut first_err = None;
+    // procps sets up (and warns about the screen size) before parsing, and again for the
+    // second chance; a personality that forces BSD parsing goes straight to that.
+    let mut o = Opts::new(env);
+    if o.per.bits & per::FORCE_BSD != 0 {
+        warnings.append(&mut o.warnings);
+    } else {
+        let r = parse_pass(&mut o, args);
+        warnings.append(&mut o.warnings);
+        match r {
+            Ok(()) => {
+                choose_dimensions(&mut o);
+                return (Ok(o), warnings);
+            }
+            Err(e @ (ArgError::Unsupported(_) | ArgError::Fatal(_))) => return (Err(e), warnings),
+            Err(e) => first_err = Some(e),
         }
-        Err(ArgError::Unsupported(m)) => return Err(ArgError::Unsupported(m)),
-        Err(e) => e,
-    };
+    }
     // Second chance: everything as BSD options.
-    let mut o = Opts::new(env)?;
+    let mut o = Opts::new(env);
     o.force_bsd = true;
     o.prefer_bsd_defaults = true;
-    o.personality |= per::OLD_M;
-    match parse_pass(&mut o, args) {
+    if o.per.bits & (per::OLD_M | per::BSD_M) == 0 {
+        // Old Linux m rather than true BSD m.
+        o.per.bits |= per::OLD_M;
+    }
+    let r = parse_pass(&mut o, args);
+    warnings.append(&mut o.warnings);
+    let r = match r {
         Ok(()) => {
             choose_dimensions(&mut o);
             Ok(o)
         }
-        Err(ArgError::Unsupported(m)) => Err(ArgError::Unsupported(m)),
-        Err(_) => Err(first_err),
-    }
+        Err(e @ (ArgError::Unsupported(_) | ArgError::Fatal(_))) => Err(e),
+        // procps reports the first parse's error, or with a forced BSD personality this one.
+        Err(e) => Err(first_err.unwrap_or(e)),
+    };
+    (r, warnings)
 }
 
 impl Opts {
@@ -543,7 +692,9 @@ fn parse_all_options(o: &mut Opts, args: &[Vec<u8>]) -> R<()> {
         match arg_type(&args[cur.i]) {
             ArgType::Gnu => parse_gnu_option(o, &mut cur)?,
             ArgType::Sysv if !o.force_bsd => parse_sysv_option(o, &mut cur)?,
-            ArgType::Bsd if o.force_bsd => return err("way bad"),
+            ArgType::Bsd if o.force_bsd && o.per.bits & per::FORCE_BSD == 0 => {
+                return err("way bad")
+            }
             ArgType::Sysv | ArgType::Bsd => {
                 o.prefer_bsd_defaults = true;
                 parse_bsd_option(o, &mut cur)?;
@@ -739,6 +890,8 @@ fn parse_sysv_option(o: &mut Opts, cur: &mut Cursor<'_>) -> R<()> {
                 }
                 return err("list of session leaders OR effective group IDs was invalid");
             }
+            // Old Debian's RD_j and Digital's JFMT replace the -j modifier.
+            b'j' if o.per.sysv_j.is_some() => o.format_flags |= ff::UJ,
             b'j' => o.format_modifiers |= fm::J,
             b'l' => o.format_flags |= ff::UL,
             b'm' => o.thread_flags |= tf::U_M,
@@ -795,6 +948,12 @@ fn parse_sysv_option(o: &mut Opts, cur: &mut Cursor<'_>) -> R<()> {
                 )
             }
             b'w' => o.w_count += 1,
+            // Behind a personality until the "ps -ax" habit is uncommon.
+            b'x' if o.per.bits & per::SVR4_X != 0 => o.format_modifiers |= fm::Y,
+            b'x' if o.per.bits & per::HPUX_X != 0 => {
+                o.w_count += 2;
+                o.unix_f_option = true;
+            }
             b'x' => return err("must set personality to get -x option"),
             b'y' => o.format_modifiers |= fm::Y,
             b'-' => return err("embedded '-' among SysV options makes no sense"),
@@ -823,6 +982,11 @@ fn parse_bsd_option(o: &mut Opts, cur: &mut Cursor<'_>) -> R<()> {
             return err("cannot happen - problem #1");
         }
         1
+    } else if o.per.bits & per::FORCE_BSD != 0 {
+        if !o.force_bsd {
+            return err("cannot happen - problem #2");
+        }
+        0
     } else {
         if o.force_bsd {
             return err("second chance parse failed, not BSD or SysV");
@@ -876,7 +1040,11 @@ fn parse_bsd_option(o: &mut Opts, cur: &mut Cursor<'_>) -> R<()> {
                 if o.header != Heading::Single {
                     return err("only one heading option may be specified");
                 }
-                o.header = Heading::None;
+                o.header = if o.per.bits & per::BSD_H != 0 {
+                    Heading::Multi
+                } else {
+                    Heading::None
+                };
             }
             b'j' => o.format_flags |= ff::BJ,
             b'k' => {
@@ -888,8 +1056,11 @@ fn parse_bsd_option(o: &mut Opts, cur: &mut Cursor<'_>) -> R<()> {
             }
             b'l' => o.format_flags |= ff::BL,
             b'm' => {
-                if o.personality & per::OLD_M != 0 {
+                if o.per.bits & per::OLD_M != 0 {
                     o.format_flags |= ff::LM;
+                } else if o.per.bits & per::BSD_M != 0 {
+                    // True BSD: sort by memory use.
+                    defer_sf_option(o, b"pmem".to_vec(), SfCode::Bm);
                 } else {
                     o.thread_flags |= tf::B_M;
                 }
@@ -1189,18 +1360,33 @@ fn is_fmt_sep(c: u8) -> bool {
     matches!(c, b' ' | b',' | b'\t' | b'\n')
 }
 
-/// procps format_parse: columns of one -o/o/--format/-O/O list.
+/// procps format_parse: columns of one -o/o/--format/-O/O list or `$PS_FORMAT`. A list
+/// that fails and has a `%` in it is parsed again as AIX descriptors, whose columns follow
+/// those the first parse made before it failed (procps keeps them: `c %p` shows C, then PID).
 fn format_parse(o: &Opts, sf: &[u8]) -> Result<Vec<Col>, String> {
+    let mut cols = Vec::new();
+    match format_parse_into(o, sf, &mut cols) {
+        Ok(()) => Ok(cols),
+        Err(_) if sf.contains(&b'%') => {
+            cols.extend(aix_format_parse(o, sf)?);
+            Ok(cols)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The list as specifiers, appending to `cols` as it goes.
+fn format_parse_into(o: &Opts, sf: &[u8], cols: &mut Vec<Col>) -> Result<(), String> {
     let mut buf = sf.to_vec();
     let mut need_item = true;
     let mut items = 0;
     if buf.is_empty() {
-        return Err(aix_or(sf, "improper format list"));
+        return Err("improper format list".into());
     }
     for &c in &buf {
         if is_fmt_sep(c) {
             if need_item {
-                return Err(aix_or(sf, "improper format list"));
+                return Err("improper format list".into());
             }
             need_item = true;
         } else {
@@ -1211,12 +1397,11 @@ fn format_parse(o: &Opts, sf: &[u8]) -> Result<Vec<Col>, String> {
         }
     }
     if items == 0 {
-        return Err(aix_or(sf, "empty format list"));
+        return Err("empty format list".into());
     }
     if need_item {
         buf.pop();
     }
-    let mut cols = Vec::new();
     let mut walk: &[u8] = &buf;
     for left in (0..items).rev() {
         let sep = walk.iter().position(|&c| is_fmt_sep(c));
@@ -1236,53 +1421,90 @@ fn format_parse(o: &Opts, sf: &[u8]) -> Result<Vec<Col>, String> {
             let v: Option<i32> = std::str::from_utf8(w).ok().and_then(|s| s.parse().ok());
             match v.filter(|&v| ok && v > 0) {
                 Some(v) => width = Some(v),
-                None => return Err(aix_or(sf, "column widths must be unsigned decimal numbers")),
+                None => return Err("column widths must be unsigned decimal numbers".into()),
             }
         }
         let Some(mut fnode) = do_one_spec(o, spec, over) else {
-            return Err(aix_or(
-                sf,
-                &format!(
-                    "unknown user-defined format specifier \"{}\"",
-                    String::from_utf8_lossy(spec)
-                ),
+            return Err(format!(
+                "unknown user-defined format specifier \"{}\"",
+                String::from_utf8_lossy(spec)
             ));
         };
         if let Some(w) = width {
             if fnode.len() > 1 {
-                return Err(aix_or(
-                    sf,
-                    "can not set width for a macro (multi-column) format specifier",
-                ));
+                return Err("can not set width for a macro (multi-column) format specifier".into());
             }
             fnode[0].width = w;
         }
         cols.extend(fnode);
         walk = next;
     }
+    Ok(())
+}
+
+/// procps aix_format_parse: `%` and a letter ([`specs::AIX`]) for a column under the AIX
+/// header, anything else literal text printed on every line. As in procps, text between
+/// descriptors is one character (then spaces), and a descriptor's letter is counted again as
+/// text, so every descriptor is followed by a text column, maybe empty.
+fn aix_format_parse(o: &Opts, sf: &[u8]) -> Result<Vec<Col>, String> {
+    // Check the syntax and count the items (procps' state machine).
+    let at = |i: usize| sf.get(i).copied().unwrap_or(0);
+    let mut items = 0;
+    let mut i = 0;
+    let mut c = at(i);
+    i += 1;
+    'initial: loop {
+        if c == b'%' {
+            // get_desc
+            items += 1;
+            c = at(i);
+            i += 1;
+            if c != 0 && c != b' ' {
+                continue 'initial;
+            }
+            return Err("missing AIX field descriptor".into());
+        }
+        if c == 0 {
+            break;
+        }
+        // get_text
+        items += 1;
+        loop {
+            c = at(i);
+            i += 1;
+            match c {
+                b'%' => continue 'initial,
+                b' ' => {}
+                0 => break 'initial,
+                _ => return Err("improper AIX field descriptor".into()),
+            }
+        }
+    }
+    let mut cols = Vec::new();
+    let mut walk = 0;
+    for _ in 0..items {
+        if at(walk) == b'%' {
+            walk += 1;
+            if at(walk) == b'%' {
+                return Err("missing AIX field descriptor".into());
+            }
+            let letter = at(walk);
+            walk += 1;
+            let Some(&(_, spec, head)) = specs::AIX.iter().find(|a| a.0 == letter) else {
+                return Err("unknown AIX field descriptor".into());
+            };
+            let Some(c) = do_one_spec(o, spec.as_bytes(), Some(head.as_bytes())) else {
+                return Err("AIX field descriptor processing bug".into());
+            };
+            cols.extend(c);
+        } else {
+            let rest = sf.get(walk..).unwrap_or_default();
+            let len = rest.iter().position(|&c| c == b'%').unwrap_or(rest.len());
+            cols.push(text_col(&rest[..len]));
+            walk += len;
+        }
+    }
     Ok(cols)
-}
-
-/// procps retries a failed list as AIX descriptors (`%p %c`); taskdiag does not parse those.
-fn aix_or(sf: &[u8], e: &str) -> String {
-    let s = sf;
-    let aix = s.contains(&b'%')
-        && s != b"%cpu"
-        && !s.starts_with(b"%cpu ")
-        && !s.starts_with(b"%cpu,")
-        && !s.starts_with(b"%m");
-    if aix {
-        format!("\u{0}AIX:{e}")
-    } else {
-        e.to_string()
-    }
-}
-
-fn fmt_err(e: String) -> ArgError {
-    match e.strip_prefix("\u{0}AIX:") {
-        Some(_) => ArgError::Unsupported("AIX format descriptors (%p, %c, ...)".into()),
-        None => ArgError::Procps(e),
-    }
 }
 
 fn do_one_sort_spec(spec: &[u8]) -> Option<SortKey> {
@@ -1404,14 +1626,14 @@ fn process_sf_options(o: &mut Opts) -> R<()> {
     for sfn in &list {
         match sfn.code {
             SfCode::Bo | SfCode::Gformat | SfCode::Uo => {
-                formats.extend(format_parse(o, &sfn.sf).map_err(fmt_err)?);
+                formats.extend(format_parse(o, &sfn.sf).map_err(ArgError::Procps)?);
                 o.already_parsed_format = true;
             }
             SfCode::UO => {
                 if o.already_parsed_format {
                     return err("option -O can not follow other format options");
                 }
-                let cols = format_parse(o, &sfn.sf).map_err(fmt_err)?;
+                let cols = format_parse(o, &sfn.sf).map_err(ArgError::Procps)?;
                 o.already_parsed_format = true;
                 formats.extend(o_wrap(o, cols, false));
             }
@@ -1441,7 +1663,7 @@ fn process_sf_options(o: &mut Opts) -> R<()> {
                     }
                 }
             }
-            SfCode::Gsort => {
+            SfCode::Gsort | SfCode::Bm => {
                 if o.already_parsed_sort {
                     return err("multiple sort options");
                 }
@@ -1475,10 +1697,9 @@ fn process_sf_options(o: &mut Opts) -> R<()> {
                     o.format = cols;
                     return check_supported(o);
                 }
-                Err(e) => o.warnings.push(format!(
-                    "warning: $PS_FORMAT ignored. ({})",
-                    fmt_err(e).message()
-                )),
+                Err(e) => o
+                    .warnings
+                    .push(format!("warning: $PS_FORMAT ignored. ({e})")),
             }
         }
     }
@@ -1494,17 +1715,20 @@ fn process_sf_options(o: &mut Opts) -> R<()> {
         }
         return check_supported(o);
     }
+    let per = o.per;
     let spec: Option<&str> = match o.format_flags {
-        0 | ff::UF | ff::UL => None,
-        x if x == ff::UF | ff::UL => None,
-        ff::UJ => None,
+        0 => None,
+        x if x == ff::UF | ff::UL => per.sysv_fl,
+        ff::UF => per.sysv_f,
+        ff::UL => per.sysv_l,
+        ff::UJ => per.sysv_j,
         x if x == ff::UJ | ff::UL => Some("RD_lj"),
         x if x == ff::UJ | ff::UF => Some("RD_fj"),
-        ff::BJ => Some("OL_j"),
-        ff::BL => Some("OL_l"),
-        ff::BS => Some("OL_s"),
-        ff::BU => Some("OL_u"),
-        ff::BV => Some("OL_v"),
+        ff::BJ => Some(per.bsd_j),
+        ff::BL => Some(per.bsd_l),
+        ff::BS => Some(per.bsd_s),
+        ff::BU => Some(per.bsd_u),
+        ff::BV => Some(per.bsd_v),
         ff::LX => Some("OL_X"),
         ff::LM => Some("OL_m"),
         ff::FC => Some("FLASK_context"),
@@ -1519,7 +1743,7 @@ fn process_sf_options(o: &mut Opts) -> R<()> {
     if fm_ & fm::J != 0 {
         let pg = do_one_spec(o, b"pgid", None).unwrap_or_default();
         if !add_after(&mut o.format, b"PPID", pg.clone()) && !add_after(&mut o.format, b"PID", pg) {
-            return err("internal error: no PID or PPID for -j option");
+            return catastrophic(o, 885, "internal error: no PID or PPID for -j option");
         }
         let sid = do_one_spec(o, b"sid", None).unwrap_or_default();
         if !add_after(&mut o.format, b"PGID", sid) {
@@ -1539,7 +1763,7 @@ fn process_sf_options(o: &mut Opts) -> R<()> {
         }
         let cls = do_one_spec(o, b"class", None).unwrap_or_default();
         if !add_after(&mut o.format, b"PRI", cls) {
-            return err("internal error: no PRI for -c option");
+            return catastrophic(o, 900, "internal error: no PRI for -c option");
         }
         delete(&mut o.format, b"PRI");
         let pri = do_one_spec(o, b"pri", None).unwrap_or_default();
@@ -1573,13 +1797,13 @@ fn process_sf_options(o: &mut Opts) -> R<()> {
         v.append(&mut o.format);
         o.format = v;
     }
-    if o.personality & per::ZAP_ADDR != 0 && o.format_flags & ff::UL != 0 {
+    if o.per.bits & per::ZAP_ADDR != 0 && o.format_flags & ff::UL != 0 {
         let p = do_one_spec(o, b"sgi_p", None).unwrap_or_default();
         if add_after(&mut o.format, b"ADDR", p) {
             delete(&mut o.format, b"ADDR");
         }
     }
-    if o.personality & per::SANE_USER != 0 && o.format_flags & ff::UF != 0 {
+    if o.per.bits & per::SANE_USER != 0 && o.format_flags & ff::UF != 0 {
         let u = do_one_spec(o, b"user", None).unwrap_or_default();
         if add_after(&mut o.format, b"UID", u) {
             delete(&mut o.format, b"UID");
@@ -1604,9 +1828,6 @@ fn check_supported(o: &Opts) -> R<()> {
                 return unsupported(format!("format specifier \"{}\"", s.name));
             }
         }
-    }
-    if o.thread_flags & tf::SHOW_BOTH != 0 {
-        return unsupported("m/-m (threads after processes)");
     }
     Ok(())
 }
@@ -1674,13 +1895,19 @@ fn generate_sysv_list(o: &mut Opts) -> R<()> {
     if ffl & ff::UL != 0 {
         push("wchan");
     }
+    let irix = o.per.bits & per::IRIX_L != 0;
+    if ffl & ff::UL != 0 && fmo & fm::Y == 0 && irix {
+        // Irix shows SZ:RSS; the ':' is literal text, as in an AIX format.
+        push("sgi_rss");
+        push(":");
+    }
     if fmo & fm::F != 0 || ffl & ff::UL != 0 {
         push("sz");
     }
     if ffl & ff::UL != 0 {
         if fmo & fm::Y != 0 {
             push("rss");
-        } else if o.personality & per::ZAP_ADDR != 0 {
+        } else if o.per.bits & (per::ZAP_ADDR | per::IRIX_L) != 0 {
             push("sgi_p");
         } else {
             push("addr_1");
@@ -1691,7 +1918,7 @@ fn generate_sysv_list(o: &mut Opts) -> R<()> {
         push("class");
     } else if ffl & ff::UL != 0 {
         push("ni");
-        push("opri");
+        push(if irix { "priority" } else { "opri" });
     }
     if tfl & tf::U_L != 0 && ffl & ff::UF != 0 {
         push("nlwp");
@@ -1717,7 +1944,7 @@ fn generate_sysv_list(o: &mut Opts) -> R<()> {
     }
     push("pid");
     if ffl & ff::UF != 0 {
-        if o.personality & per::SANE_USER != 0 {
+        if o.per.bits & per::SANE_USER != 0 {
             push("user");
         } else {
             push("uid_hack");
@@ -1736,35 +1963,65 @@ fn generate_sysv_list(o: &mut Opts) -> R<()> {
     }
     let mut cols = Vec::new();
     for s in rev.iter().rev() {
-        cols.extend(do_one_spec(o, s.as_bytes(), None).unwrap_or_default());
+        match *s {
+            ":" => cols.push(text_col(b":")),
+            s => cols.extend(do_one_spec(o, s.as_bytes(), None).unwrap_or_default()),
+        }
     }
     o.format = cols;
     Ok(())
 }
 
+/// A column of literal text (AIX formats, Irix's SZ:RSS): printed on every line, header too.
+fn text_col(text: &[u8]) -> Col {
+    Col {
+        spec: None,
+        name: text.to_vec(),
+        width: text.len().min(i32::MAX as usize) as i32,
+        flags: specs::cf::EVERY,
+    }
+}
+
+/// procps select_bits_setup.
 fn select_setup(o: &mut Opts) -> R<()> {
-    match o.simple_select {
-        0 => {
-            o.select_my_euid = true;
-            if o.prefer_bsd_defaults {
-                o.select_has_tty = true;
-            } else {
-                o.select_my_tty = true;
-            }
-        }
-        ss::U_A => {
-            o.select_no_leader = true;
-            o.select_has_tty = true;
-        }
-        x if x == ss::U_D || x == ss::U_A | ss::U_D => o.select_no_leader = true,
-        x if x == ss::B_A || x == ss::B_A | ss::B_G => o.select_has_tty = true,
-        x if x == ss::B_X || x == ss::B_X | ss::B_G => o.select_my_euid = true,
-        x if x == ss::B_A | ss::B_X || x == ss::B_A | ss::B_X | ss::B_G => {
-            o.simple_select = 0;
+    // Don't let a `g` spoil the standard selection.
+    if o.simple_select == 0 && !o.prefer_bsd_defaults {
+        o.select_bits = 0xaa00;
+        return Ok(());
+    }
+    // For every BSD but SunOS, `g` is on by default (a no-op).
+    let sel = if o.per.bits & per::NO_DEFAULT_G == 0 && o.simple_select & (ss::U_A | ss::U_D) == 0 {
+        o.simple_select | ss::B_G
+    } else {
+        o.simple_select
+    };
+    const U_AD: u32 = ss::U_A | ss::U_D;
+    const B_AX: u32 = ss::B_A | ss::B_X;
+    const G_A: u32 = ss::B_G | ss::B_A;
+    const G_X: u32 = ss::B_G | ss::B_X;
+    const G_AX: u32 = ss::B_G | ss::B_A | ss::B_X;
+    o.select_bits = match sel {
+        // UNIX options.
+        U_AD => 0x3f3f,
+        ss::U_A => 0x0303,
+        ss::U_D => 0x3333,
+        // SunOS 4 only: the others have g on.
+        0 => 0x0202,
+        ss::B_A => 0x0303,
+        ss::B_X => 0x2222,
+        B_AX => 0x3333,
+        // General BSD options.
+        ss::B_G => 0x0a0a,
+        G_A => 0x0f0f,
+        G_X => 0xaaaa,
+        G_AX => {
+            // As -e rather than a table of all ones.
             o.all_processes = true;
+            o.simple_select = 0;
+            0
         }
         _ => return err("process selection options conflict"),
-    }
+    };
     Ok(())
 }
 
@@ -1780,6 +2037,8 @@ mod tests {
             lines: None,
             ps_format: None,
             personality: None,
+            xpg: None,
+            program: "ps".into(),
             broken: false,
             euid: 0,
             tty: 0,
@@ -1976,6 +2235,13 @@ mod tests {
             "-N",
             "--deselect",
             "DefBSD",
+            "%p",
+            "%",
+            "% ",
+            "%%",
+            "c %p",
+            "-x",
+            "h",
             "\n",
             "\t",
             " ",
@@ -2000,10 +2266,174 @@ mod tests {
                 })
                 .collect();
             // Any outcome but a panic is fine; errors must carry a message.
-            if let Err(e) = parse(&args, &env()) {
-                assert!(!e.message().is_empty(), "{args:?}");
+            let per = [
+                "unknown", "bsd", "old", "irix", "hpux", "svr4", "tru64", "sunos4",
+            ];
+            let e = Env {
+                personality: Some(per[(next() % per.len() as u64) as usize].into()),
+                ..env()
+            };
+            if let Err(err) = parse(&args, &e) {
+                assert!(!err.message().is_empty(), "{args:?}");
             }
         }
+    }
+
+    fn with(personality: &str, args: &[&str]) -> R<Opts> {
+        let v: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let e = Env {
+            personality: Some(personality.into()),
+            ..env()
+        };
+        parse(&v, &e)
+    }
+
+    #[test]
+    fn personalities_pick_procps_formats_and_meanings() {
+        let h = |per: &str, args: &[&str]| heads(&with(per, args).unwrap());
+        // FreeBSD formats.
+        for per in ["bsd", "BSD", "aix", "sunos4"] {
+            assert_eq!(
+                h(per, &["u"]),
+                [
+                    "USER", "PID", "%CPU", "%MEM", "VSZ", "RSS", "TT", "STAT", "STARTED", "TIME",
+                    "COMMAND"
+                ],
+                "{per}"
+            );
+        }
+        // Real Debian -f; linux's sane USER; unknown names are the default.
+        assert_eq!(
+            h("debian", &["-f"]),
+            ["UID", "PID", "PPID", "START", "TTY", "TIME", "COMMAND"]
+        );
+        assert_eq!(h("linux", &["-f"])[0], "USER");
+        assert_eq!(h("linux", &["-l"])[8], "P");
+        for per in ["nonsense", "posix", "0123456789abcdefg"] {
+            assert_eq!(h(per, &["-f"]), h("unknown", &["-f"]), "{per}");
+        }
+        // Irix shows SZ:RSS (literal text between them), unless $_XPG asks for the standard.
+        let irix = h("irix", &["-l"]);
+        assert_eq!(&irix[9..12], ["SZ", ":", "RSS"]);
+        let e = Env {
+            personality: Some("irix".into()),
+            xpg: Some("1".into()),
+            ..env()
+        };
+        let v: Vec<Vec<u8>> = vec![b"-l".to_vec()];
+        assert_eq!(heads(&parse(&v, &e).unwrap()), h("unknown", &["-l"]));
+        // Digital's v works: no column it needs is missing.
+        assert_eq!(h("tru64", &["v"])[0], "PID");
+        // OS/390 -j.
+        assert_eq!(
+            h("os390", &["-j"]),
+            ["PID", "SID", "PGRP", "TTY", "TIME", "COMMAND"]
+        );
+        // bsd: h repeats the header, m sorts by memory.
+        assert_eq!(with("bsd", &["h"]).unwrap().header, Heading::Multi);
+        assert_eq!(with("unknown", &["h"]).unwrap().header, Heading::None);
+        let m = with("bsd", &["m"]).unwrap();
+        assert_eq!(
+            (m.sort[0].name, m.thread_flags & tf::SHOW_BOTH),
+            ("pmem", 0)
+        );
+        assert_ne!(
+            with("unknown", &["m"]).unwrap().thread_flags & tf::SHOW_BOTH,
+            0
+        );
+        // -x: HP-UX's wide command lines, SVR4's -y.
+        let x = with("hpux", &["-x"]).unwrap();
+        assert!(x.unix_f_option && x.screen_cols == OUTBUF_SIZE);
+        assert_eq!(h("svr4", &["-lx"]), h("unknown", &["-ly"]));
+        assert_eq!(
+            with("unknown", &["-x", "-Q"]).unwrap_err(),
+            ArgError::Procps("must set personality to get -x option".into())
+        );
+        // A forced BSD personality reports the BSD parse's error.
+        assert_eq!(
+            with("bsd", &["-Q"]).unwrap_err(),
+            ArgError::Procps("unsupported option (BSD syntax)".into())
+        );
+        assert!(with("bsd", &["-ef"]).is_err());
+    }
+
+    #[test]
+    fn simple_selections_are_procps_tables() {
+        let bits = |per: &str, args: &[&str]| with(per, args).unwrap().select_bits;
+        assert_eq!(bits("unknown", &[]), 0xaa00);
+        assert_eq!(bits("unknown", &["a"]), 0x0f0f);
+        assert_eq!(bits("unknown", &["-a", "-d"]), 0x3f3f);
+        assert_eq!(bits("unknown", &["x"]), 0xaaaa);
+        // SunOS 4 has no implied g.
+        assert_eq!(bits("sunos4", &[]), 0x0202);
+        assert_eq!(bits("sunos4", &["x"]), 0x2222);
+        assert!(with("unknown", &["ax"]).unwrap().all_processes);
+        let o = with("unknown", &["x"]).unwrap();
+        assert!(o.table_needs_euid());
+        assert!(o.table_accepts(true, true, true, false));
+        assert!(!o.table_accepts(false, false, false, true));
+        assert!(!with("unknown", &["-a", "-d"]).unwrap().table_needs_euid());
+    }
+
+    #[test]
+    fn aix_descriptors_parse_as_procps_parses_them() {
+        assert_eq!(
+            heads(&p(&["-o", "%p %U %c"]).unwrap()),
+            ["PID", " ", "USER", " ", "COMMAND", ""]
+        );
+        // A descriptor's letter counts as text too: the spare items are empty text at the end.
+        let o = p(&["-o", "%p%z"]).unwrap();
+        assert_eq!(heads(&o), ["PID", "VSZ", "", ""]);
+        assert!(o.format[2].spec.is_none() && o.format[1].spec.is_some());
+        // What the first parse made before failing stays in front.
+        assert_eq!(heads(&p(&["-o", "c %p"]).unwrap()), ["C", "c ", "PID", ""]);
+        for (f, e) in [
+            ("%", "missing AIX field descriptor"),
+            ("%%p", "missing AIX field descriptor"),
+            ("% p", "missing AIX field descriptor"),
+            ("%q", "unknown AIX field descriptor"),
+            ("%pX", "improper AIX field descriptor"),
+            ("ab %p", "improper AIX field descriptor"),
+            ("%cpu,bogus", "improper AIX field descriptor"),
+        ] {
+            assert_eq!(
+                p(&["-o", f]).unwrap_err(),
+                ArgError::Procps(e.into()),
+                "{f}"
+            );
+        }
+        // -O wraps them like any list.
+        assert_eq!(
+            heads(&p(&["-O", "%n"]).unwrap()),
+            ["PID", "NI", "", "S", "TTY", "TIME", "COMMAND"]
+        );
+    }
+
+    #[test]
+    fn internal_errors_skip_the_second_chance_and_warnings_repeat() {
+        assert_eq!(
+            p(&["-c", "u"]).unwrap_err(),
+            ArgError::Fatal(
+                "ps:src/ps/sortformat.c:900: internal error: no PRI for -c option".into()
+            )
+        );
+        let small = Env {
+            columns: Some("5".into()),
+            ..env()
+        };
+        let count = |e: &Env, args: &[&str]| {
+            let v: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+            parse_with_warnings(&v, e).1.len()
+        };
+        assert_eq!(count(&small, &["-o", "pid"]), 1);
+        // The BSD second chance sizes the screen again, and so does a forced BSD personality.
+        assert_eq!(count(&small, &["-aux"]), 2);
+        assert_eq!(count(&small, &["-Q"]), 2);
+        let bsd = Env {
+            personality: Some("bsd".into()),
+            ..small
+        };
+        assert_eq!(count(&bsd, &["-o", "pid"]), 2);
     }
 
     #[test]

@@ -8,7 +8,11 @@
 //!
 //! Known differences: options and columns whose data taskdiag does not carry are refused
 //! by name (see `taskdiag ps --help`); the WCHAN column still reads /proc/TID/wchan for
-//! each task shown.
+//! each task shown. Where procps 4.0.2 itself misbehaves, taskdiag prints what it meant: with
+//! m/-m, thread lines show the real scheduling class, priority, processor and WCHAN (procps
+//! never reads those there and prints leftovers, or crashes on WCHAN), and a thread selected
+//! without its process (`ps -m -C threadname`) is listed once (procps loops forever). EIP and
+//! ESP are zero as /proc shows them, except for a task caught exiting (`-`).
 
 pub mod args;
 pub mod output;
@@ -23,7 +27,7 @@ use taskdiag::Group;
 use taskdiag_procfs::parse::parse_stat;
 
 use self::args::{ArgError, Env, Heading, Opts, SelKind};
-use self::output::{Ctx, Printer, Row, FOREST_MAX};
+use self::output::{Ctx, Line, Printer, Row, FOREST_MAX};
 use self::specs::{Pr, Sr};
 use crate::snapshot::{self, Machine, Query};
 
@@ -74,8 +78,9 @@ OUTPUT FORMATS
   -l  long format         l   BSD long format
   -M, Z  security data (not supported)     -O <format>  preloaded with default columns
   O <format>  as -O, with BSD personality  -o, o, --format <format>  user-defined format
-  s  signal format (not supported)         u  user-oriented format
-  v  virtual memory format (not supported) X  register format (not supported)
+  s  signal format                         u  user-oriented format
+  v  virtual memory format (not supported: TRS, DRS, LIM; the tru64 personality's works)
+  X  register format (not supported: STACKP)
   -y  do not show flags, show rss vs. addr (used with -l)
   --context  display security context (not supported)
   --headers  repeat header lines, one per page
@@ -90,7 +95,8 @@ THREADS
   H   threads as if they were processes
   -L  possibly with LWP and NLWP columns
   -T  possibly with SPID column
-  -m, m  threads after processes (not supported)
+  -m, m  threads after processes (m alone is procps' memory format under the old, debian
+         and gnu personalities: not supported, it needs TRS and DRS)
 
 MISCELLANEOUS
   L               list format specifiers
@@ -98,16 +104,19 @@ MISCELLANEOUS
   --help          display this help and exit
 
 COLUMNS
-  Every procps column name works with -o; `taskdiag ps L` lists them. Columns whose data
-  taskdiag does not carry are refused by name rather than printed wrong: namespaces (ipcns,
-  mntns, ...), cgroups, SELinux labels, I/O counters, code and stack addresses, environ,
-  exe, pss/uss, oom scores. Signal masks (pending, tsig, blocked, ignored, caught and their
+  Every procps column name works with -o, and so do AIX descriptors (-o '%p %u %c');
+  `taskdiag ps L` lists the names. Columns whose data taskdiag does not carry are refused
+  by name rather than printed wrong: namespaces (ipcns, mntns, ...), cgroups, SELinux
+  labels, I/O counters, code and stack addresses (trs, drs, tsiz, dsiz, m_trs, m_drs,
+  start_stack), the RSS limit (lim), autogroups, the login uid, systemd and lxc names, exe,
+  pss/uss, oom scores. Signal masks (pending, tsig, blocked, ignored, caught and their
   aliases, and the s format) print as procps prints them.
 
 ENVIRONMENT
   TASKDIAG_BACKEND  auto (default), bpf, daemon or procfs
   COLUMNS, LINES    screen size          PS_FORMAT  default output format
-  PS_PERSONALITY    unknown/default/posix/linux only
+  PS_PERSONALITY, CMD_ENV  as procps: bsd, old, linux, posix, sunos4, aix, hpux, irix,
+                    svr4, debian, gnu, tru64, os390, ... (_XPG and I_WANT_A_BROKEN_PS too)
 
 EXIT STATUS
   0 at least one process listed; 1 none, a usage error, or a failure.
@@ -128,9 +137,13 @@ fn gather_env(pid_width: i32) -> Env {
             break;
         }
     }
-    let personality = var("PS_PERSONALITY")
-        .filter(|s| !s.is_empty())
-        .or_else(|| var("CMD_ENV"));
+    // Bytes that are not UTF-8 name no personality, as in procps.
+    let lossy = |k: &str| {
+        std::env::var_os(k)
+            .filter(|s| !s.is_empty())
+            .map(|s| s.to_string_lossy().into_owned())
+    };
+    let personality = lossy("PS_PERSONALITY").or_else(|| lossy("CMD_ENV"));
     Env {
         winsize,
         stdout_tty,
@@ -138,6 +151,12 @@ fn gather_env(pid_width: i32) -> Env {
         lines: var("LINES"),
         ps_format: var("PS_FORMAT"),
         personality,
+        xpg: lossy("_XPG"),
+        // argv[0] as glibc keeps it, when this binary runs as `ps` (a symlink); else `ps`.
+        program: std::env::args_os()
+            .next()
+            .filter(|a| std::path::Path::new(a).file_name() == Some("ps".as_ref()))
+            .map_or_else(|| "ps".into(), |a| a.to_string_lossy().into_owned()),
         broken: std::env::var_os("I_WANT_A_BROKEN_PS").is_some(),
         // SAFETY: geteuid cannot fail.
         euid: unsafe { libc::geteuid() },
@@ -159,7 +178,11 @@ pub fn ps_main(args: &[OsString]) -> i32 {
     let utf8 = crate::text::init_locale();
     let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
     let env = gather_env(snapshot::pid_length().map_or(5, |n| n as i32));
-    let o = match args::parse(&args, &env) {
+    let (parsed, warnings) = args::parse_with_warnings(&args, &env);
+    for w in &warnings {
+        eprintln!("{w}");
+    }
+    let o = match parsed {
         Ok(o) => o,
         Err(ArgError::Procps(m)) => {
             eprintln!("error: {m}");
@@ -175,9 +198,6 @@ pub fn ps_main(args: &[OsString]) -> i32 {
             return 1;
         }
     };
-    for w in &o.warnings {
-        eprintln!("{w}");
-    }
     if o.help {
         print!("{HELP}");
         return 0;
@@ -219,7 +239,7 @@ fn needed_groups(o: &Opts) -> u64 {
             SelKind::Ruid | SelKind::Euid | SelKind::Rgid | SelKind::Egid
         )
     });
-    if by_id || (o.select_my_euid && !o.all_processes) {
+    if by_id || (o.table_needs_euid() && !o.all_processes) {
         g |= Group::Cred.flag();
     }
     for c in &o.format {
@@ -258,20 +278,15 @@ fn want(o: &Opts, r: &Row, utf8: bool) -> bool {
     }
 }
 
+/// procps table_accept. A value that was not read counts as not ours (and a terminal that was
+/// not read as none).
 fn simple_accept(o: &Opts, r: &Row) -> bool {
-    if o.select_my_euid && r.euid() != Some(o.cached_euid) {
-        return false;
-    }
-    if o.select_my_tty && r.tty() != Some(o.cached_tty) {
-        return false;
-    }
-    if o.select_no_leader && r.session() == Some(r.tgid()) {
-        return false;
-    }
-    if o.select_has_tty && r.tty().is_none_or(|t| t == 0) {
-        return false;
-    }
-    true
+    o.table_accepts(
+        r.euid() == Some(o.cached_euid),
+        r.session() == Some(r.tgid()),
+        r.tty().is_none_or(|t| t == 0),
+        r.tty() == Some(o.cached_tty),
+    )
 }
 
 fn listed(o: &Opts, r: &Row, utf8: bool) -> bool {
@@ -310,7 +325,15 @@ fn listed(o: &Opts, r: &Row, utf8: bool) -> bool {
 fn run(o: &Opts, utf8: bool) -> io::Result<bool> {
     let m = Machine::read().map_err(io::Error::other)?;
     let now = snapshot::now();
-    let threads = o.thread_flags & (args::tf::LOOSE_TASKS | args::tf::SHOW_TASK) != 0;
+    let fancy_listing = o.forest_type != 0 || !o.sort.is_empty();
+    // Sorted and forest listings show threads only with H: procps reaps processes alone for
+    // them even with -L, -T or m.
+    let shown = if fancy_listing {
+        args::tf::LOOSE_TASKS
+    } else {
+        args::tf::LOOSE_TASKS | args::tf::SHOW_TASK
+    };
+    let threads = o.thread_flags & shown != 0;
     let q = Query {
         threads,
         groups: needed_groups(o),
@@ -344,7 +367,7 @@ fn run(o: &Opts, utf8: bool) -> io::Result<bool> {
         }
     }
     let quick = o.selection.iter().find(|s| s.kind == SelKind::PidQuick);
-    if !threads && o.sort.is_empty() && o.forest_type == 0 && quick.is_none() {
+    if !threads && !fancy_listing && quick.is_none() {
         // A plain listing: print each process as it is decoded, in pid order.
         let res = source.for_each_process(q.groups, &mut |t| {
             let r = Row {
@@ -362,12 +385,7 @@ fn run(o: &Opts, utf8: bool) -> io::Result<bool> {
             Err(e) => Err(io::Error::other(e)),
         };
     }
-    let mut tasks = source.take(&q).map_err(io::Error::other)?;
-    if threads && q.groups & Group::Stat.flag() != 0 {
-        source
-            .leaders_as_processes(&mut tasks)
-            .map_err(io::Error::other)?;
-    }
+    let tasks = source.take_with_leaders(&q).map_err(io::Error::other)?;
     let rows: Vec<Row> = tasks
         .iter()
         .map(|t| Row {
@@ -375,8 +393,19 @@ fn run(o: &Opts, utf8: bool) -> io::Result<bool> {
             fetched: q.groups,
         })
         .collect();
-    if o.forest_type != 0 || !o.sort.is_empty() {
+    if fancy_listing {
         fancy(o, &mut ctx, &mut p, &rows)?;
+    } else if o.thread_flags & args::tf::SHOW_BOTH != 0 {
+        // With -q, the processes asked for, in the order procps reads them.
+        let listed: Vec<&Row> = match quick {
+            Some(q) => q
+                .ids
+                .iter()
+                .flat_map(|&pid| rows.iter().filter(move |r| r.tgid() == pid))
+                .collect(),
+            None => rows.iter().collect(),
+        };
+        threads_after_processes(o, &mut ctx, &mut p, listed)?;
     } else if let Some(q) = quick {
         for &pid in &q.ids {
             for r in rows.iter().filter(|r| r.tgid() == pid) {
@@ -408,6 +437,42 @@ fn sort_rows(ctx: &mut Ctx, rows: &mut Vec<&Row>, sr: Sr, reverse: bool) {
     });
     rows.clear();
     rows.extend(keyed.into_iter().map(|(_, r)| r));
+}
+
+/// procps simple_spew for m/-m: the tasks by process, each process's in the order they
+/// started, and every wanted process's line followed by a line for each of its threads (its
+/// leader first), the process line with the process-only columns and the thread lines with the
+/// thread-only ones.
+fn threads_after_processes<W: Write>(
+    o: &Opts,
+    ctx: &mut Ctx,
+    p: &mut Printer<W>,
+    mut rows: Vec<&Row>,
+) -> io::Result<()> {
+    // Two stable sorts, as procps makes them.
+    sort_rows(ctx, &mut rows, Sr::TicsBegan, false);
+    sort_rows(ctx, &mut rows, Sr::IdTgid, false);
+    let mut i = 0;
+    while i < rows.len() {
+        let r = rows[i];
+        if !want(o, r, ctx.utf8) {
+            i += 1;
+            continue;
+        }
+        let process = r.tid();
+        p.show_as(ctx, r, Line::Process)?;
+        let first = i;
+        while i < rows.len() && rows[i].tgid() == process {
+            p.show_as(ctx, rows[i], Line::Thread)?;
+            i += 1;
+        }
+        if i == first {
+            // A thread selected without its process (-C with a thread's own name, say):
+            // procps would print its process line forever; once is enough.
+            i += 1;
+        }
+    }
+    Ok(())
 }
 
 fn fancy<W: Write>(o: &Opts, ctx: &mut Ctx, p: &mut Printer<W>, all: &[Row]) -> io::Result<()> {

@@ -4,8 +4,11 @@
 //! taking what is left of the screen width, forest prefixes and repeated headers.
 //!
 //! Values come from decoded taskdiag records ([`Row`]); the few things records do not carry
-//! (the kernel function a task sleeps in, terminal names) are looked up here per task, as
-//! procps does.
+//! (the kernel function a task sleeps in, terminal names, the NUMA node of a CPU) are looked
+//! up here per task, as procps does.
+//!
+//! With m/-m a line is a process line or a thread line ([`Line`]), which print `-` in the
+//! columns procps reserves for the other kind.
 
 use std::io::{self, Write};
 
@@ -93,6 +96,18 @@ impl Row<'_> {
     /// State letter.
     pub fn state(&self) -> Option<u8> {
         self.b().map(|b| state_char(b.state) as u8)
+    }
+    /// The user instruction and stack pointers /proc/PID/stat shows (EIP, ESP): zero unless
+    /// the task is exiting or dumping core (PF_EXITING, PF_POSTCOREDUMP, PF_DUMPCORE) and its
+    /// kernel stack is still there, which taskdiag does not read: `None` then. A zombie's stack
+    /// is gone.
+    fn kstk(&self) -> Option<u64> {
+        const PF_EXITING: u32 = 0x4;
+        const PF_POSTCOREDUMP: u32 = 0x8;
+        const PF_DUMPCORE: u32 = 0x200;
+        let b = self.b()?;
+        let exiting = b.task_flags & (PF_EXITING | PF_POSTCOREDUMP | PF_DUMPCORE) != 0;
+        (!exiting || matches!(self.state(), Some(b'Z' | b'X'))).then_some(0)
     }
     /// Real, effective, saved and filesystem uid, then the same gids.
     fn ids(&self) -> Option<[u32; 8]> {
@@ -232,6 +247,8 @@ pub struct Ctx {
     /// Forest prefix codes (' ', 'L', '+', '|'), NUL-terminated like procps' buffer.
     pub forest_prefix: Vec<u8>,
     max_rightward: i32,
+    /// procps' lines_to_next_header when a line is printed (its test columns cycle with it).
+    lines_to_next_header: i32,
 }
 
 /// Largest forest depth (procps' buffer size).
@@ -257,7 +274,24 @@ impl Ctx {
             forest_type: 0,
             forest_prefix: vec![0; FOREST_MAX],
             max_rightward: OUTBUF_SIZE - 1,
+            lines_to_next_header: 0,
         }
+    }
+
+    /// procps' UTILIZATION (and UTILIZATION_C with dead children): percent of the task's life
+    /// spent on a CPU, computed in single precision as libproc2 does.
+    fn utilization(&self, r: &Row, children: bool) -> Option<f64> {
+        let m = &self.m;
+        let t = self.boot_tics as f64 - r.start_ticks(m)? as f64;
+        let mut used = r.utime(m)? + r.stime(m)?;
+        if children {
+            used += r.cutime(m)? + r.cstime(m)?;
+        }
+        Some(if t > 0.0 {
+            (used as f32 * 100.0f32) as f64 / t
+        } else {
+            0.0
+        })
     }
 
     fn tics_all(&self, r: &Row) -> Option<u64> {
@@ -355,6 +389,37 @@ impl Ctx {
         }
         match pr {
             Pr::Nop | Pr::Unsupported => w!("-"),
+            Pr::Cuu | Pr::Cuc => {
+                let cu = self.utilization(r, pr == Pr::Cuc)?;
+                w!("{:.3}", if cu > 99.0 { 99.999 } else { cu })
+            }
+            Pr::Kstk => w!("{:016x}", r.kstk()?),
+            Pr::Numa => w!("{}", numa_node_of_cpu(r.st()?.processor)),
+            Pr::TestLeft | Pr::TestLeft2 | Pr::TestRight | Pr::TestRight2 => {
+                let vals: &[&str] = match pr {
+                    Pr::TestLeft => &["tty7", "pts/9999", "iseries/vtty42", "ttySMX0", "3270/tty4"],
+                    Pr::TestLeft2 => &["tty7", "pts/9999", "ttySMX0", "3270/tty4"],
+                    Pr::TestRight => &["999-23:59:59", "99-23:59:59", "9-23:59:59", "59:59"],
+                    _ => &["999-23:59:59", "99-23:59:59", "9-23:59:59"],
+                };
+                w!("{}", test_value(vals, self.lines_to_next_header))
+            }
+            Pr::TestUnlimited | Pr::TestUnlimited2 => {
+                let vals: &[&str] = if pr == Pr::TestUnlimited {
+                    &["[123456789-12345] <defunct>", "ps", "123456789-123456"]
+                } else {
+                    &[
+                        "unlimited",
+                        "[123456789-12345] <defunct>",
+                        "ps",
+                        "123456789-123456",
+                    ]
+                };
+                let v = test_value(vals, self.lines_to_next_header).as_bytes();
+                let n = v.len().min(self.max_rightward.max(0) as usize);
+                out.extend_from_slice(&v[..n]);
+                Some(n as i32)
+            }
             Pr::Sig | Pr::Tsig | Pr::Sigmask | Pr::Sigignore | Pr::Sigcatch => {
                 let v = r.sig(match pr {
                     Pr::Sig => 0,
@@ -689,14 +754,10 @@ impl Ctx {
                     Sr::SigIgnore => 3,
                     _ => 4,
                 })?),
-            Sr::Utilization => {
-                let t = self.boot_tics as f64 - r.start_ticks(&m)? as f64;
-                if t > 0.0 {
-                    F((((r.utime(&m)? + r.stime(&m)?) as f32) * 100.0f32) as f64 / t)
-                } else {
-                    F(0.0)
-                }
-            }
+            Sr::Utilization => F(self.utilization(r, false)?),
+            Sr::UtilizationC => F(self.utilization(r, true)?),
+            Sr::Kstk => U(r.kstk()?),
+            Sr::ProcessorNode => I(numa_node_of_cpu(r.st()?.processor) as i64),
             Sr::VmRss => U(r.vm_rss()?),
             Sr::Cmdline => S(r.cmdline(self.utf8)?),
             Sr::Cmd => S(r.cmd(self.utf8)?),
@@ -818,6 +879,48 @@ fn strcoll(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     r.cmp(&0)
 }
 
+/// procps' test columns: the value for this line, `vals[lines_to_next_header % n]` with the
+/// count taken as unsigned, as C does.
+fn test_value(vals: &[&'static str], lines_to_next_header: i32) -> &'static str {
+    vals[(lines_to_next_header as u32 % vals.len() as u32) as usize]
+}
+
+/// The NUMA node of `cpu`, asked of libnuma exactly as libproc2 asks it: `numa_node_of_cpu`
+/// from `libnuma.so` or `libnuma.so.1` when either loads (and has `numa_max_node` too), else
+/// -1.
+fn numa_node_of_cpu(cpu: i32) -> i32 {
+    type NodeOfCpu = unsafe extern "C" fn(libc::c_int) -> libc::c_int;
+    static LIBNUMA: std::sync::OnceLock<Option<NodeOfCpu>> = std::sync::OnceLock::new();
+    let f = LIBNUMA.get_or_init(|| {
+        for name in [c"libnuma.so", c"libnuma.so.1"] {
+            // SAFETY: name is NUL-terminated; dlopen has no other precondition.
+            let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY) };
+            if h.is_null() {
+                continue;
+            }
+            // SAFETY: h is a live handle (never closed) and the names are NUL-terminated.
+            let (max, node) = unsafe {
+                (
+                    libc::dlsym(h, c"numa_max_node".as_ptr()),
+                    libc::dlsym(h, c"numa_node_of_cpu".as_ptr()),
+                )
+            };
+            if max.is_null() || node.is_null() {
+                // As libproc2: the library loaded but lacks them, so no NUMA.
+                return None;
+            }
+            // SAFETY: libnuma declares `int numa_node_of_cpu(int cpu)`.
+            return Some(unsafe { std::mem::transmute::<*mut libc::c_void, NodeOfCpu>(node) });
+        }
+        None
+    });
+    match f {
+        // SAFETY: a plain C function taking and returning int.
+        Some(f) => unsafe { f(cpu) },
+        None => -1,
+    }
+}
+
 /// procps' scheduling class abbreviations.
 fn sched_class(policy: i32) -> &'static str {
     match policy {
@@ -884,6 +987,19 @@ fn ctime(t: i64) -> String {
         tm.tm_sec,
         1900 + tm.tm_year
     )
+}
+
+/// Which values of a line m/-m shows: procps prints process lines with its proc_format_list
+/// and thread lines with its task_format_list, which print `-` for the other kind's columns
+/// ([`cf::THREAD`], [`cf::PROCESS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Line {
+    /// Every column (no m/-m).
+    Any,
+    /// A process line of m/-m.
+    Process,
+    /// A thread line of m/-m.
+    Thread,
 }
 
 /// Lays out lines like procps' show_one_proc.
@@ -962,12 +1078,17 @@ impl<W: Write> Printer<W> {
 
     /// Prints one task (after a header when one is due).
     pub fn show(&mut self, ctx: &mut Ctx, row: &Row) -> io::Result<()> {
+        self.show_as(ctx, row, Line::Any)
+    }
+
+    /// [`Printer::show`] as a line of kind `kind`.
+    pub fn show_as(&mut self, ctx: &mut Ctx, row: &Row, kind: Line) -> io::Result<()> {
         self.lines_to_next_header -= 1;
         if self.lines_to_next_header == 0 {
             self.lines_to_next_header = self.header_gap;
-            self.line(ctx, None)?;
+            self.line(ctx, None, kind)?;
         }
-        self.line(ctx, Some(row))
+        self.line(ctx, Some(row), kind)
     }
 
     /// At the end: when nothing was printed, the header alone (if due). Returns whether
@@ -976,7 +1097,7 @@ impl<W: Write> Printer<W> {
         if !self.did_stuff {
             self.lines_to_next_header -= 1;
             if self.lines_to_next_header == 0 {
-                self.line(ctx, None)?;
+                self.line(ctx, None, Line::Any)?;
             }
             self.out.write_all(&self.buf)?;
             self.buf.clear();
@@ -989,11 +1110,13 @@ impl<W: Write> Printer<W> {
         Ok(true)
     }
 
-    fn line(&mut self, ctx: &mut Ctx, row: Option<&Row>) -> io::Result<()> {
+    fn line(&mut self, ctx: &mut Ctx, row: Option<&Row>, kind: Line) -> io::Result<()> {
         self.did_stuff = true;
         let (mut correct, mut actual, mut dospace) = (0i32, 0i32, 0i32);
         let n = self.cols.len();
         ctx.wide_signals = self.wide_signals;
+        // procps' int, wrapped as it wraps.
+        ctx.lines_to_next_header = self.lines_to_next_header as i32;
         let mut data = Vec::with_capacity(256);
         for i in 0..n {
             let c = &self.cols[i];
@@ -1016,7 +1139,13 @@ impl<W: Write> Printer<W> {
             maxr = maxr.clamp(0, OUTBUF_SIZE - 1);
             ctx.max_rightward = maxr;
             data.clear();
-            let mut amount = match (row, c.pr()) {
+            let pr = match (kind, c.flags & cf::PRINT_MASK) {
+                (Line::Process, cf::THREAD) | (Line::Thread, cf::PROCESS) => {
+                    c.pr().map(|_| Pr::Nop)
+                }
+                _ => c.pr(),
+            };
+            let mut amount = match (row, pr) {
                 (Some(r), Some(pr)) => ctx.print(pr, r, &mut data),
                 _ => {
                     data.extend_from_slice(&c.name);
@@ -1310,6 +1439,97 @@ mod tests {
         let f = fetched & !Group::Statm.flag() & !Group::Cmdline.flag();
         assert_eq!(cell(&mut c, Pr::Vsz, &t, f), "-");
         assert_eq!(cell(&mut c, Pr::Args, &t, f), "-");
+    }
+
+    fn col(name: &str) -> Col {
+        let spec = crate::ps::specs::find(name.as_bytes()).expect("spec");
+        Col {
+            spec: Some(spec),
+            name: spec.head.as_bytes().to_vec(),
+            width: spec.width,
+            flags: spec.flags,
+        }
+    }
+
+    /// m/-m: a process line prints `-` in thread-only columns, a thread line in process-only
+    /// ones; every-line columns and literal text print on both.
+    #[test]
+    fn process_and_thread_lines_blank_the_other_kinds_columns() {
+        let fetched = ALL.iter().fold(0, |a, g| a | g.flag());
+        let t = full(0);
+        let r = Row { t: &t, fetched };
+        let cols = vec![
+            col("pid"),
+            col("tid"),
+            col("ni"),
+            col("etimes"),
+            col("comm"),
+        ];
+        let mut out = Vec::new();
+        let mut p = Printer::new(cols, 200, &mut out);
+        p.no_header();
+        let mut c = ctx(false, false);
+        p.show_as(&mut c, &r, Line::Process).unwrap();
+        p.show_as(&mut c, &r, Line::Thread).unwrap();
+        p.show(&mut c, &r).unwrap();
+        p.finish(&mut c).unwrap();
+        drop(p);
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(lines[0], ["999999990", "-", "-", "997", "worker"]);
+        assert_eq!(lines[1], ["-", "999999991", "-5", "997", "-"]);
+        assert_eq!(lines[2], ["999999990", "999999991", "-5", "997", "worker"]);
+    }
+
+    /// EIP and ESP are zero unless the task is exiting with its stack still there, which
+    /// taskdiag cannot see: `-` then, never a made-up address. A zombie's stack is gone.
+    #[test]
+    fn instruction_pointers_are_zero_unless_exiting() {
+        let fetched = ALL.iter().fold(0, |a, g| a | g.flag());
+        let mut c = ctx(false, false);
+        let mut t = full(0);
+        assert_eq!(cell(&mut c, Pr::Kstk, &t, fetched), "0000000000000000");
+        for exiting in [0x4, 0x8, 0x200] {
+            let base = t.base.as_mut().unwrap();
+            base.rec.task_flags |= exiting;
+            base.rec.state = 0;
+            assert_eq!(cell(&mut c, Pr::Kstk, &t, fetched), "-", "{exiting:#x}");
+            t.base.as_mut().unwrap().rec.state = 6; // Z
+            assert_eq!(cell(&mut c, Pr::Kstk, &t, fetched), "0000000000000000");
+            t.base.as_mut().unwrap().rec.task_flags &= !exiting;
+        }
+    }
+
+    /// procps' test columns cycle with its line counter, taken as unsigned.
+    #[test]
+    fn test_columns_cycle_with_the_line_count() {
+        let left = ["tty7", "pts/9999", "iseries/vtty42", "ttySMX0", "3270/tty4"];
+        assert_eq!(test_value(&left, 0), "tty7");
+        assert_eq!(test_value(&left, 7), "iseries/vtty42");
+        // -1 is 4294967295: 0 mod 5.
+        assert_eq!(test_value(&left, -1), "tty7");
+        assert_eq!(test_value(&left, -2), "3270/tty4");
+        let mut c = ctx(false, false);
+        c.max_rightward = 5;
+        c.lines_to_next_header = -1;
+        let t = full(0);
+        assert_eq!(cell(&mut c, Pr::TestUnlimited, &t, 0), "[1234");
+    }
+
+    /// %CUU and %CUC: lifetime CPU use in three decimals, capped as procps caps it.
+    #[test]
+    fn lifetime_cpu_use_has_three_decimals() {
+        let fetched = ALL.iter().fold(0, |a, g| a | g.flag());
+        let mut c = ctx(false, false);
+        let t = full(0);
+        // 9 s of CPU (11 with children) over 997 s of life (boot_tics 100000, start 300).
+        assert_eq!(cell(&mut c, Pr::Cuu, &t, fetched), "0.903");
+        assert_eq!(cell(&mut c, Pr::Cuc, &t, fetched), "1.103");
+        c.boot_tics = 301;
+        assert_eq!(cell(&mut c, Pr::Cuu, &t, fetched), "99.999");
     }
 
     #[test]

@@ -5,6 +5,10 @@
 //! code addresses, SELinux labels, ...) are listed too, as [`Pr::Unsupported`], so that asking
 //! for one gets "not supported" rather than procps' "unknown specifier" or, worse, a column of
 //! made-up values. Specifiers procps itself prints as "-" ([`Pr::Nop`]) print "-" here too.
+//!
+//! Each specifier also carries procps' print-on flags ([`cf::THREAD`], [`cf::PROCESS`], ...):
+//! with m/-m, a process line shows `-` in thread-only columns and a thread line `-` in
+//! process-only ones.
 
 /// Justification and print-mask flags (procps `CF_*`).
 pub mod cf {
@@ -24,6 +28,16 @@ pub mod cf {
     pub const JUST_MASK: u32 = 0xf;
     /// Width follows the length of pid_max.
     pub const PIDMAX: u32 = 0x10;
+    /// With m/-m, shown on thread lines only (`-` on process lines).
+    pub const THREAD: u32 = 0x1000_0000;
+    /// With m/-m, shown on process lines only (`-` on thread lines).
+    pub const PROCESS: u32 = 0x2000_0000;
+    /// Shown on every line (AIX literal text too).
+    pub const EVERY: u32 = 0x4000_0000;
+    /// procps' "as needed", which it treats as every line.
+    pub const NEEDED: u32 = 0x8000_0000;
+    /// Mask of the print-on bits above.
+    pub const PRINT_MASK: u32 = 0xf000_0000;
 }
 
 /// What prints a column.
@@ -106,6 +120,21 @@ pub enum Pr {
     Sigmask,
     Sigignore,
     Sigcatch,
+    /// `%CUU`: lifetime CPU use, `%#.3f`.
+    Cuu,
+    /// `%CUC`: the same with dead children.
+    Cuc,
+    /// EIP/ESP: zero unless the task is exiting or dumping core ([`Pr::groups`]).
+    Kstk,
+    /// The NUMA node of the task's last CPU, through libnuma as procps asks it.
+    Numa,
+    /// procps' test columns (`_left`, ...): fixed values cycling with the line count.
+    TestLeft,
+    TestLeft2,
+    TestRight,
+    TestRight2,
+    TestUnlimited,
+    TestUnlimited2,
 }
 
 /// What a column sorts by (procps `PIDS_*` sort items).
@@ -178,6 +207,9 @@ pub enum Sr {
     SigBlocked,
     SigIgnore,
     SigCatch,
+    UtilizationC,
+    Kstk,
+    ProcessorNode,
 }
 
 const BASE: u64 = Group::Base.flag();
@@ -195,7 +227,17 @@ impl Pr {
     pub fn groups(self, bsd_c: bool, unix_f: bool) -> u64 {
         match self {
             // Nothing read, or read by the printer itself (wchan from /proc/TID/wchan).
-            Pr::Nop | Pr::Unsupported | Pr::Pid | Pr::Tid | Pr::Wchan => 0,
+            Pr::Nop
+            | Pr::Unsupported
+            | Pr::Pid
+            | Pr::Tid
+            | Pr::Wchan
+            | Pr::TestLeft
+            | Pr::TestLeft2
+            | Pr::TestRight
+            | Pr::TestRight2
+            | Pr::TestUnlimited
+            | Pr::TestUnlimited2 => 0,
             Pr::Args if !bsd_c => BASE | CMDLINE,
             Pr::Comm if unix_f => BASE | CMDLINE,
             Pr::Args
@@ -214,7 +256,8 @@ impl Pr {
             | Pr::Sess
             | Pr::Tpgid
             | Pr::Tty4
-            | Pr::Tty8 => BASE,
+            | Pr::Tty8
+            | Pr::Kstk => BASE,
             Pr::Egid
             | Pr::Rgid
             | Pr::Sgid
@@ -235,7 +278,7 @@ impl Pr {
             | Pr::Supgrp => CRED,
             Pr::Stat => BASE | STAT | STATM,
             // %CPU and TIME-like columns divide by the time since the task started.
-            Pr::Pcpu | Pr::C | Pr::Cp | Pr::SgiP => BASE | STAT,
+            Pr::Pcpu | Pr::C | Pr::Cp | Pr::SgiP | Pr::Cuu | Pr::Cuc => BASE | STAT,
             Pr::Time
             | Pr::Times
             | Pr::Bsdtime
@@ -253,7 +296,8 @@ impl Pr {
             | Pr::Psr
             | Pr::Nlwp
             | Pr::Majflt
-            | Pr::Minflt => STAT,
+            | Pr::Minflt
+            | Pr::Numa => STAT,
             Pr::Rss | Pr::Vsz | Pr::Sz | Pr::Pmem | Pr::Swapable | Pr::Size => STATM,
             Pr::Sig | Pr::Tsig | Pr::Sigmask | Pr::Sigignore | Pr::Sigcatch => SIGS,
         }
@@ -276,8 +320,9 @@ impl Sr {
             | Sr::IdTpgid
             | Sr::Flags
             | Sr::TtyName
-            | Sr::State => BASE,
-            Sr::Utilization => BASE | STAT,
+            | Sr::State
+            | Sr::Kstk => BASE,
+            Sr::Utilization | Sr::UtilizationC => BASE | STAT,
             Sr::TimeAll
             | Sr::TicsAll
             | Sr::SchedClassStr
@@ -293,7 +338,8 @@ impl Sr {
             | Sr::FltMajC
             | Sr::FltMinC
             | Sr::Nice
-            | Sr::Nlwp => STAT,
+            | Sr::Nlwp
+            | Sr::ProcessorNode => STAT,
             Sr::VmRss
             | Sr::MemResPgs
             | Sr::MemShrPgs
@@ -355,288 +401,539 @@ macro_rules! specs {
 }
 
 specs![
-    ("%cpu", "%CPU", Pcpu, Utilization, 4, RIGHT),
-    ("%mem", "%MEM", Pmem, VmRss, 4, RIGHT),
-    ("_left", "LLLLLLLL", Unsupported, Noop, 8, LEFT),
-    ("_left2", "L2L2L2L2", Unsupported, Noop, 8, LEFT),
-    ("_right", "RRRRRRRRRRR", Unsupported, Noop, 11, RIGHT),
-    ("_right2", "R2R2R2R2R2R", Unsupported, Noop, 11, RIGHT),
-    ("_unlimited", "U", Unsupported, Noop, 16, UNLIMITED),
-    ("_unlimited2", "U2", Unsupported, Noop, 16, UNLIMITED),
-    ("acflag", "ACFLG", Nop, Noop, 5, RIGHT),
-    ("acflg", "ACFLG", Nop, Noop, 5, RIGHT),
-    ("addr", "ADDR", Nop, Noop, 4, RIGHT),
-    ("addr_1", "ADDR", Nop, Noop, 1, LEFT),
-    ("ag_id", "AGID", Unsupported, Unsupported, 5, RIGHT),
-    ("ag_nice", "AGNI", Unsupported, Unsupported, 4, RIGHT),
-    ("alarm", "ALARM", Nop, Noop, 5, RIGHT),
-    ("argc", "ARGC", Nop, Noop, 4, RIGHT),
-    ("args", "COMMAND", Args, Cmdline, 27, UNLIMITED),
-    ("atime", "TIME", Time, TimeAll, 8, RIGHT),
-    ("blocked", "BLOCKED", Sigmask, SigBlocked, 9, SIGNAL),
-    ("bnd", "BND", Nop, Noop, 1, RIGHT),
-    ("bsdstart", "START", Bsdstart, TicsBegan, 6, RIGHT),
-    ("bsdtime", "TIME", Bsdtime, TicsAll, 6, RIGHT),
-    ("c", "C", C, Utilization, 2, RIGHT),
-    ("caught", "CAUGHT", Sigcatch, SigCatch, 9, SIGNAL),
-    ("cgname", "CGNAME", Unsupported, Unsupported, 27, UNLIMITED),
-    ("cgroup", "CGROUP", Unsupported, Unsupported, 27, UNLIMITED),
-    ("cgroupns", "CGROUPNS", Unsupported, Unsupported, 10, RIGHT),
-    ("class", "CLS", Class, SchedClassStr, 3, LEFT),
-    ("cls", "CLS", Class, SchedClassStr, 3, RIGHT),
-    ("cmaj_flt", "-", Nop, Noop, 1, RIGHT),
-    ("cmd", "CMD", Args, Cmdline, 27, UNLIMITED),
-    ("cmin_flt", "-", Nop, Noop, 1, RIGHT),
-    ("cnswap", "-", Nop, Noop, 1, RIGHT),
-    ("comm", "COMMAND", Comm, Cmd, 15, UNLIMITED),
-    ("command", "COMMAND", Args, Cmdline, 27, UNLIMITED),
-    ("context", "CONTEXT", Unsupported, Unsupported, 31, LEFT),
-    ("cp", "CP", Cp, Utilization, 3, RIGHT),
-    ("cpu", "CPU", Nop, Noop, 3, RIGHT),
-    ("cpuid", "CPUID", Psr, Processor, 5, RIGHT),
-    ("cputime", "TIME", Time, TimeAll, 8, RIGHT),
-    ("cputimes", "TIME", Times, TimeAll, 8, RIGHT),
-    ("ctid", "CTID", Nop, Noop, 5, RIGHT),
-    ("cuc", "%CUC", Unsupported, Unsupported, 7, RIGHT),
-    ("cursig", "CURSIG", Nop, Noop, 6, RIGHT),
-    ("cutime", "-", Nop, TicsUserC, 1, RIGHT),
-    ("cuu", "%CUU", Unsupported, Unsupported, 6, RIGHT),
-    ("cwd", "CWD", Nop, Noop, 3, LEFT),
-    ("docker", "DOCKER", Unsupported, Unsupported, 12, LEFT),
-    ("drs", "DRS", Unsupported, Unsupported, 5, RIGHT),
-    ("dsiz", "DSIZ", Unsupported, Unsupported, 4, RIGHT),
-    ("egid", "EGID", Egid, IdEgid, 5, RIGHT),
-    ("egroup", "EGROUP", Egroup, IdEgroup, 8, USER),
-    ("eip", "EIP", Unsupported, Unsupported, 16, RIGHT),
-    ("emul", "EMUL", Nop, Noop, 13, LEFT),
-    ("end_code", "E_CODE", Nop, Unsupported, 16, RIGHT),
+    ("%cpu", "%CPU", Pcpu, Utilization, 4, EVERY | RIGHT),
+    ("%mem", "%MEM", Pmem, VmRss, 4, PROCESS | RIGHT),
+    ("_left", "LLLLLLLL", TestLeft, Noop, 8, EVERY | LEFT),
+    ("_left2", "L2L2L2L2", TestLeft2, Noop, 8, EVERY | LEFT),
+    ("_right", "RRRRRRRRRRR", TestRight, Noop, 11, EVERY | RIGHT),
     (
-        "environ",
-        "ENVIRONMENT",
+        "_right2",
+        "R2R2R2R2R2R",
+        TestRight2,
+        Noop,
+        11,
+        EVERY | RIGHT
+    ),
+    (
+        "_unlimited",
+        "U",
+        TestUnlimited,
+        Noop,
+        16,
+        EVERY | UNLIMITED
+    ),
+    (
+        "_unlimited2",
+        "U2",
+        TestUnlimited2,
+        Noop,
+        16,
+        EVERY | UNLIMITED
+    ),
+    ("acflag", "ACFLG", Nop, Noop, 5, NEEDED | RIGHT),
+    ("acflg", "ACFLG", Nop, Noop, 5, NEEDED | RIGHT),
+    ("addr", "ADDR", Nop, Noop, 4, NEEDED | RIGHT),
+    ("addr_1", "ADDR", Nop, Noop, 1, NEEDED | LEFT),
+    ("ag_id", "AGID", Unsupported, Unsupported, 5, NEEDED | RIGHT),
+    (
+        "ag_nice",
+        "AGNI",
+        Unsupported,
+        Unsupported,
+        4,
+        NEEDED | RIGHT
+    ),
+    ("alarm", "ALARM", Nop, Noop, 5, NEEDED | RIGHT),
+    ("argc", "ARGC", Nop, Noop, 4, PROCESS | RIGHT),
+    ("args", "COMMAND", Args, Cmdline, 27, PROCESS | UNLIMITED),
+    ("atime", "TIME", Time, TimeAll, 8, EVERY | RIGHT),
+    (
+        "blocked",
+        "BLOCKED",
+        Sigmask,
+        SigBlocked,
+        9,
+        THREAD | SIGNAL
+    ),
+    ("bnd", "BND", Nop, Noop, 1, THREAD | RIGHT),
+    ("bsdstart", "START", Bsdstart, TicsBegan, 6, EVERY | RIGHT),
+    ("bsdtime", "TIME", Bsdtime, TicsAll, 6, EVERY | RIGHT),
+    ("c", "C", C, Utilization, 2, EVERY | RIGHT),
+    ("caught", "CAUGHT", Sigcatch, SigCatch, 9, THREAD | SIGNAL),
+    (
+        "cgname",
+        "CGNAME",
+        Unsupported,
+        Unsupported,
+        27,
+        PROCESS | UNLIMITED
+    ),
+    (
+        "cgroup",
+        "CGROUP",
+        Unsupported,
+        Unsupported,
+        27,
+        PROCESS | UNLIMITED
+    ),
+    (
+        "cgroupns",
+        "CGROUPNS",
+        Unsupported,
+        Unsupported,
+        10,
+        EVERY | RIGHT
+    ),
+    ("class", "CLS", Class, SchedClassStr, 3, THREAD | LEFT),
+    ("cls", "CLS", Class, SchedClassStr, 3, THREAD | RIGHT),
+    ("cmaj_flt", "-", Nop, Noop, 1, NEEDED | RIGHT),
+    ("cmd", "CMD", Args, Cmdline, 27, PROCESS | UNLIMITED),
+    ("cmin_flt", "-", Nop, Noop, 1, NEEDED | RIGHT),
+    ("cnswap", "-", Nop, Noop, 1, NEEDED | RIGHT),
+    ("comm", "COMMAND", Comm, Cmd, 15, PROCESS | UNLIMITED),
+    ("command", "COMMAND", Args, Cmdline, 27, PROCESS | UNLIMITED),
+    (
+        "context",
+        "CONTEXT",
         Unsupported,
         Unsupported,
         31,
-        UNLIMITED
+        EVERY | LEFT
     ),
-    ("esp", "ESP", Unsupported, Unsupported, 16, RIGHT),
-    ("etime", "ELAPSED", Etime, TimeElapsed, 11, RIGHT),
-    ("etimes", "ELAPSED", Etimes, TimeElapsed, 7, RIGHT),
-    ("euid", "EUID", Euid, IdEuid, 5, RIGHT),
-    ("euser", "EUSER", Euser, IdEuser, 8, USER),
-    ("exe", "EXE", Unsupported, Unsupported, 27, UNLIMITED),
-    ("f", "F", Flag, Flags, 1, RIGHT),
-    ("fgid", "FGID", Fgid, Flags, 5, RIGHT),
-    ("fgroup", "FGROUP", Fgroup, IdFgroup, 8, USER),
-    ("flag", "F", Flag, Flags, 1, RIGHT),
-    ("flags", "F", Flag, Flags, 1, RIGHT),
-    ("fname", "COMMAND", Fname, Cmd, 8, LEFT),
-    ("fsgid", "FSGID", Fgid, IdFgid, 5, RIGHT),
-    ("fsgroup", "FSGROUP", Fgroup, IdFgroup, 8, USER),
-    ("fsuid", "FSUID", Fuid, IdFuid, 5, RIGHT),
-    ("fsuser", "FSUSER", Fuser, IdFuser, 8, USER),
-    ("fuid", "FUID", Fuid, IdFuid, 5, RIGHT),
-    ("fuser", "FUSER", Fuser, IdFuser, 8, USER),
-    ("gid", "GID", Egid, IdEgid, 5, RIGHT),
-    ("group", "GROUP", Egroup, IdEgroup, 8, USER),
-    ("ignored", "IGNORED", Sigignore, SigIgnore, 9, SIGNAL),
-    ("inblk", "INBLK", Nop, Noop, 5, RIGHT),
-    ("inblock", "INBLK", Nop, Noop, 5, RIGHT),
-    ("intpri", "PRI", Opri, Priority, 3, RIGHT),
-    ("ipcns", "IPCNS", Unsupported, Unsupported, 10, RIGHT),
-    ("jid", "JID", Nop, Noop, 1, RIGHT),
-    ("jobc", "JOBC", Nop, Noop, 4, RIGHT),
-    ("ktrace", "KTRACE", Nop, Noop, 8, RIGHT),
-    ("ktracep", "KTRACEP", Nop, Noop, 8, RIGHT),
-    ("label", "LABEL", Unsupported, Unsupported, 31, LEFT),
-    ("lastcpu", "C", Psr, Processor, 3, RIGHT),
-    ("lim", "LIM", Unsupported, Unsupported, 5, RIGHT),
-    ("login", "LOGNAME", Nop, Noop, 8, LEFT),
-    ("logname", "LOGNAME", Nop, Noop, 8, LEFT),
-    ("longtname", "TTY", Tty8, TtyName, 8, LEFT),
-    ("lsession", "SESSION", Unsupported, Unsupported, 11, LEFT),
-    ("lstart", "STARTED", Lstart, TicsBegan, 24, RIGHT),
-    ("luid", "LUID", Unsupported, Unsupported, 5, RIGHT),
-    ("luser", "LUSER", Nop, Noop, 8, USER),
-    ("lwp", "LWP", Tid, IdPid, 5, PIDMAX | RIGHT),
-    ("lxc", "LXC", Unsupported, Unsupported, 8, LEFT),
-    ("m_drs", "DRS", Unsupported, Unsupported, 5, RIGHT),
-    ("m_dt", "DT", Nop, Noop, 4, RIGHT),
-    ("m_lrs", "LRS", Nop, Noop, 5, RIGHT),
-    ("m_resident", "RES", Nop, MemResPgs, 5, RIGHT),
-    ("m_share", "SHRD", Nop, MemShrPgs, 5, RIGHT),
-    ("m_size", "SIZE", Size, VsizeBytes, 5, RIGHT),
-    ("m_swap", "SWAP", Nop, Noop, 5, RIGHT),
-    ("m_trs", "TRS", Unsupported, Unsupported, 5, RIGHT),
-    ("machine", "MACHINE", Unsupported, Unsupported, 31, LEFT),
-    ("maj_flt", "MAJFL", Majflt, FltMaj, 6, RIGHT),
-    ("majflt", "MAJFLT", Majflt, FltMaj, 6, RIGHT),
-    ("min_flt", "MINFL", Minflt, FltMin, 6, RIGHT),
-    ("minflt", "MINFLT", Minflt, FltMin, 6, RIGHT),
-    ("mntns", "MNTNS", Unsupported, Unsupported, 10, RIGHT),
-    ("msgrcv", "MSGRCV", Nop, Noop, 6, RIGHT),
-    ("msgsnd", "MSGSND", Nop, Noop, 6, RIGHT),
-    ("mwchan", "MWCHAN", Nop, Noop, 6, WCHAN),
-    ("netns", "NETNS", Unsupported, Unsupported, 10, RIGHT),
-    ("ni", "NI", Nice, Nice, 3, RIGHT),
-    ("nice", "NI", Nice, Nice, 3, RIGHT),
-    ("nivcsw", "IVCSW", Nop, Noop, 5, RIGHT),
-    ("nlwp", "NLWP", Nlwp, Nlwp, 4, RIGHT),
-    ("nsignals", "NSIGS", Nop, Noop, 5, RIGHT),
-    ("nsigs", "NSIGS", Nop, Noop, 5, RIGHT),
-    ("nswap", "NSWAP", Nop, Noop, 5, RIGHT),
-    ("numa", "NUMA", Unsupported, Unsupported, 4, RIGHT),
-    ("nvcsw", "VCSW", Nop, Noop, 5, RIGHT),
-    ("nwchan", "WCHAN", Nop, Noop, 6, RIGHT),
-    ("oom", "OOM", Unsupported, Unsupported, 4, RIGHT),
-    ("oomadj", "OOMADJ", Unsupported, Unsupported, 5, RIGHT),
-    ("opri", "PRI", Opri, Priority, 3, RIGHT),
-    ("osz", "SZ", Nop, Noop, 2, RIGHT),
-    ("oublk", "OUBLK", Nop, Noop, 5, RIGHT),
-    ("oublock", "OUBLK", Nop, Noop, 5, RIGHT),
-    ("ouid", "OWNER", Unsupported, Unsupported, 5, LEFT),
-    ("p_ru", "P_RU", Nop, Noop, 6, RIGHT),
-    ("paddr", "PADDR", Nop, Noop, 6, RIGHT),
-    ("pagein", "PAGEIN", Majflt, FltMaj, 6, RIGHT),
-    ("pcpu", "%CPU", Pcpu, Utilization, 4, RIGHT),
-    ("pending", "PENDING", Sig, Signals, 9, SIGNAL),
-    ("pgid", "PGID", Pgid, IdPgrp, 5, PIDMAX | RIGHT),
-    ("pgrp", "PGRP", Pgid, IdPgrp, 5, PIDMAX | RIGHT),
-    ("pid", "PID", Pid, IdTgid, 5, PIDMAX | RIGHT),
-    ("pidns", "PIDNS", Unsupported, Unsupported, 10, RIGHT),
-    ("pmem", "%MEM", Pmem, VmRss, 4, RIGHT),
-    ("poip", "-", Nop, Noop, 1, RIGHT),
-    ("policy", "POL", Class, SchedClassStr, 3, LEFT),
-    ("ppid", "PPID", Ppid, IdPpid, 5, PIDMAX | RIGHT),
-    ("pri", "PRI", Pri, Priority, 3, RIGHT),
-    ("pri_api", "API", PriApi, Priority, 3, RIGHT),
-    ("pri_bar", "BAR", PriBar, Priority, 3, RIGHT),
-    ("pri_baz", "BAZ", PriBaz, Priority, 3, RIGHT),
-    ("pri_foo", "FOO", PriFoo, Priority, 3, RIGHT),
-    ("priority", "PRI", Priority, Priority, 3, RIGHT),
-    ("prmgrp", "PRMGRP", Nop, Noop, 12, RIGHT),
-    ("prmid", "PRMID", Nop, Noop, 12, RIGHT),
-    ("project", "PROJECT", Nop, Noop, 12, LEFT),
-    ("projid", "PROJID", Nop, Noop, 5, RIGHT),
-    ("pset", "PSET", Nop, Noop, 4, RIGHT),
-    ("psr", "PSR", Psr, Processor, 3, RIGHT),
-    ("pss", "PSS", Unsupported, Unsupported, 5, RIGHT),
-    ("psxpri", "PPR", Nop, Noop, 3, RIGHT),
-    ("rbytes", "RBYTES", Unsupported, Unsupported, 5, RIGHT),
-    ("rchars", "RCHARS", Unsupported, Unsupported, 5, RIGHT),
-    ("re", "RE", Nop, Noop, 3, RIGHT),
-    ("resident", "RES", Nop, MemResPgs, 5, RIGHT),
-    ("rgid", "RGID", Rgid, IdRgid, 5, RIGHT),
-    ("rgroup", "RGROUP", Rgroup, IdRgroup, 8, USER),
-    ("rlink", "RLINK", Nop, Noop, 8, RIGHT),
-    ("rops", "ROPS", Unsupported, Unsupported, 5, RIGHT),
-    ("rss", "RSS", Rss, VmRss, 5, RIGHT),
-    ("rssize", "RSS", Rss, VmRss, 5, RIGHT),
-    ("rsz", "RSZ", Rss, VmRss, 5, RIGHT),
-    ("rtprio", "RTPRIO", Rtprio, PriorityRt, 6, RIGHT),
-    ("ruid", "RUID", Ruid, IdRuid, 5, RIGHT),
-    ("ruser", "RUSER", Ruser, IdRuser, 8, USER),
-    ("s", "S", S, State, 1, LEFT),
-    ("sched", "SCH", Sched, SchedClass, 3, RIGHT),
-    ("scnt", "SCNT", Nop, Noop, 4, RIGHT),
-    ("scount", "SC", Nop, Noop, 4, RIGHT),
-    ("seat", "SEAT", Unsupported, Unsupported, 11, LEFT),
-    ("sess", "SESS", Sess, IdSession, 5, PIDMAX | RIGHT),
-    ("session", "SESS", Sess, IdSession, 5, PIDMAX | RIGHT),
-    ("sgi_p", "P", SgiP, State, 1, RIGHT),
-    ("sgi_rss", "RSS", Rss, VmRss, 4, LEFT),
-    ("sgid", "SGID", Sgid, IdSgid, 5, RIGHT),
-    ("sgroup", "SGROUP", Sgroup, IdSgroup, 8, USER),
-    ("share", "-", Nop, Noop, 1, RIGHT),
-    ("sid", "SID", Sess, IdSession, 5, PIDMAX | RIGHT),
-    ("sig", "PENDING", Sig, Signals, 9, SIGNAL),
-    ("sig_block", "BLOCKED", Sigmask, SigBlocked, 9, SIGNAL),
-    ("sig_catch", "CATCHED", Sigcatch, SigCatch, 9, SIGNAL),
-    ("sig_ignore", "IGNORED", Sigignore, SigIgnore, 9, SIGNAL),
-    ("sig_pend", "SIGNAL", Sig, Signals, 9, SIGNAL),
-    ("sigcatch", "CAUGHT", Sigcatch, SigCatch, 9, SIGNAL),
-    ("sigignore", "IGNORED", Sigignore, SigIgnore, 9, SIGNAL),
-    ("sigmask", "BLOCKED", Sigmask, SigBlocked, 9, SIGNAL),
-    ("size", "SIZE", Swapable, VsizeBytes, 5, RIGHT),
-    ("sl", "SL", Nop, Noop, 3, RIGHT),
-    ("slice", "SLICE", Unsupported, Unsupported, 31, LEFT),
-    ("spid", "SPID", Tid, IdPid, 5, PIDMAX | RIGHT),
-    ("stackp", "STACKP", Unsupported, Unsupported, 16, RIGHT),
-    ("start", "STARTED", Start, TicsBegan, 8, RIGHT),
-    ("start_code", "S_CODE", Nop, Unsupported, 16, RIGHT),
-    ("start_stack", "STACKP", Unsupported, Unsupported, 16, RIGHT),
-    ("start_time", "START", Stime, TicsBegan, 5, RIGHT),
-    ("stat", "STAT", Stat, State, 4, LEFT),
-    ("state", "S", S, State, 1, LEFT),
-    ("status", "STATUS", Nop, Noop, 6, RIGHT),
-    ("stime", "STIME", Stime, TicsBegan, 5, RIGHT),
-    ("suid", "SUID", Suid, IdSuid, 5, RIGHT),
-    ("supgid", "SUPGID", Supgid, Supgids, 20, UNLIMITED),
-    ("supgrp", "SUPGRP", Supgrp, Supgroups, 40, UNLIMITED),
-    ("suser", "SUSER", Suser, IdSuser, 8, USER),
-    ("svgid", "SVGID", Sgid, IdSgid, 5, RIGHT),
-    ("svgroup", "SVGROUP", Sgroup, IdSgroup, 8, USER),
-    ("svuid", "SVUID", Suid, IdSuid, 5, RIGHT),
-    ("svuser", "SVUSER", Suser, IdSuser, 8, USER),
-    ("systime", "SYSTEM", Nop, Noop, 6, RIGHT),
-    ("sz", "SZ", Sz, VmSize, 5, RIGHT),
-    ("taskid", "TASKID", Nop, Noop, 5, PIDMAX | RIGHT),
-    ("tdev", "TDEV", Nop, Noop, 4, RIGHT),
-    ("tgid", "TGID", Pid, IdTgid, 5, PIDMAX | RIGHT),
-    ("thcount", "THCNT", Nlwp, Nlwp, 5, RIGHT),
-    ("tid", "TID", Tid, IdPid, 5, PIDMAX | RIGHT),
-    ("time", "TIME", Time, TimeAll, 8, RIGHT),
-    ("timens", "TIMENS", Unsupported, Unsupported, 10, RIGHT),
-    ("timeout", "TMOUT", Nop, Noop, 5, RIGHT),
-    ("times", "TIME", Times, TimeAll, 8, RIGHT),
-    ("tmout", "TMOUT", Nop, Noop, 5, RIGHT),
-    ("tname", "TTY", Tty8, TtyName, 8, LEFT),
-    ("tpgid", "TPGID", Tpgid, IdTpgid, 5, PIDMAX | RIGHT),
-    ("trs", "TRS", Unsupported, Unsupported, 4, RIGHT),
-    ("trss", "TRSS", Unsupported, Unsupported, 4, RIGHT),
-    ("tsess", "TSESS", Nop, Noop, 5, PIDMAX | RIGHT),
-    ("tsession", "TSESS", Nop, Noop, 5, PIDMAX | RIGHT),
-    ("tsid", "TSID", Nop, Noop, 5, PIDMAX | RIGHT),
-    ("tsig", "PENDING", Tsig, SigPending, 9, SIGNAL),
-    ("tsiz", "TSIZ", Unsupported, Unsupported, 4, RIGHT),
-    ("tt", "TT", Tty8, TtyName, 8, LEFT),
-    ("tty", "TT", Tty8, TtyName, 8, LEFT),
-    ("tty4", "TTY", Tty4, TtyName, 4, LEFT),
-    ("tty8", "TTY", Tty8, TtyName, 8, LEFT),
-    ("u_procp", "UPROCP", Nop, Noop, 6, RIGHT),
-    ("ucmd", "CMD", Comm, Cmd, 15, UNLIMITED),
-    ("ucomm", "COMMAND", Comm, Cmd, 15, UNLIMITED),
-    ("uid", "UID", Euid, IdEuid, 5, RIGHT),
-    ("uid_hack", "UID", Euser, IdEuser, 8, USER),
-    ("umask", "UMASK", Nop, Noop, 5, RIGHT),
-    ("uname", "USER", Euser, IdEuser, 8, USER),
-    ("unit", "UNIT", Unsupported, Unsupported, 31, LEFT),
-    ("upr", "UPR", Nop, Noop, 3, RIGHT),
-    ("uprocp", "UPROCP", Nop, Noop, 8, RIGHT),
-    ("user", "USER", Euser, IdEuser, 8, USER),
-    ("userns", "USERNS", Unsupported, Unsupported, 10, RIGHT),
-    ("usertime", "USER", Nop, Noop, 4, RIGHT),
-    ("usrpri", "UPR", Nop, Noop, 3, RIGHT),
-    ("uss", "USS", Unsupported, Unsupported, 5, RIGHT),
-    ("util", "C", C, Utilization, 2, RIGHT),
-    ("utime", "UTIME", Nop, TicsUser, 6, RIGHT),
-    ("utsns", "UTSNS", Unsupported, Unsupported, 10, RIGHT),
-    ("uunit", "UUNIT", Unsupported, Unsupported, 31, LEFT),
-    ("vm_data", "DATA", Nop, VmData, 5, RIGHT),
-    ("vm_exe", "EXE", Nop, VmExe, 5, RIGHT),
-    ("vm_lib", "LIB", Nop, VmLib, 5, RIGHT),
-    ("vm_lock", "LCK", Nop, VmLock, 3, RIGHT),
-    ("vm_stack", "STACK", Nop, VmStack, 5, RIGHT),
-    ("vsize", "VSZ", Vsz, VsizeBytes, 6, RIGHT),
-    ("vsz", "VSZ", Vsz, VmSize, 6, RIGHT),
-    ("wbytes", "WBYTES", Unsupported, Unsupported, 5, RIGHT),
-    ("wcbytes", "WCBYTES", Unsupported, Unsupported, 5, RIGHT),
-    ("wchan", "WCHAN", Wchan, WchanName, 6, WCHAN),
-    ("wchars", "WCHARS", Unsupported, Unsupported, 5, RIGHT),
-    ("wname", "WCHAN", Wchan, WchanName, 6, WCHAN),
-    ("wops", "WOPS", Unsupported, Unsupported, 5, RIGHT),
-    ("xstat", "XSTAT", Nop, Noop, 5, RIGHT),
-    ("zone", "ZONE", Unsupported, Unsupported, 31, LEFT),
-    ("zoneid", "ZONEID", Nop, Noop, 31, RIGHT),
+    ("cp", "CP", Cp, Utilization, 3, EVERY | RIGHT),
+    ("cpu", "CPU", Nop, Noop, 3, NEEDED | RIGHT),
+    ("cpuid", "CPUID", Psr, Processor, 5, THREAD | RIGHT),
+    ("cputime", "TIME", Time, TimeAll, 8, EVERY | RIGHT),
+    ("cputimes", "TIME", Times, TimeAll, 8, EVERY | RIGHT),
+    ("ctid", "CTID", Nop, Noop, 5, EVERY | RIGHT),
+    ("cuc", "%CUC", Cuc, UtilizationC, 7, NEEDED | RIGHT),
+    ("cursig", "CURSIG", Nop, Noop, 6, NEEDED | RIGHT),
+    ("cutime", "-", Nop, TicsUserC, 1, NEEDED | RIGHT),
+    ("cuu", "%CUU", Cuu, Utilization, 6, NEEDED | RIGHT),
+    ("cwd", "CWD", Nop, Noop, 3, NEEDED | LEFT),
+    ("drs", "DRS", Unsupported, Unsupported, 5, PROCESS | RIGHT),
+    ("dsiz", "DSIZ", Unsupported, Unsupported, 4, PROCESS | RIGHT),
+    ("egid", "EGID", Egid, IdEgid, 5, EVERY | RIGHT),
+    ("egroup", "EGROUP", Egroup, IdEgroup, 8, EVERY | USER),
+    ("eip", "EIP", Kstk, Kstk, 16, THREAD | RIGHT),
+    ("emul", "EMUL", Nop, Noop, 13, PROCESS | LEFT),
+    ("end_code", "E_CODE", Nop, Unsupported, 16, PROCESS | RIGHT),
+    ("environ", "ENVIRONMENT", Nop, Noop, 11, PROCESS | UNLIMITED),
+    ("esp", "ESP", Kstk, Kstk, 16, THREAD | RIGHT),
+    ("etime", "ELAPSED", Etime, TimeElapsed, 11, EVERY | RIGHT),
+    ("etimes", "ELAPSED", Etimes, TimeElapsed, 7, EVERY | RIGHT),
+    ("euid", "EUID", Euid, IdEuid, 5, EVERY | RIGHT),
+    ("euser", "EUSER", Euser, IdEuser, 8, EVERY | USER),
+    (
+        "exe",
+        "EXE",
+        Unsupported,
+        Unsupported,
+        27,
+        PROCESS | UNLIMITED
+    ),
+    ("f", "F", Flag, Flags, 1, EVERY | RIGHT),
+    ("fgid", "FGID", Fgid, Flags, 5, EVERY | RIGHT),
+    ("fgroup", "FGROUP", Fgroup, IdFgroup, 8, EVERY | USER),
+    ("flag", "F", Flag, Flags, 1, EVERY | RIGHT),
+    ("flags", "F", Flag, Flags, 1, EVERY | RIGHT),
+    ("fname", "COMMAND", Fname, Cmd, 8, PROCESS | LEFT),
+    ("fsgid", "FSGID", Fgid, IdFgid, 5, EVERY | RIGHT),
+    ("fsgroup", "FSGROUP", Fgroup, IdFgroup, 8, EVERY | USER),
+    ("fsuid", "FSUID", Fuid, IdFuid, 5, EVERY | RIGHT),
+    ("fsuser", "FSUSER", Fuser, IdFuser, 8, EVERY | USER),
+    ("fuid", "FUID", Fuid, IdFuid, 5, EVERY | RIGHT),
+    ("fuser", "FUSER", Fuser, IdFuser, 8, EVERY | USER),
+    ("gid", "GID", Egid, IdEgid, 5, EVERY | RIGHT),
+    ("group", "GROUP", Egroup, IdEgroup, 8, EVERY | USER),
+    (
+        "ignored",
+        "IGNORED",
+        Sigignore,
+        SigIgnore,
+        9,
+        THREAD | SIGNAL
+    ),
+    ("inblk", "INBLK", Nop, Noop, 5, NEEDED | RIGHT),
+    ("inblock", "INBLK", Nop, Noop, 5, NEEDED | RIGHT),
+    ("intpri", "PRI", Opri, Priority, 3, THREAD | RIGHT),
+    (
+        "ipcns",
+        "IPCNS",
+        Unsupported,
+        Unsupported,
+        10,
+        EVERY | RIGHT
+    ),
+    ("jid", "JID", Nop, Noop, 1, PROCESS | RIGHT),
+    ("jobc", "JOBC", Nop, Noop, 4, NEEDED | RIGHT),
+    ("ktrace", "KTRACE", Nop, Noop, 8, NEEDED | RIGHT),
+    ("ktracep", "KTRACEP", Nop, Noop, 8, NEEDED | RIGHT),
+    ("label", "LABEL", Unsupported, Unsupported, 31, EVERY | LEFT),
+    ("lastcpu", "C", Psr, Processor, 3, THREAD | RIGHT),
+    ("lim", "LIM", Unsupported, Unsupported, 5, NEEDED | RIGHT),
+    ("login", "LOGNAME", Nop, Noop, 8, NEEDED | LEFT),
+    ("logname", "LOGNAME", Nop, Noop, 8, NEEDED | LEFT),
+    ("longtname", "TTY", Tty8, TtyName, 8, PROCESS | LEFT),
+    (
+        "lsession",
+        "SESSION",
+        Unsupported,
+        Unsupported,
+        11,
+        EVERY | LEFT
+    ),
+    ("lstart", "STARTED", Lstart, TicsBegan, 24, EVERY | RIGHT),
+    ("luid", "LUID", Unsupported, Unsupported, 5, EVERY | RIGHT),
+    ("luser", "LUSER", Nop, Noop, 8, EVERY | USER),
+    ("lwp", "LWP", Tid, IdPid, 5, THREAD | PIDMAX | RIGHT),
+    ("lxc", "LXC", Unsupported, Unsupported, 8, EVERY | LEFT),
+    ("m_drs", "DRS", Unsupported, Unsupported, 5, PROCESS | RIGHT),
+    ("m_dt", "DT", Nop, Noop, 4, PROCESS | RIGHT),
+    ("m_lrs", "LRS", Nop, Noop, 5, PROCESS | RIGHT),
+    ("m_resident", "RES", Nop, MemResPgs, 5, PROCESS | RIGHT),
+    ("m_share", "SHRD", Nop, MemShrPgs, 5, PROCESS | RIGHT),
+    ("m_size", "SIZE", Size, VsizeBytes, 5, PROCESS | RIGHT),
+    ("m_swap", "SWAP", Nop, Noop, 5, PROCESS | RIGHT),
+    ("m_trs", "TRS", Unsupported, Unsupported, 5, PROCESS | RIGHT),
+    (
+        "machine",
+        "MACHINE",
+        Unsupported,
+        Unsupported,
+        31,
+        EVERY | LEFT
+    ),
+    ("maj_flt", "MAJFL", Majflt, FltMaj, 6, NEEDED | RIGHT),
+    ("majflt", "MAJFLT", Majflt, FltMaj, 6, NEEDED | RIGHT),
+    ("min_flt", "MINFL", Minflt, FltMin, 6, NEEDED | RIGHT),
+    ("minflt", "MINFLT", Minflt, FltMin, 6, NEEDED | RIGHT),
+    (
+        "mntns",
+        "MNTNS",
+        Unsupported,
+        Unsupported,
+        10,
+        EVERY | RIGHT
+    ),
+    ("msgrcv", "MSGRCV", Nop, Noop, 6, NEEDED | RIGHT),
+    ("msgsnd", "MSGSND", Nop, Noop, 6, NEEDED | RIGHT),
+    ("mwchan", "MWCHAN", Nop, Noop, 6, THREAD | WCHAN),
+    (
+        "netns",
+        "NETNS",
+        Unsupported,
+        Unsupported,
+        10,
+        EVERY | RIGHT
+    ),
+    ("ni", "NI", Nice, Nice, 3, THREAD | RIGHT),
+    ("nice", "NI", Nice, Nice, 3, THREAD | RIGHT),
+    ("nivcsw", "IVCSW", Nop, Noop, 5, NEEDED | RIGHT),
+    ("nlwp", "NLWP", Nlwp, Nlwp, 4, PROCESS | RIGHT),
+    ("nsignals", "NSIGS", Nop, Noop, 5, NEEDED | RIGHT),
+    ("nsigs", "NSIGS", Nop, Noop, 5, NEEDED | RIGHT),
+    ("nswap", "NSWAP", Nop, Noop, 5, NEEDED | RIGHT),
+    ("numa", "NUMA", Numa, ProcessorNode, 4, NEEDED | RIGHT),
+    ("nvcsw", "VCSW", Nop, Noop, 5, NEEDED | RIGHT),
+    ("nwchan", "WCHAN", Nop, Noop, 6, THREAD | RIGHT),
+    ("oom", "OOM", Unsupported, Unsupported, 4, THREAD | RIGHT),
+    (
+        "oomadj",
+        "OOMADJ",
+        Unsupported,
+        Unsupported,
+        5,
+        THREAD | RIGHT
+    ),
+    ("opri", "PRI", Opri, Priority, 3, THREAD | RIGHT),
+    ("osz", "SZ", Nop, Noop, 2, PROCESS | RIGHT),
+    ("oublk", "OUBLK", Nop, Noop, 5, NEEDED | RIGHT),
+    ("oublock", "OUBLK", Nop, Noop, 5, NEEDED | RIGHT),
+    ("ouid", "OWNER", Unsupported, Unsupported, 5, EVERY | LEFT),
+    ("p_ru", "P_RU", Nop, Noop, 6, NEEDED | RIGHT),
+    ("paddr", "PADDR", Nop, Noop, 6, NEEDED | RIGHT),
+    ("pagein", "PAGEIN", Majflt, FltMaj, 6, NEEDED | RIGHT),
+    ("pcpu", "%CPU", Pcpu, Utilization, 4, EVERY | RIGHT),
+    ("pending", "PENDING", Sig, Signals, 9, EVERY | SIGNAL),
+    ("pgid", "PGID", Pgid, IdPgrp, 5, PROCESS | PIDMAX | RIGHT),
+    ("pgrp", "PGRP", Pgid, IdPgrp, 5, PROCESS | PIDMAX | RIGHT),
+    ("pid", "PID", Pid, IdTgid, 5, PROCESS | PIDMAX | RIGHT),
+    (
+        "pidns",
+        "PIDNS",
+        Unsupported,
+        Unsupported,
+        10,
+        EVERY | RIGHT
+    ),
+    ("pmem", "%MEM", Pmem, VmRss, 4, PROCESS | RIGHT),
+    ("poip", "-", Nop, Noop, 1, NEEDED | RIGHT),
+    ("policy", "POL", Class, SchedClassStr, 3, THREAD | LEFT),
+    ("ppid", "PPID", Ppid, IdPpid, 5, PROCESS | PIDMAX | RIGHT),
+    ("pri", "PRI", Pri, Priority, 3, THREAD | RIGHT),
+    ("pri_api", "API", PriApi, Priority, 3, THREAD | RIGHT),
+    ("pri_bar", "BAR", PriBar, Priority, 3, THREAD | RIGHT),
+    ("pri_baz", "BAZ", PriBaz, Priority, 3, THREAD | RIGHT),
+    ("pri_foo", "FOO", PriFoo, Priority, 3, THREAD | RIGHT),
+    ("priority", "PRI", Priority, Priority, 3, THREAD | RIGHT),
+    ("prmgrp", "PRMGRP", Nop, Noop, 12, PROCESS | RIGHT),
+    ("prmid", "PRMID", Nop, Noop, 12, PROCESS | RIGHT),
+    ("project", "PROJECT", Nop, Noop, 12, PROCESS | LEFT),
+    ("projid", "PROJID", Nop, Noop, 5, PROCESS | RIGHT),
+    ("pset", "PSET", Nop, Noop, 4, THREAD | RIGHT),
+    ("psr", "PSR", Psr, Processor, 3, THREAD | RIGHT),
+    ("pss", "PSS", Unsupported, Unsupported, 5, PROCESS | RIGHT),
+    ("psxpri", "PPR", Nop, Noop, 3, THREAD | RIGHT),
+    (
+        "rbytes",
+        "RBYTES",
+        Unsupported,
+        Unsupported,
+        5,
+        THREAD | RIGHT
+    ),
+    (
+        "rchars",
+        "RCHARS",
+        Unsupported,
+        Unsupported,
+        5,
+        THREAD | RIGHT
+    ),
+    ("re", "RE", Nop, Noop, 3, NEEDED | RIGHT),
+    ("resident", "RES", Nop, MemResPgs, 5, PROCESS | RIGHT),
+    ("rgid", "RGID", Rgid, IdRgid, 5, EVERY | RIGHT),
+    ("rgroup", "RGROUP", Rgroup, IdRgroup, 8, EVERY | USER),
+    ("rlink", "RLINK", Nop, Noop, 8, NEEDED | RIGHT),
+    ("rops", "ROPS", Unsupported, Unsupported, 5, THREAD | RIGHT),
+    ("rss", "RSS", Rss, VmRss, 5, PROCESS | RIGHT),
+    ("rssize", "RSS", Rss, VmRss, 5, PROCESS | RIGHT),
+    ("rsz", "RSZ", Rss, VmRss, 5, PROCESS | RIGHT),
+    ("rtprio", "RTPRIO", Rtprio, PriorityRt, 6, THREAD | RIGHT),
+    ("ruid", "RUID", Ruid, IdRuid, 5, EVERY | RIGHT),
+    ("ruser", "RUSER", Ruser, IdRuser, 8, EVERY | USER),
+    ("s", "S", S, State, 1, THREAD | LEFT),
+    ("sched", "SCH", Sched, SchedClass, 3, THREAD | RIGHT),
+    ("scnt", "SCNT", Nop, Noop, 4, NEEDED | RIGHT),
+    ("scount", "SC", Nop, Noop, 4, NEEDED | RIGHT),
+    ("seat", "SEAT", Unsupported, Unsupported, 11, EVERY | LEFT),
+    ("sess", "SESS", Sess, IdSession, 5, PROCESS | PIDMAX | RIGHT),
+    (
+        "session",
+        "SESS",
+        Sess,
+        IdSession,
+        5,
+        PROCESS | PIDMAX | RIGHT
+    ),
+    ("sgi_p", "P", SgiP, State, 1, THREAD | RIGHT),
+    ("sgi_rss", "RSS", Rss, VmRss, 4, PROCESS | LEFT),
+    ("sgid", "SGID", Sgid, IdSgid, 5, EVERY | RIGHT),
+    ("sgroup", "SGROUP", Sgroup, IdSgroup, 8, EVERY | USER),
+    ("share", "-", Nop, Noop, 1, PROCESS | RIGHT),
+    ("sid", "SID", Sess, IdSession, 5, PROCESS | PIDMAX | RIGHT),
+    ("sig", "PENDING", Sig, Signals, 9, EVERY | SIGNAL),
+    (
+        "sig_block",
+        "BLOCKED",
+        Sigmask,
+        SigBlocked,
+        9,
+        THREAD | SIGNAL
+    ),
+    (
+        "sig_catch",
+        "CATCHED",
+        Sigcatch,
+        SigCatch,
+        9,
+        THREAD | SIGNAL
+    ),
+    (
+        "sig_ignore",
+        "IGNORED",
+        Sigignore,
+        SigIgnore,
+        9,
+        THREAD | SIGNAL
+    ),
+    ("sig_pend", "SIGNAL", Sig, Signals, 9, EVERY | SIGNAL),
+    ("sigcatch", "CAUGHT", Sigcatch, SigCatch, 9, THREAD | SIGNAL),
+    (
+        "sigignore",
+        "IGNORED",
+        Sigignore,
+        SigIgnore,
+        9,
+        THREAD | SIGNAL
+    ),
+    (
+        "sigmask",
+        "BLOCKED",
+        Sigmask,
+        SigBlocked,
+        9,
+        THREAD | SIGNAL
+    ),
+    ("size", "SIZE", Swapable, VsizeBytes, 5, PROCESS | RIGHT),
+    ("sl", "SL", Nop, Noop, 3, NEEDED | RIGHT),
+    ("slice", "SLICE", Unsupported, Unsupported, 31, EVERY | LEFT),
+    ("spid", "SPID", Tid, IdPid, 5, THREAD | PIDMAX | RIGHT),
+    (
+        "stackp",
+        "STACKP",
+        Unsupported,
+        Unsupported,
+        16,
+        PROCESS | RIGHT
+    ),
+    ("start", "STARTED", Start, TicsBegan, 8, EVERY | RIGHT),
+    (
+        "start_code",
+        "S_CODE",
+        Nop,
+        Unsupported,
+        16,
+        PROCESS | RIGHT
+    ),
+    (
+        "start_stack",
+        "STACKP",
+        Unsupported,
+        Unsupported,
+        16,
+        PROCESS | RIGHT
+    ),
+    ("start_time", "START", Stime, TicsBegan, 5, EVERY | RIGHT),
+    ("stat", "STAT", Stat, State, 4, THREAD | LEFT),
+    ("state", "S", S, State, 1, THREAD | LEFT),
+    ("status", "STATUS", Nop, Noop, 6, NEEDED | RIGHT),
+    ("stime", "STIME", Stime, TicsBegan, 5, EVERY | RIGHT),
+    ("suid", "SUID", Suid, IdSuid, 5, EVERY | RIGHT),
+    ("supgid", "SUPGID", Supgid, Supgids, 20, PROCESS | UNLIMITED),
+    (
+        "supgrp",
+        "SUPGRP",
+        Supgrp,
+        Supgroups,
+        40,
+        PROCESS | UNLIMITED
+    ),
+    ("suser", "SUSER", Suser, IdSuser, 8, EVERY | USER),
+    ("svgid", "SVGID", Sgid, IdSgid, 5, EVERY | RIGHT),
+    ("svgroup", "SVGROUP", Sgroup, IdSgroup, 8, EVERY | USER),
+    ("svuid", "SVUID", Suid, IdSuid, 5, EVERY | RIGHT),
+    ("svuser", "SVUSER", Suser, IdSuser, 8, EVERY | USER),
+    ("systime", "SYSTEM", Nop, Noop, 6, EVERY | RIGHT),
+    ("sz", "SZ", Sz, VmSize, 5, PROCESS | RIGHT),
+    ("taskid", "TASKID", Nop, Noop, 5, THREAD | PIDMAX | RIGHT),
+    ("tdev", "TDEV", Nop, Noop, 4, NEEDED | RIGHT),
+    ("tgid", "TGID", Pid, IdTgid, 5, PROCESS | PIDMAX | RIGHT),
+    ("thcount", "THCNT", Nlwp, Nlwp, 5, PROCESS | RIGHT),
+    ("tid", "TID", Tid, IdPid, 5, THREAD | PIDMAX | RIGHT),
+    ("time", "TIME", Time, TimeAll, 8, EVERY | RIGHT),
+    (
+        "timens",
+        "TIMENS",
+        Unsupported,
+        Unsupported,
+        10,
+        EVERY | RIGHT
+    ),
+    ("timeout", "TMOUT", Nop, Noop, 5, NEEDED | RIGHT),
+    ("times", "TIME", Times, TimeAll, 8, EVERY | RIGHT),
+    ("tmout", "TMOUT", Nop, Noop, 5, NEEDED | RIGHT),
+    ("tname", "TTY", Tty8, TtyName, 8, PROCESS | LEFT),
+    (
+        "tpgid",
+        "TPGID",
+        Tpgid,
+        IdTpgid,
+        5,
+        PROCESS | PIDMAX | RIGHT
+    ),
+    ("trs", "TRS", Unsupported, Unsupported, 4, PROCESS | RIGHT),
+    ("trss", "TRSS", Unsupported, Unsupported, 4, PROCESS | RIGHT),
+    ("tsess", "TSESS", Nop, Noop, 5, PROCESS | PIDMAX | RIGHT),
+    ("tsession", "TSESS", Nop, Noop, 5, PROCESS | PIDMAX | RIGHT),
+    ("tsid", "TSID", Nop, Noop, 5, PROCESS | PIDMAX | RIGHT),
+    ("tsig", "PENDING", Tsig, SigPending, 9, EVERY | SIGNAL),
+    ("tsiz", "TSIZ", Unsupported, Unsupported, 4, PROCESS | RIGHT),
+    ("tt", "TT", Tty8, TtyName, 8, PROCESS | LEFT),
+    ("tty", "TT", Tty8, TtyName, 8, PROCESS | LEFT),
+    ("tty4", "TTY", Tty4, TtyName, 4, PROCESS | LEFT),
+    ("tty8", "TTY", Tty8, TtyName, 8, PROCESS | LEFT),
+    ("u_procp", "UPROCP", Nop, Noop, 6, NEEDED | RIGHT),
+    ("ucmd", "CMD", Comm, Cmd, 15, PROCESS | UNLIMITED),
+    ("ucomm", "COMMAND", Comm, Cmd, 15, PROCESS | UNLIMITED),
+    ("uid", "UID", Euid, IdEuid, 5, EVERY | RIGHT),
+    ("uid_hack", "UID", Euser, IdEuser, 8, EVERY | USER),
+    ("umask", "UMASK", Nop, Noop, 5, NEEDED | RIGHT),
+    ("uname", "USER", Euser, IdEuser, 8, EVERY | USER),
+    ("unit", "UNIT", Unsupported, Unsupported, 31, EVERY | LEFT),
+    ("upr", "UPR", Nop, Noop, 3, THREAD | RIGHT),
+    ("uprocp", "UPROCP", Nop, Noop, 8, NEEDED | RIGHT),
+    ("user", "USER", Euser, IdEuser, 8, EVERY | USER),
+    (
+        "userns",
+        "USERNS",
+        Unsupported,
+        Unsupported,
+        10,
+        EVERY | RIGHT
+    ),
+    ("usertime", "USER", Nop, Noop, 4, EVERY | RIGHT),
+    ("usrpri", "UPR", Nop, Noop, 3, THREAD | RIGHT),
+    ("uss", "USS", Unsupported, Unsupported, 5, PROCESS | RIGHT),
+    ("util", "C", C, Utilization, 2, EVERY | RIGHT),
+    ("utime", "UTIME", Nop, TicsUser, 6, EVERY | RIGHT),
+    (
+        "utsns",
+        "UTSNS",
+        Unsupported,
+        Unsupported,
+        10,
+        EVERY | RIGHT
+    ),
+    ("uunit", "UUNIT", Unsupported, Unsupported, 31, EVERY | LEFT),
+    ("vm_data", "DATA", Nop, VmData, 5, PROCESS | RIGHT),
+    ("vm_exe", "EXE", Nop, VmExe, 5, PROCESS | RIGHT),
+    ("vm_lib", "LIB", Nop, VmLib, 5, PROCESS | RIGHT),
+    ("vm_lock", "LCK", Nop, VmLock, 3, PROCESS | RIGHT),
+    ("vm_stack", "STACK", Nop, VmStack, 5, PROCESS | RIGHT),
+    ("vsize", "VSZ", Vsz, VsizeBytes, 6, PROCESS | RIGHT),
+    ("vsz", "VSZ", Vsz, VmSize, 6, PROCESS | RIGHT),
+    (
+        "wbytes",
+        "WBYTES",
+        Unsupported,
+        Unsupported,
+        5,
+        THREAD | RIGHT
+    ),
+    (
+        "wcbytes",
+        "WCBYTES",
+        Unsupported,
+        Unsupported,
+        5,
+        THREAD | RIGHT
+    ),
+    ("wchan", "WCHAN", Wchan, WchanName, 6, THREAD | WCHAN),
+    (
+        "wchars",
+        "WCHARS",
+        Unsupported,
+        Unsupported,
+        5,
+        THREAD | RIGHT
+    ),
+    ("wname", "WCHAN", Wchan, WchanName, 6, THREAD | WCHAN),
+    ("wops", "WOPS", Unsupported, Unsupported, 5, THREAD | RIGHT),
+    ("xstat", "XSTAT", Nop, Noop, 5, NEEDED | RIGHT),
+    ("zone", "ZONE", Unsupported, Unsupported, 31, EVERY | LEFT),
+    ("zoneid", "ZONEID", Nop, Noop, 31, EVERY | RIGHT),
 ];
 
 /// Looks a specifier up by name (procps uses `strcmp` order).
@@ -781,6 +1078,26 @@ pub static MACROS: &[(&str, &str)] = &[
     ),
 ];
 
+/// AIX field descriptors (procps `aix_array`): the letter after `%`, the specifier it
+/// stands for, and its header.
+pub static AIX: &[(u8, &str, &str)] = &[
+    (b'C', "pcpu", "%CPU"),
+    (b'G', "group", "GROUP"),
+    (b'P', "ppid", "PPID"),
+    (b'U', "user", "USER"),
+    (b'a', "args", "COMMAND"),
+    (b'c', "comm", "COMMAND"),
+    (b'g', "rgroup", "RGROUP"),
+    (b'n', "nice", "NI"),
+    (b'p', "pid", "PID"),
+    (b'r', "pgid", "PGID"),
+    (b't', "etime", "ELAPSED"),
+    (b'u', "ruser", "RUSER"),
+    (b'x', "time", "TIME"),
+    (b'y', "tty", "TTY"),
+    (b'z', "vsz", "VSZ"),
+];
+
 /// Short sort codes (procps `shortsort_array`).
 pub static SHORT_SORT: &[(u8, &str)] = &[
     (b'C', "pcpu"),
@@ -824,6 +1141,21 @@ mod tests {
         }
         assert_eq!(find(b"pid").map(|s| s.head), Some("PID"));
         assert!(find(b"nope").is_none());
+    }
+
+    #[test]
+    fn every_spec_says_on_which_lines_it_prints() {
+        for s in SPECS {
+            let m = s.flags & cf::PRINT_MASK;
+            assert!(
+                [cf::THREAD, cf::PROCESS, cf::EVERY, cf::NEEDED].contains(&m),
+                "{}",
+                s.name
+            );
+        }
+        for (c, spec, _) in AIX {
+            assert!(find(spec.as_bytes()).is_some(), "%{}", *c as char);
+        }
     }
 
     #[test]

@@ -193,6 +193,12 @@ fn ps_output_is_byte_identical_to_procps() {
             "pid,lwp,tsig,sigmask,sig_block,sigignore,sig_ignore,sigcatch,sig_catch",
         ],
         vec!["-o", "pid,caught,comm", "--sort=-caught,pid"],
+        // Namespaces (a child in net, uts and ipc namespaces of its own).
+        vec![
+            "-o",
+            "pid,ipcns,mntns,netns,pidns,userns,utsns,cgroupns,timens,comm",
+        ],
+        vec!["-L", "-o", "pid,lwp,netns,utsns", "--sort=-netns,lwp"],
         // AIX descriptors: columns under AIX headers, literal text between them, and what a
         // failed first parse made kept in front.
         vec!["-o", "%p %G %c"],
@@ -473,8 +479,7 @@ fn ps_errors_match_procps() {
 #[test]
 fn ps_refuses_what_it_does_not_implement_by_name() {
     for (args, env, name) in [
-        (&["-o", "pid,ipcns"][..], None, "ipcns"),
-        (&["-o", "pid,cgroup"], None, "cgroup"),
+        (&["-o", "pid,cgroup"][..], None, "cgroup"),
         (&["axe"], None, "'e'"),
         (&["--context"], None, "--context"),
         (&["--sort", "start_code"], None, "start_code"),
@@ -588,7 +593,7 @@ fn ps_answers_as_an_unprivileged_user_and_in_a_child_pid_namespace() {
     let as_user = |prog: &[&str]| {
         let o = super::as_test_user(prog[0])
             .args(&prog[1..])
-            .args(["-o", "pid,user,stat,comm,args", "--sid", &sid])
+            .args(["-o", "pid,user,stat,netns,utsns,comm,args", "--sid", &sid])
             .env("LC_ALL", "C")
             .env("TASKDIAG_BACKEND", "auto")
             .output()

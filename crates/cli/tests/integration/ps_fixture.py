@@ -6,6 +6,7 @@ its program executed), then waits until standard input closes and kills them all
 
 Run as root (it changes scheduling classes, users and memory locks), with tdtest.py on
 PYTHONPATH."""
+import ctypes
 import json
 import os
 import pty
@@ -89,6 +90,12 @@ def middle():
     child(b"grandchild")
 
 
+def own_namespaces():
+    # New network, UTS and IPC namespaces (CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC).
+    if libc.unshare(0x40000000 | 0x04000000 | 0x08000000) != 0:
+        raise OSError(ctypes.get_errno(), "unshare")
+
+
 def zombie_parent():
     pid = os.fork()
     if pid == 0:
@@ -125,6 +132,7 @@ def main():
     pids["locked"] = child(b"locked", locked)
     pids["middle"] = child(b"middle", middle)
     pids["zparent"] = child(b"zparent", zombie_parent)
+    pids["netns"] = child(b"netns", own_namespaces)
     pids["argv"] = child(
         None,
         None,

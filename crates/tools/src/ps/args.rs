@@ -2117,7 +2117,7 @@ mod tests {
             ArgError::Procps("column widths must be unsigned decimal numbers".into())
         );
         assert!(matches!(
-            p(&["-o", "pid,ipcns"]),
+            p(&["-o", "pid,cgroup"]),
             Err(ArgError::Unsupported(_))
         ));
     }

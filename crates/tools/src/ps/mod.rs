@@ -106,11 +106,12 @@ MISCELLANEOUS
 COLUMNS
   Every procps column name works with -o, and so do AIX descriptors (-o '%p %u %c');
   `taskdiag ps L` lists the names. Columns whose data taskdiag does not carry are refused
-  by name rather than printed wrong: namespaces (ipcns, mntns, ...), cgroups, SELinux
-  labels, I/O counters, code and stack addresses (trs, drs, tsiz, dsiz, m_trs, m_drs,
-  start_stack), the RSS limit (lim), autogroups, the login uid, systemd and lxc names, exe,
-  pss/uss, oom scores. Signal masks (pending, tsig, blocked, ignored, caught and their
-  aliases, and the s format) print as procps prints them.
+  by name rather than printed wrong: cgroups, SELinux labels, I/O counters, code and stack
+  addresses (trs, drs, tsiz, dsiz, m_trs, m_drs, start_stack), the RSS limit (lim),
+  autogroups, the login uid, systemd and lxc names, exe, pss/uss, oom scores. Signal masks
+  (pending, tsig, blocked, ignored, caught and their aliases, and the s format) and
+  namespaces (ipcns, mntns, netns, pidns, userns, utsns, cgroupns, timens: the inode, or -
+  where the link cannot be read, as for another user's process) print as procps prints them.
 
 ENVIRONMENT
   TASKDIAG_BACKEND  auto (default), bpf, daemon or procfs

@@ -12,7 +12,7 @@
 
 use std::io::{self, Write};
 
-use taskdiag_proto::task::Task;
+use taskdiag_proto::task::{Ns, Task};
 use taskdiag_proto::{state_char, BaseRec, Group, StatRec, StatmRec};
 
 use super::args::{Col, OUTBUF_SIZE};
@@ -64,6 +64,15 @@ impl Row<'_> {
             3 => s.ignored,
             _ => s.caught,
         })
+    }
+    /// The inode of namespace `name` (a link name in /proc/PID/ns), 0 where the link is absent
+    /// or withheld, as procps' stat of it gives 0 when it fails.
+    fn ns(&self, name: &str) -> Option<u32> {
+        let Some(n) = &self.t.ns else {
+            return self.absent::<u32>(Group::Ns);
+        };
+        let i = Ns::NAMES.iter().position(|&x| x == name)?;
+        Some(n.inodes()[i])
     }
     /// Thread id.
     pub fn tid(&self) -> u32 {
@@ -420,6 +429,17 @@ impl Ctx {
                 out.extend_from_slice(&v[..n]);
                 Some(n as i32)
             }
+            Pr::NsCgroup
+            | Pr::NsIpc
+            | Pr::NsMnt
+            | Pr::NsNet
+            | Pr::NsPid
+            | Pr::NsTime
+            | Pr::NsUser
+            | Pr::NsUts => match r.ns(ns_name(pr))? {
+                0 => w!("-"),
+                v => w!("{v}"),
+            },
             Pr::Sig | Pr::Tsig | Pr::Sigmask | Pr::Sigignore | Pr::Sigcatch => {
                 let v = r.sig(match pr {
                     Pr::Sig => 0,
@@ -754,6 +774,14 @@ impl Ctx {
                     Sr::SigIgnore => 3,
                     _ => 4,
                 })?),
+            Sr::NsCgroup => U(r.ns("cgroup")?.into()),
+            Sr::NsIpc => U(r.ns("ipc")?.into()),
+            Sr::NsMnt => U(r.ns("mnt")?.into()),
+            Sr::NsNet => U(r.ns("net")?.into()),
+            Sr::NsPid => U(r.ns("pid")?.into()),
+            Sr::NsTime => U(r.ns("time")?.into()),
+            Sr::NsUser => U(r.ns("user")?.into()),
+            Sr::NsUts => U(r.ns("uts")?.into()),
             Sr::Utilization => F(self.utilization(r, false)?),
             Sr::UtilizationC => F(self.utilization(r, true)?),
             Sr::Kstk => U(r.kstk()?),
@@ -883,6 +911,20 @@ fn strcoll(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 /// count taken as unsigned, as C does.
 fn test_value(vals: &[&'static str], lines_to_next_header: i32) -> &'static str {
     vals[(lines_to_next_header as u32 % vals.len() as u32) as usize]
+}
+
+/// The /proc/PID/ns link a namespace column shows.
+fn ns_name(pr: Pr) -> &'static str {
+    match pr {
+        Pr::NsCgroup => "cgroup",
+        Pr::NsIpc => "ipc",
+        Pr::NsMnt => "mnt",
+        Pr::NsNet => "net",
+        Pr::NsPid => "pid",
+        Pr::NsTime => "time",
+        Pr::NsUser => "user",
+        _ => "uts",
+    }
 }
 
 /// The NUMA node of `cpu`, asked of libnuma exactly as libproc2 asks it: `numa_node_of_cpu`
@@ -1219,12 +1261,13 @@ mod tests {
     use taskdiag_proto::CredRec;
 
     /// Every group ps reads.
-    const ALL: [Group; 6] = [
+    const ALL: [Group; 7] = [
         Group::Base,
         Group::Cred,
         Group::Stat,
         Group::Statm,
         Group::Signal,
+        Group::Ns,
         Group::Cmdline,
     ];
 
@@ -1299,6 +1342,23 @@ mod tests {
                 ignored: 1 << 12,
                 caught: 1,
             }),
+            ns: Some(Ns {
+                rec: taskdiag_proto::NsRec {
+                    pid: 4026531836,
+                    pid_for_children: 4026531836,
+                    mnt: 4026531832,
+                    net: 4026531833,
+                    ipc: 4026531839,
+                    uts: 4026531838,
+                    user: 4026531837,
+                    cgroup: 4026531835,
+                    time: 4026531834,
+                    time_for_children: 4026531834,
+                    flags: 0,
+                    levels: 0,
+                },
+                ids: Vec::new(),
+            }),
             ..Task::default()
         }
     }
@@ -1313,6 +1373,7 @@ mod tests {
             statm: t.statm.filter(|_| has(Group::Statm)),
             cmdline: t.cmdline.clone().filter(|_| has(Group::Cmdline)),
             signal: t.signal.filter(|_| has(Group::Signal)),
+            ns: t.ns.clone().filter(|_| has(Group::Ns)),
             ..t.clone()
         }
     }

@@ -1,7 +1,7 @@
 //! The column table: every format specifier procps ps 4.0.2 knows, with its header, width,
 //! justification, what prints it and what it sorts by.
 //!
-//! Specifiers whose data taskdiag does not carry (namespaces, cgroups, I/O counters,
+//! Specifiers whose data taskdiag does not carry (cgroups, I/O counters,
 //! code addresses, SELinux labels, ...) are listed too, as [`Pr::Unsupported`], so that asking
 //! for one gets "not supported" rather than procps' "unknown specifier" or, worse, a column of
 //! made-up values. Specifiers procps itself prints as "-" ([`Pr::Nop`]) print "-" here too.
@@ -120,6 +120,15 @@ pub enum Pr {
     Sigmask,
     Sigignore,
     Sigcatch,
+    /// A namespace's inode (`-` where it is 0: unreadable or absent), procps' `pr_*ns`.
+    NsCgroup,
+    NsIpc,
+    NsMnt,
+    NsNet,
+    NsPid,
+    NsTime,
+    NsUser,
+    NsUts,
     /// `%CUU`: lifetime CPU use, `%#.3f`.
     Cuu,
     /// `%CUC`: the same with dead children.
@@ -207,6 +216,14 @@ pub enum Sr {
     SigBlocked,
     SigIgnore,
     SigCatch,
+    NsCgroup,
+    NsIpc,
+    NsMnt,
+    NsNet,
+    NsPid,
+    NsTime,
+    NsUser,
+    NsUts,
     UtilizationC,
     Kstk,
     ProcessorNode,
@@ -218,6 +235,7 @@ const STAT: u64 = Group::Stat.flag();
 const STATM: u64 = Group::Statm.flag();
 const CMDLINE: u64 = Group::Cmdline.flag();
 const SIGS: u64 = Group::Signal.flag();
+const NS: u64 = Group::Ns.flag();
 
 impl Pr {
     /// The attribute groups this column prints from (`Group::flag` bits); `bsd_c` and `unix_f`
@@ -300,6 +318,14 @@ impl Pr {
             | Pr::Numa => STAT,
             Pr::Rss | Pr::Vsz | Pr::Sz | Pr::Pmem | Pr::Swapable | Pr::Size => STATM,
             Pr::Sig | Pr::Tsig | Pr::Sigmask | Pr::Sigignore | Pr::Sigcatch => SIGS,
+            Pr::NsCgroup
+            | Pr::NsIpc
+            | Pr::NsMnt
+            | Pr::NsNet
+            | Pr::NsPid
+            | Pr::NsTime
+            | Pr::NsUser
+            | Pr::NsUts => NS,
         }
     }
 }
@@ -369,6 +395,14 @@ impl Sr {
             | Sr::Supgids
             | Sr::Supgroups => CRED,
             Sr::Signals | Sr::SigPending | Sr::SigBlocked | Sr::SigIgnore | Sr::SigCatch => SIGS,
+            Sr::NsCgroup
+            | Sr::NsIpc
+            | Sr::NsMnt
+            | Sr::NsNet
+            | Sr::NsPid
+            | Sr::NsTime
+            | Sr::NsUser
+            | Sr::NsUts => NS,
         }
     }
 }
@@ -479,8 +513,8 @@ specs![
     (
         "cgroupns",
         "CGROUPNS",
-        Unsupported,
-        Unsupported,
+        NsCgroup,
+        NsCgroup,
         10,
         EVERY | RIGHT
     ),
@@ -557,14 +591,7 @@ specs![
     ("inblk", "INBLK", Nop, Noop, 5, NEEDED | RIGHT),
     ("inblock", "INBLK", Nop, Noop, 5, NEEDED | RIGHT),
     ("intpri", "PRI", Opri, Priority, 3, THREAD | RIGHT),
-    (
-        "ipcns",
-        "IPCNS",
-        Unsupported,
-        Unsupported,
-        10,
-        EVERY | RIGHT
-    ),
+    ("ipcns", "IPCNS", NsIpc, NsIpc, 10, EVERY | RIGHT),
     ("jid", "JID", Nop, Noop, 1, PROCESS | RIGHT),
     ("jobc", "JOBC", Nop, Noop, 4, NEEDED | RIGHT),
     ("ktrace", "KTRACE", Nop, Noop, 8, NEEDED | RIGHT),
@@ -608,25 +635,11 @@ specs![
     ("majflt", "MAJFLT", Majflt, FltMaj, 6, NEEDED | RIGHT),
     ("min_flt", "MINFL", Minflt, FltMin, 6, NEEDED | RIGHT),
     ("minflt", "MINFLT", Minflt, FltMin, 6, NEEDED | RIGHT),
-    (
-        "mntns",
-        "MNTNS",
-        Unsupported,
-        Unsupported,
-        10,
-        EVERY | RIGHT
-    ),
+    ("mntns", "MNTNS", NsMnt, NsMnt, 10, EVERY | RIGHT),
     ("msgrcv", "MSGRCV", Nop, Noop, 6, NEEDED | RIGHT),
     ("msgsnd", "MSGSND", Nop, Noop, 6, NEEDED | RIGHT),
     ("mwchan", "MWCHAN", Nop, Noop, 6, THREAD | WCHAN),
-    (
-        "netns",
-        "NETNS",
-        Unsupported,
-        Unsupported,
-        10,
-        EVERY | RIGHT
-    ),
+    ("netns", "NETNS", NsNet, NsNet, 10, EVERY | RIGHT),
     ("ni", "NI", Nice, Nice, 3, THREAD | RIGHT),
     ("nice", "NI", Nice, Nice, 3, THREAD | RIGHT),
     ("nivcsw", "IVCSW", Nop, Noop, 5, NEEDED | RIGHT),
@@ -659,14 +672,7 @@ specs![
     ("pgid", "PGID", Pgid, IdPgrp, 5, PROCESS | PIDMAX | RIGHT),
     ("pgrp", "PGRP", Pgid, IdPgrp, 5, PROCESS | PIDMAX | RIGHT),
     ("pid", "PID", Pid, IdTgid, 5, PROCESS | PIDMAX | RIGHT),
-    (
-        "pidns",
-        "PIDNS",
-        Unsupported,
-        Unsupported,
-        10,
-        EVERY | RIGHT
-    ),
+    ("pidns", "PIDNS", NsPid, NsPid, 10, EVERY | RIGHT),
     ("pmem", "%MEM", Pmem, VmRss, 4, PROCESS | RIGHT),
     ("poip", "-", Nop, Noop, 1, NEEDED | RIGHT),
     ("policy", "POL", Class, SchedClassStr, 3, THREAD | LEFT),
@@ -833,14 +839,7 @@ specs![
     ("thcount", "THCNT", Nlwp, Nlwp, 5, PROCESS | RIGHT),
     ("tid", "TID", Tid, IdPid, 5, THREAD | PIDMAX | RIGHT),
     ("time", "TIME", Time, TimeAll, 8, EVERY | RIGHT),
-    (
-        "timens",
-        "TIMENS",
-        Unsupported,
-        Unsupported,
-        10,
-        EVERY | RIGHT
-    ),
+    ("timens", "TIMENS", NsTime, NsTime, 10, EVERY | RIGHT),
     ("timeout", "TMOUT", Nop, Noop, 5, NEEDED | RIGHT),
     ("times", "TIME", Times, TimeAll, 8, EVERY | RIGHT),
     ("tmout", "TMOUT", Nop, Noop, 5, NEEDED | RIGHT),
@@ -875,27 +874,13 @@ specs![
     ("upr", "UPR", Nop, Noop, 3, THREAD | RIGHT),
     ("uprocp", "UPROCP", Nop, Noop, 8, NEEDED | RIGHT),
     ("user", "USER", Euser, IdEuser, 8, EVERY | USER),
-    (
-        "userns",
-        "USERNS",
-        Unsupported,
-        Unsupported,
-        10,
-        EVERY | RIGHT
-    ),
+    ("userns", "USERNS", NsUser, NsUser, 10, EVERY | RIGHT),
     ("usertime", "USER", Nop, Noop, 4, EVERY | RIGHT),
     ("usrpri", "UPR", Nop, Noop, 3, THREAD | RIGHT),
     ("uss", "USS", Unsupported, Unsupported, 5, PROCESS | RIGHT),
     ("util", "C", C, Utilization, 2, EVERY | RIGHT),
     ("utime", "UTIME", Nop, TicsUser, 6, EVERY | RIGHT),
-    (
-        "utsns",
-        "UTSNS",
-        Unsupported,
-        Unsupported,
-        10,
-        EVERY | RIGHT
-    ),
+    ("utsns", "UTSNS", NsUts, NsUts, 10, EVERY | RIGHT),
     ("uunit", "UUNIT", Unsupported, Unsupported, 31, EVERY | LEFT),
     ("vm_data", "DATA", Nop, VmData, 5, PROCESS | RIGHT),
     ("vm_exe", "EXE", Nop, VmExe, 5, PROCESS | RIGHT),

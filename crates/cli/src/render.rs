@@ -206,6 +206,9 @@ pub(crate) fn statm_fields(s: &StatmRec) -> Fields<'static> {
         ("locked", Val::Int(s.locked.into())),
         ("pinned", Val::Int(s.pinned.into())),
         ("page_tables", Val::Int(s.page_tables.into())),
+        ("code_start", Val::Int(s.code_start.into())),
+        ("code_end", Val::Int(s.code_end.into())),
+        ("stack_start", Val::Int(s.stack_start.into())),
     ]
 }
 

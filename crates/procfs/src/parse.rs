@@ -68,6 +68,12 @@ pub struct StatLine {
     pub num_threads: u32,
     /// Field 22, clock ticks since boot.
     pub starttime: u64,
+    /// Field 26, startcode (1 where /proc withholds it, 0 without an address space).
+    pub startcode: u64,
+    /// Field 27, endcode (the same).
+    pub endcode: u64,
+    /// Field 28, startstack (0 where withheld).
+    pub startstack: u64,
     /// Field 39.
     pub processor: i64,
     /// Field 40.
@@ -101,6 +107,9 @@ impl Default for StatLine {
             nice: 0,
             num_threads: 0,
             starttime: 0,
+            startcode: 0,
+            endcode: 0,
+            startstack: 0,
             processor: 0,
             rt_priority: 0,
             policy: 0,
@@ -220,6 +229,9 @@ pub fn parse_stat(buf: &[u8]) -> Result<StatLine, ParseError> {
             19 => s.nice = i()?,
             20 => s.num_threads = u32_()?,
             22 => s.starttime = u()?,
+            26 => s.startcode = u()?,
+            27 => s.endcode = u()?,
+            28 => s.startstack = u()?,
             39 => s.processor = i()?,
             40 => s.rt_priority = u32_()?,
             41 => {

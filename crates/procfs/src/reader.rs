@@ -708,7 +708,7 @@ impl ProcReader {
         out: &mut Vec<u8>,
     ) -> Result<bool> {
         let want = |g: Group| show & g.flag() != 0;
-        let need_stat = want(Group::Base) || want(Group::Stat);
+        let need_stat = want(Group::Base) || want(Group::Stat) || want(Group::Statm);
         let need_cmdline = want(Group::Cmdline);
         s.path.set_dir(pid, tid);
         let dirfd = self.dir.as_raw_fd();
@@ -937,8 +937,8 @@ impl ProcReader {
             };
             w.attr(Group::Stat as u16, &rec.to_bytes());
         }
-        if want(Group::Statm) && status.has_mm {
-            w.attr(Group::Statm as u16, &statm_from_status(&status).to_bytes());
+        if let (true, true, Some(st)) = (want(Group::Statm), status.has_mm, &stat) {
+            w.attr(Group::Statm as u16, &statm_from(&status, st).to_bytes());
         }
         if want(Group::Signal) {
             let [pending, shared_pending, blocked, ignored, caught] = status.sig;
@@ -1198,7 +1198,8 @@ fn as_bytes(v: &[u32]) -> &[u8] {
 }
 
 /// STATM from the status `Vm*` lines (kB to bytes).
-fn statm_from_status(st: &Status) -> StatmRec {
+/// STATM from status's Vm* lines and stat's code and stack addresses.
+fn statm_from(st: &Status, line: &StatLine) -> StatmRec {
     let b = |v: Vm| st.vm_kb[v as usize] * 1024;
     StatmRec {
         vm_size: b(Vm::Size),
@@ -1215,6 +1216,9 @@ fn statm_from_status(st: &Status) -> StatmRec {
         locked: b(Vm::Lck),
         pinned: b(Vm::Pin),
         page_tables: b(Vm::Pte),
+        code_start: line.startcode,
+        code_end: line.endcode,
+        stack_start: line.startstack,
     }
 }
 

@@ -456,7 +456,9 @@ wire_structs! {
     }
 
     /// STATM group: memory use in bytes (as /proc/PID/status Vm* and Rss* lines).
-    struct StatmRec = "td_statm", size 112 {
+    /// The last three are /proc/PID/stat's startcode, endcode and startstack: addresses
+    /// /proc shows only to a reader that may ptrace-read the task (1, 1 and 0 to others).
+    struct StatmRec = "td_statm", size 136 {
         /// VmSize.
         vm_size: u64,
         /// VmPeak.
@@ -485,6 +487,12 @@ wire_structs! {
         pinned: u64,
         /// VmPTE.
         page_tables: u64,
+        /// stat field 26, startcode: where the program's text starts.
+        code_start: u64,
+        /// stat field 27, endcode: where it ends.
+        code_end: u64,
+        /// stat field 28, startstack: the bottom of the main thread's stack.
+        stack_start: u64,
     }
 }
 

@@ -24,6 +24,8 @@
 //!   the caller has CAP_SYS_PTRACE over it.
 //! * **namespace links** (NS): shown only where ptrace-read passes, like readlink of
 //!   /proc/PID/ns/*; otherwise withheld with `NS_F_HIDDEN`, as that readlink fails with EACCES.
+//! * **code and stack addresses** (STATM's `code_start`, `code_end`, `stack_start`, stat
+//!   fields 26-28): shown only where ptrace-read passes, else 1, 1 and 0 as /proc prints them.
 //! * **ids** are shown as the caller's user namespace maps them (`from_kuid_munged`): an id
 //!   without a mapping is the overflow id (65534).
 //!
@@ -48,9 +50,11 @@ const SUID_DUMP_USER: u8 = 1;
 pub const OVERFLOW_ID: u32 = 65534;
 
 /// Show flags of the groups with data /proc guards by ptrace-read (memory maps, namespace
-/// links): every task's ACCESS must be read with them and checked, whatever else the viewer
+/// links, the code and stack addresses of STATM): every task's ACCESS must be read with them and checked, whatever else the viewer
 /// needs.
-pub const SHOW_GUARDED: u64 = taskdiag_proto::SHOW_MAPS | taskdiag_proto::Group::Ns.flag();
+pub const SHOW_GUARDED: u64 = taskdiag_proto::SHOW_MAPS
+    | taskdiag_proto::Group::Ns.flag()
+    | taskdiag_proto::Group::Statm.flag();
 
 /// The `hidepid=` option of a procfs mount.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -316,6 +320,13 @@ impl Viewer {
                     *i = 0;
                 }
                 n.rec.flags |= taskdiag_proto::NS_F_HIDDEN;
+            }
+        }
+        // The code and stack addresses /proc/PID/stat shows only where ptrace-read passes
+        // (do_task_stat()'s `permitted`), else 1, 1 and 0.
+        if let Some(m) = &mut t.statm {
+            if !access.as_ref().is_some_and(|a| self.may_ptrace_read(a)) {
+                (m.code_start, m.code_end, m.stack_start) = (1, 1, 0);
             }
         }
         if let (Some(root), Some(vmas)) = (&self.root, &mut t.vmas) {

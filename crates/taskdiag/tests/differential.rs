@@ -253,6 +253,17 @@ fn every_group_agrees_on_fixture_processes() {
         statm[..3],
         "statm of the stopped task"
     );
+    // The code and stack addresses as /proc/PID/stat fields 26-28 show them to root.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", stopped.pid())).expect("stat");
+    let after_name = &stat[stat.rfind(')').expect("name") + 2..];
+    let fields: Vec<u64> = after_name
+        .split_whitespace()
+        .skip(23)
+        .take(3)
+        .map(|v| v.parse().expect("number"))
+        .collect();
+    assert_eq!([m.code_start, m.code_end, m.stack_start], fields[..]);
+    assert!(m.code_start > 1 && m.code_end > m.code_start && m.stack_start > m.code_end);
 
     // A shared file mapping is named by its path, anonymous shared memory by /dev/zero, in the
     // BPF map walk's names (VMA without VMA_STAT: with it, smaps gives them) as in

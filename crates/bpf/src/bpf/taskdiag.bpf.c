@@ -1229,6 +1229,10 @@ static __always_inline bool put_statm(struct out *o, struct mm_struct *mm, bool 
 	m->stack = mm->stack_vm << ps;
 	m->locked = mm->locked_vm << ps;
 	m->pinned = (__u64)mm->pinned_vm.counter << ps;
+	/* Raw, as root reads them from stat: a server withholds them from other callers. */
+	m->code_start = start_code;
+	m->code_end = mm->end_code;
+	m->stack_start = mm->start_stack;
 	if (!put_attr_hdr(o, sizeof(*m), TD_GROUP_STATM))
 		return false;
 	o->off += sizeof(*m);

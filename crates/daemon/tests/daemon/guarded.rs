@@ -54,3 +54,36 @@ fn namespace_links_follow_ptrace_read_like_proc() {
         assert_eq!(ns["nspid"], serde_json::json!([pids[i]]), "{what}: {ns}");
     }
 }
+
+#[test]
+fn code_and_stack_addresses_follow_ptrace_read_like_proc() {
+    let d = Daemon::start(&[]);
+    let kids = [
+        user_sleeper(USER, false),
+        user_sleeper(OTHER, false),
+        user_sleeper(USER, true),
+    ];
+    let pids: Vec<u32> = kids.iter().map(|k| k.pid()).collect();
+    let flags = ["--groups", "statm", "--format", "json"];
+    let daemon = group_of(USER, &d.dump_args(&flags), "statm", &pids);
+    let mut procfs_args: Vec<String> = vec!["dump".into(), "-b".into(), "procfs".into()];
+    procfs_args.extend(flags.iter().map(|s| s.to_string()));
+    let procfs = group_of(USER, &procfs_args, "statm", &pids);
+    let fields = ["code_start", "code_end", "stack_start"];
+    for (i, what) in ["own", "another user's", "own non-dumpable"]
+        .iter()
+        .enumerate()
+    {
+        let m = daemon[i]
+            .as_ref()
+            .unwrap_or_else(|| panic!("{what}: no task"));
+        let p = procfs[i].as_ref().expect("procfs task");
+        for f in fields {
+            assert_eq!(m[f], p[f], "{what} process {}: {f}", pids[i]);
+        }
+        // /proc's stand-ins for a reader that may not ptrace-read: 1, 1, 0.
+        let withheld = [1, 1, 0].map(serde_json::Value::from);
+        let got = fields.map(|f| m[f].clone());
+        assert_eq!(got == withheld, i != 0, "{what}: {m}");
+    }
+}

@@ -624,6 +624,18 @@ impl Ctx {
                 w!("{}", (sm.data + sm.stack) >> 10)
             }
             Pr::Size => w!("{}", r.sm()?.vm_size),
+            // pr_trs/pr_tsiz and pr_drs/pr_dsiz: from vsize (bytes) and stat's code
+            // addresses, in unsigned long arithmetic, 0 without an address space.
+            Pr::Trs | Pr::Drs => {
+                let sm = r.sm()?;
+                let v = match (sm.vm_size, pr) {
+                    (0, _) => 0,
+                    (_, Pr::Trs) => sm.code_end.wrapping_sub(sm.code_start) >> 10,
+                    (size, _) => size.wrapping_sub(sm.code_end).wrapping_add(sm.code_start) >> 10,
+                };
+                w!("{}", v as i64)
+            }
+            Pr::Stackp => w!("{:016x}", r.sm()?.stack_start),
             Pr::Majflt => {
                 let s = r.st()?;
                 w!(
@@ -782,6 +794,7 @@ impl Ctx {
             Sr::NsTime => U(r.ns("time")?.into()),
             Sr::NsUser => U(r.ns("user")?.into()),
             Sr::NsUts => U(r.ns("uts")?.into()),
+            Sr::AddrStackStart => U(r.sm()?.stack_start),
             Sr::Utilization => F(self.utilization(r, false)?),
             Sr::UtilizationC => F(self.utilization(r, true)?),
             Sr::Kstk => U(r.kstk()?),

@@ -2,7 +2,7 @@
 //! justification, what prints it and what it sorts by.
 //!
 //! Specifiers whose data taskdiag does not carry (cgroups, I/O counters,
-//! code addresses, SELinux labels, ...) are listed too, as [`Pr::Unsupported`], so that asking
+//! SELinux labels, ...) are listed too, as [`Pr::Unsupported`], so that asking
 //! for one gets "not supported" rather than procps' "unknown specifier" or, worse, a column of
 //! made-up values. Specifiers procps itself prints as "-" ([`Pr::Nop`]) print "-" here too.
 //!
@@ -129,6 +129,12 @@ pub enum Pr {
     NsTime,
     NsUser,
     NsUts,
+    /// Text size in kB from the code addresses (trs, tsiz), 0 without an address space.
+    Trs,
+    /// The rest of the address space in kB (drs, dsiz).
+    Drs,
+    /// The stack's start address, 16 hex digits.
+    Stackp,
     /// `%CUU`: lifetime CPU use, `%#.3f`.
     Cuu,
     /// `%CUC`: the same with dead children.
@@ -216,6 +222,7 @@ pub enum Sr {
     SigBlocked,
     SigIgnore,
     SigCatch,
+    AddrStackStart,
     NsCgroup,
     NsIpc,
     NsMnt,
@@ -316,7 +323,15 @@ impl Pr {
             | Pr::Majflt
             | Pr::Minflt
             | Pr::Numa => STAT,
-            Pr::Rss | Pr::Vsz | Pr::Sz | Pr::Pmem | Pr::Swapable | Pr::Size => STATM,
+            Pr::Rss
+            | Pr::Vsz
+            | Pr::Sz
+            | Pr::Pmem
+            | Pr::Swapable
+            | Pr::Size
+            | Pr::Trs
+            | Pr::Drs
+            | Pr::Stackp => STATM,
             Pr::Sig | Pr::Tsig | Pr::Sigmask | Pr::Sigignore | Pr::Sigcatch => SIGS,
             Pr::NsCgroup
             | Pr::NsIpc
@@ -395,6 +410,7 @@ impl Sr {
             | Sr::Supgids
             | Sr::Supgroups => CRED,
             Sr::Signals | Sr::SigPending | Sr::SigBlocked | Sr::SigIgnore | Sr::SigCatch => SIGS,
+            Sr::AddrStackStart => STATM,
             Sr::NsCgroup
             | Sr::NsIpc
             | Sr::NsMnt
@@ -545,13 +561,14 @@ specs![
     ("cutime", "-", Nop, TicsUserC, 1, NEEDED | RIGHT),
     ("cuu", "%CUU", Cuu, Utilization, 6, NEEDED | RIGHT),
     ("cwd", "CWD", Nop, Noop, 3, NEEDED | LEFT),
-    ("drs", "DRS", Unsupported, Unsupported, 5, PROCESS | RIGHT),
-    ("dsiz", "DSIZ", Unsupported, Unsupported, 4, PROCESS | RIGHT),
+    ("drs", "DRS", Drs, VsizeBytes, 5, PROCESS | RIGHT),
+    ("dsiz", "DSIZ", Drs, VsizeBytes, 4, PROCESS | RIGHT),
     ("egid", "EGID", Egid, IdEgid, 5, EVERY | RIGHT),
     ("egroup", "EGROUP", Egroup, IdEgroup, 8, EVERY | USER),
     ("eip", "EIP", Kstk, Kstk, 16, THREAD | RIGHT),
     ("emul", "EMUL", Nop, Noop, 13, PROCESS | LEFT),
-    ("end_code", "E_CODE", Nop, Unsupported, 16, PROCESS | RIGHT),
+    // procps fetches nothing for the code addresses it sorts by: every key is equal.
+    ("end_code", "E_CODE", Nop, Noop, 16, PROCESS | RIGHT),
     ("environ", "ENVIRONMENT", Nop, Noop, 11, PROCESS | UNLIMITED),
     ("esp", "ESP", Kstk, Kstk, 16, THREAD | RIGHT),
     ("etime", "ELAPSED", Etime, TimeElapsed, 11, EVERY | RIGHT),
@@ -615,14 +632,14 @@ specs![
     ("luser", "LUSER", Nop, Noop, 8, EVERY | USER),
     ("lwp", "LWP", Tid, IdPid, 5, THREAD | PIDMAX | RIGHT),
     ("lxc", "LXC", Unsupported, Unsupported, 8, EVERY | LEFT),
-    ("m_drs", "DRS", Unsupported, Unsupported, 5, PROCESS | RIGHT),
+    ("m_drs", "DRS", Drs, VsizeBytes, 5, PROCESS | RIGHT),
     ("m_dt", "DT", Nop, Noop, 4, PROCESS | RIGHT),
     ("m_lrs", "LRS", Nop, Noop, 5, PROCESS | RIGHT),
     ("m_resident", "RES", Nop, MemResPgs, 5, PROCESS | RIGHT),
     ("m_share", "SHRD", Nop, MemShrPgs, 5, PROCESS | RIGHT),
     ("m_size", "SIZE", Size, VsizeBytes, 5, PROCESS | RIGHT),
     ("m_swap", "SWAP", Nop, Noop, 5, PROCESS | RIGHT),
-    ("m_trs", "TRS", Unsupported, Unsupported, 5, PROCESS | RIGHT),
+    ("m_trs", "TRS", Trs, VsizeBytes, 5, PROCESS | RIGHT),
     (
         "machine",
         "MACHINE",
@@ -789,25 +806,18 @@ specs![
     (
         "stackp",
         "STACKP",
-        Unsupported,
-        Unsupported,
+        Stackp,
+        AddrStackStart,
         16,
         PROCESS | RIGHT
     ),
     ("start", "STARTED", Start, TicsBegan, 8, EVERY | RIGHT),
-    (
-        "start_code",
-        "S_CODE",
-        Nop,
-        Unsupported,
-        16,
-        PROCESS | RIGHT
-    ),
+    ("start_code", "S_CODE", Nop, Noop, 16, PROCESS | RIGHT),
     (
         "start_stack",
         "STACKP",
-        Unsupported,
-        Unsupported,
+        Stackp,
+        AddrStackStart,
         16,
         PROCESS | RIGHT
     ),
@@ -852,13 +862,13 @@ specs![
         5,
         PROCESS | PIDMAX | RIGHT
     ),
-    ("trs", "TRS", Unsupported, Unsupported, 4, PROCESS | RIGHT),
-    ("trss", "TRSS", Unsupported, Unsupported, 4, PROCESS | RIGHT),
+    ("trs", "TRS", Trs, VsizeBytes, 4, PROCESS | RIGHT),
+    ("trss", "TRSS", Trs, VsizeBytes, 4, PROCESS | RIGHT),
     ("tsess", "TSESS", Nop, Noop, 5, PROCESS | PIDMAX | RIGHT),
     ("tsession", "TSESS", Nop, Noop, 5, PROCESS | PIDMAX | RIGHT),
     ("tsid", "TSID", Nop, Noop, 5, PROCESS | PIDMAX | RIGHT),
     ("tsig", "PENDING", Tsig, SigPending, 9, EVERY | SIGNAL),
-    ("tsiz", "TSIZ", Unsupported, Unsupported, 4, PROCESS | RIGHT),
+    ("tsiz", "TSIZ", Trs, VsizeBytes, 4, PROCESS | RIGHT),
     ("tt", "TT", Tty8, TtyName, 8, PROCESS | LEFT),
     ("tty", "TT", Tty8, TtyName, 8, PROCESS | LEFT),
     ("tty4", "TTY", Tty4, TtyName, 4, PROCESS | LEFT),

@@ -19,7 +19,8 @@ const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
     | Group::Statm.flag()
     | Group::Cmdline.flag()
     | Group::Signal.flag()
-    | Group::Ns.flag();
+    | Group::Ns.flag()
+    | Group::Files.flag();
 
 impl TaskIter {
     /// Makes the following dumps for `view` (until changed).

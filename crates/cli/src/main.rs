@@ -115,6 +115,9 @@ GROUPS:
            left out where the link does not exist; all withheld, with hidden true, where
            readlink is refused), and the task's ids in each nested pid namespace, ours
            first, as status NSpid, NStgid, NSpgid, NSsid
+  files    open descriptors as /proc/PID/fd lists them (withheld, with fds_hidden true,
+           where it cannot be listed) and the 16 resource limits of /proc/PID/limits, soft
+           and hard
   vma      memory mappings: start, end, permissions, flags, offset, device, inode, name as
            /proc/PID/maps prints it (for threads: on the thread-group leader only)
   vma_stat vma plus each mapping's smaps counters (Rss, Pss, ..., costs what smaps costs)
@@ -157,8 +160,8 @@ struct DumpArgs {
     /// The child processes of PID.
     #[arg(long, value_name = "PID", group = "sel")]
     children_of: Option<u32>,
-    /// Comma-separated groups: base, cred, stat, statm, cmdline, signal, ns, vma, vma_stat, all (see
-    /// GROUPS below).
+    /// Comma-separated groups: base, cred, stat, statm, cmdline, signal, ns, files, vma,
+    /// vma_stat, all (see GROUPS below).
     #[arg(long, short = 'g', value_name = "LIST", default_value = "base")]
     groups: String,
     /// Which backend answers.
@@ -221,7 +224,7 @@ fn parse_groups(list: &str) -> anyhow::Result<u64> {
             Some(_) => bail!("group '{name}' is not implemented yet"),
             None => bail!(
                 "unknown group '{name}' (known: base, cred, stat, statm, cmdline, signal, ns, \
-                 vma, vma_stat, all)"
+                 files, vma, vma_stat, all)"
             ),
         }
     }

@@ -14,7 +14,7 @@ use std::io::{self, Write};
 
 use base64::Engine as _;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
-use taskdiag_proto::task::{Base, Cred, Event, Ns, Task, Vma};
+use taskdiag_proto::task::{Base, Cred, Event, Files, Ns, Task, Vma};
 use taskdiag_proto::{state_char, BackendId, Group, SignalRec, StatRec, StatmRec, VmaStatRec};
 
 /// Renders a stream's events.
@@ -82,6 +82,8 @@ pub(crate) enum Val<'a> {
     Ids(Cow<'a, [u32]>),
     /// Text made here (a mapping's permissions and device).
     Text(String),
+    /// A resource limit: `unlimited` (text) / `"unlimited"` (JSON) for RLIM_INFINITY.
+    Limit(u64),
 }
 
 /// A group's fields in order.
@@ -188,6 +190,44 @@ pub(crate) fn ns_fields(n: &Ns) -> Fields<'static> {
     f.push(("nssid", col(|l| l.sid)));
     f
 }
+
+/// FILES: the descriptor count (absent where withheld, with `fds_hidden`), then each limit
+/// as `<name>_soft` and `<name>_hard` ([`Val::Limit`]: a number, or `unlimited`).
+pub(crate) fn files_fields(f: &Files) -> Fields<'static> {
+    let mut v: Fields = Vec::with_capacity(2 + 2 * f.limits.len());
+    if f.rec.flags & taskdiag_proto::FILES_F_FDS_HIDDEN == 0 {
+        v.push(("fds", Val::Int(f.rec.fds.into())));
+    }
+    v.push((
+        "fds_hidden",
+        Val::Bool(f.rec.flags & taskdiag_proto::FILES_F_FDS_HIDDEN != 0),
+    ));
+    for (name, l) in LIMIT_KEYS.iter().zip(&f.limits) {
+        v.push((name.0, Val::Limit(l.soft)));
+        v.push((name.1, Val::Limit(l.hard)));
+    }
+    v
+}
+
+/// JSON and text names of the limits, soft and hard, in RLIMIT_* order.
+const LIMIT_KEYS: [(&str, &str); taskdiag_proto::FILES_NLIMITS] = [
+    ("cpu_soft", "cpu_hard"),
+    ("fsize_soft", "fsize_hard"),
+    ("data_soft", "data_hard"),
+    ("stack_soft", "stack_hard"),
+    ("core_soft", "core_hard"),
+    ("rss_soft", "rss_hard"),
+    ("nproc_soft", "nproc_hard"),
+    ("nofile_soft", "nofile_hard"),
+    ("memlock_soft", "memlock_hard"),
+    ("as_soft", "as_hard"),
+    ("locks_soft", "locks_hard"),
+    ("sigpending_soft", "sigpending_hard"),
+    ("msgqueue_soft", "msgqueue_hard"),
+    ("nice_soft", "nice_hard"),
+    ("rtprio_soft", "rtprio_hard"),
+    ("rttime_soft", "rttime_hard"),
+];
 
 /// STATM (bytes).
 pub(crate) fn statm_fields(s: &StatmRec) -> Fields<'static> {
@@ -304,6 +344,8 @@ fn text_val(w: &mut dyn Write, v: &Val) -> io::Result<()> {
             Ok(())
         }
         Val::Text(ref t) => escape_text(w, t.as_bytes()),
+        Val::Limit(u64::MAX) => write!(w, "unlimited"),
+        Val::Limit(n) => write!(w, "{n}"),
     }
 }
 
@@ -325,12 +367,13 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
         text_fields(w, &base_fields(b))?;
     }
     writeln!(w)?;
-    let groups: [(&str, Option<Fields>); 5] = [
+    let groups: [(&str, Option<Fields>); 6] = [
         ("cred", t.cred.as_ref().map(cred_fields)),
         ("stat", t.stat.as_ref().map(stat_fields)),
         ("statm", t.statm.as_ref().map(statm_fields)),
         ("signal", t.signal.as_ref().map(signal_fields)),
         ("ns", t.ns.as_ref().map(ns_fields)),
+        ("files", t.files.as_ref().map(files_fields)),
     ];
     for (name, f) in groups {
         if let Some(f) = f {
@@ -399,6 +442,8 @@ impl Serialize for Val<'_> {
             Val::Bytes(b) => JsonBytes(b).serialize(s),
             Val::Ids(ref ids) => ids.serialize(s),
             Val::Text(ref t) => s.serialize_str(t),
+            Val::Limit(u64::MAX) => s.serialize_str("unlimited"),
+            Val::Limit(n) => s.serialize_u64(n),
         }
     }
 }
@@ -466,6 +511,9 @@ impl Serialize for JsonTask<'_> {
         }
         if let Some(n) = &t.ns {
             m.serialize_entry("ns", &JsonObject(&ns_fields(n)))?;
+        }
+        if let Some(f) = &t.files {
+            m.serialize_entry("files", &JsonObject(&files_fields(f)))?;
         }
         if let Some(v) = &t.vmas {
             let v: Vec<JsonVma> = v.iter().map(JsonVma).collect();
@@ -577,6 +625,20 @@ mod tests {
                 caught: 1 << 63,
                 ..SignalRec::default()
             }),
+            files: Some(Files {
+                rec: taskdiag_proto::FilesRec {
+                    fds: 12,
+                    flags: 0,
+                    nlimits: 16,
+                    reserved: 0,
+                },
+                limits: (0..16)
+                    .map(|i| taskdiag_proto::LimitRec {
+                        soft: if i == 7 { 1024 } else { u64::MAX },
+                        hard: if i == 7 { 524288 } else { u64::MAX },
+                    })
+                    .collect(),
+            }),
             ns: Some(Ns {
                 rec: taskdiag_proto::NsRec {
                     pid: 4026532301,
@@ -681,7 +743,7 @@ mod tests {
         // Lossy only for the maps line, which carries the path as the kernel prints it.
         let text = String::from_utf8_lossy(&text);
         let v: serde_json::Value = serde_json::from_str(&json(&JsonTask(&t))).expect("parse");
-        for group in ["base", "cred", "stat", "statm", "signal", "ns"] {
+        for group in ["base", "cred", "stat", "statm", "signal", "ns", "files"] {
             for k in v[group].as_object().expect(group).keys() {
                 assert!(text.contains(&format!(" {k} ")), "text lacks {group}.{k}");
             }
@@ -696,5 +758,8 @@ mod tests {
         assert_eq!(v["ns"]["nspid"], serde_json::json!([900, 1]));
         assert!(text.contains(" net 4026531833 "));
         assert!(text.contains(" nspid 900,1 "));
+        assert_eq!(v["files"]["nofile_soft"], 1024);
+        assert_eq!(v["files"]["cpu_hard"], "unlimited");
+        assert!(text.contains(" fds 12 ") && text.contains(" nofile_hard 524288 "));
     }
 }

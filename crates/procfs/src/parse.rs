@@ -275,6 +275,35 @@ pub struct Status {
     pub ns_levels: usize,
 }
 
+/// The soft and hard limits of /proc/PID/limits, in RLIMIT_* order (`u64::MAX` for
+/// "unlimited"), found by their names; a limit the file lacks stays `None`.
+pub fn parse_limits(
+    buf: &[u8],
+) -> Result<[Option<(u64, u64)>; taskdiag_proto::FILES_NLIMITS], ParseError> {
+    let mut out = [None; taskdiag_proto::FILES_NLIMITS];
+    let value = |v: &[u8]| {
+        if v == b"unlimited" {
+            Some(u64::MAX)
+        } else {
+            uint(v)
+        }
+    };
+    for line in buf.split(|&c| c == b'\n') {
+        let Some(i) = taskdiag_proto::task::Files::NAMES
+            .iter()
+            .position(|n| line.starts_with(n.as_bytes()) && line.get(n.len()) == Some(&b' '))
+        else {
+            continue;
+        };
+        let rest = &line[taskdiag_proto::task::Files::NAMES[i].len()..];
+        let mut words = rest.split(|&c| c == b' ').filter(|w| !w.is_empty());
+        let soft = words.next().and_then(value).ok_or(err("bad soft limit"))?;
+        let hard = words.next().and_then(value).ok_or(err("bad hard limit"))?;
+        out[i] = Some((soft, hard));
+    }
+    Ok(out)
+}
+
 /// The inode number in a /proc/PID/ns/NAME link's text (`net:[4026531840]`).
 pub fn parse_ns_link(link: &[u8]) -> Option<u32> {
     let open = link.iter().position(|&c| c == b'[')?;
@@ -651,6 +680,22 @@ mod tests {
         SigPnd:\t0000000000000100\nShdPnd:\t0000000000004000\nSigBlk:\t0000000000010000\n\
         SigIgn:\t0000000000384004\nSigCgt:\t000000004b813efb\n\
         voluntary_ctxt_switches:\t150\nnonvoluntary_ctxt_switches:\t3\n";
+
+    #[test]
+    fn limits_by_name() {
+        let text =
+            b"Limit                     Soft Limit           Hard Limit           Units     \n\
+Max cpu time              unlimited            unlimited            seconds   \n\
+Max file size             unlimited            unlimited            bytes     \n\
+Max open files            1024                 524288               files     \n\
+Max realtime timeout      unlimited            unlimited            us        \n";
+        let l = parse_limits(text).unwrap();
+        assert_eq!(l[0], Some((u64::MAX, u64::MAX)));
+        assert_eq!(l[7], Some((1024, 524288)));
+        assert_eq!(l[15], Some((u64::MAX, u64::MAX)));
+        assert_eq!(l[2], None);
+        assert!(parse_limits(b"Max open files            x   1\n").is_err());
+    }
 
     #[test]
     fn ns_links_and_levels() {

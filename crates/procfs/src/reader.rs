@@ -23,12 +23,14 @@ use std::sync::mpsc;
 use taskdiag_proto::msg::TaskWriter;
 use taskdiag_proto::task::Ns;
 use taskdiag_proto::{
-    state_index, BaseRec, CredRec, Group, NsIdsRec, NsRec, Request, SignalRec, StatRec, StatmRec,
-    Strategy, BASE_F_KTHREAD, BASE_F_LEADER, NS_F_HIDDEN, PF_KTHREAD,
+    state_index, BaseRec, CredRec, FilesRec, Group, LimitRec, NsIdsRec, NsRec, Request, SignalRec,
+    StatRec, StatmRec, Strategy, BASE_F_KTHREAD, BASE_F_LEADER, FILES_F_FDS_HIDDEN, FILES_NLIMITS,
+    NS_F_HIDDEN, PF_KTHREAD,
 };
 
 use crate::parse::{
-    parse_children, parse_stat, parse_status, parse_status_until, ParseError, StatLine, Status, Vm,
+    parse_children, parse_limits, parse_stat, parse_status, parse_status_until, ParseError,
+    StatLine, Status, Vm,
 };
 
 /// Errors of the procfs backend. Each names the path or pid involved.
@@ -273,6 +275,9 @@ struct Scratch {
     dents: Vec<u8>,
     groups: Vec<u32>,
     tids: Vec<u32>,
+    /// FILES: the descriptors listed, and the limits file.
+    fds: Vec<u32>,
+    limits: Vec<u8>,
 }
 
 impl Scratch {
@@ -286,6 +291,8 @@ impl Scratch {
             dents: Vec::new(),
             groups: Vec::new(),
             tids: Vec::new(),
+            fds: Vec::new(),
+            limits: Vec::new(),
         }
     }
 }
@@ -793,6 +800,14 @@ impl ProcReader {
         } else {
             None
         };
+        let files = if want(Group::Files) {
+            match self.files(s)? {
+                Some(f) => Some(f),
+                None => return Ok(false),
+            }
+        } else {
+            None
+        };
         // status was opened first and is read only now, after every other open: if the pid was
         // reused in between, status belongs to the dead task and this read fails with ESRCH.
         if !read(s, &status_fd, 1, b"status")? {
@@ -969,6 +984,14 @@ impl ProcReader {
             }
             w.attr(Group::Ns as u16, &b);
         }
+        if let Some((rec, limits)) = files {
+            let mut b = Vec::with_capacity(FilesRec::SIZE + limits.len() * LimitRec::SIZE);
+            b.extend_from_slice(&rec.to_bytes());
+            for l in &limits {
+                b.extend_from_slice(&l.to_bytes());
+            }
+            w.attr(Group::Files as u16, &b);
+        }
         if need_cmdline {
             match cmdline_err {
                 None if status.has_mm => w.attr(Group::Cmdline as u16, &s.cmdline),
@@ -992,6 +1015,68 @@ impl ProcReader {
         }
         w.finish();
         Ok(true)
+    }
+
+    /// FILES of the task in `s.path`'s directory: the entries of its fd directory (withheld,
+    /// with [`FILES_F_FDS_HIDDEN`], where /proc refuses to list them) and its limits file.
+    /// `None` if the task is gone.
+    fn files(&self, s: &mut Scratch) -> Result<Option<(FilesRec, Vec<LimitRec>)>> {
+        let dirfd = self.dir.as_raw_fd();
+        let mut rec = FilesRec {
+            nlimits: FILES_NLIMITS as u32,
+            ..FilesRec::default()
+        };
+        let io_err = |s: &mut Scratch, name: &[u8], source| {
+            s.path.file(name);
+            ProcfsError::Io {
+                path: s.path.display(&self.root),
+                source,
+            }
+        };
+        match openat(
+            dirfd,
+            s.path.file(b"fd"),
+            libc::O_RDONLY | libc::O_DIRECTORY,
+        ) {
+            Ok(fd) => match list_numeric(&fd, &mut s.dents, &mut s.fds) {
+                Ok(()) => rec.fds = s.fds.len() as u32,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => {
+                    return Ok(None)
+                }
+                Err(e) => return Err(io_err(s, b"fd", e)),
+            },
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+                rec.flags = FILES_F_FDS_HIDDEN;
+            }
+            Err(e) if is_gone(&e) => return Ok(None),
+            Err(e) => return Err(io_err(s, b"fd", e)),
+        }
+        match openat(dirfd, s.path.file(b"limits"), libc::O_RDONLY) {
+            Ok(fd) => match read_all(&fd, &mut s.limits) {
+                Ok(()) => {}
+                Err(e) if is_gone(&e) => return Ok(None),
+                Err(e) => return Err(io_err(s, b"limits", e)),
+            },
+            Err(e) if is_gone(&e) => return Ok(None),
+            Err(e) => return Err(io_err(s, b"limits", e)),
+        }
+        // Every kernel since 2.6.25 lists all sixteen; a file without one is malformed.
+        let parsed = parse_limits(&s.limits).and_then(|l| {
+            l.iter()
+                .map(|l| {
+                    let (soft, hard) = l.ok_or(crate::scan::err("a limit is missing"))?;
+                    Ok(LimitRec { soft, hard })
+                })
+                .collect::<std::result::Result<Vec<_>, ParseError>>()
+        });
+        let limits = parsed.map_err(|source| {
+            s.path.file(b"limits");
+            ProcfsError::Parse {
+                path: s.path.display(&self.root),
+                source,
+            }
+        })?;
+        Ok(Some((rec, limits)))
     }
 
     /// NS's namespace links of the task in `s.path`'s directory (`levels` left 0): each link's

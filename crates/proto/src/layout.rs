@@ -455,6 +455,31 @@ wire_structs! {
         sid: u32,
     }
 
+    /// FILES group, fixed part: the number of open descriptors (the entries of /proc/PID/fd)
+    /// and how many [`LimitRec`]s follow: the resource limits of /proc/PID/limits, in its
+    /// order (RLIMIT_CPU, FSIZE, DATA, STACK, CORE, RSS, NPROC, NOFILE, MEMLOCK, AS, LOCKS,
+    /// SIGPENDING, MSGQUEUE, NICE, RTPRIO, RTTIME).
+    struct FilesRec = "td_files", size 16 {
+        /// Open descriptors; 0 with [`crate::FILES_F_FDS_HIDDEN`].
+        fds: u32,
+        /// [`crate::FILES_F_FDS_HIDDEN`]: the count is withheld, as /proc/PID/fd cannot be
+        /// listed by a reader that may not ptrace-read the task. The limits are not guarded.
+        flags: u32,
+        /// How many [`LimitRec`]s follow (16 on every kernel taskdiag knows).
+        nlimits: u32,
+        /// Zero.
+        reserved: u32,
+    }
+
+    /// FILES group: one resource limit, soft and hard, in the unit /proc/PID/limits shows
+    /// (`u64::MAX`: unlimited).
+    struct LimitRec = "td_limit", size 16 {
+        /// Soft limit (rlim_cur).
+        soft: u64,
+        /// Hard limit (rlim_max).
+        hard: u64,
+    }
+
     /// STATM group: memory use in bytes (as /proc/PID/status Vm* and Rss* lines).
     /// The last three are /proc/PID/stat's startcode, endcode and startstack: addresses
     /// /proc shows only to a reader that may ptrace-read the task (1, 1 and 0 to others).

@@ -31,8 +31,8 @@ pub mod task;
 pub mod vma_flags;
 
 pub use layout::{
-    AccessRec, AttrHeader, BaseRec, CredRec, Done, GroupErrorRec, MsgHeader, NsIdsRec, NsRec,
-    Request, SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec,
+    AccessRec, AttrHeader, BaseRec, CredRec, Done, FilesRec, GroupErrorRec, LimitRec, MsgHeader,
+    NsIdsRec, NsRec, Request, SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec,
 };
 
 /// Version of the format described here. Carried in requests and START messages.
@@ -103,6 +103,13 @@ pub const VMA_NAME_REF: u16 = 1;
 /// [`NsRec`] flag: the namespace links are withheld (all 0) because the reader may not
 /// ptrace-read the task, as readlink /proc/PID/ns/NAME then fails with EACCES.
 pub const NS_F_HIDDEN: u32 = 1;
+
+/// [`FilesRec`] flag: the descriptor count is withheld (0) because the reader may not
+/// ptrace-read the task, as /proc/PID/fd then cannot be listed.
+pub const FILES_F_FDS_HIDDEN: u32 = 1;
+
+/// The resource limits a FILES record carries: RLIM_NLIMITS.
+pub const FILES_NLIMITS: usize = 16;
 
 /// The most levels an NS record lists ([`NsIdsRec`]s): a task at the deepest pid namespace
 /// level (the kernel's MAX_PID_NS_LEVEL, 32) seen from the initial namespace (level 0).
@@ -207,11 +214,13 @@ pub enum Group {
     Signal = 7,
     /// Namespaces and the ids in nested pid namespaces ([`NsRec`] + [`NsIdsRec`] per level).
     Ns = 8,
+    /// Open descriptors and resource limits ([`FilesRec`] + [`LimitRec`] per limit).
+    Files = 9,
 }
 
 impl Group {
     /// The groups this version produces, in emission order.
-    pub const SUPPORTED: [Group; 9] = [
+    pub const SUPPORTED: [Group; 10] = [
         Group::Base,
         Group::Cred,
         Group::Vma,
@@ -221,6 +230,7 @@ impl Group {
         Group::Cmdline,
         Group::Signal,
         Group::Ns,
+        Group::Files,
     ];
 
     /// The group for an attribute type, if known.
@@ -235,6 +245,7 @@ impl Group {
             6 => Some(Self::Cmdline),
             7 => Some(Self::Signal),
             8 => Some(Self::Ns),
+            9 => Some(Self::Files),
             _ => None,
         }
     }
@@ -256,6 +267,7 @@ impl Group {
             Self::Cmdline => "cmdline",
             Self::Signal => "signal",
             Self::Ns => "ns",
+            Self::Files => "files",
         }
     }
 
@@ -274,7 +286,8 @@ pub const SHOW_SUPPORTED: u64 = (1 << Group::Base as u16)
     | (1 << Group::Statm as u16)
     | (1 << Group::Cmdline as u16)
     | (1 << Group::Signal as u16)
-    | (1 << Group::Ns as u16);
+    | (1 << Group::Ns as u16)
+    | (1 << Group::Files as u16);
 
 /// Show flags of the memory-map groups (VMA, VMA_STAT): many records per task, read under the
 /// ptrace-read rule, and left out of "all".
@@ -358,6 +371,9 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_GROUP_NS", Group::Ns as i64),
     ("TD_NS_F_HIDDEN", NS_F_HIDDEN as i64),
     ("TD_NS_MAX_LEVELS", NS_MAX_LEVELS as i64),
+    ("TD_GROUP_FILES", Group::Files as i64),
+    ("TD_FILES_F_FDS_HIDDEN", FILES_F_FDS_HIDDEN as i64),
+    ("TD_FILES_NLIMITS", FILES_NLIMITS as i64),
     ("TD_STRATEGY_ALL", Strategy::All as i64),
     ("TD_STRATEGY_ONE", Strategy::One as i64),
     ("TD_STRATEGY_ALL_THREAD", Strategy::AllThread as i64),

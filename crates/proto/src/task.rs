@@ -6,9 +6,9 @@
 
 use crate::msg::{DecodeError, Message, Messages, TaskWriter};
 use crate::{
-    align4, AccessRec, BaseRec, CredRec, Done, Group, GroupErrorRec, MsgType, NsIdsRec, NsRec,
-    SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec, ATTR_ACCESS, ATTR_GROUP_ERROR,
-    ATTR_VMA_ACCESS, COMM_MAX,
+    align4, AccessRec, BaseRec, CredRec, Done, FilesRec, Group, GroupErrorRec, LimitRec, MsgType,
+    NsIdsRec, NsRec, SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec, ATTR_ACCESS,
+    ATTR_GROUP_ERROR, ATTR_VMA_ACCESS, COMM_MAX,
 };
 
 /// BASE: the record and the task's name.
@@ -91,6 +91,42 @@ impl Ns {
         "time",
         "time_for_children",
     ];
+}
+
+/// FILES: the descriptor count and the resource limits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Files {
+    /// The fixed part (`rec.nlimits == limits.len()`).
+    pub rec: FilesRec,
+    /// The limits, in /proc/PID/limits order.
+    pub limits: Vec<LimitRec>,
+}
+
+impl Files {
+    /// The limits' names as /proc/PID/limits shows them, in record order.
+    pub const NAMES: [&'static str; crate::FILES_NLIMITS] = [
+        "Max cpu time",
+        "Max file size",
+        "Max data size",
+        "Max stack size",
+        "Max core file size",
+        "Max resident set",
+        "Max processes",
+        "Max open files",
+        "Max locked memory",
+        "Max address space",
+        "Max file locks",
+        "Max pending signals",
+        "Max msgqueue size",
+        "Max nice priority",
+        "Max realtime priority",
+        "Max realtime timeout",
+    ];
+
+    /// Limit `i` (an RLIMIT_* number), if the record has it.
+    pub fn limit(&self, i: usize) -> Option<LimitRec> {
+        self.limits.get(i).copied()
+    }
 }
 
 /// A group that is missing for a task, and why.
@@ -189,6 +225,8 @@ pub struct Task {
     pub signal: Option<SignalRec>,
     /// NS, if requested and available.
     pub ns: Option<Ns>,
+    /// FILES, if requested and available.
+    pub files: Option<Files>,
     /// VMA (with VMA_STAT inside each entry when requested), if requested and the task has an
     /// address space; with thread strategies only on the thread-group leader.
     pub vmas: Option<Vec<Vma>>,
@@ -260,6 +298,16 @@ impl Task {
                 l.write_to(&mut v);
             }
             w.attr(Group::Ns as u16, &v);
+        }
+        if let Some(f) = &self.files {
+            let mut rec = f.rec;
+            rec.nlimits = f.limits.len() as u32;
+            let mut v = Vec::with_capacity(FilesRec::SIZE + LimitRec::SIZE * f.limits.len());
+            rec.write_to(&mut v);
+            for l in &f.limits {
+                l.write_to(&mut v);
+            }
+            w.attr(Group::Files as u16, &v);
         }
         // The memory maps last: the one attribute that may run over several messages.
         if let Some(vmas) = &self.vmas {
@@ -438,6 +486,22 @@ impl TaskAssembler {
                 .collect();
             t.ns = Some(Ns { rec, ids });
         }
+        if self.has(Group::Files) {
+            let p = &self.parts[Group::Files as usize];
+            let rec = FilesRec::read_from(p).ok_or(bad(Group::Files, "short record"))?;
+            let n = rec.nlimits as usize;
+            if n > 64 {
+                return Err(bad(Group::Files, "more than 64 limits"));
+            }
+            let lb = p
+                .get(FilesRec::SIZE..FilesRec::SIZE + n * LimitRec::SIZE)
+                .ok_or(bad(Group::Files, "limits run past the attribute"))?;
+            let limits = lb
+                .chunks_exact(LimitRec::SIZE)
+                .filter_map(LimitRec::read_from)
+                .collect();
+            t.files = Some(Files { rec, limits });
+        }
         if self.has(Group::Vma) {
             let p = &self.parts[Group::Vma as usize];
             t.vmas = Some(Vma::decode_all(p).map_err(|what| bad(Group::Vma, what))?);
@@ -599,6 +663,23 @@ mod tests {
                         tgid: pid,
                         pgid: 1,
                         sid: 1,
+                    },
+                ],
+            }),
+            files: Some(Files {
+                rec: FilesRec {
+                    fds: 10_000,
+                    nlimits: 2,
+                    ..Default::default()
+                },
+                limits: vec![
+                    LimitRec {
+                        soft: u64::MAX,
+                        hard: u64::MAX,
+                    },
+                    LimitRec {
+                        soft: 1024,
+                        hard: 4096,
                     },
                 ],
             }),

@@ -1,10 +1,10 @@
 //! Property tests: arbitrary bytes never panic the decoder; arbitrary tasks round-trip.
 use proptest::prelude::*;
 use taskdiag_proto::msg::{write_done, write_start, Messages};
-use taskdiag_proto::task::{Base, Cred, Event, Ns, StreamDecoder, Task, Vma};
+use taskdiag_proto::task::{Base, Cred, Event, Files, Ns, StreamDecoder, Task, Vma};
 use taskdiag_proto::{
-    BaseRec, CredRec, Done, NsIdsRec, NsRec, SignalRec, Start, StatRec, StatmRec, VmaRec,
-    VmaStatRec, NS_F_HIDDEN, VERSION,
+    BaseRec, CredRec, Done, FilesRec, LimitRec, NsIdsRec, NsRec, SignalRec, Start, StatRec,
+    StatmRec, VmaRec, VmaStatRec, FILES_F_FDS_HIDDEN, NS_F_HIDDEN, VERSION,
 };
 
 fn task() -> impl Strategy<Value = Task> {
@@ -35,9 +35,13 @@ fn task() -> impl Strategy<Value = Task> {
             any::<u32>(),
             proptest::collection::vec((any::<u32>(), any::<u32>()), 0..=33),
         )),
+        proptest::option::of((
+            any::<u32>(),
+            proptest::collection::vec((any::<u64>(), any::<u64>()), 0..=16),
+        )),
     )
         .prop_map(
-            |(pid, tgid, base, groups, ut, vm, cmdline, maps, sig, ns)| Task {
+            |(pid, tgid, base, groups, ut, vm, cmdline, maps, sig, ns, files)| Task {
                 pid,
                 tgid,
                 base: base.map(|(ppid, state, comm)| Base {
@@ -86,6 +90,18 @@ fn task() -> impl Strategy<Value = Task> {
                             pgid: 0,
                             sid,
                         })
+                        .collect(),
+                }),
+                files: files.map(|(fds, limits)| Files {
+                    rec: FilesRec {
+                        fds,
+                        flags: fds & FILES_F_FDS_HIDDEN,
+                        nlimits: limits.len() as u32,
+                        reserved: 0,
+                    },
+                    limits: limits
+                        .into_iter()
+                        .map(|(soft, hard)| LimitRec { soft, hard })
                         .collect(),
                 }),
                 errors: vec![],

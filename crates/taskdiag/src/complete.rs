@@ -382,6 +382,7 @@ fn fill_from_procfs(
                     Group::Cmdline => task.cmdline = p.cmdline.clone(),
                     Group::Signal => task.signal = p.signal,
                     Group::Ns => task.ns = p.ns.clone(),
+                    Group::Files => task.files = p.files.clone(),
                     Group::Vma | Group::VmaStat => task.vmas = p.vmas.clone(),
                     Group::Base => {}
                 }

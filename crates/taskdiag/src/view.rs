@@ -26,6 +26,8 @@
 //!   /proc/PID/ns/*; otherwise withheld with `NS_F_HIDDEN`, as that readlink fails with EACCES.
 //! * **code and stack addresses** (STATM's `code_start`, `code_end`, `stack_start`, stat
 //!   fields 26-28): shown only where ptrace-read passes, else 1, 1 and 0 as /proc prints them.
+//! * **descriptor count** (FILES): only where ptrace-read passes, else withheld with
+//!   `FILES_F_FDS_HIDDEN`, as /proc/PID/fd cannot be listed; the limits are not guarded.
 //! * **ids** are shown as the caller's user namespace maps them (`from_kuid_munged`): an id
 //!   without a mapping is the overflow id (65534).
 //!
@@ -50,11 +52,12 @@ const SUID_DUMP_USER: u8 = 1;
 pub const OVERFLOW_ID: u32 = 65534;
 
 /// Show flags of the groups with data /proc guards by ptrace-read (memory maps, namespace
-/// links, the code and stack addresses of STATM): every task's ACCESS must be read with them and checked, whatever else the viewer
+/// links, the code and stack addresses of STATM, the descriptor count of FILES): every task's ACCESS must be read with them and checked, whatever else the viewer
 /// needs.
 pub const SHOW_GUARDED: u64 = taskdiag_proto::SHOW_MAPS
     | taskdiag_proto::Group::Ns.flag()
-    | taskdiag_proto::Group::Statm.flag();
+    | taskdiag_proto::Group::Statm.flag()
+    | taskdiag_proto::Group::Files.flag();
 
 /// The `hidepid=` option of a procfs mount.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -327,6 +330,13 @@ impl Viewer {
         if let Some(m) = &mut t.statm {
             if !access.as_ref().is_some_and(|a| self.may_ptrace_read(a)) {
                 (m.code_start, m.code_end, m.stack_start) = (1, 1, 0);
+            }
+        }
+        // The descriptor count: /proc/PID/fd can be listed only where ptrace-read passes.
+        if let Some(f) = &mut t.files {
+            if !access.as_ref().is_some_and(|a| self.may_ptrace_read(a)) {
+                f.rec.fds = 0;
+                f.rec.flags |= taskdiag_proto::FILES_F_FDS_HIDDEN;
             }
         }
         if let (Some(root), Some(vmas)) = (&self.root, &mut t.vmas) {

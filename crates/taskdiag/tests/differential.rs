@@ -153,9 +153,10 @@ fn every_group_agrees_on_fixture_processes() {
     assert_eq!(r, 0, "PTRACE_SEIZE: {}", std::io::Error::last_os_error());
 
     let signals = spawn(&["signals"], None);
+    let fds = spawn(&["fds", "10000"], None);
     let fixtures = [
         &hostile, &full16, &threads, &long, &title, &creds, &stopped, &parent, &traced, &mapshared,
-        &signals,
+        &signals, &fds,
     ];
     let pids: Vec<u32> = fixtures.iter().map(|f| f.pid()).collect();
     let all = assert_agree(Request::new(Strategy::All, 0, SHOW_SUPPORTED), &pids);
@@ -232,6 +233,42 @@ fn every_group_agrees_on_fixture_processes() {
     );
     assert_ne!(sg.ignored & bit(libc::SIGUSR2), 0);
     assert_ne!(sg.caught & bit(libc::SIGHUP), 0);
+
+    // Open descriptors as /proc/PID/fd lists them, and limits as /proc/PID/limits shows them.
+    for f in [&fds, &signals] {
+        let files = all[&f.pid()].files.as_ref().expect("files");
+        let listed = std::fs::read_dir(format!("/proc/{}/fd", f.pid()))
+            .expect("fd dir")
+            .count();
+        assert_eq!(files.rec.fds as usize, listed);
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", f.pid())).expect("limits");
+        for (i, name) in taskdiag_proto::task::Files::NAMES.iter().enumerate() {
+            let line = limits
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{name}"));
+            let v: Vec<u64> = line[name.len()..]
+                .split_whitespace()
+                .take(2)
+                .map(|v| {
+                    if v == "unlimited" {
+                        u64::MAX
+                    } else {
+                        v.parse().expect("limit")
+                    }
+                })
+                .collect();
+            let l = files.limit(i).expect("limit");
+            assert_eq!([l.soft, l.hard], v[..], "{name}");
+        }
+    }
+    let f = all[&fds.pid()].files.as_ref().expect("files");
+    assert!(f.rec.fds >= 10_000, "{}", f.rec.fds);
+    let nofile = f.limit(7).expect("RLIMIT_NOFILE");
+    assert_eq!(
+        nofile.soft, nofile.hard,
+        "the fixture raised its soft limit"
+    );
 
     // Resident set sizes as /proc/PID/statm counts them (the stopped task's do not move):
     // size, resident (anon + file + shmem) and shared (file + shmem), in pages.

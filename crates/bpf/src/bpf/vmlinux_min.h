@@ -178,6 +178,19 @@ struct mutex {
 	atomic_long_t owner;
 };
 
+struct rlimit {
+	unsigned long rlim_cur, rlim_max;
+};
+
+struct fdtable {
+	unsigned int max_fds;
+	unsigned long *open_fds;
+};
+
+struct files_struct {
+	struct fdtable *fdt;
+};
+
 struct signal_struct {
 	int nr_threads;
 	struct list_head thread_head;
@@ -190,6 +203,7 @@ struct signal_struct {
 	/* Held while a thread of the process executes a program (and while a tracer attaches). */
 	struct mutex cred_guard_mutex;
 	struct sigpending shared_pending;
+	struct rlimit rlim[16];
 };
 
 struct group_info {
@@ -310,6 +324,7 @@ struct task_struct {
 	sigset_t blocked;
 	struct sigpending pending;
 	struct nsproxy *nsproxy;
+	struct files_struct *files;
 };
 
 /* Before 5.14 (2f064a59a11f "sched: Change task_struct::state"). */

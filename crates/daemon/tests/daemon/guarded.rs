@@ -87,3 +87,31 @@ fn code_and_stack_addresses_follow_ptrace_read_like_proc() {
         assert_eq!(got == withheld, i != 0, "{what}: {m}");
     }
 }
+
+#[test]
+fn descriptor_counts_follow_ptrace_read_like_proc() {
+    let d = Daemon::start(&[]);
+    let kids = [
+        user_sleeper(USER, false),
+        user_sleeper(OTHER, false),
+        user_sleeper(USER, true),
+    ];
+    let pids: Vec<u32> = kids.iter().map(|k| k.pid()).collect();
+    let flags = ["--groups", "files", "--format", "json"];
+    let daemon = group_of(USER, &d.dump_args(&flags), "files", &pids);
+    let mut procfs_args: Vec<String> = vec!["dump".into(), "-b".into(), "procfs".into()];
+    procfs_args.extend(flags.iter().map(|s| s.to_string()));
+    let procfs = group_of(USER, &procfs_args, "files", &pids);
+    for (i, what) in ["own", "another user's", "own non-dumpable"]
+        .iter()
+        .enumerate()
+    {
+        let f = daemon[i]
+            .as_ref()
+            .unwrap_or_else(|| panic!("{what}: no task"));
+        // The same object: the count where /proc/PID/fd can be listed, the limits always.
+        assert_eq!(Some(f), procfs[i].as_ref(), "{what} process {}", pids[i]);
+        assert_eq!(f["fds_hidden"], serde_json::json!(i != 0), "{what}: {f}");
+        assert!(f["nofile_soft"].is_u64(), "{what}: {f}");
+    }
+}

@@ -74,6 +74,11 @@ impl Row<'_> {
         let i = Ns::NAMES.iter().position(|&x| x == name)?;
         Some(n.inodes()[i])
     }
+    /// The soft RLIMIT_RSS (bytes), from FILES.
+    fn rss_rlim(&self) -> Option<u64> {
+        const RLIMIT_RSS: usize = 5;
+        self.t.files.as_ref()?.limit(RLIMIT_RSS).map(|l| l.soft)
+    }
     /// Thread id.
     pub fn tid(&self) -> u32 {
         self.t.pid
@@ -636,6 +641,10 @@ impl Ctx {
                 w!("{}", v as i64)
             }
             Pr::Stackp => w!("{:016x}", r.sm()?.stack_start),
+            Pr::Lim => match r.rss_rlim()? {
+                u64::MAX => w!("xx"),
+                v => w!("{:5}", v >> 10),
+            },
             Pr::Majflt => {
                 let s = r.st()?;
                 w!(
@@ -795,6 +804,7 @@ impl Ctx {
             Sr::NsUser => U(r.ns("user")?.into()),
             Sr::NsUts => U(r.ns("uts")?.into()),
             Sr::AddrStackStart => U(r.sm()?.stack_start),
+            Sr::RssRlim => U(r.rss_rlim()?),
             Sr::Utilization => F(self.utilization(r, false)?),
             Sr::UtilizationC => F(self.utilization(r, true)?),
             Sr::Kstk => U(r.kstk()?),
@@ -1274,13 +1284,14 @@ mod tests {
     use taskdiag_proto::CredRec;
 
     /// Every group ps reads.
-    const ALL: [Group; 7] = [
+    const ALL: [Group; 8] = [
         Group::Base,
         Group::Cred,
         Group::Stat,
         Group::Statm,
         Group::Signal,
         Group::Ns,
+        Group::Files,
         Group::Cmdline,
     ];
 
@@ -1372,6 +1383,21 @@ mod tests {
                 },
                 ids: Vec::new(),
             }),
+            files: Some(taskdiag_proto::task::Files {
+                rec: taskdiag_proto::FilesRec {
+                    fds: 3,
+                    flags: 0,
+                    nlimits: 16,
+                    reserved: 0,
+                },
+                limits: vec![
+                    taskdiag_proto::LimitRec {
+                        soft: 1 << 30,
+                        hard: u64::MAX,
+                    };
+                    16
+                ],
+            }),
             ..Task::default()
         }
     }
@@ -1387,6 +1413,7 @@ mod tests {
             cmdline: t.cmdline.clone().filter(|_| has(Group::Cmdline)),
             signal: t.signal.filter(|_| has(Group::Signal)),
             ns: t.ns.clone().filter(|_| has(Group::Ns)),
+            files: t.files.clone().filter(|_| has(Group::Files)),
             ..t.clone()
         }
     }

@@ -129,6 +129,8 @@ pub enum Pr {
     NsTime,
     NsUser,
     NsUts,
+    /// The soft RSS limit in kB, `xx` when unlimited (procps' `pr_lim`).
+    Lim,
     /// Text size in kB from the code addresses (trs, tsiz), 0 without an address space.
     Trs,
     /// The rest of the address space in kB (drs, dsiz).
@@ -222,6 +224,7 @@ pub enum Sr {
     SigBlocked,
     SigIgnore,
     SigCatch,
+    RssRlim,
     AddrStackStart,
     NsCgroup,
     NsIpc,
@@ -243,6 +246,7 @@ const STATM: u64 = Group::Statm.flag();
 const CMDLINE: u64 = Group::Cmdline.flag();
 const SIGS: u64 = Group::Signal.flag();
 const NS: u64 = Group::Ns.flag();
+const FILES: u64 = Group::Files.flag();
 
 impl Pr {
     /// The attribute groups this column prints from (`Group::flag` bits); `bsd_c` and `unix_f`
@@ -341,6 +345,7 @@ impl Pr {
             | Pr::NsTime
             | Pr::NsUser
             | Pr::NsUts => NS,
+            Pr::Lim => FILES,
         }
     }
 }
@@ -411,6 +416,7 @@ impl Sr {
             | Sr::Supgroups => CRED,
             Sr::Signals | Sr::SigPending | Sr::SigBlocked | Sr::SigIgnore | Sr::SigCatch => SIGS,
             Sr::AddrStackStart => STATM,
+            Sr::RssRlim => FILES,
             Sr::NsCgroup
             | Sr::NsIpc
             | Sr::NsMnt
@@ -615,7 +621,7 @@ specs![
     ("ktracep", "KTRACEP", Nop, Noop, 8, NEEDED | RIGHT),
     ("label", "LABEL", Unsupported, Unsupported, 31, EVERY | LEFT),
     ("lastcpu", "C", Psr, Processor, 3, THREAD | RIGHT),
-    ("lim", "LIM", Unsupported, Unsupported, 5, NEEDED | RIGHT),
+    ("lim", "LIM", Lim, RssRlim, 5, NEEDED | RIGHT),
     ("login", "LOGNAME", Nop, Noop, 8, NEEDED | LEFT),
     ("logname", "LOGNAME", Nop, Noop, 8, NEEDED | LEFT),
     ("longtname", "TTY", Tty8, TtyName, 8, PROCESS | LEFT),

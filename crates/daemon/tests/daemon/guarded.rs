@@ -26,8 +26,9 @@ fn group_of(
     got
 }
 
-#[test]
-fn namespace_links_follow_ptrace_read_like_proc() {
+/// Three processes (the user's own, another user's, the user's own non-dumpable one) and the
+/// `group` object of each as `USER` gets it through the daemon and through its own /proc.
+fn through_both(group: &str) -> (Vec<u32>, Vec<serde_json::Value>, Vec<serde_json::Value>) {
     let d = Daemon::start(&[]);
     let kids = [
         user_sleeper(USER, false),
@@ -35,19 +36,29 @@ fn namespace_links_follow_ptrace_read_like_proc() {
         user_sleeper(USER, true),
     ];
     let pids: Vec<u32> = kids.iter().map(|k| k.pid()).collect();
-    let flags = ["--groups", "ns", "--format", "json"];
-    let daemon = group_of(USER, &d.dump_args(&flags), "ns", &pids);
+    let flags = ["--groups", group, "--format", "json"];
+    let daemon = group_of(USER, &d.dump_args(&flags), group, &pids);
     let mut procfs_args: Vec<String> = vec!["dump".into(), "-b".into(), "procfs".into()];
     procfs_args.extend(flags.iter().map(|s| s.to_string()));
-    let procfs = group_of(USER, &procfs_args, "ns", &pids);
-    for (i, what) in ["own", "another user's", "own non-dumpable"]
-        .iter()
-        .enumerate()
-    {
-        let ns = daemon[i]
-            .as_ref()
-            .unwrap_or_else(|| panic!("{what}: no task"));
-        assert_eq!(Some(ns), procfs[i].as_ref(), "{what} process {}", pids[i]);
+    let procfs = group_of(USER, &procfs_args, group, &pids);
+    let take = |v: Vec<Option<serde_json::Value>>| -> Vec<serde_json::Value> {
+        v.into_iter()
+            .zip(WHO)
+            .map(|(g, what)| g.unwrap_or_else(|| panic!("{what}: no task")))
+            .collect()
+    };
+    (pids, take(daemon), take(procfs))
+}
+
+/// What each of [`through_both`]'s processes is.
+const WHO: [&str; 3] = ["own", "another user's", "own non-dumpable"];
+
+#[test]
+fn namespace_links_follow_ptrace_read_like_proc() {
+    let (pids, daemon, procfs) = through_both("ns");
+    for (i, what) in WHO.iter().enumerate() {
+        let ns = &daemon[i];
+        assert_eq!(ns, &procfs[i], "{what} process {}", pids[i]);
         // Only the own, dumpable process's links are readable; the ids always are.
         assert_eq!(ns["hidden"], serde_json::json!(i != 0), "{what}: {ns}");
         assert_eq!(ns["net"].is_u64(), i == 0, "{what}: {ns}");
@@ -57,29 +68,12 @@ fn namespace_links_follow_ptrace_read_like_proc() {
 
 #[test]
 fn code_and_stack_addresses_follow_ptrace_read_like_proc() {
-    let d = Daemon::start(&[]);
-    let kids = [
-        user_sleeper(USER, false),
-        user_sleeper(OTHER, false),
-        user_sleeper(USER, true),
-    ];
-    let pids: Vec<u32> = kids.iter().map(|k| k.pid()).collect();
-    let flags = ["--groups", "statm", "--format", "json"];
-    let daemon = group_of(USER, &d.dump_args(&flags), "statm", &pids);
-    let mut procfs_args: Vec<String> = vec!["dump".into(), "-b".into(), "procfs".into()];
-    procfs_args.extend(flags.iter().map(|s| s.to_string()));
-    let procfs = group_of(USER, &procfs_args, "statm", &pids);
+    let (pids, daemon, procfs) = through_both("statm");
     let fields = ["code_start", "code_end", "stack_start"];
-    for (i, what) in ["own", "another user's", "own non-dumpable"]
-        .iter()
-        .enumerate()
-    {
-        let m = daemon[i]
-            .as_ref()
-            .unwrap_or_else(|| panic!("{what}: no task"));
-        let p = procfs[i].as_ref().expect("procfs task");
+    for (i, what) in WHO.iter().enumerate() {
+        let m = &daemon[i];
         for f in fields {
-            assert_eq!(m[f], p[f], "{what} process {}: {f}", pids[i]);
+            assert_eq!(m[f], procfs[i][f], "{what} process {}: {f}", pids[i]);
         }
         // /proc's stand-ins for a reader that may not ptrace-read: 1, 1, 0.
         let withheld = [1, 1, 0].map(serde_json::Value::from);
@@ -90,27 +84,11 @@ fn code_and_stack_addresses_follow_ptrace_read_like_proc() {
 
 #[test]
 fn descriptor_counts_follow_ptrace_read_like_proc() {
-    let d = Daemon::start(&[]);
-    let kids = [
-        user_sleeper(USER, false),
-        user_sleeper(OTHER, false),
-        user_sleeper(USER, true),
-    ];
-    let pids: Vec<u32> = kids.iter().map(|k| k.pid()).collect();
-    let flags = ["--groups", "files", "--format", "json"];
-    let daemon = group_of(USER, &d.dump_args(&flags), "files", &pids);
-    let mut procfs_args: Vec<String> = vec!["dump".into(), "-b".into(), "procfs".into()];
-    procfs_args.extend(flags.iter().map(|s| s.to_string()));
-    let procfs = group_of(USER, &procfs_args, "files", &pids);
-    for (i, what) in ["own", "another user's", "own non-dumpable"]
-        .iter()
-        .enumerate()
-    {
-        let f = daemon[i]
-            .as_ref()
-            .unwrap_or_else(|| panic!("{what}: no task"));
+    let (pids, daemon, procfs) = through_both("files");
+    for (i, what) in WHO.iter().enumerate() {
+        let f = &daemon[i];
         // The same object: the count where /proc/PID/fd can be listed, the limits always.
-        assert_eq!(Some(f), procfs[i].as_ref(), "{what} process {}", pids[i]);
+        assert_eq!(f, &procfs[i], "{what} process {}", pids[i]);
         assert_eq!(f["fds_hidden"], serde_json::json!(i != 0), "{what}: {f}");
         assert!(f["nofile_soft"].is_u64(), "{what}: {f}");
     }

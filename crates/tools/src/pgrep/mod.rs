@@ -438,23 +438,18 @@ fn run(mode: Mode, argv: &[OsString]) -> i32 {
             }
             i32::from(list.is_empty())
         }
-        Mode::Pkill => {
-            let starts: HashMap<u32, u64> = tasks
-                .iter()
-                .filter(|t| t.pid == t.tgid)
-                .filter_map(|t| t.base.as_ref().map(|b| (t.pid, b.rec.start_time_ns)))
-                .collect();
-            pkill(&o, &list, &starts, &mut source, ns_per_tick)
-        }
-        Mode::Pidwait => {
-            let starts: HashMap<u32, u64> = tasks
-                .iter()
-                .filter(|t| t.pid == t.tgid)
-                .filter_map(|t| Some((t.pid, t.base.as_ref()?.rec.start_time_ns)))
-                .collect();
-            pidwait(&o, &list, &starts, &mut source, ns_per_tick)
-        }
+        Mode::Pkill => pkill(&o, &list, &starts(&tasks), &mut source, ns_per_tick),
+        Mode::Pidwait => pidwait(&o, &list, &starts(&tasks), &mut source, ns_per_tick),
     }
+}
+
+/// Each process's start time (ns since boot), by pid: what identifies it when it is acted on.
+fn starts(tasks: &[Task]) -> HashMap<u32, u64> {
+    tasks
+        .iter()
+        .filter(|t| t.pid == t.tgid)
+        .filter_map(|t| Some((t.pid, t.base.as_ref()?.rec.start_time_ns)))
+        .collect()
 }
 
 /// Who holds each pid now: /proc when it is ours, else a snapshot taken now. Call after

@@ -152,8 +152,8 @@ fn the_task_program_verifies_in_linear_work() {
         "dump task program ({:?}): {n} instructions verified",
         it.features().task
     );
-    // 55,486 on 6.18 with FILES (its descriptor count a global function of 256 steps),
-    // 44,841 with NS, 30,491 with SIGNAL, 20,271 before it (137,690 with the
-    // regression; 255,724 with NS's levels written inline).
-    assert!(n < 60_000, "{n} instructions verified");
+    // 57,856 on 6.18 and 80,706 on 6.1 with FILES and NS (NS's levels a global function:
+    // inline they cost 6.1's verifier 120,000 more); 30,491 on 6.18 with SIGNAL, 20,271
+    // before it; 137,690 on 6.18 with the regression this test was written for.
+    assert!(n < 100_000, "{n} instructions verified");
 }

@@ -1092,6 +1092,14 @@ impl ProcReader {
             name[3..3 + ns.len()].copy_from_slice(ns.as_bytes());
             let path = s.path.file(&name[..3 + ns.len()]);
             let inode = match readlinkat(self.dir.as_raw_fd(), path, &mut link) {
+                // Linux 5.10 answers a reader that may not ptrace-read the task with an empty
+                // link rather than EACCES: withheld all the same.
+                Ok(0) => {
+                    return Ok(Some(NsRec {
+                        flags: NS_F_HIDDEN,
+                        ..NsRec::default()
+                    }))
+                }
                 Ok(n) => {
                     crate::parse::parse_ns_link(&link[..n]).ok_or_else(|| ProcfsError::Parse {
                         path: s.path.display(&self.root),

@@ -1064,7 +1064,22 @@ fn pidwait_waits_for_the_selected_processes_like_procps() {
         let mut all = vec!["pidwait".to_string()];
         all.extend(args.iter().cloned());
         let mut ours = start(command(BIN, &all, Who::Root).env("TASKDIAG_BACKEND", backend));
-        std::thread::sleep(Duration::from_millis(500));
+        // Both have chosen and are waiting once they hold a pidfd for each sleeper (a loaded
+        // or emulated machine may take a while to get there: no fixed delay).
+        let pidfds = |pid: u32| {
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .map(|d| {
+                    d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                        .filter(|l| l.as_os_str() == "anon_inode:[pidfd]")
+                        .count()
+                })
+                .unwrap_or(0)
+        };
+        for p in [ours.pid(), theirs.pid()] {
+            wait_for(&format!("{backend}: pidwait {p} to hold 3 pidfds"), || {
+                pidfds(p) >= 3
+            });
+        }
         assert!(
             ours.child().try_wait().expect("wait").is_none(),
             "{backend}: ended early"

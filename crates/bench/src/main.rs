@@ -106,8 +106,9 @@ struct BenchArgs {
     /// With --scale: also write a log-log chart of wall time against tasks to this SVG file.
     #[arg(long, value_name = "FILE", requires = "scale")]
     svg: Option<PathBuf>,
-    /// Measure only these rows (comma-separated keys such as T1,D1; include the rows named in
-    /// the ratio column to get ratios).
+    /// Measure only these rows (comma-separated keys such as T1,D1, or key prefixes ending in
+    /// `*` such as 'Gns.*', every row of the NS group, or 'G*', every new group's; include
+    /// the rows named in the ratio column to get ratios).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     rows: Vec<String>,
     /// Where the taskdiag and taskdiagd binaries to measure are [default: this binary's
@@ -159,6 +160,15 @@ fn tasks_in_proc() -> usize {
         .unwrap_or(0)
 }
 
+/// Whether the `--rows` entry `pattern` names the row `key`: the key itself, or a prefix of it
+/// followed by `*`.
+fn selects(pattern: &str, key: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => key.starts_with(prefix),
+        None => pattern == key,
+    }
+}
+
 /// Spawns `procs` processes of `threads` threads, measures the rows (`only`, or all) on them,
 /// and returns the processes seen in /proc with the results.
 fn measure_at(
@@ -170,9 +180,16 @@ fn measure_at(
     perf: bool,
     only: Option<&[&str]>,
 ) -> anyhow::Result<(usize, Vec<RowResult>)> {
-    let selected = |r: &Row| only.is_none_or(|o| o.contains(&r.key.as_str()));
+    let selected = |r: &Row| only.is_none_or(|o| o.iter().any(|k| selects(k, &r.key)));
+    // The new groups' rows only when named (--rows), and per process: at 50,000 tasks their
+    // readlink loops would add minutes to every full table.
+    let group_rows = match only {
+        Some(_) if threads <= 1 => rows::new_group_rows(p),
+        _ => Vec::new(),
+    };
     let mut rows: Vec<Row> = rows::rows(p, threads > 1)
         .into_iter()
+        .chain(group_rows)
         .filter(selected)
         .collect();
     let wants_daemon = only.is_none_or(|o| o.iter().any(|k| k.starts_with(['S', 'U', 'H'])));
@@ -356,5 +373,20 @@ fn main() -> ExitCode {
             eprintln!("taskdiag-bench: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::selects;
+
+    #[test]
+    fn rows_are_selected_by_key_or_by_prefix() {
+        assert!(selects("B1", "B1"));
+        assert!(!selects("B1", "B1u"));
+        assert!(selects("B1*", "B1u"));
+        assert!(selects("Gns.*", "Gns.Cl"));
+        assert!(!selects("Gns.*", "Gsignal.C"));
+        assert!(selects("G*", "Gsignal.C"));
     }
 }

@@ -20,6 +20,8 @@ pub struct Row {
     pub argv: Option<Vec<String>>,
     /// Key of the row this one is compared with.
     pub baseline: Option<String>,
+    /// Keys of further rows it is compared with (a ratio to each, after the baseline's).
+    pub also: Vec<String>,
 }
 
 /// One run of a row.

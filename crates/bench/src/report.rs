@@ -47,10 +47,25 @@ pub fn stats(r: &RowResult) -> Option<Stats> {
     })
 }
 
+/// `r`'s median wall time over that of the row keyed `base`, if both were measured.
+fn ratio_to(rows: &[RowResult], r: &RowResult, base: &str) -> Option<f64> {
+    let b = rows.iter().find(|x| x.row.key == base)?;
+    Some(stats(r)?.wall / stats(b)?.wall)
+}
+
 fn ratio(rows: &[RowResult], r: &RowResult) -> Option<(f64, String)> {
     let base = r.row.baseline.as_ref()?;
-    let b = rows.iter().find(|x| &x.row.key == base)?;
-    Some((stats(r)?.wall / stats(b)?.wall, base.clone()))
+    Some((ratio_to(rows, r, base)?, base.clone()))
+}
+
+/// Ratios to the further rows `r` is compared with ([`crate::measure::Row::also`]) that were
+/// measured.
+fn also_ratios(rows: &[RowResult], r: &RowResult) -> Vec<(f64, String)> {
+    r.row
+        .also
+        .iter()
+        .filter_map(|b| Some((ratio_to(rows, r, b)?, b.clone())))
+        .collect()
 }
 
 /// The Markdown table.
@@ -75,8 +90,11 @@ pub fn markdown(rows: &[RowResult]) -> String {
                 .map_or("-".to_string(), |c| f(c).to_string())
         };
         let rat = ratio(rows, r)
+            .into_iter()
+            .chain(also_ratios(rows, r))
             .map(|(x, b)| format!("{x:.2}x {b}"))
-            .unwrap_or_default();
+            .collect::<Vec<_>>()
+            .join(", ");
         let rss = st.rss.map_or("-".to_string(), |m| format!("{m:.1}"));
         let _ = writeln!(
             s,
@@ -161,6 +179,13 @@ pub fn json(rows: &[RowResult], tasks: usize) -> String {
         }
         if let Some((x, b)) = ratio(rows, r) {
             let _ = write!(s, ",\"ratio\":{},\"baseline\":{}", num(x), json_str(&b));
+        }
+        let also: Vec<String> = also_ratios(rows, r)
+            .iter()
+            .map(|(x, b)| format!("{{\"ratio\":{},\"baseline\":{}}}", num(*x), json_str(b)))
+            .collect();
+        if !also.is_empty() {
+            let _ = write!(s, ",\"also\":[{}]", also.join(","));
         }
         if let Some(e) = &r.error {
             let _ = write!(s, ",\"error\":{}", json_str(e));
@@ -260,6 +285,7 @@ mod tests {
                 label: format!("row {key}"),
                 argv: Some(vec!["true".into()]),
                 baseline: base.map(Into::into),
+                also: Vec::new(),
             },
             samples: walls
                 .iter()
@@ -300,6 +326,22 @@ mod tests {
             "{j}"
         );
         assert!(j.contains("\"error\":\"not installed\""));
+    }
+
+    #[test]
+    fn a_row_compared_with_more_rows_has_a_ratio_to_each_measured_one() {
+        let mut a = row("A", Some("B"), &[0.1]);
+        a.row.also = vec!["C".into(), "missing".into()];
+        let rows = vec![a, row("B", None, &[0.4]), row("C", None, &[0.5])];
+        let md = markdown(&rows);
+        assert!(md.contains("| 0.25x B, 0.20x C |"), "{md}");
+        let j = json(&rows, 3);
+        assert!(
+            j.contains(
+                "\"ratio\":0.25,\"baseline\":\"B\",\"also\":[{\"ratio\":0.2,\"baseline\":\"C\"}]"
+            ),
+            "{j}"
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The rows of the table: which commands are measured, under which key, against which
 //! baseline. P rows are the raw-syscall /proc loop (mode `loop`), C rows the article's C loop and
 //! B0 the bare iterator read (the C floors built by build.rs), B, F and D rows taskdiag, T rows
-//! the tools people use (when installed), U and S rows the daemon as an unprivileged user.
+//! the tools people use (when installed), U and S rows the daemon as an unprivileged user, and
+//! G rows each attribute group of issue 17 against a C loop over the /proc files it replaces
+//! ([`NEW_GROUPS`]).
 
 use std::path::{Path, PathBuf};
 
@@ -75,6 +77,7 @@ fn row(key: &str, label: &str, argv: Option<Vec<String>>, baseline: Option<&str>
         label: label.into(),
         argv,
         baseline: baseline.map(Into::into),
+        also: Vec::new(),
     }
 }
 
@@ -415,6 +418,155 @@ pub fn rows(p: &Programs, per_thread: bool) -> Vec<Row> {
     rows
 }
 
+/// Every new group's rows ([`group_rows`]); per process only, as their C loops walk processes.
+pub fn new_group_rows(p: &Programs) -> Vec<Row> {
+    NEW_GROUPS.iter().flat_map(|g| group_rows(p, g)).collect()
+}
+
+/// How a group's C loop reaches one of the /proc/PID files the group replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// open, read to the end (one read for a file shorter than 16 KiB), close.
+    Read,
+    /// readlink.
+    Readlink,
+}
+
+/// An attribute group of issue 17 and what reading it from /proc takes: the /proc/PID files
+/// it replaces, each read whole or readlink'ed by its C loop (src/c/proc_loop.c) for every
+/// process. Adding a group to the rows is adding its entry to [`NEW_GROUPS`].
+pub struct NewGroup {
+    /// The group's name in `taskdiag dump --groups`.
+    pub name: &'static str,
+    /// The files under /proc/PID/ and how each is reached, in the loop's order.
+    pub files: &'static [(&'static str, Access)],
+}
+
+/// What a C loop over `files` reads, for a row's label: `/proc/*/FILE` for a file read,
+/// `readlink /proc/*/FILE` for a link, and consecutive links in one directory counted
+/// (`readlink /proc/*/ns/{10 links}`).
+fn loop_label(files: &[&(&str, Access)]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < files.len() {
+        let (f, a) = *files[i];
+        let dir = f.rsplit_once('/').map(|(d, _)| d);
+        let run = files[i..]
+            .iter()
+            .take_while(|(g, b)| {
+                *b == Access::Readlink && g.rsplit_once('/').map(|(d, _)| d) == dir
+            })
+            .count();
+        parts.push(match (a, dir) {
+            (Access::Readlink, Some(d)) if run > 1 => {
+                format!("readlink /proc/*/{d}/{{{run} links}}")
+            }
+            (Access::Readlink, _) => format!("readlink /proc/*/{f}"),
+            (Access::Read, _) => format!("/proc/*/{f}"),
+        });
+        i += run.max(1);
+    }
+    parts.join(" + ")
+}
+
+/// The new groups and the files each replaces.
+pub const NEW_GROUPS: [NewGroup; 2] = [
+    // Pending (thread, shared), blocked, ignored, caught: status's Sig* lines.
+    NewGroup {
+        name: "signal",
+        files: &[("status", Access::Read)],
+    },
+    // The namespace links, as lsns and ps read them, and status for the ids at each pid
+    // namespace level (NSpid, NStgid, NSpgid, NSsid).
+    NewGroup {
+        name: "ns",
+        files: &[
+            ("ns/pid", Access::Readlink),
+            ("ns/pid_for_children", Access::Readlink),
+            ("ns/mnt", Access::Readlink),
+            ("ns/net", Access::Readlink),
+            ("ns/ipc", Access::Readlink),
+            ("ns/uts", Access::Readlink),
+            ("ns/user", Access::Readlink),
+            ("ns/cgroup", Access::Readlink),
+            ("ns/time", Access::Readlink),
+            ("ns/time_for_children", Access::Readlink),
+            ("status", Access::Read),
+        ],
+    },
+];
+
+/// The rows of one new group G, keyed `G<name>.<kind>` (select them all with `--rows
+/// 'G<name>.*'`, every group's with `--rows 'G*'`):
+///
+/// * `.C`: the C loop over the files G replaces ([`NewGroup::files`]), the baseline;
+/// * `.Cl`: the C loop over G's links alone, for a group that also reads files (NS's target
+///   is against readlink of its ten links);
+/// * `.Bu`: `taskdiag dump --groups base,G --backend bpf`, one-shot with nothing shared: the
+///   process loads and verifies its programs (`TASKDIAG_BPF_PIN=0`);
+/// * `.B`: the same with the programs loaded, pinned in bpffs by an earlier process (the
+///   warm-up round's), as B1;
+/// * `.F`: the same through the procfs backend (which reads BASE's files too).
+///
+/// Every row is compared with `.C`, the BPF rows with `.Cl` as well.
+pub fn group_rows(p: &Programs, g: &NewGroup) -> Vec<Row> {
+    let (name, exe) = (g.name, p.taskdiag.as_str());
+    let key = |kind: &str| format!("G{name}.{kind}");
+    let spec = |(f, a): &(&str, Access)| match a {
+        Access::Read => f.to_string(),
+        Access::Readlink => format!("readlink:{f}"),
+    };
+    let c_loop = |files: &[&(&str, Access)]| {
+        let argv = std::iter::once(floor("proc_loop"))
+            .chain(files.iter().map(|f| spec(f)))
+            .collect();
+        (argv, format!("C loop ({name}): {}", loop_label(files)))
+    };
+    let all: Vec<_> = g.files.iter().collect();
+    let links: Vec<_> = g
+        .files
+        .iter()
+        .filter(|(_, a)| *a == Access::Readlink)
+        .collect();
+    let links_alone = !links.is_empty() && links.len() < all.len();
+    let groups = format!("base,{name}");
+    let dump = |backend: &str| dump_argv(exe, false, &groups, backend);
+    let (c, c_what) = c_loop(&all);
+    let mut rows = vec![row(&key("C"), &c_what, Some(c), None)];
+    let mut also = Vec::new();
+    if links_alone {
+        let (cl, cl_what) = c_loop(&links);
+        rows.push(row(&key("Cl"), &cl_what, Some(cl), None));
+        also.push(key("Cl"));
+    }
+    let base = key("C");
+    let bpf = [
+        row(
+            &key("Bu"),
+            &format!("taskdiag bpf {groups}, one-shot (loads its programs)"),
+            Some([vec!["env".into(), "TASKDIAG_BPF_PIN=0".into()], dump("bpf")].concat()),
+            Some(&base),
+        ),
+        row(
+            &key("B"),
+            &format!("taskdiag bpf {groups}, programs loaded (pinned)"),
+            Some(dump("bpf")),
+            Some(&base),
+        ),
+    ];
+    rows.extend(bpf.into_iter().map(|r| Row {
+        also: also.clone(),
+        ..r
+    }));
+    rows.push(row(
+        &key("F"),
+        &format!("taskdiag procfs {groups}"),
+        Some(dump("procfs")),
+        Some(&base),
+    ));
+    rows
+}
+
 /// The unprivileged user the daemon rows run as (`nobody` exists everywhere; its id is the
 /// overflow id on Debian and most distributions).
 const BENCH_UID: &str = "65534";
@@ -588,3 +740,60 @@ pub fn daemon_rows(p: &Programs, per_thread: bool, socket: &str) -> Vec<Row> {
 pub const SCALE_ROWS: [&str; 11] = [
     "P1", "P2", "P4", "P5", "B1", "B1u", "B2", "F1", "F3", "T1", "D1",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn programs() -> Programs {
+        Programs {
+            bench: "/bench".into(),
+            taskdiag: "/bin/taskdiag".into(),
+        }
+    }
+
+    #[test]
+    fn ns_rows_readlink_each_namespace_the_record_carries() {
+        let ns = NEW_GROUPS.iter().find(|g| g.name == "ns").expect("NS");
+        let links: Vec<&str> = ns
+            .files
+            .iter()
+            .filter(|(_, a)| *a == Access::Readlink)
+            .filter_map(|(f, _)| f.strip_prefix("ns/"))
+            .collect();
+        assert_eq!(links, taskdiag::proto::task::Ns::NAMES);
+    }
+
+    #[test]
+    fn a_group_has_its_c_loops_and_taskdiag_rows_compared_with_them() {
+        let p = programs();
+        let keys = |g: &NewGroup| -> Vec<String> {
+            group_rows(&p, g).into_iter().map(|r| r.key).collect()
+        };
+        assert_eq!(
+            keys(&NEW_GROUPS[0]),
+            ["Gsignal.C", "Gsignal.Bu", "Gsignal.B", "Gsignal.F"]
+        );
+        let ns = group_rows(&p, &NEW_GROUPS[1]);
+        let c = &ns[0];
+        let argv = c.argv.as_ref().expect("C loop");
+        assert!(argv[0].ends_with("/proc_loop"), "{argv:?}");
+        assert_eq!(argv[1], "readlink:ns/pid");
+        assert_eq!(argv.last().map(String::as_str), Some("status"));
+        assert_eq!(
+            c.label,
+            "C loop (ns): readlink /proc/*/ns/{10 links} + /proc/*/status"
+        );
+        assert_eq!(ns[1].key, "Gns.Cl");
+        assert_eq!(ns[1].argv.as_ref().map(Vec::len), Some(11)); // the ten links
+        let b = ns.iter().find(|r| r.key == "Gns.B").expect("Gns.B");
+        assert_eq!(b.baseline.as_deref(), Some("Gns.C"));
+        assert_eq!(b.also, ["Gns.Cl"]);
+        let argv = b.argv.as_ref().expect("dump");
+        assert!(
+            argv.windows(2).any(|w| w == ["--groups", "base,ns"]),
+            "{argv:?}"
+        );
+        assert!(new_group_rows(&p).iter().any(|r| r.key == "Gns.F"));
+    }
+}

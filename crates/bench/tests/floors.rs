@@ -1,5 +1,6 @@
 //! The harness end to end on the rows that need nothing but this crate (the /proc loops in Rust
-//! and C, the bare task iterator, the map-walk floor): a quick run as JSON measures every row,
+//! and C, the new groups' C loops with their readlinks, the bare task iterator, the map-walk
+//! floor): a quick run as JSON measures every row,
 //! gives a ratio where a baseline is named, and leaves none of its spawned processes behind.
 //! Runs as root (BPF), as CI does. The whole table, taskdiag included, is `make test`'s
 //! `taskdiag-bench --quick`.
@@ -26,7 +27,21 @@ fn running_bench() -> usize {
 
 #[test]
 fn a_quick_run_measures_the_floors_and_leaves_no_process_behind() {
-    let rows = ["P1", "P2", "P7", "C0", "C1", "C2", "C4", "C5", "B0", "B7"];
+    let rows = [
+        "P1",
+        "P2",
+        "P7",
+        "C0",
+        "C1",
+        "C2",
+        "C4",
+        "C5",
+        "B0",
+        "B7",
+        "Gsignal.C",
+        "Gns.C",
+        "Gns.Cl",
+    ];
     let o = Command::new(BIN)
         .args(["--quick", "--format", "json", "--rows", &rows.join(",")])
         .output()

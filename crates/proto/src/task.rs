@@ -61,6 +61,13 @@ impl Ns {
         ]
     }
 
+    /// The inode of the namespace whose link in /proc/PID/ns is `name` (`None` for a name
+    /// that is not there).
+    pub fn inode(&self, name: &str) -> Option<u32> {
+        let i = Self::NAMES.iter().position(|&n| n == name)?;
+        Some(self.inodes()[i])
+    }
+
     /// Mutable references to the namespace inodes, in the order of [`Ns::NAMES`].
     pub fn inodes_mut(&mut self) -> [&mut u32; 10] {
         let r = &mut self.rec;

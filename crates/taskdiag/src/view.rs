@@ -301,11 +301,10 @@ impl Viewer {
         // it is when its maps are read: the record the map walk took then (VMA_ACCESS), and
         // the task walk's, whose image the library checked it to be. A task without both (one
         // /proc had to supply) is not readable by anyone here.
+        // Every ptrace-read field below is decided on the same ACCESS, taken with the record.
+        let readable = access.as_ref().is_some_and(|a| self.may_ptrace_read(a));
         let vma_access = t.vma_access.take();
-        let maps_ok = match (&access, &vma_access) {
-            (Some(a), Some(m)) => self.may_ptrace_read(a) && self.may_ptrace_read(m),
-            _ => false,
-        };
+        let maps_ok = readable && vma_access.as_ref().is_some_and(|m| self.may_ptrace_read(m));
         if t.vmas.is_some() && !maps_ok {
             t.vmas = None;
             t.errors.push(taskdiag_proto::task::GroupError {
@@ -313,28 +312,23 @@ impl Viewer {
                 errno: libc::EACCES,
             });
         }
-        // Namespace links: readlink /proc/PID/ns/* needs ptrace-read (proc_ns_get_link()),
-        // decided on the task as it was when the links were read (the same walk's ACCESS).
-        // The ids of nested pid namespaces are status lines, readable by anyone who sees the
-        // task.
-        if let Some(n) = &mut t.ns {
-            if !access.as_ref().is_some_and(|a| self.may_ptrace_read(a)) {
+        if !readable {
+            // Namespace links: readlink /proc/PID/ns/* needs ptrace-read (proc_ns_get_link()).
+            // The ids of nested pid namespaces are status lines, readable by anyone who sees
+            // the task.
+            if let Some(n) = &mut t.ns {
                 for i in n.inodes_mut() {
                     *i = 0;
                 }
                 n.rec.flags |= taskdiag_proto::NS_F_HIDDEN;
             }
-        }
-        // The code and stack addresses /proc/PID/stat shows only where ptrace-read passes
-        // (do_task_stat()'s `permitted`), else 1, 1 and 0.
-        if let Some(m) = &mut t.statm {
-            if !access.as_ref().is_some_and(|a| self.may_ptrace_read(a)) {
+            // The code and stack addresses /proc/PID/stat shows only where ptrace-read passes
+            // (do_task_stat()'s `permitted`), else 1, 1 and 0.
+            if let Some(m) = &mut t.statm {
                 (m.code_start, m.code_end, m.stack_start) = (1, 1, 0);
             }
-        }
-        // The descriptor count: /proc/PID/fd can be listed only where ptrace-read passes.
-        if let Some(f) = &mut t.files {
-            if !access.as_ref().is_some_and(|a| self.may_ptrace_read(a)) {
+            // The descriptor count: /proc/PID/fd can be listed only where ptrace-read passes.
+            if let Some(f) = &mut t.files {
                 f.rec.fds = 0;
                 f.rec.flags |= taskdiag_proto::FILES_F_FDS_HIDDEN;
             }

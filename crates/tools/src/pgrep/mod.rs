@@ -27,7 +27,6 @@ use std::os::fd::AsRawFd;
 
 use taskdiag::Group;
 use taskdiag_procfs::parse::cgroup_v2_paths;
-use taskdiag_proto::task::Ns;
 
 use self::args::{Mode, Opts, Parsed, EXIT_FATAL, EXIT_USAGE, NAMESPACES};
 use self::kill::{Holder, Outcome};
@@ -71,12 +70,9 @@ struct Sel {
 fn ns_ids(t: &Task, flags: u32) -> [u32; 6] {
     let mut ids = [0u32; 6];
     let Some(ns) = &t.ns else { return ids };
-    let inodes = ns.inodes();
     for (i, name) in NAMESPACES.iter().enumerate() {
         if flags & (1 << i) != 0 {
-            if let Some(j) = Ns::NAMES.iter().position(|n| n == name) {
-                ids[i] = inodes[j];
-            }
+            ids[i] = ns.inode(name).unwrap_or(0);
         }
     }
     ids

@@ -12,7 +12,7 @@
 
 use std::io::{self, Write};
 
-use taskdiag_proto::task::{Ns, Task};
+use taskdiag_proto::task::Task;
 use taskdiag_proto::{state_char, BaseRec, Group, StatRec, StatmRec};
 
 use super::args::{Col, OUTBUF_SIZE};
@@ -68,11 +68,10 @@ impl Row<'_> {
     /// The inode of namespace `name` (a link name in /proc/PID/ns), 0 where the link is absent
     /// or withheld, as procps' stat of it gives 0 when it fails.
     fn ns(&self, name: &str) -> Option<u32> {
-        let Some(n) = &self.t.ns else {
-            return self.absent::<u32>(Group::Ns);
-        };
-        let i = Ns::NAMES.iter().position(|&x| x == name)?;
-        Some(n.inodes()[i])
+        match &self.t.ns {
+            Some(n) => n.inode(name),
+            None => self.absent::<u32>(Group::Ns),
+        }
     }
     /// The soft RLIMIT_RSS (bytes), from FILES.
     fn rss_rlim(&self) -> Option<u64> {
@@ -1280,7 +1279,7 @@ impl<W: Write> Printer<W> {
 mod tests {
     use super::*;
     use crate::ps::specs::SPECS;
-    use taskdiag_proto::task::{Base, Cred, GroupError};
+    use taskdiag_proto::task::{Base, Cred, GroupError, Ns};
     use taskdiag_proto::CredRec;
 
     /// Every group ps reads.

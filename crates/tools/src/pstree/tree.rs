@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use taskdiag_proto::task::{Ns, Task};
+use taskdiag_proto::task::Task;
 
 /// psmisc's COMM_LEN: names keep at most COMM_LEN + 1 bytes; thread names are
 /// `{` + at most COMM_LEN bytes + `}`.
@@ -77,16 +77,8 @@ impl Node {
 
 /// A task's namespace inodes in psmisc's order (all 0 without NS).
 fn ns_of(t: &Task) -> [u32; 8] {
-    let mut v = [0; 8];
-    if let Some(ns) = &t.ns {
-        let inodes = ns.inodes();
-        for (slot, name) in v.iter_mut().zip(super::opts::NAMESPACES) {
-            if let Some(i) = Ns::NAMES.iter().position(|&n| n == name) {
-                *slot = inodes[i];
-            }
-        }
-    }
-    v
+    let ns = t.ns.as_ref();
+    super::opts::NAMESPACES.map(|name| ns.and_then(|n| n.inode(name)).unwrap_or(0))
 }
 
 /// How to build.

@@ -20,7 +20,8 @@ const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
     | Group::Cmdline.flag()
     | Group::Signal.flag()
     | Group::Ns.flag()
-    | Group::Files.flag();
+    | Group::Files.flag()
+    | Group::Io.flag();
 
 impl TaskIter {
     /// Makes the following dumps for `view` (until changed).

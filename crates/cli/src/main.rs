@@ -118,6 +118,14 @@ GROUPS:
   files    open descriptors as /proc/PID/fd lists them (withheld, with fds_hidden true,
            where it cannot be listed) and the 16 resource limits of /proc/PID/limits, soft
            and hard
+  cgroup   the cgroup v2 id (0 where no cgroup2 mount shows it) and every line of
+           /proc/PID/cgroup, as this reader's cgroup namespace shows it
+  io       I/O counters as /proc/PID/io: rchar, wchar, syscr, syscw, read_bytes,
+           write_bytes, cancelled_write_bytes (refused, like that file, where the task may
+           not be ptrace-read)
+  paths    exe, cwd and root as readlink /proc/PID/{exe,cwd,root} returns them (with
+           \" (deleted)\" where gone); where a link does not resolve, <name>_error says why
+  environ  the environment, bytes as /proc/PID/environ returns them (refused like that file)
   vma      memory mappings: start, end, permissions, flags, offset, device, inode, name as
            /proc/PID/maps prints it (for threads: on the thread-group leader only)
   vma_stat vma plus each mapping's smaps counters (Rss, Pss, ..., costs what smaps costs)
@@ -160,7 +168,8 @@ struct DumpArgs {
     /// The child processes of PID.
     #[arg(long, value_name = "PID", group = "sel")]
     children_of: Option<u32>,
-    /// Comma-separated groups: base, cred, stat, statm, cmdline, signal, ns, files, vma,
+    /// Comma-separated groups: base, cred, stat, statm, cmdline, signal, ns, files, cgroup,
+    /// io, paths, environ, vma,
     /// vma_stat, all (see GROUPS below).
     #[arg(long, short = 'g', value_name = "LIST", default_value = "base")]
     groups: String,

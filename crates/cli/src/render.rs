@@ -14,8 +14,10 @@ use std::io::{self, Write};
 
 use base64::Engine as _;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
-use taskdiag_proto::task::{Base, Cred, Event, Files, Ns, Task, Vma};
-use taskdiag_proto::{state_char, BackendId, Group, SignalRec, StatRec, StatmRec, VmaStatRec};
+use taskdiag_proto::task::{Base, Cgroup, Cred, Event, Files, Ns, Paths, Task, Vma};
+use taskdiag_proto::{
+    state_char, BackendId, Group, IoRec, SignalRec, StatRec, StatmRec, VmaStatRec,
+};
 
 /// Renders a stream's events.
 pub struct Renderer {
@@ -84,6 +86,8 @@ pub(crate) enum Val<'a> {
     Text(String),
     /// A resource limit: `unlimited` (text) / `"unlimited"` (JSON) for RLIM_INFINITY.
     Limit(u64),
+    /// Lines of bytes (a cgroup file's hierarchies): a JSON array, comma-separated in text.
+    Lines(Vec<&'a [u8]>),
 }
 
 /// A group's fields in order.
@@ -205,6 +209,51 @@ pub(crate) fn files_fields(f: &Files) -> Fields<'static> {
     for (name, l) in LIMIT_KEYS.iter().zip(&f.limits) {
         v.push((name.0, Val::Limit(l.soft)));
         v.push((name.1, Val::Limit(l.hard)));
+    }
+    v
+}
+
+/// CGROUP: the unified hierarchy's id (0: unknown) and path (absent without one), then every
+/// line of /proc/PID/cgroup.
+pub(crate) fn cgroup_fields(c: &Cgroup) -> Fields<'_> {
+    let mut v: Fields = vec![("id", Val::Int(c.rec.id.into()))];
+    if let Some(p) = c.unified() {
+        v.push(("path", Val::Bytes(p)));
+    }
+    v.push(("lines", Val::Lines(c.lines().collect())));
+    v
+}
+
+/// IO (as /proc/PID/io names its counters).
+pub(crate) fn io_fields(io: &IoRec) -> Fields<'static> {
+    let v = [
+        io.rchar,
+        io.wchar,
+        io.syscr,
+        io.syscw,
+        io.read_bytes,
+        io.write_bytes,
+        io.cancelled_write_bytes,
+    ];
+    taskdiag_procfs::parse::IO_NAMES
+        .iter()
+        .zip(v)
+        .map(|(&k, n)| (k, Val::Int(n.into())))
+        .collect()
+}
+
+/// PATHS: `exe`, `cwd`, `root` where readlink resolves them, else `<name>_error` with why.
+pub(crate) fn paths_fields(p: &Paths) -> Fields<'_> {
+    let mut v = Fields::new();
+    for (name, err, path) in [
+        ("exe", "exe_error", &p.exe),
+        ("cwd", "cwd_error", &p.cwd),
+        ("root", "root_error", &p.root),
+    ] {
+        match path {
+            Ok(b) => v.push((name, Val::Bytes(b))),
+            Err(e) => v.push((err, Val::Text(errno_text(i32::from(*e))))),
+        }
     }
     v
 }
@@ -346,6 +395,16 @@ fn text_val(w: &mut dyn Write, v: &Val) -> io::Result<()> {
         Val::Text(ref t) => escape_text(w, t.as_bytes()),
         Val::Limit(u64::MAX) => write!(w, "unlimited"),
         Val::Limit(n) => write!(w, "{n}"),
+        Val::Lines(ref lines) if lines.is_empty() => write!(w, "-"),
+        Val::Lines(ref lines) => {
+            for (i, l) in lines.iter().enumerate() {
+                if i > 0 {
+                    w.write_all(b",")?;
+                }
+                escape_text(w, l)?;
+            }
+            Ok(())
+        }
     }
 }
 
@@ -367,13 +426,16 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
         text_fields(w, &base_fields(b))?;
     }
     writeln!(w)?;
-    let groups: [(&str, Option<Fields>); 6] = [
+    let groups: [(&str, Option<Fields>); 9] = [
         ("cred", t.cred.as_ref().map(cred_fields)),
         ("stat", t.stat.as_ref().map(stat_fields)),
         ("statm", t.statm.as_ref().map(statm_fields)),
         ("signal", t.signal.as_ref().map(signal_fields)),
         ("ns", t.ns.as_ref().map(ns_fields)),
         ("files", t.files.as_ref().map(files_fields)),
+        ("cgroup", t.cgroup.as_ref().map(cgroup_fields)),
+        ("io", t.io.as_ref().map(io_fields)),
+        ("paths", t.paths.as_ref().map(paths_fields)),
     ];
     for (name, f) in groups {
         if let Some(f) = f {
@@ -400,6 +462,14 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
         for arg in split_cmdline(c) {
             w.write_all(b" ")?;
             escape_text(w, arg)?;
+        }
+        writeln!(w)?;
+    }
+    if let Some(e) = &t.environ {
+        write!(w, "  environ:")?;
+        for var in split_cmdline(e) {
+            w.write_all(b" ")?;
+            escape_text(w, var)?;
         }
         writeln!(w)?;
     }
@@ -444,6 +514,13 @@ impl Serialize for Val<'_> {
             Val::Text(ref t) => s.serialize_str(t),
             Val::Limit(u64::MAX) => s.serialize_str("unlimited"),
             Val::Limit(n) => s.serialize_u64(n),
+            Val::Lines(ref lines) => {
+                let mut seq = s.serialize_seq(Some(lines.len()))?;
+                for l in lines {
+                    seq.serialize_element(&JsonBytes(l))?;
+                }
+                seq.end()
+            }
         }
     }
 }
@@ -515,12 +592,24 @@ impl Serialize for JsonTask<'_> {
         if let Some(f) = &t.files {
             m.serialize_entry("files", &JsonObject(&files_fields(f)))?;
         }
+        if let Some(c) = &t.cgroup {
+            m.serialize_entry("cgroup", &JsonObject(&cgroup_fields(c)))?;
+        }
+        if let Some(io) = &t.io {
+            m.serialize_entry("io", &JsonObject(&io_fields(io)))?;
+        }
+        if let Some(p) = &t.paths {
+            m.serialize_entry("paths", &JsonObject(&paths_fields(p)))?;
+        }
         if let Some(v) = &t.vmas {
             let v: Vec<JsonVma> = v.iter().map(JsonVma).collect();
             m.serialize_entry("vma", &v)?;
         }
         if let Some(c) = &t.cmdline {
             m.serialize_entry("cmdline", &JsonArgv(c))?;
+        }
+        if let Some(e) = &t.environ {
+            m.serialize_entry("environ", &JsonArgv(e))?;
         }
         if !t.errors.is_empty() {
             let errors: Vec<(&str, String)> = t
@@ -679,6 +768,24 @@ mod tests {
                 name: b"/tmp/\xfe".to_vec(),
             }]),
             cmdline: Some(b"a\0b\xff\0".to_vec()),
+            cgroup: Some(Cgroup {
+                rec: taskdiag_proto::CgroupRec {
+                    id: 4242,
+                    ..Default::default()
+                },
+                text: b"1:name=systemd:/user.slice\n0::/user.slice/x\xff.scope\n".to_vec(),
+            }),
+            io: Some(IoRec {
+                rchar: 100,
+                write_bytes: 4096,
+                ..IoRec::default()
+            }),
+            paths: Some(Paths {
+                exe: Ok(b"/usr/bin/x (deleted)".to_vec()),
+                cwd: Err(libc::EACCES as u8),
+                root: Ok(b"/".to_vec()),
+            }),
+            environ: Some(b"A=1\0B=\xfe\0".to_vec()),
             errors: vec![GroupError {
                 group: Group::Cmdline as u16,
                 errno: libc::EACCES,
@@ -724,11 +831,22 @@ mod tests {
             .map(str::to_string)
             .collect();
         documented.sort();
-        let v: serde_json::Value =
-            serde_json::from_str(&json(&JsonTask(&full_task()))).expect("parse");
+        // The full task, and the same with its resolved paths unresolved and the other way
+        // round (`<name>_error` instead of `<name>`).
+        let mut unresolved = full_task();
+        let e = Err(libc::ENOENT as u8);
+        unresolved.paths = Some(Paths {
+            exe: e.clone(),
+            cwd: Ok(b"/tmp".to_vec()),
+            root: e,
+        });
         let mut printed = Vec::new();
-        paths(&v, "", &mut printed);
+        for t in [full_task(), unresolved] {
+            let v: serde_json::Value = serde_json::from_str(&json(&JsonTask(&t))).expect("parse");
+            paths(&v, "", &mut printed);
+        }
         printed.sort();
+        printed.dedup();
         assert_eq!(
             printed, documented,
             "docs/JSON.md and the JSON output differ"
@@ -743,7 +861,10 @@ mod tests {
         // Lossy only for the maps line, which carries the path as the kernel prints it.
         let text = String::from_utf8_lossy(&text);
         let v: serde_json::Value = serde_json::from_str(&json(&JsonTask(&t))).expect("parse");
-        for group in ["base", "cred", "stat", "statm", "signal", "ns", "files"] {
+        let groups = [
+            "base", "cred", "stat", "statm", "signal", "ns", "files", "cgroup", "io", "paths",
+        ];
+        for group in groups {
             for k in v[group].as_object().expect(group).keys() {
                 assert!(text.contains(&format!(" {k} ")), "text lacks {group}.{k}");
             }
@@ -761,5 +882,14 @@ mod tests {
         assert_eq!(v["files"]["nofile_soft"], 1024);
         assert_eq!(v["files"]["cpu_hard"], "unlimited");
         assert!(text.contains(" fds 12 ") && text.contains(" nofile_hard 524288 "));
+        assert_eq!(v["cgroup"]["path"]["bytes"], "L3VzZXIuc2xpY2UveP8uc2NvcGU=");
+        assert_eq!(v["cgroup"]["lines"][0], "1:name=systemd:/user.slice");
+        assert!(text.contains(" lines 1:name=systemd:/user.slice,0::/user.slice/x\\xff.scope"));
+        assert_eq!(v["io"]["write_bytes"], 4096);
+        assert_eq!(v["paths"]["exe"], "/usr/bin/x (deleted)");
+        assert_eq!(v["paths"]["cwd_error"], "Permission denied (os error 13)");
+        assert!(text.contains(" exe /usr/bin/x\\x20(deleted) "));
+        assert_eq!(v["environ"][0], "A=1");
+        assert!(text.contains("  environ: A=1 B=\\xfe\n"));
     }
 }

@@ -156,9 +156,10 @@ fn run(a: Args) -> anyhow::Result<()> {
     for _ in 0..workers {
         dumpers.push(load(taskdiag::proto::SHOW_SUPPORTED)?);
     }
-    // Identifying a client looks up one task's BASE and CRED, and its root directory (a
-    // program of the memory-map set): only those programs.
-    let mut ident = load(Group::Base.flag() | Group::Cred.flag() | Group::Vma.flag())?;
+    // Identifying a client looks up one task's BASE, CRED and NS (its cgroup namespace), and
+    // its root directory (a program of the memory-map set): only those programs.
+    let mut ident =
+        load(Group::Base.flag() | Group::Cred.flag() | Group::Ns.flag() | Group::Vma.flag())?;
     let Listening { listener, created } = match listen::activated()? {
         Some(l) => Listening {
             listener: l,

@@ -298,8 +298,14 @@ impl Peer {
             root,
             uid_map,
             gid_map,
+            foreign_cgroupns: Some(cgroupns_of(me)).filter(|&c| c != own.cgroupns),
         })
     }
+}
+
+/// The cgroup namespace of a task record's NS group; 0 without one (or where withheld).
+fn cgroupns_of(t: &Task) -> u32 {
+    t.ns.as_ref().map_or(0, |n| n.rec.cgroup)
 }
 
 /// What identifies a caller beyond its pid: which process and program image it is, and with
@@ -310,6 +316,8 @@ struct Identity {
     exec_id: u64,
     userns: u32,
     pidns: u32,
+    /// The cgroup namespace (0 if the NS record was missing).
+    cgroupns: u32,
     cred: Option<CredRec>,
     groups: Vec<u32>,
     /// The credentials in ACCESS (always there, CRED or not).
@@ -324,6 +332,7 @@ impl Identity {
             exec_id: a.exec_id,
             userns: a.userns,
             pidns: a.pidns,
+            cgroupns: cgroupns_of(t),
             cred: t.cred.as_ref().map(|c| c.rec),
             groups: t.cred.as_ref().map_or_else(Vec::new, |c| c.groups.clone()),
             ids: [a.uid, a.euid, a.suid, a.gid, a.egid, a.sgid],
@@ -343,7 +352,10 @@ impl Identity {
             || now.cap_permitted != self.cap_permitted
         {
             Some("changed its credentials")
-        } else if now.userns != self.userns || now.pidns != self.pidns {
+        } else if now.userns != self.userns
+            || now.pidns != self.pidns
+            || now.cgroupns != self.cgroupns
+        {
             Some("changed its namespaces")
         } else {
             None
@@ -404,6 +416,8 @@ pub struct OwnNamespaces {
     pub pidns: u32,
     /// Inode number of its user namespace.
     pub userns: u32,
+    /// Inode number of its cgroup namespace.
+    pub cgroupns: u32,
     /// Device (major, minor) of the procfs instance on the daemon's /proc, if any.
     pub proc_dev: Option<(u32, u32)>,
 }
@@ -417,6 +431,7 @@ impl OwnNamespaces {
         Ok(OwnNamespaces {
             pidns: ino("/proc/self/ns/pid")?,
             userns: ino("/proc/self/ns/user")?,
+            cgroupns: ino("/proc/self/ns/cgroup")?,
             proc_dev: topmost_proc(&mountinfo).and_then(|(_, dev)| dev),
         })
     }

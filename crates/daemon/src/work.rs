@@ -158,6 +158,14 @@ fn answer(sh: &Shared, d: &mut Dumper, conn: &mut Conn, ticket: &mut Ticket) {
         let Some(viewer) = viewer.as_ref() else {
             return;
         };
+        if req.wants(taskdiag::Group::Cgroup) && viewer.foreign_cgroupns.is_some() {
+            return conn.error(
+                libc::EOPNOTSUPP,
+                "the cgroup group is not served to a caller in another cgroup namespace than \
+                 taskdiagd's (its /proc shows paths from the daemon's); use the procfs backend",
+                false,
+            );
+        }
         let mut sink = Sink {
             fd,
             out,

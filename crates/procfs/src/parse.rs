@@ -304,6 +304,40 @@ pub fn parse_limits(
     Ok(out)
 }
 
+/// The names of /proc/PID/io's seven counters, in the file's (and [`taskdiag_proto::IoRec`]'s)
+/// order.
+pub const IO_NAMES: [&str; 7] = [
+    "rchar",
+    "wchar",
+    "syscr",
+    "syscw",
+    "read_bytes",
+    "write_bytes",
+    "cancelled_write_bytes",
+];
+
+/// The counters of /proc/PID/io (`name: value` lines), in [`IO_NAMES`] order, found by name.
+/// Every kernel prints all seven (0 where its accounting is configured out); one missing is a
+/// malformed file.
+pub fn parse_io(buf: &[u8]) -> Result<[u64; 7], ParseError> {
+    let mut out = [None; 7];
+    for line in buf.split(|&c| c == b'\n') {
+        let Some(colon) = memchr::memchr(b':', line) else {
+            continue;
+        };
+        let Some(i) = IO_NAMES.iter().position(|n| n.as_bytes() == &line[..colon]) else {
+            continue;
+        };
+        let v = line[colon + 1..].trim_ascii_start();
+        out[i] = Some(uint(v).ok_or(err_in("bad number", IO_NAMES[i]))?);
+    }
+    let mut v = [0; 7];
+    for (i, o) in out.into_iter().enumerate() {
+        v[i] = o.ok_or(err_in("missing", IO_NAMES[i]))?;
+    }
+    Ok(v)
+}
+
 /// The inode number in a /proc/PID/ns/NAME link's text (`net:[4026531840]`).
 pub fn parse_ns_link(link: &[u8]) -> Option<u32> {
     let open = link.iter().position(|&c| c == b'[')?;

@@ -23,9 +23,9 @@ use std::sync::mpsc;
 use taskdiag_proto::msg::TaskWriter;
 use taskdiag_proto::task::Ns;
 use taskdiag_proto::{
-    state_index, BaseRec, CredRec, FilesRec, Group, LimitRec, NsIdsRec, NsRec, Request, SignalRec,
-    StatRec, StatmRec, Strategy, BASE_F_KTHREAD, BASE_F_LEADER, FILES_F_FDS_HIDDEN, FILES_NLIMITS,
-    NS_F_HIDDEN, PF_KTHREAD,
+    state_index, BaseRec, CgroupRec, CredRec, FilesRec, Group, LimitRec, NsIdsRec, NsRec, PathsRec,
+    Request, SignalRec, StatRec, StatmRec, Strategy, BASE_F_KTHREAD, BASE_F_LEADER,
+    FILES_F_FDS_HIDDEN, FILES_NLIMITS, NS_F_HIDDEN, PF_KTHREAD,
 };
 
 use crate::parse::{
@@ -278,6 +278,10 @@ struct Scratch {
     /// FILES: the descriptors listed, and the limits file.
     fds: Vec<u32>,
     limits: Vec<u8>,
+    /// A small file of a group of its own (io).
+    own: Vec<u8>,
+    /// CGROUP: the ids of the cgroups seen so far, by path.
+    cgroup_ids: own_files::CgroupIds,
 }
 
 impl Scratch {
@@ -293,6 +297,8 @@ impl Scratch {
             tids: Vec::new(),
             fds: Vec::new(),
             limits: Vec::new(),
+            own: Vec::new(),
+            cgroup_ids: own_files::CgroupIds::default(),
         }
     }
 }
@@ -357,6 +363,8 @@ pub struct ProcReader {
     dir: OwnedFd,
     ns_per_tick: u64,
     workers: usize,
+    /// The cgroup2 mount that gives CGROUP its ids, looked up on first use.
+    cgroup2: std::sync::OnceLock<Option<own_files::Cgroup2>>,
 }
 
 /// Number of processes one unit of parallel work covers.
@@ -387,6 +395,7 @@ impl ProcReader {
             dir,
             ns_per_tick: 1_000_000_000 / clock_ticks(),
             workers,
+            cgroup2: std::sync::OnceLock::new(),
         })
     }
 
@@ -808,6 +817,11 @@ impl ProcReader {
         } else {
             None
         };
+        // The groups in files of their own, read now for the same reason.
+        let cgroup = want(Group::Cgroup).then(|| self.cgroup(s)).transpose()?;
+        let io = want(Group::Io).then(|| self.io(s)).transpose()?;
+        let paths = want(Group::Paths).then(|| self.paths(s)).transpose()?;
+        let environ = want(Group::Environ).then(|| self.environ(s)).transpose()?;
         // status was opened first and is read only now, after every other open: if the pid was
         // reused in between, status belongs to the dead task and this read fails with ESRCH.
         if !read(s, &status_fd, 1, b"status")? {
@@ -991,6 +1005,32 @@ impl ProcReader {
                 b.extend_from_slice(&l.to_bytes());
             }
             w.attr(Group::Files as u16, &b);
+        }
+        match cgroup {
+            Some(Got::Read((id, text))) => {
+                let rec = CgroupRec {
+                    id,
+                    ..CgroupRec::default()
+                };
+                w.attr_parts(Group::Cgroup as u16, &[&rec.to_bytes(), &text]);
+            }
+            Some(Got::Refused(errno)) => w.group_error(Group::Cgroup, errno),
+            None => {}
+        }
+        match io {
+            Some(Got::Read(rec)) => w.attr(Group::Io as u16, &rec.to_bytes()),
+            Some(Got::Refused(errno)) => w.group_error(Group::Io, errno),
+            None => {}
+        }
+        if let Some(p) = paths {
+            let mut b = Vec::with_capacity(PathsRec::SIZE + 256);
+            p.encode(&mut b);
+            w.attr(Group::Paths as u16, &b);
+        }
+        match environ {
+            Some(Got::Read(env)) => w.attr(Group::Environ as u16, &env),
+            Some(Got::Refused(errno)) => w.group_error(Group::Environ, errno),
+            None => {}
         }
         if need_cmdline {
             match cmdline_err {
@@ -1314,6 +1354,9 @@ fn statm_from(st: &Status, line: &StatLine) -> StatmRec {
         stack_start: line.startstack,
     }
 }
+
+mod own_files;
+use own_files::Got;
 
 #[cfg(test)]
 mod fake_proc;

@@ -215,6 +215,30 @@ pub fn parse_tty_drivers(buf: &[u8]) -> Vec<TtyDriver> {
     v
 }
 
+/// A path as mountinfo prints it with its octal escapes (`\040` for a space) undone.
+pub fn unescape_octal(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        let c = s[i];
+        if c == b'\\' {
+            if let Some(d) = s.get(i + 1..i + 4) {
+                if d.iter().all(|&x| (b'0'..=b'7').contains(&x)) {
+                    let v = d.iter().fold(0u32, |a, &x| a * 8 + u32::from(x - b'0'));
+                    if let Ok(v) = u8::try_from(v) {
+                        out.push(v);
+                        i += 4;
+                        continue;
+                    }
+                }
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
 /// One line of /proc/PID/mountinfo. Paths are as the kernel prints them: a space, tab,
 /// newline or backslash in them appears as an octal escape (`\040`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -455,6 +479,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(m.mount_point, b"/mnt\\0402");
+        assert_eq!(unescape_octal(m.mount_point), b"/mnt 2");
+        assert_eq!(unescape_octal(b"a\\134b\\9"), b"a\\b\\9");
         assert_eq!((m.major, m.minor, m.root), (98, 0, &b"/mnt1"[..]));
         assert_eq!(m.super_options, b"rw,errors=continue");
         for bad in [

@@ -480,6 +480,65 @@ wire_structs! {
         hard: u64,
     }
 
+    /// CGROUP group: the task's cgroup v2 id, followed in the attribute by the text of
+    /// /proc/PID/cgroup as the reader's cgroup namespace shows it (every hierarchy, one
+    /// `ID:CONTROLLERS:PATH` line each, the unified one as `0::PATH`).
+    struct CgroupRec = "td_cgroup", size 16 {
+        /// The id of the task's cgroup in the unified (v2) hierarchy, as
+        /// bpf_get_current_cgroup_id() or name_to_handle_at() of its directory give it (the
+        /// directory's inode number); 0 when unknown (no cgroup2 mount to find it under).
+        id: u64,
+        /// Zero.
+        flags: u32,
+        /// Zero.
+        reserved: u32,
+    }
+
+    /// IO group: the task's I/O counters as /proc/PID/io prints them (the thread group's
+    /// totals for a process, the thread's own for a thread).
+    struct IoRec = "td_io", size 56 {
+        /// Bytes passed to read-like system calls (rchar).
+        rchar: u64,
+        /// Bytes passed to write-like system calls (wchar).
+        wchar: u64,
+        /// Read-like system calls (syscr).
+        syscr: u64,
+        /// Write-like system calls (syscw).
+        syscw: u64,
+        /// Bytes the task caused to be fetched from storage (read_bytes).
+        read_bytes: u64,
+        /// Bytes the task caused to be sent to storage (write_bytes).
+        write_bytes: u64,
+        /// Written bytes whose writeback the task cancelled (cancelled_write_bytes).
+        cancelled_write_bytes: u64,
+    }
+
+    /// PATHS group: the lengths of the three paths that follow in the attribute, in this
+    /// order: exe, cwd, root, as readlink of /proc/PID/{exe,cwd,root} returns them (with
+    /// " (deleted)" where the file is gone), relative to the reader's root. A path that
+    /// readlink would not return has length 0 and its errno.
+    struct PathsRec = "td_paths", size 16 {
+        /// Length of the executable's path.
+        exe_len: u16,
+        /// Length of the working directory's path.
+        cwd_len: u16,
+        /// Length of the root directory's path.
+        root_len: u16,
+        /// Zero.
+        reserved: u16,
+        /// Why there is no executable path (ENOENT: a kernel thread or a zombie; EACCES:
+        /// the reader may not ptrace-read the task), else 0.
+        exe_errno: u8,
+        /// Why there is no working directory, else 0.
+        cwd_errno: u8,
+        /// Why there is no root directory, else 0.
+        root_errno: u8,
+        /// Zero.
+        reserved2: u8,
+        /// Zero.
+        reserved3: u32,
+    }
+
     /// STATM group: memory use in bytes (as /proc/PID/status Vm* and Rss* lines).
     /// The last three are /proc/PID/stat's startcode, endcode and startstack: addresses
     /// /proc shows only to a reader that may ptrace-read the task (1, 1 and 0 to others).

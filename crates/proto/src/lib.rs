@@ -31,8 +31,9 @@ pub mod task;
 pub mod vma_flags;
 
 pub use layout::{
-    AccessRec, AttrHeader, BaseRec, CredRec, Done, FilesRec, GroupErrorRec, LimitRec, MsgHeader,
-    NsIdsRec, NsRec, Request, SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec,
+    AccessRec, AttrHeader, BaseRec, CgroupRec, CredRec, Done, FilesRec, GroupErrorRec, IoRec,
+    LimitRec, MsgHeader, NsIdsRec, NsRec, PathsRec, Request, SignalRec, Start, StatRec, StatmRec,
+    VmaRec, VmaStatRec,
 };
 
 /// Version of the format described here. Carried in requests and START messages.
@@ -216,11 +217,21 @@ pub enum Group {
     Ns = 8,
     /// Open descriptors and resource limits ([`FilesRec`] + [`LimitRec`] per limit).
     Files = 9,
+    /// The cgroup id and /proc/PID/cgroup's text ([`CgroupRec`] + text).
+    Cgroup = 10,
+    /// I/O counters as /proc/PID/io ([`IoRec`]); refused (EACCES) like that file to a reader
+    /// that may not ptrace-read the task.
+    Io = 11,
+    /// Executable, working and root directory paths ([`PathsRec`] + the three paths).
+    Paths = 12,
+    /// The environment, bytes as /proc/PID/environ returns them; refused (EACCES) like that
+    /// file to a reader that may not ptrace-read the task.
+    Environ = 13,
 }
 
 impl Group {
     /// The groups this version produces, in emission order.
-    pub const SUPPORTED: [Group; 10] = [
+    pub const SUPPORTED: [Group; 14] = [
         Group::Base,
         Group::Cred,
         Group::Vma,
@@ -231,6 +242,10 @@ impl Group {
         Group::Signal,
         Group::Ns,
         Group::Files,
+        Group::Cgroup,
+        Group::Io,
+        Group::Paths,
+        Group::Environ,
     ];
 
     /// The group for an attribute type, if known.
@@ -246,6 +261,10 @@ impl Group {
             7 => Some(Self::Signal),
             8 => Some(Self::Ns),
             9 => Some(Self::Files),
+            10 => Some(Self::Cgroup),
+            11 => Some(Self::Io),
+            12 => Some(Self::Paths),
+            13 => Some(Self::Environ),
             _ => None,
         }
     }
@@ -268,6 +287,10 @@ impl Group {
             Self::Signal => "signal",
             Self::Ns => "ns",
             Self::Files => "files",
+            Self::Cgroup => "cgroup",
+            Self::Io => "io",
+            Self::Paths => "paths",
+            Self::Environ => "environ",
         }
     }
 
@@ -287,7 +310,11 @@ pub const SHOW_SUPPORTED: u64 = (1 << Group::Base as u16)
     | (1 << Group::Cmdline as u16)
     | (1 << Group::Signal as u16)
     | (1 << Group::Ns as u16)
-    | (1 << Group::Files as u16);
+    | (1 << Group::Files as u16)
+    | (1 << Group::Cgroup as u16)
+    | (1 << Group::Io as u16)
+    | (1 << Group::Paths as u16)
+    | (1 << Group::Environ as u16);
 
 /// Show flags of the memory-map groups (VMA, VMA_STAT): many records per task, read under the
 /// ptrace-read rule, and left out of "all".
@@ -374,6 +401,10 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_GROUP_FILES", Group::Files as i64),
     ("TD_FILES_F_FDS_HIDDEN", FILES_F_FDS_HIDDEN as i64),
     ("TD_FILES_NLIMITS", FILES_NLIMITS as i64),
+    ("TD_GROUP_CGROUP", Group::Cgroup as i64),
+    ("TD_GROUP_IO", Group::Io as i64),
+    ("TD_GROUP_PATHS", Group::Paths as i64),
+    ("TD_GROUP_ENVIRON", Group::Environ as i64),
     ("TD_STRATEGY_ALL", Strategy::All as i64),
     ("TD_STRATEGY_ONE", Strategy::One as i64),
     ("TD_STRATEGY_ALL_THREAD", Strategy::AllThread as i64),

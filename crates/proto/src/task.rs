@@ -6,9 +6,9 @@
 
 use crate::msg::{DecodeError, Message, Messages, TaskWriter};
 use crate::{
-    align4, AccessRec, BaseRec, CredRec, Done, FilesRec, Group, GroupErrorRec, LimitRec, MsgType,
-    NsIdsRec, NsRec, SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec, ATTR_ACCESS,
-    ATTR_GROUP_ERROR, ATTR_VMA_ACCESS, COMM_MAX,
+    align4, AccessRec, BaseRec, CgroupRec, CredRec, Done, FilesRec, Group, GroupErrorRec, IoRec,
+    LimitRec, MsgType, NsIdsRec, NsRec, PathsRec, SignalRec, Start, StatRec, StatmRec, VmaRec,
+    VmaStatRec, ATTR_ACCESS, ATTR_GROUP_ERROR, ATTR_VMA_ACCESS, COMM_MAX,
 };
 
 /// BASE: the record and the task's name.
@@ -136,6 +136,88 @@ impl Files {
     }
 }
 
+/// CGROUP: the unified hierarchy's cgroup id and the text of /proc/PID/cgroup.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cgroup {
+    /// The fixed part.
+    pub rec: CgroupRec,
+    /// /proc/PID/cgroup's bytes, every line with its newline.
+    pub text: Vec<u8>,
+}
+
+impl Cgroup {
+    /// The lines of the text (`ID:CONTROLLERS:PATH`), without their newlines.
+    pub fn lines(&self) -> impl Iterator<Item = &[u8]> {
+        self.text.split(|&b| b == b'\n').filter(|l| !l.is_empty())
+    }
+
+    /// The path in the unified (v2) hierarchy: the `0::PATH` line's PATH.
+    pub fn unified(&self) -> Option<&[u8]> {
+        self.lines().find_map(|l| l.strip_prefix(b"0::"))
+    }
+}
+
+/// PATHS: the executable, working directory and root of a task, each with why it is missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    /// The executable (readlink /proc/PID/exe), or the errno readlink fails with.
+    pub exe: Result<Vec<u8>, u8>,
+    /// The working directory (readlink /proc/PID/cwd), or the errno.
+    pub cwd: Result<Vec<u8>, u8>,
+    /// The root directory (readlink /proc/PID/root), or the errno.
+    pub root: Result<Vec<u8>, u8>,
+}
+
+impl Paths {
+    /// Encodes the record and the three paths as one attribute payload.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let len = |p: &Result<Vec<u8>, u8>| {
+            p.as_ref()
+                .map_or(0, |v| v.len().min(u16::MAX as usize) as u16)
+        };
+        let errno = |p: &Result<Vec<u8>, u8>| match p {
+            Ok(_) => 0,
+            Err(e) => *e,
+        };
+        PathsRec {
+            exe_len: len(&self.exe),
+            cwd_len: len(&self.cwd),
+            root_len: len(&self.root),
+            exe_errno: errno(&self.exe),
+            cwd_errno: errno(&self.cwd),
+            root_errno: errno(&self.root),
+            ..PathsRec::default()
+        }
+        .write_to(out);
+        for p in [&self.exe, &self.cwd, &self.root].into_iter().flatten() {
+            out.extend_from_slice(&p[..p.len().min(u16::MAX as usize)]);
+        }
+    }
+
+    /// Decodes an attribute payload written by [`Paths::encode`].
+    pub fn decode(p: &[u8]) -> Result<Self, &'static str> {
+        let rec = PathsRec::read_from(p).ok_or("short record")?;
+        let mut rest = &p[PathsRec::SIZE..];
+        let mut take = |len: u16, errno: u8| -> Result<Result<Vec<u8>, u8>, &'static str> {
+            if errno != 0 {
+                if len != 0 {
+                    return Err("a path with an errno");
+                }
+                return Ok(Err(errno));
+            }
+            let (a, b) = rest
+                .split_at_checked(len as usize)
+                .ok_or("paths run past the attribute")?;
+            rest = b;
+            Ok(Ok(a.to_vec()))
+        };
+        let exe = take(rec.exe_len, rec.exe_errno)?;
+        let cwd = take(rec.cwd_len, rec.cwd_errno)?;
+        let root = take(rec.root_len, rec.root_errno)?;
+        Ok(Paths { exe, cwd, root })
+    }
+}
+
 /// A group that is missing for a task, and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupError {
@@ -234,6 +316,15 @@ pub struct Task {
     pub ns: Option<Ns>,
     /// FILES, if requested and available.
     pub files: Option<Files>,
+    /// CGROUP, if requested and available.
+    pub cgroup: Option<Cgroup>,
+    /// IO, if requested and available (refused with EACCES where /proc refuses it).
+    pub io: Option<IoRec>,
+    /// PATHS, if requested and available.
+    pub paths: Option<Paths>,
+    /// ENVIRON, if requested and available (refused with EACCES where /proc refuses it;
+    /// empty for a task without an address space, as /proc/PID/environ reads).
+    pub environ: Option<Vec<u8>>,
     /// VMA (with VMA_STAT inside each entry when requested), if requested and the task has an
     /// address space; with thread strategies only on the thread-group leader.
     pub vmas: Option<Vec<Vma>>,
@@ -316,6 +407,20 @@ impl Task {
             }
             w.attr(Group::Files as u16, &v);
         }
+        if let Some(c) = &self.cgroup {
+            w.attr_parts(Group::Cgroup as u16, &[&c.rec.to_bytes(), &c.text]);
+        }
+        if let Some(io) = &self.io {
+            w.attr(Group::Io as u16, &io.to_bytes());
+        }
+        if let Some(p) = &self.paths {
+            let mut v = Vec::with_capacity(PathsRec::SIZE + 64);
+            p.encode(&mut v);
+            w.attr(Group::Paths as u16, &v);
+        }
+        if let Some(e) = &self.environ {
+            w.attr(Group::Environ as u16, e);
+        }
         // The memory maps last: the one attribute that may run over several messages.
         if let Some(vmas) = &self.vmas {
             let mut v = Vec::with_capacity(vmas.len() * (VmaRec::SIZE + 64));
@@ -343,7 +448,7 @@ impl Task {
 pub struct TaskAssembler {
     current: Option<(u32, u32)>,
     parts: [Vec<u8>; Group::SUPPORTED.len()],
-    seen: u16,
+    seen: u32,
     errors: Vec<GroupError>,
     access: Option<AccessRec>,
     vma_access: Option<AccessRec>,
@@ -508,6 +613,23 @@ impl TaskAssembler {
                 .filter_map(LimitRec::read_from)
                 .collect();
             t.files = Some(Files { rec, limits });
+        }
+        if self.has(Group::Cgroup) {
+            let p = &self.parts[Group::Cgroup as usize];
+            let rec = CgroupRec::read_from(p).ok_or(bad(Group::Cgroup, "short record"))?;
+            let text = p[CgroupRec::SIZE..].to_vec();
+            t.cgroup = Some(Cgroup { rec, text });
+        }
+        if self.has(Group::Io) {
+            let p = &self.parts[Group::Io as usize];
+            t.io = Some(IoRec::read_from(p).ok_or(bad(Group::Io, "short record"))?);
+        }
+        if self.has(Group::Paths) {
+            let p = &self.parts[Group::Paths as usize];
+            t.paths = Some(Paths::decode(p).map_err(|what| bad(Group::Paths, what))?);
+        }
+        if self.has(Group::Environ) {
+            t.environ = Some(std::mem::take(&mut self.parts[Group::Environ as usize]));
         }
         if self.has(Group::Vma) {
             let p = &self.parts[Group::Vma as usize];
@@ -690,6 +812,24 @@ mod tests {
                     },
                 ],
             }),
+            cgroup: Some(Cgroup {
+                rec: CgroupRec {
+                    id: 8123,
+                    ..Default::default()
+                },
+                text: b"1:name=systemd:/x\n0::/a/b\n".to_vec(),
+            }),
+            io: Some(IoRec {
+                rchar: 5,
+                cancelled_write_bytes: 4096,
+                ..Default::default()
+            }),
+            paths: Some(Paths {
+                exe: Ok(vec![b'e'; cmd_len.min(5000)]),
+                cwd: Err(13),
+                root: Ok(b"/".to_vec()),
+            }),
+            environ: Some((0..cmd_len).map(|i| (i % 13) as u8).collect()),
             errors: vec![GroupError {
                 group: Group::Statm as u16,
                 errno: 13,

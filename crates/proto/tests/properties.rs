@@ -1,10 +1,10 @@
 //! Property tests: arbitrary bytes never panic the decoder; arbitrary tasks round-trip.
 use proptest::prelude::*;
 use taskdiag_proto::msg::{write_done, write_start, Messages};
-use taskdiag_proto::task::{Base, Cred, Event, Files, Ns, StreamDecoder, Task, Vma};
+use taskdiag_proto::task::{Base, Cgroup, Cred, Event, Files, Ns, Paths, StreamDecoder, Task, Vma};
 use taskdiag_proto::{
-    BaseRec, CredRec, Done, FilesRec, LimitRec, NsIdsRec, NsRec, SignalRec, Start, StatRec,
-    StatmRec, VmaRec, VmaStatRec, FILES_F_FDS_HIDDEN, NS_F_HIDDEN, VERSION,
+    BaseRec, CgroupRec, CredRec, Done, FilesRec, IoRec, LimitRec, NsIdsRec, NsRec, SignalRec,
+    Start, StatRec, StatmRec, VmaRec, VmaStatRec, FILES_F_FDS_HIDDEN, NS_F_HIDDEN, VERSION,
 };
 
 fn task() -> impl Strategy<Value = Task> {
@@ -39,9 +39,19 @@ fn task() -> impl Strategy<Value = Task> {
             any::<u32>(),
             proptest::collection::vec((any::<u64>(), any::<u64>()), 0..=16),
         )),
+        // CGROUP, IO, PATHS (a path, or an errno for the working directory) and ENVIRON,
+        // long enough to be cut across messages.
+        proptest::option::of((
+            any::<u64>(),
+            proptest::collection::vec(any::<u8>(), 0..200),
+            any::<u64>(),
+            proptest::collection::vec(any::<u8>(), 0..5000),
+            1u8..=255,
+            proptest::collection::vec(any::<u8>(), 0..40_000),
+        )),
     )
         .prop_map(
-            |(pid, tgid, base, groups, ut, vm, cmdline, maps, sig, ns, files)| Task {
+            |(pid, tgid, base, groups, ut, vm, cmdline, maps, sig, ns, files, more)| Task {
                 pid,
                 tgid,
                 base: base.map(|(ppid, state, comm)| Base {
@@ -104,6 +114,23 @@ fn task() -> impl Strategy<Value = Task> {
                         .map(|(soft, hard)| LimitRec { soft, hard })
                         .collect(),
                 }),
+                cgroup: more.as_ref().map(|(id, text, ..)| Cgroup {
+                    rec: CgroupRec {
+                        id: *id,
+                        ..CgroupRec::default()
+                    },
+                    text: text.clone(),
+                }),
+                io: more.as_ref().map(|&(_, _, rchar, ..)| IoRec {
+                    rchar,
+                    ..IoRec::default()
+                }),
+                paths: more.as_ref().map(|(_, _, _, exe, errno, _)| Paths {
+                    exe: Ok(exe.clone()),
+                    cwd: Err(*errno),
+                    root: Ok(b"/".to_vec()),
+                }),
+                environ: more.map(|(.., env)| env),
                 errors: vec![],
                 access: None,
                 vma_access: None,

@@ -1,7 +1,8 @@
 //! Completion from /proc: what the BPF programs could not put in a message, filled per task
 //! and per group after checking that /proc still shows the same task (same start time).
 //!
-//! Three cases: a group this kernel or this load cannot produce at all
+//! Also, for a daemon's answers, the groups a client reads from its own /proc
+//! ([`CallerGroups`]). For BPF, three cases: a group this kernel or this load cannot produce at all
 //! ([`taskdiag_bpf::DumpReport::missing_groups`]), a record that did not fit the iterator's buffer
 //! (a GROUP_ERROR with [`ERRNO_NEEDS_PROCFS`] on a message flagged [`MSG_F_FIXUP`]), and tasks the
 //! iterator never shows (pid 1 on some hosts, see [`init_if_hidden`]), merged into the stream in
@@ -14,11 +15,11 @@ use std::io;
 
 use taskdiag_bpf::{BpfError, TaskIter};
 use taskdiag_procfs::{ProcReader, ProcfsError};
-use taskdiag_proto::msg::{Messages, TaskWriter};
+use taskdiag_proto::msg::{write_start, Messages, TaskWriter};
 use taskdiag_proto::task::{GroupError, Task, TaskAssembler};
 use taskdiag_proto::{
-    Group, Request, Strategy, ATTR_ACCESS, BASE_F_KTHREAD, ERRNO_NEEDS_PROCFS, MSG_F_CONTINUED,
-    MSG_F_FIXUP, SHOW_MAPS,
+    Group, MsgType, Request, Start, Strategy, ATTR_ACCESS, BASE_F_KTHREAD, ERRNO_NEEDS_PROCFS,
+    MSG_F_CONTINUED, MSG_F_FIXUP, SHOW_MAPS,
 };
 
 use crate::vma_walk::VmaStream;
@@ -326,6 +327,89 @@ fn complete(
     Ok(())
 }
 
+/// Groups a server answering for other processes cannot read for them: what /proc guards
+/// with ptrace-read and the BPF programs do not produce (PATHS, ENVIRON), which taskdiagd,
+/// without capabilities, may not read from /proc with its callers' rights. Its clients read
+/// them from their own /proc ([`CallerGroups`]), which shows them exactly what they may see.
+pub const SHOW_CALLER_READS: u64 = Group::Paths.flag() | Group::Environ.flag();
+
+/// Completes a daemon's answer with the groups the caller reads from its own /proc
+/// ([`SHOW_CALLER_READS`]): the daemon was asked without them (and with BASE, whose start time
+/// tells a reused pid), each task gets them from this process's /proc if /proc still shows
+/// the same task, else a GROUP_ERROR (ESRCH; EOPNOTSUPP without a /proc of our own pid
+/// namespace), and the START message names the groups of the caller's request again.
+pub(crate) struct CallerGroups<'a> {
+    req: Request,
+    groups: Vec<Group>,
+    strip_base: bool,
+    reader: Option<&'a ProcReader>,
+    asm: TaskAssembler,
+    buf: Vec<u8>,
+}
+
+impl<'a> CallerGroups<'a> {
+    /// For the caller's request `req`, read from `reader`; with the request to send the
+    /// daemon instead.
+    pub(crate) fn new(req: &Request, reader: Option<&'a ProcReader>) -> (Self, Request) {
+        let own = req.show_flags & SHOW_CALLER_READS;
+        let groups = Group::SUPPORTED
+            .into_iter()
+            .filter(|g| own & g.flag() != 0)
+            .collect();
+        let mut sent = *req;
+        sent.show_flags = (req.show_flags & !own) | Group::Base.flag();
+        let c = CallerGroups {
+            req: *req,
+            groups,
+            strip_base: !req.wants(Group::Base),
+            reader,
+            asm: TaskAssembler::new(),
+            buf: Vec::new(),
+        };
+        (c, sent)
+    }
+
+    /// Passes on one chunk of whole messages of the daemon's answer, completed.
+    pub(crate) fn chunk(
+        &mut self,
+        chunk: &[u8],
+        out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.buf.clear();
+        let per_thread = self.req.strategy().is_some_and(Strategy::per_thread);
+        for m in Messages::new(chunk) {
+            let m = m.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+            match m.msg_type() {
+                Some(MsgType::Start) => {
+                    let mut s = Start::read_from(m.payload).ok_or_else(|| {
+                        io::Error::new(io::ErrorKind::InvalidData, "short START message")
+                    })?;
+                    s.show_flags = self.req.show_flags;
+                    write_start(&mut self.buf, &s);
+                }
+                Some(MsgType::Task) => {
+                    let t = self
+                        .asm
+                        .push(&m)
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+                    if let Some(mut t) = t {
+                        let ids = (t.pid, t.tgid);
+                        fill_from_procfs(&mut t, ids, &self.groups, per_thread, self.reader);
+                        if self.strip_base {
+                            t.base = None;
+                        }
+                        t.encode(&mut self.buf);
+                    }
+                }
+                _ => self
+                    .buf
+                    .extend_from_slice(&chunk[m.offset..m.offset + m.header.len as usize]),
+            }
+        }
+        out(&self.buf)
+    }
+}
+
 /// Whether the task may have a command line: it is not a kernel thread.
 fn may_have_cmdline(t: &Task) -> bool {
     t.base
@@ -383,6 +467,10 @@ fn fill_from_procfs(
                     Group::Signal => task.signal = p.signal,
                     Group::Ns => task.ns = p.ns.clone(),
                     Group::Files => task.files = p.files.clone(),
+                    Group::Cgroup => task.cgroup = p.cgroup.clone(),
+                    Group::Io => task.io = p.io,
+                    Group::Paths => task.paths = p.paths.clone(),
+                    Group::Environ => task.environ = p.environ.clone(),
                     Group::Vma | Group::VmaStat => task.vmas = p.vmas.clone(),
                     Group::Base => {}
                 }

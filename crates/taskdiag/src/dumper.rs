@@ -18,7 +18,7 @@ use taskdiag_proto::{
 
 use crate::calibrate;
 use crate::client::{self, DaemonClient};
-use crate::complete::{bpf_tasks, Naming, ProcSource};
+use crate::complete::{bpf_tasks, CallerGroups, Naming, ProcSource, SHOW_CALLER_READS};
 use crate::filter::ViewFilter;
 use crate::view::Viewer;
 use crate::{vma_walk, BackendKind, Error};
@@ -270,10 +270,22 @@ impl Dumper {
         let req = Request::parse(&req.to_bytes())?;
         self.daemon_declined = None;
         if let Backend::Daemon(c) = &mut self.backend {
+            // The groups the daemon cannot read for us come from our own /proc, task by task.
+            let own = req.show_flags & SHOW_CALLER_READS != 0;
+            let reader = own.then(|| ProcReader::open().ok()).flatten();
+            let (mut caller, sent) = CallerGroups::new(&req, reader.as_ref());
+            let sent = if own { sent } else { req };
+            let mut sink = |b: &[u8]| {
+                if own {
+                    caller.chunk(b, out)
+                } else {
+                    out(b)
+                }
+            };
             // `Auto`'s daemon: a request it declines (EOPNOTSUPP: a group it would have to read
             // from /proc with its own rights) is answered from our /proc instead, with ours.
             // An explicit daemon backend reports it.
-            let declined = match daemon_dump(c, &req, out) {
+            let declined = match daemon_dump(c, &sent, &mut sink) {
                 (
                     Err(Error::Refused {
                         errno: libc::EOPNOTSUPP,
@@ -284,7 +296,7 @@ impl Dumper {
                 ) if self.bpf_unavailable.is_some() => message,
                 (r, held) => {
                     if let Some(h) = held.filter(|h| !h.is_empty()) {
-                        out(&h).map_err(Error::Sink)?;
+                        sink(&h).map_err(Error::Sink)?;
                     }
                     return r;
                 }
@@ -437,7 +449,10 @@ impl Dumper {
             access: true,
             proc_up: 0,
         });
-        let req = Request::new(Strategy::One, pid, Group::Base.flag() | Group::Cred.flag());
+        // NS: the caller's namespaces as the kernel has them (its cgroup namespace decides
+        // whose paths CGROUP would show).
+        let show = Group::Base.flag() | Group::Cred.flag() | Group::Ns.flag();
+        let req = Request::new(Strategy::One, pid, show);
         let mut asm = TaskAssembler::new();
         let mut task = None;
         let mut bad = None;

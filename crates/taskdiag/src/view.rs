@@ -28,6 +28,9 @@
 //!   fields 26-28): shown only where ptrace-read passes, else 1, 1 and 0 as /proc prints them.
 //! * **descriptor count** (FILES): only where ptrace-read passes, else withheld with
 //!   `FILES_F_FDS_HIDDEN`, as /proc/PID/fd cannot be listed; the limits are not guarded.
+//! * **I/O counters, environment, executable and directories** (IO, ENVIRON, PATHS): only
+//!   where ptrace-read passes, else refused with EACCES as /proc/PID/io, environ and the exe,
+//!   cwd and root links are.
 //! * **ids** are shown as the caller's user namespace maps them (`from_kuid_munged`): an id
 //!   without a mapping is the overflow id (65534).
 //!
@@ -52,12 +55,16 @@ const SUID_DUMP_USER: u8 = 1;
 pub const OVERFLOW_ID: u32 = 65534;
 
 /// Show flags of the groups with data /proc guards by ptrace-read (memory maps, namespace
-/// links, the code and stack addresses of STATM, the descriptor count of FILES): every task's ACCESS must be read with them and checked, whatever else the viewer
-/// needs.
+/// links, the code and stack addresses of STATM, the descriptor count of FILES, I/O counters,
+/// environment, paths): every task's ACCESS must be read with them and checked, whatever else
+/// the viewer needs.
 pub const SHOW_GUARDED: u64 = taskdiag_proto::SHOW_MAPS
     | taskdiag_proto::Group::Ns.flag()
     | taskdiag_proto::Group::Statm.flag()
-    | taskdiag_proto::Group::Files.flag();
+    | taskdiag_proto::Group::Files.flag()
+    | taskdiag_proto::Group::Io.flag()
+    | taskdiag_proto::Group::Paths.flag()
+    | taskdiag_proto::Group::Environ.flag();
 
 /// The `hidepid=` option of a procfs mount.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -192,6 +199,9 @@ pub struct Viewer {
     pub uid_map: Option<IdMap>,
     /// The caller's gid map (`None`: identity).
     pub gid_map: Option<IdMap>,
+    /// The inode of the caller's cgroup namespace when it is not the server's own (0 when
+    /// unknown): the paths the server's /proc shows are then not the caller's.
+    pub foreign_cgroupns: Option<u32>,
 }
 
 impl Viewer {
@@ -332,11 +342,41 @@ impl Viewer {
                 f.rec.fds = 0;
                 f.rec.flags |= taskdiag_proto::FILES_F_FDS_HIDDEN;
             }
+            // /proc/PID/io and environ refuse to be read, the exe, cwd and root links to be
+            // followed (EACCES).
+            let refuse = |g: taskdiag_proto::Group, t: &mut Task| {
+                t.errors.push(taskdiag_proto::task::GroupError {
+                    group: g as u16,
+                    errno: libc::EACCES,
+                })
+            };
+            if t.io.take().is_some() {
+                refuse(taskdiag_proto::Group::Io, t);
+            }
+            if t.environ.take().is_some() {
+                refuse(taskdiag_proto::Group::Environ, t);
+            }
+            if let Some(p) = &mut t.paths {
+                for l in [&mut p.exe, &mut p.cwd, &mut p.root] {
+                    *l = Err(libc::EACCES as u8);
+                }
+            }
         }
         if let (Some(root), Some(vmas)) = (&self.root, &mut t.vmas) {
             for v in vmas {
                 if let Some(rest) = under(&v.name, root) {
                     v.name = rest.to_vec();
+                }
+            }
+        }
+        // The paths as readlink shows them to the caller: relative to its root (d_path()).
+        if let (Some(root), Some(p)) = (&self.root, &mut t.paths) {
+            for l in [&mut p.exe, &mut p.cwd, &mut p.root].into_iter().flatten() {
+                if l == root {
+                    *l = b"/".to_vec();
+                } else if let Some(rest) = l.strip_prefix(&root[..]).filter(|r| r.starts_with(b"/"))
+                {
+                    *l = rest.to_vec();
                 }
             }
         }
@@ -608,6 +648,59 @@ pub(crate) mod tests {
         assert!(!v.filter_task(&mut t()));
         v.proc_mount.hidepid = HidePid::Off;
         assert!(v.filter_task(&mut t()));
+    }
+
+    #[test]
+    fn io_environ_and_paths_need_ptrace_read_and_paths_follow_the_callers_root() {
+        use taskdiag_proto::task::{GroupError, Paths, Task};
+        use taskdiag_proto::{Group, IoRec};
+        let v = Viewer {
+            proc_mount: ProcMount::default(),
+            root: Some(b"/srv/jail".to_vec()),
+            ..user(1000)
+        };
+        let t = |access| Task {
+            pid: 7,
+            tgid: 7,
+            io: Some(IoRec {
+                wchar: 9,
+                ..IoRec::default()
+            }),
+            environ: Some(b"A=1\0".to_vec()),
+            paths: Some(Paths {
+                exe: Ok(b"/srv/jail/bin/x (deleted)".to_vec()),
+                cwd: Ok(b"/srv/jail".to_vec()),
+                root: Ok(b"/srv/jailbreak".to_vec()),
+            }),
+            access,
+            ..Task::default()
+        };
+        let mut mine = t(Some(task(1000)));
+        assert!(v.filter_task(&mut mine));
+        assert_eq!(mine.io.map(|i| i.wchar), Some(9));
+        assert_eq!(mine.environ.as_deref(), Some(&b"A=1\0"[..]));
+        let p = mine.paths.unwrap();
+        assert_eq!(p.exe.as_deref(), Ok(&b"/bin/x (deleted)"[..]));
+        assert_eq!(p.cwd.as_deref(), Ok(&b"/"[..]));
+        assert_eq!(
+            p.root.as_deref(),
+            Ok(&b"/srv/jailbreak"[..]),
+            "not under the root"
+        );
+        assert!(mine.errors.is_empty());
+        for other in [Some(task(0)), None] {
+            let mut theirs = t(other);
+            assert!(v.filter_task(&mut theirs));
+            assert!(theirs.io.is_none() && theirs.environ.is_none());
+            let refused = |g: Group| GroupError {
+                group: g as u16,
+                errno: libc::EACCES,
+            };
+            assert_eq!(theirs.errors, [refused(Group::Io), refused(Group::Environ)]);
+            let p = theirs.paths.unwrap();
+            let e = Err(libc::EACCES as u8);
+            assert_eq!((p.exe, p.cwd, p.root), (e.clone(), e.clone(), e));
+        }
     }
 
     #[test]

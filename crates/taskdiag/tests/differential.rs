@@ -675,3 +675,165 @@ fn namespaces_agree_with_the_links_and_status_lines() {
     assert_eq!((z.rec.pid, z.rec.user), (f.rec.pid, f.rec.user));
     assert_eq!(z.ids.len(), 3);
 }
+
+/// A cgroup of the unified hierarchy made for one test (under the first cgroup2 mount, or under
+/// one mounted for it), removed on drop once empty.
+struct TestCgroup {
+    dir: std::path::PathBuf,
+    mounted: Option<TempDir>,
+}
+
+impl TestCgroup {
+    fn new() -> TestCgroup {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+        let found = mountinfo.lines().find_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            (post.split(' ').next() == Some("cgroup2") && pre.split(' ').nth(3) == Some("/"))
+                .then(|| pre.split(' ').nth(4).map(str::to_string))?
+        });
+        let (base, mounted) = match found {
+            Some(m) => (std::path::PathBuf::from(m), None),
+            None => {
+                let d = TempDir::new("cgroup2");
+                let ok = Command::new("mount")
+                    .args(["-t", "cgroup2", "none"])
+                    .arg(d.path())
+                    .status()
+                    .expect("mount");
+                assert!(ok.success(), "mounting cgroup2 at {}", d.path().display());
+                (d.path().to_path_buf(), Some(d))
+            }
+        };
+        let dir = base.join(format!("taskdiag-test-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        TestCgroup { dir, mounted }
+    }
+
+    fn enter(&self, pid: u32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string())
+            .unwrap_or_else(|e| panic!("moving {pid} to {}: {e}", self.dir.display()));
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        // The fixture was killed and reaped before: the cgroup empties a moment later.
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        if let Some(d) = &self.mounted {
+            let _ = Command::new("umount").arg(d.path()).status();
+        }
+    }
+}
+
+/// CGROUP, IO, PATHS and ENVIRON on a fixture in a cgroup of its own, running a deleted copy
+/// of itself from a deleted directory that is also its working directory, after known I/O,
+/// with an environment larger than a page: both backends agree, and agree with its cgroup,
+/// io and environ files, the exe, cwd and root links and the cgroup directory's inode, read
+/// here independently.
+#[test]
+fn cgroup_io_paths_and_environ_agree_with_their_files() {
+    let dir = TempDir::new("own files");
+    let exe = dir.join("td fixture copy");
+    std::fs::copy(env!("CARGO_BIN_EXE_td_fixture"), &exe).expect("copy the fixture");
+    let big = "v".repeat(10_000);
+    let mut cmd = Command::new(&exe);
+    cmd.args(["io", "100000"])
+        .current_dir(dir.path())
+        .env("TD_BIG", &big)
+        .stdout(Stdio::piped());
+    let cgroup = TestCgroup::new();
+    let mut f = Spawned::spawn_group(&mut cmd);
+    f.expect_line("ready");
+    let pid = f.pid();
+    cgroup.enter(pid);
+    std::fs::remove_file(&exe).expect("remove the copy");
+    std::fs::remove_dir(dir.path()).expect("remove its directory");
+
+    let show = Group::Base.flag()
+        | Group::Cgroup.flag()
+        | Group::Io.flag()
+        | Group::Paths.flag()
+        | Group::Environ.flag();
+    let all = assert_agree(Request::new(Strategy::All, 0, show), &[pid]);
+    let t = &all[&pid];
+    let file = |name: &str| std::fs::read(format!("/proc/{pid}/{name}")).expect(name);
+    let link = |name: &str| {
+        use std::os::unix::ffi::OsStrExt;
+        let l = std::fs::read_link(format!("/proc/{pid}/{name}")).expect(name);
+        l.as_os_str().as_bytes().to_vec()
+    };
+
+    let cg = t.cgroup.as_ref().expect("cgroup");
+    assert_eq!(cg.text, file("cgroup"));
+    let unified = cg.unified().expect("a 0:: line");
+    let name = format!("/taskdiag-test-{}", std::process::id());
+    assert!(unified.ends_with(name.as_bytes()), "{:?}", cg.text);
+    use std::os::unix::fs::MetadataExt;
+    let ino = std::fs::metadata(&cgroup.dir).expect("cgroup dir").ino();
+    assert_eq!(cg.rec.id, ino, "the id is the cgroup directory's inode");
+
+    let io = t.io.expect("io");
+    let text = String::from_utf8(file("io")).expect("io text");
+    let field = |k: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(": ")?.parse().ok())
+            .unwrap_or_else(|| panic!("{k} in {text}"))
+    };
+    let want = [
+        field("rchar"),
+        field("wchar"),
+        field("syscr"),
+        field("syscw"),
+        field("read_bytes"),
+        field("write_bytes"),
+        field("cancelled_write_bytes"),
+    ];
+    let got = [
+        io.rchar,
+        io.wchar,
+        io.syscr,
+        io.syscw,
+        io.read_bytes,
+        io.write_bytes,
+        io.cancelled_write_bytes,
+    ];
+    assert_eq!(got, want);
+    assert!(io.wchar >= 100_000 && io.rchar >= 100_000, "{io:?}");
+    assert!(io.syscw >= 100_000 / 4096, "{io:?}");
+
+    let p = t.paths.as_ref().expect("paths");
+    let deleted = |path: &std::path::Path| {
+        use std::os::unix::ffi::OsStrExt;
+        [path.as_os_str().as_bytes(), b" (deleted)"].concat()
+    };
+    assert_eq!(p.exe.as_deref(), Ok(&deleted(&exe)[..]));
+    assert_eq!(p.cwd.as_deref(), Ok(&deleted(dir.path())[..]));
+    assert_eq!(p.exe.as_deref(), Ok(&link("exe")[..]));
+    assert_eq!(p.cwd.as_deref(), Ok(&link("cwd")[..]));
+    assert_eq!(p.root.as_deref(), Ok(&link("root")[..]));
+    assert_eq!(p.root.as_deref(), Ok(&b"/"[..]));
+
+    let env = t.environ.as_ref().expect("environ");
+    assert_eq!(env, &file("environ"));
+    assert!(env.len() > 4096);
+    let var = format!("TD_BIG={big}");
+    assert!(env.split(|&c| c == 0).any(|v| v == var.as_bytes()));
+
+    // A kernel thread: no executable, and its io and environ read as for anyone else.
+    let tasks = dump(BackendKind::Procfs, &Request::new(Strategy::All, 0, show)).expect("dump");
+    let kthread = tasks.iter().find(|t| {
+        let b = t.base.as_ref().expect("base");
+        b.rec.flags & taskdiag_proto::BASE_F_KTHREAD != 0
+    });
+    if let Some(k) = kthread {
+        let p = k.paths.as_ref().expect("paths");
+        assert_eq!(p.exe, Err(libc::ENOENT as u8));
+        assert_eq!(k.environ.as_deref(), Some(&b""[..]));
+    }
+    drop(f);
+}

@@ -397,6 +397,15 @@ pub fn proc_file(pid: u32, name: &str) -> Option<Vec<u8>> {
     std::fs::read(format!("/proc/{pid}/{name}")).ok()
 }
 
+/// The inode number stat() gives for `/proc/PID/NAME` (following links), as procps reads a
+/// namespace (`procps_ns_read_pid`); `None` where stat fails.
+pub fn proc_stat_ino(pid: u32, name: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/{name}"))
+        .ok()
+        .map(|m| m.ino())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

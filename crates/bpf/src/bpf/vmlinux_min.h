@@ -191,6 +191,12 @@ struct files_struct {
 	struct fdtable *fdt;
 };
 
+/* CONFIG_TASK_XACCT's four and CONFIG_TASK_IO_ACCOUNTING's three counters (/proc/PID/io). */
+struct task_io_accounting {
+	u64 rchar, wchar, syscr, syscw;
+	u64 read_bytes, write_bytes, cancelled_write_bytes;
+};
+
 struct signal_struct {
 	int nr_threads;
 	struct list_head thread_head;
@@ -204,6 +210,8 @@ struct signal_struct {
 	struct mutex cred_guard_mutex;
 	struct sigpending shared_pending;
 	struct rlimit rlim[16];
+	/* The I/O of the process's dead threads. */
+	struct task_io_accounting ioac;
 };
 
 struct group_info {
@@ -325,6 +333,7 @@ struct task_struct {
 	struct sigpending pending;
 	struct nsproxy *nsproxy;
 	struct files_struct *files;
+	struct task_io_accounting ioac;
 };
 
 /* Before 5.14 (2f064a59a11f "sched: Change task_struct::state"). */

@@ -93,3 +93,42 @@ fn descriptor_counts_follow_ptrace_read_like_proc() {
         assert!(f["nofile_soft"].is_u64(), "{what}: {f}");
     }
 }
+
+#[test]
+fn cgroup_is_shown_as_the_users_proc_shows_it() {
+    let (pids, daemon, procfs) = through_both("cgroup");
+    for (i, what) in WHO.iter().enumerate() {
+        // Not guarded: every process's cgroup file is readable.
+        assert_eq!(daemon[i], procfs[i], "{what} process {}", pids[i]);
+        assert!(daemon[i]["lines"].as_array().is_some_and(|l| !l.is_empty()));
+    }
+}
+
+/// IO, PATHS and ENVIRON come from files the daemon, without capabilities, may not read for
+/// its callers: the client library asks the daemon for the rest and reads these from the
+/// caller's own /proc, task by task, so they follow ptrace-read exactly as that /proc does.
+#[test]
+fn io_paths_and_environ_through_the_daemon_are_the_callers_proc() {
+    for group in ["io", "paths", "environ"] {
+        let (pids, daemon, procfs) = through_both(group);
+        for (i, what) in WHO.iter().enumerate() {
+            assert_eq!(daemon[i], procfs[i], "{what} process {}: {group}", pids[i]);
+        }
+        // The user's own, dumpable process shows them; the others' are refused, as the files.
+        match group {
+            "io" => assert!(daemon[0]["rchar"].is_u64(), "{:?}", daemon[0]),
+            "paths" => {
+                assert!(daemon[0]["exe"].is_string(), "{:?}", daemon[0]);
+                for d in &daemon[1..] {
+                    assert!(d["exe_error"].is_string(), "{d:?}");
+                }
+            }
+            _ => assert!(daemon[0].is_array(), "{:?}", daemon[0]),
+        }
+        if group != "paths" {
+            for d in &daemon[1..] {
+                assert!(d.is_null(), "{group}: {d:?}");
+            }
+        }
+    }
+}

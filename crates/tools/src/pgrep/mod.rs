@@ -3,13 +3,13 @@
 //!
 //! procps reads /proc/PID/stat, status and cmdline for every process on every run; these
 //! take one snapshot with only the groups the options need (BASE always, CRED only for -u,
-//! -U and -G, CMDLINE only for -f with a pattern or -a, NS only for --ns), then select exactly
+//! -U and -G, CMDLINE only for -f with a pattern or -a, NS only for --ns, CGROUP only for
+//! --cgroup), then select exactly
 //! as procps does:
 //! the same regular expressions (the C library's, see [`regex`]), the same escaped names and
 //! command lines, the same -n/-o tie-breaking, the same output and exit statuses, including
-//! procps 4.0.2's quirks (see [`args`]). Only the options that need per-process files
-//! (-t when the terminal name needs a lookup, --cgroup) read /proc, and only for the
-//! processes that passed every other test.
+//! procps 4.0.2's quirks (see [`args`]). Only -t, when the terminal name needs a lookup,
+//! reads /proc, and only for the processes that passed every other test.
 //!
 //! pkill signals through pidfds and never hits a reused pid ([`kill`]).
 //!
@@ -78,19 +78,13 @@ fn ns_ids(t: &Task, flags: u32) -> [u32; 6] {
     ids
 }
 
-/// Whether the cgroup file of a task lists one of `paths` as its cgroup v2 path
-/// ("0::PATH"), looking at lines until the first empty one, as procps does.
-fn in_cgroups(tgid: u32, tid: u32, threads: bool, paths: &[Vec<u8>]) -> bool {
-    let file = if threads {
-        format!("/proc/{tgid}/task/{tid}/cgroup")
-    } else {
-        format!("/proc/{tid}/cgroup")
-    };
-    let Ok(data) = std::fs::read(file) else {
-        return false;
-    };
-    let found = cgroup_v2_paths(&data).any(|path| paths.iter().any(|p| p == path));
-    found
+/// Whether the cgroup file of a task (its CGROUP group) lists one of `paths` as its cgroup v2
+/// path ("0::PATH"), looking at lines until the first empty one, as procps does; false where
+/// the file could not be read.
+fn in_cgroups(t: &Task, paths: &[Vec<u8>]) -> bool {
+    t.cgroup
+        .as_ref()
+        .is_some_and(|c| cgroup_v2_paths(&c.text).any(|path| paths.iter().any(|p| p == path)))
 }
 
 /// procps' "long simple match" test: more than 15 bytes and no `|` or `[`.
@@ -180,7 +174,7 @@ impl Selector<'_> {
                 return false;
             }
         }
-        // The tests below read /proc: only for tasks that passed the others.
+        // The test below reads /proc: only for tasks that passed the others.
         if let Some(terms) = &o.term {
             let name = self.ttys.name(r.tty_nr, t.pid, 63, Abbrev::Dev);
             if !terms.iter().any(|n| n.as_slice() == name.as_bytes()) {
@@ -188,7 +182,7 @@ impl Selector<'_> {
             }
         }
         if let Some(paths) = &o.cgroup {
-            if !in_cgroups(t.tgid, t.pid, o.threads, paths) {
+            if !in_cgroups(t, paths) {
                 return false;
             }
         }
@@ -336,6 +330,9 @@ fn run(mode: Mode, argv: &[OsString]) -> i32 {
     }
     if (o.full && o.pattern.is_some()) || o.longlong {
         groups |= Group::Cmdline.flag();
+    }
+    if o.cgroup.is_some() {
+        groups |= Group::Cgroup.flag();
     }
     let q = Query {
         threads: o.threads,

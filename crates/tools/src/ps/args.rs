@@ -7,8 +7,7 @@
 //! such as `-f` or `u`, or parsed from AIX descriptors such as `%p`), how to sort, and the
 //! display flags. `$PS_PERSONALITY` changes all of these as it does in procps: which macros
 //! the standard formats use, BSD-only parsing, what `h`, `m` and `-x` mean, whether `g` is
-//! implied. Options procps accepts but taskdiag cannot honour (the environment with BSD `e`,
-//! `--context`, columns whose data taskdiag does not carry) are [`ArgError::Unsupported`]
+//! implied. Options procps accepts but taskdiag cannot honour (`--context`, columns whose data taskdiag does not carry) are [`ArgError::Unsupported`]
 //! naming the option: never a silently different listing.
 
 use super::specs::{self, Pr, Spec, Sr};
@@ -17,6 +16,8 @@ use crate::names::{self, Ttys};
 
 /// procps' output buffer size; also the width of "unlimited" output.
 pub const OUTBUF_SIZE: i32 = 2 * 64 * 1024;
+/// procps' COLWID: the room a column printed with snprintf() gets.
+pub const COLWID: usize = 240;
 
 /// Format flags (procps `FF_*`).
 pub mod ff {
@@ -315,6 +316,8 @@ pub struct Opts {
     pub all_processes: bool,
     /// BSD `c`: true command name in args.
     pub bsd_c_option: bool,
+    /// BSD `e`: the environment after the command.
+    pub bsd_e_option: bool,
     /// 0, or 'u' (`-H`), 'b' (`f`), 'g' (`--forest`).
     pub forest_type: u8,
     /// [`ff`] bits.
@@ -426,6 +429,7 @@ impl Opts {
         let mut o = Opts {
             all_processes: false,
             bsd_c_option: false,
+            bsd_e_option: false,
             forest_type: 0,
             format_flags: 0,
             format_modifiers: 0,
@@ -1033,7 +1037,7 @@ fn parse_bsd_option(o: &mut Opts, cur: &mut Cursor<'_>) -> R<()> {
             b'Z' => o.format_modifiers |= fm::M,
             b'a' => o.simple_select |= ss::B_A,
             b'c' => o.bsd_c_option = true,
-            b'e' => o.defer_unsupported("BSD option 'e' (show the environment)"),
+            b'e' => o.bsd_e_option = true,
             b'f' => o.forest_type = b'b',
             b'g' => o.simple_select |= ss::B_G,
             b'h' => {
@@ -2117,7 +2121,7 @@ mod tests {
             ArgError::Procps("column widths must be unsigned decimal numbers".into())
         );
         assert!(matches!(
-            p(&["-o", "pid,cgroup"]),
+            p(&["-o", "pid,label"]),
             Err(ArgError::Unsupported(_))
         ));
     }
@@ -2354,7 +2358,9 @@ mod tests {
             with("bsd", &["-Q"]).unwrap_err(),
             ArgError::Procps("unsupported option (BSD syntax)".into())
         );
-        assert!(with("bsd", &["-ef"]).is_err());
+        // BSD parsing takes -ef as e (the environment) and f (the forest).
+        let ef = with("bsd", &["-ef"]).unwrap();
+        assert!(ef.bsd_e_option && ef.forest_type == b'b');
     }
 
     #[test]

@@ -245,7 +245,7 @@ fn needed_groups(o: &Opts) -> u64 {
     }
     for c in &o.format {
         if let Some(s) = c.spec {
-            g |= s.pr.groups(o.bsd_c_option, o.unix_f_option);
+            g |= s.pr.groups(o.bsd_c_option, o.unix_f_option, o.bsd_e_option);
         }
     }
     for k in &o.sort {
@@ -347,6 +347,7 @@ fn run(o: &Opts, utf8: bool) -> io::Result<bool> {
     ctx.include_dead_children = o.include_dead_children;
     ctx.unix_f_option = o.unix_f_option;
     ctx.bsd_c_option = o.bsd_c_option;
+    ctx.bsd_e_option = o.bsd_e_option;
     ctx.user_is_number = o.user_is_number;
     ctx.wchan_is_number = o.wchan_is_number;
     ctx.forest_type = o.forest_type;

@@ -15,7 +15,7 @@ use std::io::{self, Write};
 use taskdiag_proto::task::Task;
 use taskdiag_proto::{state_char, BaseRec, Group, StatRec, StatmRec};
 
-use super::args::{Col, OUTBUF_SIZE};
+use super::args::{Col, COLWID, OUTBUF_SIZE};
 use super::specs::{cf, Pr, Sr};
 use crate::names::{Abbrev, Names, Ttys};
 use crate::snapshot::Machine;
@@ -65,13 +65,59 @@ impl Row<'_> {
             _ => s.caught,
         })
     }
-    /// The inode of namespace `name` (a link name in /proc/PID/ns), 0 where the link is absent
-    /// or withheld, as procps' stat of it gives 0 when it fails.
+    /// The inode of namespace `name` (a link name in /proc/PID/ns): see
+    /// [`crate::procvals::ns_inode`].
     fn ns(&self, name: &str) -> Option<u32> {
-        match &self.t.ns {
-            Some(n) => n.inode(name),
-            None => self.absent::<u32>(Group::Ns),
-        }
+        let absent_ok = self.fetched & Group::Ns.flag() != 0 && !self.t.failed(Group::Ns);
+        crate::procvals::ns_inode(self.t.ns.as_ref(), absent_ok, self.t.pid, name)
+    }
+    /// /proc/PID/cgroup's bytes: empty where the group was fetched but the file could not be
+    /// read (procps reads nothing then).
+    fn cgroup_text(&self) -> Option<&[u8]> {
+        let fetched = self.fetched & Group::Cgroup.flag() != 0;
+        crate::procvals::cgroup_text(self.t.cgroup.as_ref(), fetched)
+    }
+    /// procps' cgroup string (`fill_cgroup_cvt`, [`crate::procvals::cgroup`]).
+    fn cgroup(&self, utf8: bool) -> Option<Vec<u8>> {
+        Some(crate::procvals::cgroup(self.cgroup_text()?, utf8))
+    }
+    /// procps' cgname ([`crate::procvals::cgname`]).
+    fn cgname(&self, utf8: bool) -> Option<Vec<u8>> {
+        Some(crate::procvals::cgname(self.cgroup(utf8)?))
+    }
+    /// procps' `lxc_containers` ([`crate::procvals::lxc`]).
+    fn lxc(&self) -> Option<Vec<u8>> {
+        Some(crate::procvals::lxc(self.cgroup_text()?))
+    }
+    /// readlink /proc/PID/exe as procps' `readlink_exe` keeps it ([`crate::procvals::exe`]).
+    fn exe(&self, utf8: bool) -> Option<Vec<u8>> {
+        let fetched = self.fetched & Group::Paths.flag() != 0;
+        crate::procvals::exe(self.t.paths.as_ref(), fetched, utf8)
+    }
+    /// The environment as libproc2 makes it ([`crate::procvals::environ`]).
+    fn environ(&self, utf8: bool) -> Option<Vec<u8>> {
+        let fetched = self.fetched & Group::Environ.flag() != 0;
+        crate::procvals::environ(self.t.environ.as_deref(), fetched, utf8)
+    }
+    /// /proc/PID/io's counter `i` (in the file's order), 0 where the file could not be read,
+    /// as procps leaves it.
+    fn io(&self, i: usize) -> Option<u64> {
+        let io = match self.t.io {
+            Some(io) => io,
+            None if self.fetched & Group::Io.flag() != 0 => taskdiag_proto::IoRec::default(),
+            None => return None,
+        };
+        Some(
+            [
+                io.rchar,
+                io.wchar,
+                io.syscr,
+                io.syscw,
+                io.read_bytes,
+                io.write_bytes,
+                io.cancelled_write_bytes,
+            ][i],
+        )
     }
     /// The soft RLIMIT_RSS (bytes), from FILES.
     fn rss_rlim(&self) -> Option<u64> {
@@ -249,6 +295,8 @@ pub struct Ctx {
     pub unix_f_option: bool,
     /// BSD `c`.
     pub bsd_c_option: bool,
+    /// BSD `e`.
+    pub bsd_e_option: bool,
     /// BSD `n`.
     pub user_is_number: bool,
     /// BSD `n`.
@@ -281,6 +329,7 @@ impl Ctx {
             include_dead_children: false,
             unix_f_option: false,
             bsd_c_option: false,
+            bsd_e_option: false,
             user_is_number: false,
             wchan_is_number: false,
             wide_signals: false,
@@ -444,6 +493,31 @@ impl Ctx {
                 0 => w!("-"),
                 v => w!("{v}"),
             },
+            Pr::Cgroup | Pr::Cgname | Pr::Exe => {
+                let s = match pr {
+                    Pr::Cgroup => r.cgroup(self.utf8)?,
+                    Pr::Cgname => r.cgname(self.utf8)?,
+                    _ => r.exe(self.utf8)?,
+                };
+                let mut rightward = self.max_rightward;
+                self.escaped(out, &s, &mut rightward);
+                Some(self.max_rightward - rightward)
+            }
+            // snprintf("%s") into COLWID bytes: not escaped.
+            Pr::Lxc => {
+                let s = r.lxc()?;
+                out.extend_from_slice(&s[..s.len().min(COLWID - 1)]);
+                Some((out.len() - start) as i32)
+            }
+            Pr::Rchars
+            | Pr::Wchars
+            | Pr::Rops
+            | Pr::Wops
+            | Pr::Rbytes
+            | Pr::Wbytes
+            | Pr::Wcbytes => {
+                w!("{}", r.io(io_index(pr))?)
+            }
             Pr::Sig | Pr::Tsig | Pr::Sigmask | Pr::Sigignore | Pr::Sigcatch => {
                 let v = r.sig(match pr {
                     Pr::Sig => 0,
@@ -475,6 +549,15 @@ impl Ctx {
                 let mut rightward = self.max_rightward;
                 rightward -= self.forest_helper(out);
                 self.escaped(out, &s, &mut rightward);
+                // BSD e: a space and the environment, where it is not "-" and there is room.
+                if self.bsd_e_option && rightward > 1 {
+                    let e = r.environ(self.utf8)?;
+                    if e != b"-" {
+                        out.push(b' ');
+                        rightward -= 1;
+                        self.escaped(out, &e, &mut rightward);
+                    }
+                }
                 Some(self.max_rightward - rightward)
             }
             Pr::Fname => {
@@ -794,6 +877,17 @@ impl Ctx {
                     Sr::SigIgnore => 3,
                     _ => 4,
                 })?),
+            Sr::Cgroup => S(r.cgroup(self.utf8)?),
+            Sr::Cgname => S(r.cgname(self.utf8)?),
+            Sr::Lxcname => S(r.lxc()?),
+            Sr::Exe => S(r.exe(self.utf8)?),
+            Sr::IoReadChars => U(r.io(0)?),
+            Sr::IoWriteChars => U(r.io(1)?),
+            Sr::IoReadOps => U(r.io(2)?),
+            Sr::IoWriteOps => U(r.io(3)?),
+            Sr::IoReadBytes => U(r.io(4)?),
+            Sr::IoWriteBytes => U(r.io(5)?),
+            Sr::IoWriteCbytes => U(r.io(6)?),
             Sr::NsCgroup => U(r.ns("cgroup")?.into()),
             Sr::NsIpc => U(r.ns("ipc")?.into()),
             Sr::NsMnt => U(r.ns("mnt")?.into()),
@@ -1000,19 +1094,20 @@ fn sched_class(policy: i32) -> &'static str {
     }
 }
 
-/// The kernel function task `tid` sleeps in, as procps' lookup_wchan: "-" when running,
-/// "?" when unreadable.
-pub fn wchan(tid: u32) -> String {
-    use taskdiag_procfs::parse::{parse_wchan, Wchan};
-    let Some(raw) = crate::snapshot::proc_file(tid, "wchan") else {
-        return "?".into();
-    };
-    match parse_wchan(&raw) {
-        Wchan::Running => "-".into(),
-        Wchan::Unknown => "?".into(),
-        Wchan::Name(n) => String::from_utf8_lossy(n).into_owned(),
+/// The index in /proc/PID/io's order of an I/O column's counter.
+fn io_index(pr: Pr) -> usize {
+    match pr {
+        Pr::Rchars => 0,
+        Pr::Wchars => 1,
+        Pr::Rops => 2,
+        Pr::Wops => 3,
+        Pr::Rbytes => 4,
+        Pr::Wbytes => 5,
+        _ => 6,
     }
 }
+
+pub use crate::procvals::wchan;
 
 fn localtime(t: i64) -> libc::tm {
     // SAFETY: an all-zero tm is a valid out-parameter.
@@ -1283,7 +1378,7 @@ mod tests {
     use taskdiag_proto::CredRec;
 
     /// Every group ps reads.
-    const ALL: [Group; 8] = [
+    const ALL: [Group; 12] = [
         Group::Base,
         Group::Cred,
         Group::Stat,
@@ -1292,6 +1387,10 @@ mod tests {
         Group::Ns,
         Group::Files,
         Group::Cmdline,
+        Group::Cgroup,
+        Group::Io,
+        Group::Paths,
+        Group::Environ,
     ];
 
     /// A task with every group, its values chosen so that columns print something other
@@ -1397,6 +1496,25 @@ mod tests {
                     16
                 ],
             }),
+            cgroup: Some(taskdiag_proto::task::Cgroup {
+                rec: taskdiag_proto::CgroupRec::default(),
+                text: b"2:name=systemd:/lxc.payload.box/init\n0::/lxc.payload.box\n".to_vec(),
+            }),
+            io: Some(taskdiag_proto::IoRec {
+                rchar: 1,
+                wchar: 2,
+                syscr: 3,
+                syscw: 4,
+                read_bytes: 5,
+                write_bytes: 6,
+                cancelled_write_bytes: 7,
+            }),
+            paths: Some(taskdiag_proto::task::Paths {
+                exe: Ok(b"/usr/bin/x".to_vec()),
+                cwd: Ok(b"/".to_vec()),
+                root: Ok(b"/".to_vec()),
+            }),
+            environ: Some(b"HOME=/\0TERM=dumb\0".to_vec()),
             ..Task::default()
         }
     }
@@ -1413,8 +1531,18 @@ mod tests {
             signal: t.signal.filter(|_| has(Group::Signal)),
             ns: t.ns.clone().filter(|_| has(Group::Ns)),
             files: t.files.clone().filter(|_| has(Group::Files)),
+            cgroup: t.cgroup.clone().filter(|_| has(Group::Cgroup)),
+            io: t.io.filter(|_| has(Group::Io)),
+            paths: t.paths.clone().filter(|_| has(Group::Paths)),
+            environ: t.environ.clone().filter(|_| has(Group::Environ)),
             ..t.clone()
         }
+    }
+
+    fn ctx_e(bsd_c: bool, unix_f: bool, bsd_e: bool) -> Ctx {
+        let mut c = ctx(bsd_c, unix_f);
+        c.bsd_e_option = bsd_e;
+        c
     }
 
     fn ctx(bsd_c: bool, unix_f: bool) -> Ctx {
@@ -1436,6 +1564,51 @@ mod tests {
         String::from_utf8_lossy(&out).into_owned()
     }
 
+    /// cgroup, cgname and lxc as libproc2 makes them from the cgroup file (`fill_cgroup_cvt`,
+    /// `lxc_containers`).
+    #[test]
+    fn cgroup_columns_follow_libproc2() {
+        let mut c = ctx(false, false);
+        let with = |text: &[u8]| Task {
+            cgroup: Some(taskdiag_proto::task::Cgroup {
+                rec: taskdiag_proto::CgroupRec::default(),
+                text: text.to_vec(),
+            }),
+            ..Task::default()
+        };
+        let fetched = Group::Cgroup.flag();
+        let hybrid =
+            with(b"12:pids:/user.slice\n3:cpu:/\n1:name=systemd:/user.slice/s\x01.scope\n0::/\n");
+        assert_eq!(
+            cell(&mut c, Pr::Cgroup, &hybrid, fetched),
+            "12:pids:/user.slice,1:name=systemd:/user.slice/s?.scope"
+        );
+        assert_eq!(
+            cell(&mut c, Pr::Cgname, &hybrid, fetched),
+            "systemd:/user.slice/s?.scope"
+        );
+        assert_eq!(cell(&mut c, Pr::Lxc, &hybrid, fetched), "-");
+        // Only root cgroups (a kernel thread): nothing left.
+        let root = with(b"0::/\n");
+        assert_eq!(cell(&mut c, Pr::Cgroup, &root, fetched), "-");
+        assert_eq!(cell(&mut c, Pr::Cgname, &root, fetched), "-");
+        // No `:name=`: cgname is all of it. Nested containers: the innermost name.
+        let nested = with(b"0::/lxc.payload.outer/lxc.payload.inner/init.scope\n");
+        assert_eq!(
+            cell(&mut c, Pr::Cgname, &nested, fetched),
+            "0::/lxc.payload.outer/lxc.payload.inner/init.scope"
+        );
+        assert_eq!(cell(&mut c, Pr::Lxc, &nested, fetched), "inner");
+        // Unreadable: nothing.
+        let mut failed = Task::default();
+        failed.errors.push(GroupError {
+            group: Group::Cgroup as u16,
+            errno: libc::EACCES,
+        });
+        assert_eq!(cell(&mut c, Pr::Cgroup, &failed, fetched), "-");
+        assert_eq!(cell(&mut c, Pr::Lxc, &failed, fetched), "-");
+    }
+
     /// Every column prints the same from the groups it says it needs as from all of them, and
     /// `-` (never a made-up value) when one of those groups was not fetched, or was fetched and
     /// could not be read.
@@ -1445,10 +1618,17 @@ mod tests {
         let mut checked = 0;
         for policy in [0, 1] {
             let t = full(policy);
-            for (bsd_c, unix_f) in [(false, false), (true, false), (false, true)] {
-                let mut c = ctx(bsd_c, unix_f);
+            let modes = [
+                (false, false, false),
+                (true, false, false),
+                (false, true, false),
+                (false, false, true),
+                (true, true, true),
+            ];
+            for (bsd_c, unix_f, bsd_e) in modes {
+                let mut c = ctx_e(bsd_c, unix_f, bsd_e);
                 for spec in SPECS {
-                    let need = spec.pr.groups(bsd_c, unix_f);
+                    let need = spec.pr.groups(bsd_c, unix_f, bsd_e);
                     let reference = cell(&mut c, spec.pr, &t, all);
                     let name = spec.name;
                     assert_eq!(
@@ -1460,8 +1640,10 @@ mod tests {
                         let without = need & !g.flag();
                         let got = cell(&mut c, spec.pr, &only(&t, without), without);
                         assert_eq!(got, "-", "{name} without {g:?} (not fetched)");
-                        if *g == Group::Cmdline {
-                            // procps shows `[name]` when the command line cannot be read.
+                        if matches!(*g, Group::Cmdline | Group::Io | Group::Environ) {
+                            // procps shows `[name]` when the command line cannot be read, zero
+                            // counters when the io file cannot, and no environment when
+                            // environ cannot.
                             continue;
                         }
                         let mut failed = only(&t, without);

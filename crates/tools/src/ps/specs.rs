@@ -1,8 +1,8 @@
 //! The column table: every format specifier procps ps 4.0.2 knows, with its header, width,
 //! justification, what prints it and what it sorts by.
 //!
-//! Specifiers whose data taskdiag does not carry (cgroups, I/O counters,
-//! SELinux labels, ...) are listed too, as [`Pr::Unsupported`], so that asking
+//! Specifiers whose data taskdiag does not carry yet (SELinux labels, systemd units,
+//! autogroups, ...) are listed too, as [`Pr::Unsupported`], so that asking
 //! for one gets "not supported" rather than procps' "unknown specifier" or, worse, a column of
 //! made-up values. Specifiers procps itself prints as "-" ([`Pr::Nop`]) print "-" here too.
 //!
@@ -145,6 +145,22 @@ pub enum Pr {
     Kstk,
     /// The NUMA node of the task's last CPU, through libnuma as procps asks it.
     Numa,
+    /// /proc/PID/cgroup's hierarchies but the empty ones (`/`), joined by `,` (procps'
+    /// `fill_cgroup_cvt`); `cgname`: what follows `:name=` in that, else all of it.
+    Cgroup,
+    Cgname,
+    /// The container name procps finds in the cgroup file (`lxc.payload.NAME`, ...), else `-`.
+    Lxc,
+    /// readlink /proc/PID/exe, else `-`.
+    Exe,
+    /// /proc/PID/io's counters (0 where it cannot be read, as procps leaves them).
+    Rchars,
+    Wchars,
+    Rops,
+    Wops,
+    Rbytes,
+    Wbytes,
+    Wcbytes,
     /// procps' test columns (`_left`, ...): fixed values cycling with the line count.
     TestLeft,
     TestLeft2,
@@ -237,6 +253,17 @@ pub enum Sr {
     UtilizationC,
     Kstk,
     ProcessorNode,
+    Cgroup,
+    Cgname,
+    Lxcname,
+    Exe,
+    IoReadChars,
+    IoWriteChars,
+    IoReadOps,
+    IoWriteOps,
+    IoReadBytes,
+    IoWriteBytes,
+    IoWriteCbytes,
 }
 
 const BASE: u64 = Group::Base.flag();
@@ -247,13 +274,27 @@ const CMDLINE: u64 = Group::Cmdline.flag();
 const SIGS: u64 = Group::Signal.flag();
 const NS: u64 = Group::Ns.flag();
 const FILES: u64 = Group::Files.flag();
+const CGROUP: u64 = Group::Cgroup.flag();
+const IO: u64 = Group::Io.flag();
+const PATHS: u64 = Group::Paths.flag();
 
 impl Pr {
     /// The attribute groups this column prints from (`Group::flag` bits); `bsd_c` and `unix_f`
-    /// are BSD `c` and `-f`, which decide whether `args` and `comm` show the command line.
+    /// are BSD `c` and `-f`, which decide whether `args` and `comm` show the command line,
+    /// `bsd_e` BSD `e`, which adds the environment to them.
     /// Every variant is listed: a new column must say what it needs, or it would print values
     /// that were never read.
-    pub fn groups(self, bsd_c: bool, unix_f: bool) -> u64 {
+    pub fn groups(self, bsd_c: bool, unix_f: bool, bsd_e: bool) -> u64 {
+        // BSD e: the command columns add the environment.
+        let env = if bsd_e && matches!(self, Pr::Args | Pr::Comm) {
+            Group::Environ.flag()
+        } else {
+            0
+        };
+        env | self.own_groups(bsd_c, unix_f)
+    }
+
+    fn own_groups(self, bsd_c: bool, unix_f: bool) -> u64 {
         match self {
             // Nothing read, or read by the printer itself (wchan from /proc/TID/wchan).
             Pr::Nop
@@ -346,6 +387,15 @@ impl Pr {
             | Pr::NsUser
             | Pr::NsUts => NS,
             Pr::Lim => FILES,
+            Pr::Cgroup | Pr::Cgname | Pr::Lxc => CGROUP,
+            Pr::Exe => PATHS,
+            Pr::Rchars
+            | Pr::Wchars
+            | Pr::Rops
+            | Pr::Wops
+            | Pr::Rbytes
+            | Pr::Wbytes
+            | Pr::Wcbytes => IO,
         }
     }
 }
@@ -417,6 +467,15 @@ impl Sr {
             Sr::Signals | Sr::SigPending | Sr::SigBlocked | Sr::SigIgnore | Sr::SigCatch => SIGS,
             Sr::AddrStackStart => STATM,
             Sr::RssRlim => FILES,
+            Sr::Cgroup | Sr::Cgname | Sr::Lxcname => CGROUP,
+            Sr::Exe => PATHS,
+            Sr::IoReadChars
+            | Sr::IoWriteChars
+            | Sr::IoReadOps
+            | Sr::IoWriteOps
+            | Sr::IoReadBytes
+            | Sr::IoWriteBytes
+            | Sr::IoWriteCbytes => IO,
             Sr::NsCgroup
             | Sr::NsIpc
             | Sr::NsMnt
@@ -516,22 +575,8 @@ specs![
     ("bsdtime", "TIME", Bsdtime, TicsAll, 6, EVERY | RIGHT),
     ("c", "C", C, Utilization, 2, EVERY | RIGHT),
     ("caught", "CAUGHT", Sigcatch, SigCatch, 9, THREAD | SIGNAL),
-    (
-        "cgname",
-        "CGNAME",
-        Unsupported,
-        Unsupported,
-        27,
-        PROCESS | UNLIMITED
-    ),
-    (
-        "cgroup",
-        "CGROUP",
-        Unsupported,
-        Unsupported,
-        27,
-        PROCESS | UNLIMITED
-    ),
+    ("cgname", "CGNAME", Cgname, Cgname, 27, PROCESS | UNLIMITED),
+    ("cgroup", "CGROUP", Cgroup, Cgroup, 27, PROCESS | UNLIMITED),
     (
         "cgroupns",
         "CGROUPNS",
@@ -581,14 +626,7 @@ specs![
     ("etimes", "ELAPSED", Etimes, TimeElapsed, 7, EVERY | RIGHT),
     ("euid", "EUID", Euid, IdEuid, 5, EVERY | RIGHT),
     ("euser", "EUSER", Euser, IdEuser, 8, EVERY | USER),
-    (
-        "exe",
-        "EXE",
-        Unsupported,
-        Unsupported,
-        27,
-        PROCESS | UNLIMITED
-    ),
+    ("exe", "EXE", Exe, Exe, 27, PROCESS | UNLIMITED),
     ("f", "F", Flag, Flags, 1, EVERY | RIGHT),
     ("fgid", "FGID", Fgid, Flags, 5, EVERY | RIGHT),
     ("fgroup", "FGROUP", Fgroup, IdFgroup, 8, EVERY | USER),
@@ -637,7 +675,7 @@ specs![
     ("luid", "LUID", Unsupported, Unsupported, 5, EVERY | RIGHT),
     ("luser", "LUSER", Nop, Noop, 8, EVERY | USER),
     ("lwp", "LWP", Tid, IdPid, 5, THREAD | PIDMAX | RIGHT),
-    ("lxc", "LXC", Unsupported, Unsupported, 8, EVERY | LEFT),
+    ("lxc", "LXC", Lxc, Lxcname, 8, EVERY | LEFT),
     ("m_drs", "DRS", Drs, VsizeBytes, 5, PROCESS | RIGHT),
     ("m_dt", "DT", Nop, Noop, 4, PROCESS | RIGHT),
     ("m_lrs", "LRS", Nop, Noop, 5, PROCESS | RIGHT),
@@ -714,28 +752,14 @@ specs![
     ("psr", "PSR", Psr, Processor, 3, THREAD | RIGHT),
     ("pss", "PSS", Unsupported, Unsupported, 5, PROCESS | RIGHT),
     ("psxpri", "PPR", Nop, Noop, 3, THREAD | RIGHT),
-    (
-        "rbytes",
-        "RBYTES",
-        Unsupported,
-        Unsupported,
-        5,
-        THREAD | RIGHT
-    ),
-    (
-        "rchars",
-        "RCHARS",
-        Unsupported,
-        Unsupported,
-        5,
-        THREAD | RIGHT
-    ),
+    ("rbytes", "RBYTES", Rbytes, IoReadBytes, 5, THREAD | RIGHT),
+    ("rchars", "RCHARS", Rchars, IoReadChars, 5, THREAD | RIGHT),
     ("re", "RE", Nop, Noop, 3, NEEDED | RIGHT),
     ("resident", "RES", Nop, MemResPgs, 5, PROCESS | RIGHT),
     ("rgid", "RGID", Rgid, IdRgid, 5, EVERY | RIGHT),
     ("rgroup", "RGROUP", Rgroup, IdRgroup, 8, EVERY | USER),
     ("rlink", "RLINK", Nop, Noop, 8, NEEDED | RIGHT),
-    ("rops", "ROPS", Unsupported, Unsupported, 5, THREAD | RIGHT),
+    ("rops", "ROPS", Rops, IoReadOps, 5, THREAD | RIGHT),
     ("rss", "RSS", Rss, VmRss, 5, PROCESS | RIGHT),
     ("rssize", "RSS", Rss, VmRss, 5, PROCESS | RIGHT),
     ("rsz", "RSZ", Rss, VmRss, 5, PROCESS | RIGHT),
@@ -905,33 +929,19 @@ specs![
     ("vm_stack", "STACK", Nop, VmStack, 5, PROCESS | RIGHT),
     ("vsize", "VSZ", Vsz, VsizeBytes, 6, PROCESS | RIGHT),
     ("vsz", "VSZ", Vsz, VmSize, 6, PROCESS | RIGHT),
-    (
-        "wbytes",
-        "WBYTES",
-        Unsupported,
-        Unsupported,
-        5,
-        THREAD | RIGHT
-    ),
+    ("wbytes", "WBYTES", Wbytes, IoWriteBytes, 5, THREAD | RIGHT),
     (
         "wcbytes",
         "WCBYTES",
-        Unsupported,
-        Unsupported,
+        Wcbytes,
+        IoWriteCbytes,
         5,
         THREAD | RIGHT
     ),
     ("wchan", "WCHAN", Wchan, WchanName, 6, THREAD | WCHAN),
-    (
-        "wchars",
-        "WCHARS",
-        Unsupported,
-        Unsupported,
-        5,
-        THREAD | RIGHT
-    ),
+    ("wchars", "WCHARS", Wchars, IoWriteChars, 5, THREAD | RIGHT),
     ("wname", "WCHAN", Wchan, WchanName, 6, THREAD | WCHAN),
-    ("wops", "WOPS", Unsupported, Unsupported, 5, THREAD | RIGHT),
+    ("wops", "WOPS", Wops, IoWriteOps, 5, THREAD | RIGHT),
     ("xstat", "XSTAT", Nop, Noop, 5, NEEDED | RIGHT),
     ("zone", "ZONE", Unsupported, Unsupported, 31, EVERY | LEFT),
     ("zoneid", "ZONEID", Nop, Noop, 31, EVERY | RIGHT),

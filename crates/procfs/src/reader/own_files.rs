@@ -1,0 +1,246 @@
+//! The groups /proc keeps in files of their own, each read, refused or missing on its own:
+//! CGROUP (`cgroup`, and the inode of the task's directory in the cgroup2 mount for its id),
+//! IO (`io`), PATHS (the `exe`, `cwd` and `root` links) and ENVIRON (`environ`).
+//!
+//! [`ProcReader::task`] calls these between opening status and reading it, like NS and FILES:
+//! if the pid was reused meanwhile, the read of status fails and the task is skipped, so no
+//! message mixes two tasks. That read, not these, also tells a task that is gone: a file that
+//! fails with ENOENT or ESRCH fails so for a zombie as well (environ and the links, on recent
+//! kernels). A file /proc refuses (EACCES or EPERM: the reader may not ptrace-read the task)
+//! is a refusal of that group alone.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use taskdiag_proto::task::Paths;
+use taskdiag_proto::IoRec;
+
+use super::{openat, read_all, read_seq, readlinkat, ProcReader, ProcfsError, Result};
+use super::{Scratch, TaskPath};
+use crate::parse::{cgroup_v2_paths, parse_io};
+use crate::system::{parse_mountinfo, unescape_octal};
+
+/// What reading one group's file gave.
+pub(super) enum Got<T> {
+    /// The data.
+    Read(T),
+    /// /proc refused it with this errno (EACCES, EPERM; ENOENT, ESRCH where the task has
+    /// nothing to show, or is gone, which the read of status tells).
+    Refused(i32),
+}
+
+/// The unified cgroup hierarchy as mounted for this reader: where a task's `0::PATH` names a
+/// directory whose inode number is the cgroup's id.
+pub(super) struct Cgroup2 {
+    /// The mount's directory.
+    dir: OwnedFd,
+    /// The cgroup directory at the mount's root, as /proc/PID/cgroup paths name it.
+    root: Vec<u8>,
+}
+
+impl Cgroup2 {
+    /// The first cgroup2 mount of `mountinfo` that shows the whole hierarchy this reader's
+    /// cgroup namespace sees (root `/`), else the first one at all.
+    pub(super) fn find(mountinfo: &[u8]) -> Option<Self> {
+        let mounts: Vec<_> = parse_mountinfo(mountinfo)
+            .filter_map(|m| m.ok())
+            .filter(|m| m.fstype == b"cgroup2")
+            .collect();
+        let m = mounts.iter().find(|m| m.root == b"/").or(mounts.first())?;
+        let path = CString::new(unescape_octal(m.mount_point)).ok()?;
+        let dir = openat(libc::AT_FDCWD, &path, libc::O_RDONLY | libc::O_DIRECTORY).ok()?;
+        Some(Cgroup2 {
+            dir,
+            root: unescape_octal(m.root),
+        })
+    }
+
+    /// The id of the cgroup at `path` (as /proc/PID/cgroup names it): its directory's inode
+    /// number; 0 if it is not under this mount or no longer exists.
+    fn id(&self, path: &[u8]) -> u64 {
+        let rel = match path.strip_prefix(&self.root[..]) {
+            Some(r) if self.root == b"/" || r.is_empty() || r.starts_with(b"/") => r,
+            _ => return 0,
+        };
+        let rel = rel.strip_prefix(b"/").unwrap_or(rel);
+        if rel.split(|&c| c == b'/').any(|c| c == b"..") {
+            return 0;
+        }
+        let rel = if rel.is_empty() { &b"."[..] } else { rel };
+        let Ok(c) = CString::new(rel) else { return 0 };
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: `c` is NUL-terminated and `st` is writable for a `struct stat`; the kernel
+        // keeps neither pointer.
+        let r = unsafe {
+            libc::fstatat(
+                self.dir.as_raw_fd(),
+                c.as_ptr(),
+                st.as_mut_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if r != 0 {
+            return 0;
+        }
+        // SAFETY: fstatat succeeded, so it filled `st`.
+        unsafe { st.assume_init() }.st_ino
+    }
+}
+
+/// Per-worker memory of cgroup ids by path: most tasks share a few cgroups.
+#[derive(Default)]
+pub(super) struct CgroupIds(HashMap<Vec<u8>, u64>);
+
+impl ProcReader {
+    /// The cgroup2 mount, found in /proc/self/mountinfo on first use.
+    fn cgroup2(&self) -> Option<&Cgroup2> {
+        self.cgroup2
+            .get_or_init(|| {
+                let path = self.root.join("self/mountinfo");
+                std::fs::read(path).ok().and_then(|b| Cgroup2::find(&b))
+            })
+            .as_ref()
+    }
+
+    /// Opens and reads file `name` of the task in `path`'s directory into `buf`.
+    fn own_file(
+        &self,
+        path: &mut TaskPath,
+        name: &[u8],
+        buf: &mut Vec<u8>,
+        seq: bool,
+    ) -> Result<Got<()>> {
+        let io_err = |path: &mut TaskPath, source| {
+            path.file(name);
+            ProcfsError::Io {
+                path: path.display(&self.root),
+                source,
+            }
+        };
+        let fd = match openat(self.dir.as_raw_fd(), path.file(name), libc::O_RDONLY) {
+            Ok(fd) => fd,
+            Err(e) => {
+                return match refused(&e) {
+                    Some(g) => Ok(g),
+                    None => Err(io_err(path, e)),
+                }
+            }
+        };
+        let r = if seq {
+            read_seq(&fd, buf)
+        } else {
+            read_all(&fd, buf)
+        };
+        match r {
+            Ok(()) => Ok(Got::Read(())),
+            Err(e) => match refused(&e) {
+                Some(g) => Ok(g),
+                None => Err(io_err(path, e)),
+            },
+        }
+    }
+
+    /// CGROUP: the id and the text of the task's cgroup file.
+    pub(super) fn cgroup(&self, s: &mut Scratch) -> Result<Got<(u64, Vec<u8>)>> {
+        let mut text = Vec::new();
+        match self.own_file(&mut s.path, b"cgroup", &mut text, true)? {
+            Got::Read(()) => {}
+            Got::Refused(e) => return Ok(Got::Refused(e)),
+        }
+        let id = match (cgroup_v2_paths(&text).next(), self.cgroup2()) {
+            (Some(p), Some(mount)) => match s.cgroup_ids.0.get(p) {
+                Some(&id) => id,
+                None => {
+                    let id = mount.id(p);
+                    s.cgroup_ids.0.insert(p.to_vec(), id);
+                    id
+                }
+            },
+            _ => 0,
+        };
+        Ok(Got::Read((id, text)))
+    }
+
+    /// IO: the counters of the task's io file.
+    pub(super) fn io(&self, s: &mut Scratch) -> Result<Got<IoRec>> {
+        let mut buf = std::mem::take(&mut s.own);
+        let got = self.own_file(&mut s.path, b"io", &mut buf, false);
+        let r = match got {
+            Ok(Got::Read(())) => match parse_io(&buf) {
+                Ok([rchar, wchar, syscr, syscw, read_bytes, write_bytes, cancelled]) => {
+                    Ok(Got::Read(IoRec {
+                        rchar,
+                        wchar,
+                        syscr,
+                        syscw,
+                        read_bytes,
+                        write_bytes,
+                        cancelled_write_bytes: cancelled,
+                    }))
+                }
+                Err(source) => {
+                    s.path.file(b"io");
+                    Err(ProcfsError::Parse {
+                        path: s.path.display(&self.root),
+                        source,
+                    })
+                }
+            },
+            Ok(Got::Refused(e)) => Ok(Got::Refused(e)),
+            Err(e) => Err(e),
+        };
+        s.own = buf;
+        r
+    }
+
+    /// ENVIRON: the bytes of the task's environ file; empty for a task without an address
+    /// space, whose file reads empty (or, on recent kernels, fails with ESRCH).
+    pub(super) fn environ(&self, s: &mut Scratch) -> Result<Got<Vec<u8>>> {
+        let mut buf = Vec::new();
+        Ok(
+            match self.own_file(&mut s.path, b"environ", &mut buf, false)? {
+                Got::Read(()) => Got::Read(buf),
+                Got::Refused(libc::ESRCH | libc::ENOENT) => Got::Read(Vec::new()),
+                Got::Refused(e) => Got::Refused(e),
+            },
+        )
+    }
+
+    /// PATHS: readlink of the task's exe, cwd and root. A link that does not resolve keeps its
+    /// errno (ENOENT for a kernel thread's exe or a zombie's links, EACCES where the reader
+    /// may not ptrace-read the task).
+    pub(super) fn paths(&self, s: &mut Scratch) -> Result<Paths> {
+        let mut link = vec![0u8; libc::PATH_MAX as usize + 16];
+        let mut one = |s: &mut Scratch, name: &[u8]| -> Result<std::result::Result<Vec<u8>, u8>> {
+            match readlinkat(self.dir.as_raw_fd(), s.path.file(name), &mut link) {
+                Ok(n) => Ok(Ok(link[..n].to_vec())),
+                Err(e) => match e.raw_os_error() {
+                    Some(errno @ (libc::ENOENT | libc::EACCES | libc::EPERM | libc::ESRCH)) => {
+                        Ok(Err(errno as u8))
+                    }
+                    _ => Err(ProcfsError::Io {
+                        path: s.path.display(&self.root),
+                        source: e,
+                    }),
+                },
+            }
+        };
+        let exe = one(s, b"exe")?;
+        let cwd = one(s, b"cwd")?;
+        let root = one(s, b"root")?;
+        // A zombie's links are ENOENT like a reaped task's; the read of status that follows
+        // tells the two apart (it fails only for the reaped one).
+        Ok(Paths { exe, cwd, root })
+    }
+}
+
+/// EACCES, EPERM, ENOENT and ESRCH are refusals (see [`Got::Refused`]); `None` for others.
+fn refused<T>(e: &std::io::Error) -> Option<Got<T>> {
+    match e.raw_os_error() {
+        Some(errno @ (libc::EACCES | libc::EPERM | libc::ENOENT | libc::ESRCH)) => {
+            Some(Got::Refused(errno))
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,158 @@
+//! Values libproc2 derives from a task's raw data that both `ps` and `top` show, made here
+//! once from decoded taskdiag records: the cgroup string and name (`fill_cgroup_cvt`), the
+//! LXC container name (`lxc_containers`), the environment (`fill_environ_cvt`), the
+//! executable path (`readlink_exe`), namespace inodes as libproc2's stat() of the links gives
+//! them, and the kernel function a task sleeps in (`lookup_wchan`, read from /proc per task as
+//! procps does: taskdiag does not carry it).
+//!
+//! Every function takes the record's group as fetched: `None` (the group was not asked for)
+//! gives `None`, so a caller can print `-` instead of a value it never read.
+
+use taskdiag_proto::task::{Cgroup, Ns, Paths};
+
+use crate::text::{lib_escape, unvector, CMDLINE_MAX};
+
+/// /proc/PID/cgroup's bytes: empty where the group was fetched but the file could not be read
+/// (procps reads nothing then); `None` when it was not fetched.
+pub fn cgroup_text(cg: Option<&Cgroup>, fetched: bool) -> Option<&[u8]> {
+    match cg {
+        Some(c) => Some(&c.text),
+        None => fetched.then_some(&[][..]),
+    }
+}
+
+/// procps' cgroup string (`fill_cgroup_cvt`): the file's lines, at newlines and NULs, but the
+/// empty ones and those ending in `/` (a root cgroup), each escaped by the library, joined by
+/// `,`; `-` when none is left.
+pub fn cgroup(text: &[u8], utf8: bool) -> Vec<u8> {
+    // read_unvectored() reads at most MAX_BUFSZ - 1 bytes.
+    let text = &text[..text.len().min(128 * 1024 - 1)];
+    let mut out = Vec::new();
+    for line in text.split(|&c| c == b'\n' || c == 0) {
+        if line.is_empty() || line.ends_with(b"/") {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push(b',');
+        }
+        out.extend_from_slice(&lib_escape(line, utf8));
+    }
+    if out.is_empty() {
+        out.push(b'-');
+    }
+    out
+}
+
+/// procps' cgname: what follows the first `:name=` of a [`cgroup`] string when something
+/// does, else all of it.
+pub fn cgname(cg: Vec<u8>) -> Vec<u8> {
+    match memchr::memmem::find(&cg, b":name=") {
+        Some(i) if i + 6 < cg.len() => cg[i + 6..].to_vec(),
+        _ => cg,
+    }
+}
+
+/// procps' `lxc_containers`: the name after the innermost `lxc.payload.` (else
+/// `lxc.payload/`, else `lxc/`) on the first line that has one, up to a `/`; `-` if none.
+pub fn lxc(text: &[u8]) -> Vec<u8> {
+    // file2str() stops at the first NUL.
+    let text = &text[..text.iter().position(|&c| c == 0).unwrap_or(text.len())];
+    for delim in [&b"lxc.payload."[..], b"lxc.payload/", b"lxc/"] {
+        let Some(at) = memchr::memmem::find(text, delim) else {
+            continue;
+        };
+        let line = &text[at..];
+        let line = &line[..memchr::memchr(b'\n', line).unwrap_or(line.len())];
+        let mut name = &line[delim.len()..];
+        while let Some(next) = memchr::memmem::find(name, delim) {
+            name = &name[next + delim.len()..];
+        }
+        let name = &name[..memchr::memchr(b'/', name).unwrap_or(name.len())];
+        return name.to_vec();
+    }
+    b"-".to_vec()
+}
+
+/// readlink /proc/PID/exe as libproc2's `readlink_exe` keeps it (escaped), `-` where it does
+/// not resolve; `None` when PATHS was not fetched.
+pub fn exe(paths: Option<&Paths>, fetched: bool, utf8: bool) -> Option<Vec<u8>> {
+    if !fetched {
+        return None;
+    }
+    Some(match paths.map(|p| &p.exe) {
+        Some(Ok(e)) if !e.is_empty() => lib_escape(e, utf8),
+        _ => b"-".to_vec(),
+    })
+}
+
+/// The environment as libproc2 makes it (`fill_environ_cvt`): /proc/PID/environ's strings
+/// joined by spaces and escaped, `-` when empty or unreadable; `None` when ENVIRON was not
+/// fetched.
+pub fn environ(env: Option<&[u8]>, fetched: bool, utf8: bool) -> Option<Vec<u8>> {
+    if !fetched {
+        return None;
+    }
+    let v = lib_escape(&unvector(env.unwrap_or_default(), CMDLINE_MAX), utf8);
+    Some(if v.is_empty() { b"-".to_vec() } else { v })
+}
+
+/// The inode of namespace `name` (a link name in /proc/PID/ns) of task `tid`, 0 where the
+/// link is absent or withheld, as libproc2's stat() of it gives 0 when it fails. Where the
+/// record withholds the links, what that stat() gives this caller: nothing on most kernels
+/// (EACCES), but Linux 5.10 resolves a link it refuses to the ns directory itself, whose inode
+/// procps then prints. `None` when NS was not fetched or could not be read.
+pub fn ns_inode(ns: Option<&Ns>, absent_ok: bool, tid: u32, name: &str) -> Option<u32> {
+    match ns {
+        Some(n) if n.rec.flags & taskdiag_proto::NS_F_HIDDEN != 0 => Some(
+            crate::snapshot::proc_stat_ino(tid, &format!("ns/{name}"))
+                .and_then(|i| u32::try_from(i).ok())
+                .unwrap_or(0),
+        ),
+        Some(n) => n.inode(name),
+        None => absent_ok.then_some(0),
+    }
+}
+
+/// The kernel function task `tid` sleeps in, as procps' lookup_wchan: "-" when running,
+/// "?" when unreadable.
+pub fn wchan(tid: u32) -> String {
+    use taskdiag_procfs::parse::{parse_wchan, Wchan};
+    let Some(raw) = crate::snapshot::proc_file(tid, "wchan") else {
+        return "?".into();
+    };
+    match parse_wchan(&raw) {
+        Wchan::Running => "-".into(),
+        Wchan::Unknown => "?".into(),
+        Wchan::Name(n) => String::from_utf8_lossy(n).into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroup_strings_follow_libproc2() {
+        let hybrid =
+            b"12:pids:/user.slice\n3:cpu:/\n1:name=systemd:/user.slice/s\x01.scope\n0::/\n";
+        let cg = cgroup(hybrid, false);
+        assert_eq!(
+            cg,
+            b"12:pids:/user.slice,1:name=systemd:/user.slice/s?.scope"
+        );
+        assert_eq!(cgname(cg), b"systemd:/user.slice/s?.scope");
+        assert_eq!(lxc(hybrid), b"-");
+        assert_eq!(cgroup(b"0::/\n", false), b"-");
+        assert_eq!(cgroup(b"", false), b"-");
+        let nested = b"0::/lxc.payload.outer/lxc.payload.inner/init.scope\n";
+        assert_eq!(lxc(nested), b"inner");
+        assert_eq!(cgname(cgroup(nested, false)), nested[..nested.len() - 1]);
+        assert_eq!(
+            environ(Some(b"A=1\0B=2\0"), true, false),
+            Some(b"A=1 B=2".to_vec())
+        );
+        assert_eq!(environ(None, true, false), Some(b"-".to_vec()));
+        assert_eq!(environ(None, false, false), None);
+        assert_eq!(wchan(u32::MAX - 1), "?");
+    }
+}

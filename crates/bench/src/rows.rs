@@ -470,7 +470,7 @@ fn loop_label(files: &[&(&str, Access)]) -> String {
 }
 
 /// The new groups and the files each replaces.
-pub const NEW_GROUPS: [NewGroup; 2] = [
+pub const NEW_GROUPS: [NewGroup; 6] = [
     // Pending (thread, shared), blocked, ignored, caught: status's Sig* lines.
     NewGroup {
         name: "signal",
@@ -492,6 +492,31 @@ pub const NEW_GROUPS: [NewGroup; 2] = [
             ("ns/time", Access::Readlink),
             ("ns/time_for_children", Access::Readlink),
             ("status", Access::Read),
+        ],
+    },
+    // The open descriptors (a directory listing: the loop reads the limits file only, so the
+    // row is a floor for FILES) and the limits.
+    NewGroup {
+        name: "files",
+        files: &[("limits", Access::Read)],
+    },
+    // The cgroup file (procfs and BPF alike read it: CGROUP has no BPF writer yet).
+    NewGroup {
+        name: "cgroup",
+        files: &[("cgroup", Access::Read)],
+    },
+    // The I/O counters.
+    NewGroup {
+        name: "io",
+        files: &[("io", Access::Read)],
+    },
+    // readlink of the executable, working and root directories.
+    NewGroup {
+        name: "paths",
+        files: &[
+            ("exe", Access::Readlink),
+            ("cwd", Access::Readlink),
+            ("root", Access::Readlink),
         ],
     },
 ];

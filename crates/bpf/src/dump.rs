@@ -21,7 +21,8 @@ const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
     | Group::Signal.flag()
     | Group::Ns.flag()
     | Group::Files.flag()
-    | Group::Io.flag();
+    | Group::Io.flag()
+    | Group::Delay.flag();
 
 impl TaskIter {
     /// Makes the following dumps for `view` (until changed).

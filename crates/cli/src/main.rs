@@ -126,6 +126,14 @@ GROUPS:
   paths    exe, cwd and root as readlink /proc/PID/{exe,cwd,root} returns them (with
            \" (deleted)\" where gone); where a link does not resolve, <name>_error says why
   environ  the environment, bytes as /proc/PID/environ returns them (refused like that file)
+  sched    oom_score, oom_score_adj, loginuid, sessionid, autogroup and its nice, wchan,
+           syscall (absent, with syscall_hidden true, where /proc/PID/syscall is refused) and
+           status's Cpus_allowed_list and Mems_allowed_list
+  security seccomp mode and filters, no_new_privs (status lines) and the security module's
+           label as /proc/PID/attr/current returns it (label_error says why there is none)
+  delay    time on a CPU and waiting for one, and timeslices (/proc/PID/schedstat), block I/O
+           delay ticks (stat field 42); from BPF also the delay-accounting totals and counts
+           (block I/O, swap-in, reclaim, thrashing, compaction, write-protect copies, IRQs)
   vma      memory mappings: start, end, permissions, flags, offset, device, inode, name as
            /proc/PID/maps prints it (for threads: on the thread-group leader only)
   vma_stat vma plus each mapping's smaps counters (Rss, Pss, ..., costs what smaps costs)
@@ -169,7 +177,7 @@ struct DumpArgs {
     #[arg(long, value_name = "PID", group = "sel")]
     children_of: Option<u32>,
     /// Comma-separated groups: base, cred, stat, statm, cmdline, signal, ns, files, cgroup,
-    /// io, paths, environ, vma,
+    /// io, paths, environ, sched, security, delay, vma,
     /// vma_stat, all (see GROUPS below).
     #[arg(long, short = 'g', value_name = "LIST", default_value = "base")]
     groups: String,

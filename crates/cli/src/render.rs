@@ -14,9 +14,11 @@ use std::io::{self, Write};
 
 use base64::Engine as _;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
-use taskdiag_proto::task::{Base, Cgroup, Cred, Event, Files, Ns, Paths, Task, Vma};
+use taskdiag_proto::task::{
+    Base, Cgroup, Cred, Event, Files, Ns, Paths, Sched, Security, Task, Vma,
+};
 use taskdiag_proto::{
-    state_char, BackendId, Group, IoRec, SignalRec, StatRec, StatmRec, VmaStatRec,
+    state_char, BackendId, DelayRec, Group, IoRec, SignalRec, StatRec, StatmRec, VmaStatRec,
 };
 
 /// Renders a stream's events.
@@ -258,6 +260,81 @@ pub(crate) fn paths_fields(p: &Paths) -> Fields<'_> {
     v
 }
 
+/// SCHED: the number files, the autogroup (absent where the kernel has none), wchan, syscall
+/// (absent where withheld, with `syscall_hidden`) and the affinity lists.
+pub(crate) fn sched_fields(s: &Sched) -> Fields<'_> {
+    let r = &s.rec;
+    let mut v: Fields = vec![
+        ("oom_score", Val::Int(r.oom_score.into())),
+        ("oom_score_adj", Val::Int(r.oom_score_adj.into())),
+        ("loginuid", Val::Int(r.loginuid.into())),
+        ("sessionid", Val::Int(r.sessionid.into())),
+    ];
+    if r.flags & taskdiag_proto::SCHED_F_NO_AUTOGROUP == 0 {
+        v.push(("autogroup", Val::Int(r.autogroup.into())));
+        v.push(("autogroup_nice", Val::Int(r.autogroup_nice.into())));
+    }
+    v.push(("wchan", Val::Bytes(&s.wchan)));
+    let hidden = r.flags & taskdiag_proto::SCHED_F_SYSCALL_HIDDEN != 0;
+    if !hidden {
+        v.push(("syscall", Val::Bytes(&s.syscall)));
+    }
+    v.push(("syscall_hidden", Val::Bool(hidden)));
+    v.push(("cpus_allowed", Val::Bytes(&s.cpus_allowed)));
+    v.push(("mems_allowed", Val::Bytes(&s.mems_allowed)));
+    v
+}
+
+/// SECURITY: seccomp mode and filters, no_new_privs, and the label (`label_error` where
+/// /proc/PID/attr/current cannot be read: EINVAL without a security module).
+pub(crate) fn security_fields(s: &Security) -> Fields<'_> {
+    let r = &s.rec;
+    let mut v: Fields = vec![
+        ("seccomp", Val::Int(r.seccomp.into())),
+        ("seccomp_filters", Val::Int(r.seccomp_filters.into())),
+        ("no_new_privs", Val::Bool(r.no_new_privs != 0)),
+    ];
+    match r.label_errno {
+        0 => v.push(("label", Val::Bytes(&s.label))),
+        e => v.push(("label_error", Val::Text(errno_text(i32::from(e))))),
+    }
+    v
+}
+
+/// DELAY: schedstat's three numbers and stat's block I/O ticks, then, where they were read
+/// (`counters`), the delay-accounting totals (ns) and counts.
+pub(crate) fn delay_fields(d: &DelayRec) -> Fields<'static> {
+    let mut v: Fields = vec![
+        ("run_ns", Val::Int(d.run_ns.into())),
+        ("wait_ns", Val::Int(d.wait_ns.into())),
+        ("timeslices", Val::Int(d.timeslices.into())),
+        ("blkio_ticks", Val::Int(d.blkio_ticks.into())),
+    ];
+    let counters = d.flags & taskdiag_proto::DELAY_F_COUNTERS != 0;
+    v.push(("counters", Val::Bool(counters)));
+    if counters {
+        for (k, n) in [
+            ("blkio_delay_ns", d.blkio_delay_ns),
+            ("blkio_count", d.blkio_count),
+            ("swapin_delay_ns", d.swapin_delay_ns),
+            ("swapin_count", d.swapin_count),
+            ("freepages_delay_ns", d.freepages_delay_ns),
+            ("freepages_count", d.freepages_count),
+            ("thrashing_delay_ns", d.thrashing_delay_ns),
+            ("thrashing_count", d.thrashing_count),
+            ("compact_delay_ns", d.compact_delay_ns),
+            ("compact_count", d.compact_count),
+            ("wpcopy_delay_ns", d.wpcopy_delay_ns),
+            ("wpcopy_count", d.wpcopy_count),
+            ("irq_delay_ns", d.irq_delay_ns),
+            ("irq_count", d.irq_count),
+        ] {
+            v.push((k, Val::Int(n.into())));
+        }
+    }
+    v
+}
+
 /// JSON and text names of the limits, soft and hard, in RLIMIT_* order.
 const LIMIT_KEYS: [(&str, &str); taskdiag_proto::FILES_NLIMITS] = [
     ("cpu_soft", "cpu_hard"),
@@ -426,7 +503,7 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
         text_fields(w, &base_fields(b))?;
     }
     writeln!(w)?;
-    let groups: [(&str, Option<Fields>); 9] = [
+    let groups: [(&str, Option<Fields>); 12] = [
         ("cred", t.cred.as_ref().map(cred_fields)),
         ("stat", t.stat.as_ref().map(stat_fields)),
         ("statm", t.statm.as_ref().map(statm_fields)),
@@ -436,6 +513,9 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
         ("cgroup", t.cgroup.as_ref().map(cgroup_fields)),
         ("io", t.io.as_ref().map(io_fields)),
         ("paths", t.paths.as_ref().map(paths_fields)),
+        ("sched", t.sched.as_ref().map(sched_fields)),
+        ("security", t.security.as_ref().map(security_fields)),
+        ("delay", t.delay.as_ref().map(delay_fields)),
     ];
     for (name, f) in groups {
         if let Some(f) = f {
@@ -600,6 +680,15 @@ impl Serialize for JsonTask<'_> {
         }
         if let Some(p) = &t.paths {
             m.serialize_entry("paths", &JsonObject(&paths_fields(p)))?;
+        }
+        if let Some(s) = &t.sched {
+            m.serialize_entry("sched", &JsonObject(&sched_fields(s)))?;
+        }
+        if let Some(s) = &t.security {
+            m.serialize_entry("security", &JsonObject(&security_fields(s)))?;
+        }
+        if let Some(d) = &t.delay {
+            m.serialize_entry("delay", &JsonObject(&delay_fields(d)))?;
         }
         if let Some(v) = &t.vmas {
             let v: Vec<JsonVma> = v.iter().map(JsonVma).collect();
@@ -786,6 +875,30 @@ mod tests {
                 root: Ok(b"/".to_vec()),
             }),
             environ: Some(b"A=1\0B=\xfe\0".to_vec()),
+            sched: Some(Sched {
+                rec: taskdiag_proto::SchedRec {
+                    oom_score: 666,
+                    loginuid: u32::MAX,
+                    autogroup: 4,
+                    ..Default::default()
+                },
+                wchan: b"do_select".to_vec(),
+                syscall: b"7 0x3 0x7ffd".to_vec(),
+                cpus_allowed: b"0-1".to_vec(),
+                mems_allowed: b"0".to_vec(),
+            }),
+            security: Some(Security {
+                rec: taskdiag_proto::SecurityRec {
+                    seccomp: 2,
+                    ..Default::default()
+                },
+                label: b"unconfined\n".to_vec(),
+            }),
+            delay: Some(DelayRec {
+                run_ns: 5,
+                flags: taskdiag_proto::DELAY_F_COUNTERS,
+                ..Default::default()
+            }),
             errors: vec![GroupError {
                 group: Group::Cmdline as u16,
                 errno: libc::EACCES,
@@ -834,6 +947,13 @@ mod tests {
         // The full task, and the same with its resolved paths unresolved and the other way
         // round (`<name>_error` instead of `<name>`).
         let mut unresolved = full_task();
+        unresolved.security = Some(Security {
+            rec: taskdiag_proto::SecurityRec {
+                label_errno: libc::EINVAL as u16,
+                ..Default::default()
+            },
+            label: Vec::new(),
+        });
         let e = Err(libc::ENOENT as u8);
         unresolved.paths = Some(Paths {
             exe: e.clone(),
@@ -863,6 +983,7 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&json(&JsonTask(&t))).expect("parse");
         let groups = [
             "base", "cred", "stat", "statm", "signal", "ns", "files", "cgroup", "io", "paths",
+            "sched", "security", "delay",
         ];
         for group in groups {
             for k in v[group].as_object().expect(group).keys() {
@@ -891,5 +1012,8 @@ mod tests {
         assert!(text.contains(" exe /usr/bin/x\\x20(deleted) "));
         assert_eq!(v["environ"][0], "A=1");
         assert!(text.contains("  environ: A=1 B=\\xfe\n"));
+        assert_eq!(v["sched"]["loginuid"], 4294967295u32);
+        assert_eq!(v["sched"]["syscall"], "7 0x3 0x7ffd");
+        assert!(text.contains(" wchan do_select "));
     }
 }

@@ -80,6 +80,9 @@ pub struct StatLine {
     pub rt_priority: u32,
     /// Field 41.
     pub policy: u32,
+    /// Field 42, delayacct_blkio_ticks: clock ticks spent waiting for block I/O (0 without
+    /// delay accounting).
+    pub blkio_ticks: u64,
 }
 
 impl Default for StatLine {
@@ -113,6 +116,7 @@ impl Default for StatLine {
             processor: 0,
             rt_priority: 0,
             policy: 0,
+            blkio_ticks: 0,
         }
     }
 }
@@ -234,14 +238,15 @@ pub fn parse_stat(buf: &[u8]) -> Result<StatLine, ParseError> {
             28 => s.startstack = u()?,
             39 => s.processor = i()?,
             40 => s.rt_priority = u32_()?,
-            41 => {
-                s.policy = u32_()?;
+            41 => s.policy = u32_()?,
+            42 => {
+                s.blkio_ticks = u()?;
                 return Ok(s);
             }
             _ => {}
         }
     }
-    Err(err("fewer than 41 fields"))
+    Err(err("fewer than 42 fields"))
 }
 
 /// The fields of /proc/PID/status that taskdiag uses.
@@ -334,6 +339,63 @@ pub fn parse_io(buf: &[u8]) -> Result<[u64; 7], ParseError> {
     let mut v = [0; 7];
     for (i, o) in out.into_iter().enumerate() {
         v[i] = o.ok_or(err_in("missing", IO_NAMES[i]))?;
+    }
+    Ok(v)
+}
+
+/// A number file of /proc/PID (oom_score, oom_score_adj, loginuid, sessionid): one decimal
+/// number and a newline (loginuid and sessionid print an unset id as 4294967295).
+pub fn parse_number_file(buf: &[u8]) -> Result<i64, ParseError> {
+    let s = buf.strip_suffix(b"\n").unwrap_or(buf);
+    int(s).ok_or(err("not a decimal number"))
+}
+
+/// /proc/PID/autogroup: `/autogroup-ID nice N` (the task's autogroup and its nice value), or
+/// nothing when the task is not in one (`None`).
+pub fn parse_autogroup(buf: &[u8]) -> Result<Option<(u32, i32)>, ParseError> {
+    let s = buf.strip_suffix(b"\n").unwrap_or(buf);
+    if s.is_empty() {
+        return Ok(None);
+    }
+    let rest = s
+        .strip_prefix(b"/autogroup-")
+        .ok_or(err("no /autogroup- prefix"))?;
+    let mut w = rest.split(|&c| c == b' ');
+    let id = w
+        .next()
+        .and_then(uint32)
+        .ok_or(err_in("bad number", "id"))?;
+    if w.next() != Some(b"nice") {
+        return Err(err("no nice"));
+    }
+    let nice = w
+        .next()
+        .and_then(int)
+        .and_then(|n| i32::try_from(n).ok())
+        .ok_or(err_in("bad number", "nice"))?;
+    Ok(Some((id, nice)))
+}
+
+/// The value of line `key` of /proc/PID/status (`Key:\tvalue`), if it has one.
+pub fn status_value<'a>(buf: &'a [u8], key: &str) -> Option<&'a [u8]> {
+    buf.split(|&c| c == b'\n').find_map(|l| {
+        l.strip_prefix(key.as_bytes())?
+            .strip_prefix(b":")
+            .map(|v| v.trim_ascii_start())
+    })
+}
+
+/// /proc/PID/schedstat: nanoseconds on a CPU, nanoseconds waiting on a run queue, and the
+/// number of timeslices run.
+pub fn parse_schedstat(buf: &[u8]) -> Result<[u64; 3], ParseError> {
+    let s = buf.strip_suffix(b"\n").unwrap_or(buf);
+    let mut w = s.split(|&c| c == b' ');
+    let mut v = [0; 3];
+    for (i, name) in ["run time", "wait time", "timeslices"]
+        .into_iter()
+        .enumerate()
+    {
+        v[i] = w.next().and_then(uint).ok_or(err_in("bad number", name))?;
     }
     Ok(v)
 }
@@ -610,6 +672,34 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn schedstat() {
+        assert_eq!(parse_schedstat(b"0 57435 1\n").unwrap(), [0, 57435, 1]);
+        assert!(parse_schedstat(b"1 2\n").is_err());
+    }
+
+    #[test]
+    fn sched_files() {
+        assert_eq!(parse_number_file(b"4294967295\n").unwrap(), 4294967295);
+        assert_eq!(parse_number_file(b"-1000\n").unwrap(), -1000);
+        assert!(parse_number_file(b"x\n").is_err());
+        assert_eq!(
+            parse_autogroup(b"/autogroup-4 nice 0\n").unwrap(),
+            Some((4, 0))
+        );
+        assert_eq!(
+            parse_autogroup(b"/autogroup-12 nice -5\n").unwrap(),
+            Some((12, -5))
+        );
+        assert_eq!(parse_autogroup(b"").unwrap(), None);
+        assert!(parse_autogroup(b"/autogroup-x nice 0\n").is_err());
+        let status =
+            b"Name:\tx\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1\nMems_allowed_list:\t0\n";
+        assert_eq!(status_value(status, "Cpus_allowed_list"), Some(&b"0-1"[..]));
+        assert_eq!(status_value(status, "Mems_allowed_list"), Some(&b"0"[..]));
+        assert_eq!(status_value(status, "Cpus"), None);
+    }
 
     #[test]
     fn id_maps_and_proc_mount_options() {

@@ -23,14 +23,14 @@ use std::sync::mpsc;
 use taskdiag_proto::msg::TaskWriter;
 use taskdiag_proto::task::Ns;
 use taskdiag_proto::{
-    state_index, BaseRec, CgroupRec, CredRec, FilesRec, Group, LimitRec, NsIdsRec, NsRec, PathsRec,
-    Request, SignalRec, StatRec, StatmRec, Strategy, BASE_F_KTHREAD, BASE_F_LEADER,
-    FILES_F_FDS_HIDDEN, FILES_NLIMITS, NS_F_HIDDEN, PF_KTHREAD,
+    state_index, BaseRec, CgroupRec, CredRec, DelayRec, FilesRec, Group, LimitRec, NsIdsRec, NsRec,
+    PathsRec, Request, SchedRec, SecurityRec, SignalRec, StatRec, StatmRec, Strategy,
+    BASE_F_KTHREAD, BASE_F_LEADER, FILES_F_FDS_HIDDEN, FILES_NLIMITS, NS_F_HIDDEN, PF_KTHREAD,
 };
 
 use crate::parse::{
-    parse_children, parse_limits, parse_stat, parse_status, parse_status_until, ParseError,
-    StatLine, Status, Vm,
+    parse_children, parse_limits, parse_stat, parse_status, parse_status_until, status_value,
+    ParseError, StatLine, Status, Vm,
 };
 
 /// Errors of the procfs backend. Each names the path or pid involved.
@@ -724,7 +724,8 @@ impl ProcReader {
         out: &mut Vec<u8>,
     ) -> Result<bool> {
         let want = |g: Group| show & g.flag() != 0;
-        let need_stat = want(Group::Base) || want(Group::Stat) || want(Group::Statm);
+        let need_stat =
+            want(Group::Base) || want(Group::Stat) || want(Group::Statm) || want(Group::Delay);
         let need_cmdline = want(Group::Cmdline);
         s.path.set_dir(pid, tid);
         let dirfd = self.dir.as_raw_fd();
@@ -822,6 +823,9 @@ impl ProcReader {
         let io = want(Group::Io).then(|| self.io(s)).transpose()?;
         let paths = want(Group::Paths).then(|| self.paths(s)).transpose()?;
         let environ = want(Group::Environ).then(|| self.environ(s)).transpose()?;
+        let sched = want(Group::Sched).then(|| self.sched(s)).transpose()?;
+        let label = want(Group::Security).then(|| self.label(s)).transpose()?;
+        let schedstat = want(Group::Delay).then(|| self.schedstat(s)).transpose()?;
         // status was opened first and is read only now, after every other open: if the pid was
         // reused in between, status belongs to the dead task and this read fails with ESRCH.
         if !read(s, &status_fd, 1, b"status")? {
@@ -1031,6 +1035,52 @@ impl ProcReader {
             Some(Got::Read(env)) => w.attr(Group::Environ as u16, &env),
             Some(Got::Refused(errno)) => w.group_error(Group::Environ, errno),
             None => {}
+        }
+        match sched {
+            Some(Got::Read(mut sc)) => {
+                // The affinity lines of status, read above with the rest of it.
+                let line = |k| status_value(&s.status, k).unwrap_or_default().to_vec();
+                sc.cpus_allowed = line("Cpus_allowed_list");
+                sc.mems_allowed = line("Mems_allowed_list");
+                let mut b = Vec::with_capacity(SchedRec::SIZE + 64);
+                sc.encode(&mut b);
+                w.attr(Group::Sched as u16, &b);
+            }
+            Some(Got::Refused(errno)) => w.group_error(Group::Sched, errno),
+            None => {}
+        }
+        match (schedstat, &stat) {
+            (Some(Got::Read([run_ns, wait_ns, timeslices])), Some(st)) => {
+                let rec = DelayRec {
+                    run_ns,
+                    wait_ns,
+                    timeslices,
+                    blkio_ticks: st.blkio_ticks,
+                    ..DelayRec::default()
+                };
+                w.attr(Group::Delay as u16, &rec.to_bytes());
+            }
+            (Some(Got::Refused(errno)), _) => w.group_error(Group::Delay, errno),
+            _ => {}
+        }
+        if let Some(label) = label {
+            let num = |k| {
+                status_value(&s.status, k)
+                    .and_then(crate::scan::uint)
+                    .unwrap_or(0)
+            };
+            let (label, errno) = match label {
+                Ok(l) => (l, 0),
+                Err(e) => (Vec::new(), e),
+            };
+            let rec = SecurityRec {
+                seccomp: num("Seccomp") as u32,
+                seccomp_filters: num("Seccomp_filters") as u32,
+                no_new_privs: num("NoNewPrivs") as u16,
+                label_errno: errno,
+                label_len: label.len() as u32,
+            };
+            w.attr_parts(Group::Security as u16, &[&rec.to_bytes(), &label]);
         }
         if need_cmdline {
             match cmdline_err {

@@ -539,6 +539,104 @@ wire_structs! {
         reserved3: u32,
     }
 
+    /// SCHED group: what /proc/PID's small scheduling and accounting files say, followed in the
+    /// attribute by four texts of the lengths given, in this order: wchan (as /proc/PID/wchan:
+    /// the function the task sleeps in, `0` when it runs or the reader may not ptrace-read
+    /// it), syscall (as /proc/PID/syscall: `NR ARGS... SP PC`, `-1 SP PC`, or `running`; empty
+    /// with [`crate::SCHED_F_SYSCALL_HIDDEN`]), and status's Cpus_allowed_list and
+    /// Mems_allowed_list (`0-3,8`).
+    struct SchedRec = "td_sched", size 40 {
+        /// /proc/PID/oom_score.
+        oom_score: u32,
+        /// /proc/PID/oom_score_adj.
+        oom_score_adj: i32,
+        /// /proc/PID/loginuid (u32::MAX: unset), as the reader's user namespace maps it.
+        loginuid: u32,
+        /// /proc/PID/sessionid (u32::MAX: unset).
+        sessionid: u32,
+        /// The autogroup's id (/proc/PID/autogroup's `/autogroup-ID`); 0 outside one.
+        autogroup: u32,
+        /// The autogroup's nice value.
+        autogroup_nice: i32,
+        /// [`crate::SCHED_F_SYSCALL_HIDDEN`], [`crate::SCHED_F_NO_AUTOGROUP`].
+        flags: u32,
+        /// Length of the wchan text.
+        wchan_len: u16,
+        /// Length of the syscall text.
+        syscall_len: u16,
+        /// Length of Cpus_allowed_list.
+        cpus_len: u16,
+        /// Length of Mems_allowed_list.
+        mems_len: u16,
+        /// Zero.
+        reserved: u32,
+    }
+
+    /// SECURITY group: the task's seccomp mode and filters and no_new_privs (status's Seccomp,
+    /// Seccomp_filters, NoNewPrivs), followed in the attribute by `label_len` bytes of its
+    /// Linux security module label, as /proc/PID/attr/current returns them.
+    struct SecurityRec = "td_security", size 16 {
+        /// Seccomp mode: 0 disabled, 1 strict, 2 filter.
+        seccomp: u32,
+        /// Seccomp filters attached (0 where the kernel does not count them, before 5.9).
+        seccomp_filters: u32,
+        /// NoNewPrivs: 1 if set.
+        no_new_privs: u16,
+        /// Why there is no label (EINVAL: no security module gives one; EACCES: refused),
+        /// else 0.
+        label_errno: u16,
+        /// Length of the label that follows.
+        label_len: u32,
+    }
+
+    /// DELAY group: where the task's time went, beyond STAT's CPU times: as /proc/PID/schedstat
+    /// (exact time on a CPU, time waiting on a run queue, timeslices), stat field 42 (block
+    /// I/O delay in clock ticks), and, with [`crate::DELAY_F_COUNTERS`], the delay-accounting
+    /// totals and counts the taskstats interface reports (0 while delay accounting is off:
+    /// sysctl kernel.task_delayacct).
+    struct DelayRec = "td_delay", size 152 {
+        /// Time on a CPU, ns (schedstat's first number).
+        run_ns: u64,
+        /// Time runnable but waiting for a CPU, ns (schedstat's second).
+        wait_ns: u64,
+        /// Timeslices run (schedstat's third).
+        timeslices: u64,
+        /// Block I/O delay, clock ticks (stat field 42, delayacct_blkio_ticks).
+        blkio_ticks: u64,
+        /// Waiting for block I/O, ns.
+        blkio_delay_ns: u64,
+        /// Block I/O waits.
+        blkio_count: u64,
+        /// Waiting for pages to be swapped in, ns.
+        swapin_delay_ns: u64,
+        /// Swap-in waits.
+        swapin_count: u64,
+        /// In memory reclaim, ns.
+        freepages_delay_ns: u64,
+        /// Memory reclaims.
+        freepages_count: u64,
+        /// Thrashing (refaulting pages of the working set), ns.
+        thrashing_delay_ns: u64,
+        /// Thrashing waits.
+        thrashing_count: u64,
+        /// In memory compaction, ns (Linux 5.14+).
+        compact_delay_ns: u64,
+        /// Compactions.
+        compact_count: u64,
+        /// Copying pages for write-protect faults, ns (Linux 6.0+).
+        wpcopy_delay_ns: u64,
+        /// Write-protect copies.
+        wpcopy_count: u64,
+        /// Interrupted by IRQs, ns (Linux 6.8+).
+        irq_delay_ns: u64,
+        /// IRQ interruptions.
+        irq_count: u64,
+        /// [`crate::DELAY_F_COUNTERS`].
+        flags: u32,
+        /// Zero.
+        reserved: u32,
+    }
+
     /// STATM group: memory use in bytes (as /proc/PID/status Vm* and Rss* lines).
     /// The last three are /proc/PID/stat's startcode, endcode and startstack: addresses
     /// /proc shows only to a reader that may ptrace-read the task (1, 1 and 0 to others).

@@ -31,9 +31,9 @@ pub mod task;
 pub mod vma_flags;
 
 pub use layout::{
-    AccessRec, AttrHeader, BaseRec, CgroupRec, CredRec, Done, FilesRec, GroupErrorRec, IoRec,
-    LimitRec, MsgHeader, NsIdsRec, NsRec, PathsRec, Request, SignalRec, Start, StatRec, StatmRec,
-    VmaRec, VmaStatRec,
+    AccessRec, AttrHeader, BaseRec, CgroupRec, CredRec, DelayRec, Done, FilesRec, GroupErrorRec,
+    IoRec, LimitRec, MsgHeader, NsIdsRec, NsRec, PathsRec, Request, SchedRec, SecurityRec,
+    SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec,
 };
 
 /// Version of the format described here. Carried in requests and START messages.
@@ -108,6 +108,19 @@ pub const NS_F_HIDDEN: u32 = 1;
 /// [`FilesRec`] flag: the descriptor count is withheld (0) because the reader may not
 /// ptrace-read the task, as /proc/PID/fd then cannot be listed.
 pub const FILES_F_FDS_HIDDEN: u32 = 1;
+
+/// [`SchedRec`] flag: the syscall text is withheld (empty): /proc/PID/syscall is refused to a
+/// reader that may not ptrace-attach to the task.
+pub const SCHED_F_SYSCALL_HIDDEN: u32 = 1;
+
+/// [`SchedRec`] flag: the kernel has no autogroups (no /proc/PID/autogroup, or it cannot be
+/// read), so `autogroup` and `autogroup_nice` mean nothing.
+pub const SCHED_F_NO_AUTOGROUP: u32 = 2;
+
+/// [`DelayRec`] flag: the delay-accounting totals and counts were read (from the task's
+/// `task_delay_info`); without it they are 0 because the backend could not read them (the
+/// procfs backend has no file for them).
+pub const DELAY_F_COUNTERS: u32 = 1;
 
 /// The resource limits a FILES record carries: RLIM_NLIMITS.
 pub const FILES_NLIMITS: usize = 16;
@@ -227,11 +240,19 @@ pub enum Group {
     /// The environment, bytes as /proc/PID/environ returns them; refused (EACCES) like that
     /// file to a reader that may not ptrace-read the task.
     Environ = 13,
+    /// Scheduling and accounting: wchan, syscall, affinity, OOM score, login uid and session,
+    /// autogroup ([`SchedRec`] + four texts).
+    Sched = 14,
+    /// Seccomp, no_new_privs and the security module's label ([`SecurityRec`] + label).
+    Security = 15,
+    /// Where the task's time went: run-queue waits, timeslices, delay accounting
+    /// ([`DelayRec`]).
+    Delay = 16,
 }
 
 impl Group {
     /// The groups this version produces, in emission order.
-    pub const SUPPORTED: [Group; 14] = [
+    pub const SUPPORTED: [Group; 17] = [
         Group::Base,
         Group::Cred,
         Group::Vma,
@@ -246,6 +267,9 @@ impl Group {
         Group::Io,
         Group::Paths,
         Group::Environ,
+        Group::Sched,
+        Group::Security,
+        Group::Delay,
     ];
 
     /// The group for an attribute type, if known.
@@ -265,6 +289,9 @@ impl Group {
             11 => Some(Self::Io),
             12 => Some(Self::Paths),
             13 => Some(Self::Environ),
+            14 => Some(Self::Sched),
+            15 => Some(Self::Security),
+            16 => Some(Self::Delay),
             _ => None,
         }
     }
@@ -291,6 +318,9 @@ impl Group {
             Self::Io => "io",
             Self::Paths => "paths",
             Self::Environ => "environ",
+            Self::Sched => "sched",
+            Self::Security => "security",
+            Self::Delay => "delay",
         }
     }
 
@@ -314,7 +344,10 @@ pub const SHOW_SUPPORTED: u64 = (1 << Group::Base as u16)
     | (1 << Group::Cgroup as u16)
     | (1 << Group::Io as u16)
     | (1 << Group::Paths as u16)
-    | (1 << Group::Environ as u16);
+    | (1 << Group::Environ as u16)
+    | (1 << Group::Sched as u16)
+    | (1 << Group::Security as u16)
+    | (1 << Group::Delay as u16);
 
 /// Show flags of the memory-map groups (VMA, VMA_STAT): many records per task, read under the
 /// ptrace-read rule, and left out of "all".
@@ -405,6 +438,12 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_GROUP_IO", Group::Io as i64),
     ("TD_GROUP_PATHS", Group::Paths as i64),
     ("TD_GROUP_ENVIRON", Group::Environ as i64),
+    ("TD_GROUP_SCHED", Group::Sched as i64),
+    ("TD_SCHED_F_SYSCALL_HIDDEN", SCHED_F_SYSCALL_HIDDEN as i64),
+    ("TD_SCHED_F_NO_AUTOGROUP", SCHED_F_NO_AUTOGROUP as i64),
+    ("TD_GROUP_SECURITY", Group::Security as i64),
+    ("TD_GROUP_DELAY", Group::Delay as i64),
+    ("TD_DELAY_F_COUNTERS", DELAY_F_COUNTERS as i64),
     ("TD_STRATEGY_ALL", Strategy::All as i64),
     ("TD_STRATEGY_ONE", Strategy::One as i64),
     ("TD_STRATEGY_ALL_THREAD", Strategy::AllThread as i64),

@@ -6,9 +6,10 @@
 
 use crate::msg::{DecodeError, Message, Messages, TaskWriter};
 use crate::{
-    align4, AccessRec, BaseRec, CgroupRec, CredRec, Done, FilesRec, Group, GroupErrorRec, IoRec,
-    LimitRec, MsgType, NsIdsRec, NsRec, PathsRec, SignalRec, Start, StatRec, StatmRec, VmaRec,
-    VmaStatRec, ATTR_ACCESS, ATTR_GROUP_ERROR, ATTR_VMA_ACCESS, COMM_MAX,
+    align4, AccessRec, BaseRec, CgroupRec, CredRec, DelayRec, Done, FilesRec, Group, GroupErrorRec,
+    IoRec, LimitRec, MsgType, NsIdsRec, NsRec, PathsRec, SchedRec, SecurityRec, SignalRec, Start,
+    StatRec, StatmRec, VmaRec, VmaStatRec, ATTR_ACCESS, ATTR_GROUP_ERROR, ATTR_VMA_ACCESS,
+    COMM_MAX,
 };
 
 /// BASE: the record and the task's name.
@@ -218,6 +219,73 @@ impl Paths {
     }
 }
 
+/// SCHED: the record and its four texts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sched {
+    /// The fixed part (its lengths are the texts').
+    pub rec: SchedRec,
+    /// /proc/PID/wchan.
+    pub wchan: Vec<u8>,
+    /// /proc/PID/syscall, without its newline (empty when withheld).
+    pub syscall: Vec<u8>,
+    /// status's Cpus_allowed_list.
+    pub cpus_allowed: Vec<u8>,
+    /// status's Mems_allowed_list.
+    pub mems_allowed: Vec<u8>,
+}
+
+impl Sched {
+    /// Encodes the record and the texts as one attribute payload (each text cut at 64 KiB).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        fn cut(v: &[u8]) -> &[u8] {
+            &v[..v.len().min(u16::MAX as usize)]
+        }
+        let mut rec = self.rec;
+        rec.wchan_len = cut(&self.wchan).len() as u16;
+        rec.syscall_len = cut(&self.syscall).len() as u16;
+        rec.cpus_len = cut(&self.cpus_allowed).len() as u16;
+        rec.mems_len = cut(&self.mems_allowed).len() as u16;
+        rec.write_to(out);
+        for v in [
+            &self.wchan,
+            &self.syscall,
+            &self.cpus_allowed,
+            &self.mems_allowed,
+        ] {
+            out.extend_from_slice(cut(v));
+        }
+    }
+
+    /// Decodes an attribute payload written by [`Sched::encode`].
+    pub fn decode(p: &[u8]) -> Result<Self, &'static str> {
+        let rec = SchedRec::read_from(p).ok_or("short record")?;
+        let mut rest = &p[SchedRec::SIZE..];
+        let mut take = |len: u16| -> Result<Vec<u8>, &'static str> {
+            let (a, b) = rest
+                .split_at_checked(len as usize)
+                .ok_or("texts run past the attribute")?;
+            rest = b;
+            Ok(a.to_vec())
+        };
+        Ok(Sched {
+            wchan: take(rec.wchan_len)?,
+            syscall: take(rec.syscall_len)?,
+            cpus_allowed: take(rec.cpus_len)?,
+            mems_allowed: take(rec.mems_len)?,
+            rec,
+        })
+    }
+}
+
+/// SECURITY: seccomp, no_new_privs and the security module's label.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Security {
+    /// The fixed part (`label_len` is the label's).
+    pub rec: SecurityRec,
+    /// /proc/PID/attr/current's bytes (empty with `rec.label_errno`).
+    pub label: Vec<u8>,
+}
+
 /// A group that is missing for a task, and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupError {
@@ -325,6 +393,12 @@ pub struct Task {
     /// ENVIRON, if requested and available (refused with EACCES where /proc refuses it;
     /// empty for a task without an address space, as /proc/PID/environ reads).
     pub environ: Option<Vec<u8>>,
+    /// SCHED, if requested and available.
+    pub sched: Option<Sched>,
+    /// SECURITY, if requested and available.
+    pub security: Option<Security>,
+    /// DELAY, if requested and available.
+    pub delay: Option<DelayRec>,
     /// VMA (with VMA_STAT inside each entry when requested), if requested and the task has an
     /// address space; with thread strategies only on the thread-group leader.
     pub vmas: Option<Vec<Vma>>,
@@ -420,6 +494,19 @@ impl Task {
         }
         if let Some(e) = &self.environ {
             w.attr(Group::Environ as u16, e);
+        }
+        if let Some(s) = &self.sched {
+            let mut v = Vec::with_capacity(SchedRec::SIZE + 64);
+            s.encode(&mut v);
+            w.attr(Group::Sched as u16, &v);
+        }
+        if let Some(d) = &self.delay {
+            w.attr(Group::Delay as u16, &d.to_bytes());
+        }
+        if let Some(s) = &self.security {
+            let mut rec = s.rec;
+            rec.label_len = s.label.len() as u32;
+            w.attr_parts(Group::Security as u16, &[&rec.to_bytes(), &s.label]);
         }
         // The memory maps last: the one attribute that may run over several messages.
         if let Some(vmas) = &self.vmas {
@@ -631,6 +718,23 @@ impl TaskAssembler {
         if self.has(Group::Environ) {
             t.environ = Some(std::mem::take(&mut self.parts[Group::Environ as usize]));
         }
+        if self.has(Group::Sched) {
+            let p = &self.parts[Group::Sched as usize];
+            t.sched = Some(Sched::decode(p).map_err(|what| bad(Group::Sched, what))?);
+        }
+        if self.has(Group::Delay) {
+            let p = &self.parts[Group::Delay as usize];
+            t.delay = Some(DelayRec::read_from(p).ok_or(bad(Group::Delay, "short record"))?);
+        }
+        if self.has(Group::Security) {
+            let p = &self.parts[Group::Security as usize];
+            let rec = SecurityRec::read_from(p).ok_or(bad(Group::Security, "short record"))?;
+            let label = p
+                .get(SecurityRec::SIZE..SecurityRec::SIZE + rec.label_len as usize)
+                .ok_or(bad(Group::Security, "label runs past the attribute"))?
+                .to_vec();
+            t.security = Some(Security { rec, label });
+        }
         if self.has(Group::Vma) {
             let p = &self.parts[Group::Vma as usize];
             t.vmas = Some(Vma::decode_all(p).map_err(|what| bad(Group::Vma, what))?);
@@ -830,6 +934,38 @@ mod tests {
                 root: Ok(b"/".to_vec()),
             }),
             environ: Some((0..cmd_len).map(|i| (i % 13) as u8).collect()),
+            sched: Some(Sched {
+                rec: SchedRec {
+                    oom_score: 666,
+                    loginuid: u32::MAX,
+                    autogroup: 4,
+                    wchan_len: 9,
+                    syscall_len: 7,
+                    cpus_len: 3,
+                    mems_len: 1,
+                    ..Default::default()
+                },
+                wchan: b"do_select".to_vec(),
+                syscall: b"running".to_vec(),
+                cpus_allowed: b"0-1".to_vec(),
+                mems_allowed: b"0".to_vec(),
+            }),
+            security: Some(Security {
+                rec: SecurityRec {
+                    seccomp: 2,
+                    seccomp_filters: 1,
+                    label_len: 11,
+                    ..Default::default()
+                },
+                label: b"unconfined\n".to_vec(),
+            }),
+            delay: Some(DelayRec {
+                run_ns: 12345,
+                wait_ns: 6789,
+                timeslices: 3,
+                flags: 1,
+                ..Default::default()
+            }),
             errors: vec![GroupError {
                 group: Group::Statm as u16,
                 errno: 13,

@@ -1,10 +1,13 @@
 //! Property tests: arbitrary bytes never panic the decoder; arbitrary tasks round-trip.
 use proptest::prelude::*;
 use taskdiag_proto::msg::{write_done, write_start, Messages};
-use taskdiag_proto::task::{Base, Cgroup, Cred, Event, Files, Ns, Paths, StreamDecoder, Task, Vma};
+use taskdiag_proto::task::{
+    Base, Cgroup, Cred, Event, Files, Ns, Paths, Sched, StreamDecoder, Task, Vma,
+};
 use taskdiag_proto::{
-    BaseRec, CgroupRec, CredRec, Done, FilesRec, IoRec, LimitRec, NsIdsRec, NsRec, SignalRec,
-    Start, StatRec, StatmRec, VmaRec, VmaStatRec, FILES_F_FDS_HIDDEN, NS_F_HIDDEN, VERSION,
+    BaseRec, CgroupRec, CredRec, Done, FilesRec, IoRec, LimitRec, NsIdsRec, NsRec, SchedRec,
+    SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec, FILES_F_FDS_HIDDEN, NS_F_HIDDEN,
+    VERSION,
 };
 
 fn task() -> impl Strategy<Value = Task> {
@@ -129,6 +132,21 @@ fn task() -> impl Strategy<Value = Task> {
                     exe: Ok(exe.clone()),
                     cwd: Err(*errno),
                     root: Ok(b"/".to_vec()),
+                }),
+                sched: more.as_ref().map(|&(id, ref text, ..)| Sched {
+                    rec: SchedRec {
+                        oom_score: id as u32,
+                        wchan_len: text.len().min(u16::MAX as usize) as u16,
+                        ..SchedRec::default()
+                    },
+                    wchan: text.clone(),
+                    ..Sched::default()
+                }),
+                security: None,
+                delay: more.as_ref().map(|&(id, ..)| taskdiag_proto::DelayRec {
+                    run_ns: id,
+                    flags: (id & 1) as u32,
+                    ..Default::default()
                 }),
                 environ: more.map(|(.., env)| env),
                 errors: vec![],

@@ -328,10 +328,13 @@ fn complete(
 }
 
 /// Groups a server answering for other processes cannot read for them: what /proc guards
-/// with ptrace-read and the BPF programs do not produce (PATHS, ENVIRON), which taskdiagd,
-/// without capabilities, may not read from /proc with its callers' rights. Its clients read
-/// them from their own /proc ([`CallerGroups`]), which shows them exactly what they may see.
-pub const SHOW_CALLER_READS: u64 = Group::Paths.flag() | Group::Environ.flag();
+/// (with ptrace-read, or a security module's policy on the reader) and the BPF programs do not
+/// produce: PATHS, ENVIRON, SCHED's wchan and syscall, SECURITY's label. taskdiagd, without
+/// capabilities and with a security context of its own, could only read them from /proc with
+/// its own rights. Its clients read them from their own /proc ([`CallerGroups`]), which shows
+/// them exactly what they may see.
+pub const SHOW_CALLER_READS: u64 =
+    Group::Paths.flag() | Group::Environ.flag() | Group::Sched.flag() | Group::Security.flag();
 
 /// Completes a daemon's answer with the groups the caller reads from its own /proc
 /// ([`SHOW_CALLER_READS`]): the daemon was asked without them (and with BASE, whose start time
@@ -471,6 +474,9 @@ fn fill_from_procfs(
                     Group::Io => task.io = p.io,
                     Group::Paths => task.paths = p.paths.clone(),
                     Group::Environ => task.environ = p.environ.clone(),
+                    Group::Sched => task.sched = p.sched.clone(),
+                    Group::Security => task.security = p.security.clone(),
+                    Group::Delay => task.delay = p.delay,
                     Group::Vma | Group::VmaStat => task.vmas = p.vmas.clone(),
                     Group::Base => {}
                 }

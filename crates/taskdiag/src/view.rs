@@ -31,6 +31,12 @@
 //! * **I/O counters, environment, executable and directories** (IO, ENVIRON, PATHS): only
 //!   where ptrace-read passes, else refused with EACCES as /proc/PID/io, environ and the exe,
 //!   cwd and root links are.
+//! * **delay-accounting totals** (DELAY's pairs, which no /proc file shows): only to callers
+//!   with CAP_NET_ADMIN, as the taskstats interface; schedstat's numbers and stat's block I/O
+//!   ticks to anyone who sees the task.
+//! * **wchan and syscall** (SCHED): wchan only where ptrace-read passes, else `0` as
+//!   /proc/PID/wchan prints it; syscall (ptrace-attach) only for the caller's own thread
+//!   group, else withheld.
 //! * **ids** are shown as the caller's user namespace maps them (`from_kuid_munged`): an id
 //!   without a mapping is the overflow id (65534).
 //!
@@ -64,7 +70,8 @@ pub const SHOW_GUARDED: u64 = taskdiag_proto::SHOW_MAPS
     | taskdiag_proto::Group::Files.flag()
     | taskdiag_proto::Group::Io.flag()
     | taskdiag_proto::Group::Paths.flag()
-    | taskdiag_proto::Group::Environ.flag();
+    | taskdiag_proto::Group::Environ.flag()
+    | taskdiag_proto::Group::Sched.flag();
 
 /// The `hidepid=` option of a procfs mount.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -262,6 +269,23 @@ impl Viewer {
         self.capable_over_task(CAP_SYS_PTRACE, a)
     }
 
+    /// Whether the caller may open a /proc/PID file of mode 0400 (io, environ): its owner is
+    /// the task's effective uid when the task is dumpable, else root (`task_dump_owner()`);
+    /// the caller must be that uid or hold CAP_DAC_OVERRIDE or CAP_DAC_READ_SEARCH, counted
+    /// here only in the initial user namespace (elsewhere the inode's ids would have to map
+    /// into the caller's namespace: a caller may see less than its /proc shows, never more).
+    pub fn may_open_owner_only(&self, a: &AccessRec) -> bool {
+        const CAP_DAC_OVERRIDE: u32 = 1;
+        const CAP_DAC_READ_SEARCH: u32 = 2;
+        let owner = if a.dumpable == SUID_DUMP_USER {
+            a.euid
+        } else {
+            0
+        };
+        let dac = (1u64 << CAP_DAC_OVERRIDE) | (1u64 << CAP_DAC_READ_SEARCH);
+        self.uid == owner || (self.init_userns && self.cap_effective & dac != 0)
+    }
+
     /// Whether the task is in the caller's own thread group, the caller being the process and
     /// program image it was identified as (`same_thread_group(task, current)`).
     pub fn is_own(&self, a: &AccessRec) -> bool {
@@ -360,6 +384,47 @@ impl Viewer {
                 for l in [&mut p.exe, &mut p.cwd, &mut p.root] {
                     *l = Err(libc::EACCES as u8);
                 }
+            }
+            // /proc/PID/wchan prints 0 (proc_pid_wchan()), /proc/PID/syscall is refused.
+            if let Some(s) = &mut t.sched {
+                s.wchan = b"0".to_vec();
+                s.syscall.clear();
+                s.rec.flags |= taskdiag_proto::SCHED_F_SYSCALL_HIDDEN;
+            }
+        }
+        // /proc/PID/io is also mode 0400, owned by the task's owner (task_dump_owner()): its
+        // open needs that uid or a capability to override file permissions.
+        if readable && t.io.is_some() {
+            if let Some(a) = &access {
+                if !self.may_open_owner_only(a) {
+                    t.io = None;
+                    t.errors.push(taskdiag_proto::task::GroupError {
+                        group: taskdiag_proto::Group::Io as u16,
+                        errno: libc::EACCES,
+                    });
+                }
+            }
+        }
+        // The delay-accounting pairs are in no /proc file; the taskstats interface gives them
+        // only to CAP_NET_ADMIN in the initial user namespace (GENL_ADMIN_PERM).
+        if let Some(d) = &mut t.delay {
+            const CAP_NET_ADMIN: u32 = 12;
+            if !(self.init_userns && self.cap_effective & (1u64 << CAP_NET_ADMIN) != 0) {
+                *d = taskdiag_proto::DelayRec {
+                    run_ns: d.run_ns,
+                    wait_ns: d.wait_ns,
+                    timeslices: d.timeslices,
+                    blkio_ticks: d.blkio_ticks,
+                    ..Default::default()
+                };
+            }
+        }
+        // /proc/PID/syscall needs ptrace-attach, which Linux security modules (Yama) restrict
+        // beyond ptrace-read: shown only to the task's own thread group.
+        if let (Some(s), Some(a)) = (&mut t.sched, &access) {
+            if !self.is_own(a) {
+                s.syscall.clear();
+                s.rec.flags |= taskdiag_proto::SCHED_F_SYSCALL_HIDDEN;
             }
         }
         if let (Some(root), Some(vmas)) = (&self.root, &mut t.vmas) {

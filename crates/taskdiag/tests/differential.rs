@@ -78,10 +78,29 @@ fn vma_stable(t: &Task) -> Task {
     t
 }
 
+/// `t` without DELAY's delay-accounting pairs, which only the BPF backend reads (/proc has no
+/// file for them; `delay_counters_agree_with_stat` checks them against stat field 42).
+fn without_delay_counters(mut t: Task) -> Task {
+    if let Some(d) = &mut t.delay {
+        *d = taskdiag_proto::DelayRec {
+            run_ns: d.run_ns,
+            wait_ns: d.wait_ns,
+            timeslices: d.timeslices,
+            blkio_ticks: d.blkio_ticks,
+            ..Default::default()
+        };
+    }
+    t
+}
+
 /// The fields that may legitimately change between two reads of a sleeping task: none, except
 /// the last CPU and, for kernel threads, their workqueue name. Normalized away only where noted.
 fn same_task(a: &Task, b: &Task) -> Result<(), String> {
-    if a == b || vma_stable(a) == vma_stable(b) {
+    let (na, nb) = (
+        without_delay_counters(vma_stable(a)),
+        without_delay_counters(vma_stable(b)),
+    );
+    if a == b || na == nb {
         return Ok(());
     }
     Err(format!(
@@ -836,4 +855,129 @@ fn cgroup_io_paths_and_environ_agree_with_their_files() {
         assert_eq!(k.environ.as_deref(), Some(&b""[..]));
     }
     drop(f);
+}
+
+/// SCHED and DELAY on a fixture with oom_score_adj 123 and a thread pinned to CPU 0, both
+/// threads in pause(): both backends agree (per process and per thread), and agree with the
+/// files read here independently.
+#[test]
+fn sched_and_delay_agree_with_their_files() {
+    let f = spawn(&["sched"], None);
+    let pid = f.pid();
+    let tids = threads_of(pid);
+    assert_eq!(tids.len(), 2);
+    // Wait until both threads sleep in pause(), so wchan and syscall stay put.
+    for &tid in &tids {
+        let syscall = format!("/proc/{pid}/task/{tid}/syscall");
+        taskdiag_test_support::process::wait_for("the threads to wait in pause()", || {
+            std::fs::read_to_string(&syscall).is_ok_and(|s| {
+                s.split(' ')
+                    .next()
+                    .is_some_and(|n| n.parse::<i64>().is_ok())
+            })
+        });
+    }
+    let show = Group::Base.flag() | Group::Sched.flag() | Group::Delay.flag();
+    let all = assert_agree(Request::new(Strategy::All, 0, show), &[pid]);
+    let threads = assert_agree(Request::new(Strategy::AllThread, 0, show), &tids);
+    let file = |path: String| {
+        let mut b = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        if b.last() == Some(&b'\n') {
+            b.pop();
+        }
+        b
+    };
+    let s = all[&pid].sched.as_ref().expect("sched");
+    assert_eq!(s.rec.oom_score_adj, 123);
+    assert_eq!(
+        s.rec.oom_score.to_string().into_bytes(),
+        file(format!("/proc/{pid}/oom_score"))
+    );
+    assert_eq!(s.wchan, file(format!("/proc/{pid}/wchan")));
+    assert_eq!(s.syscall, file(format!("/proc/{pid}/syscall")));
+    // pause() is system call 34 on x86-64, 236 on arm64 (which has only ppoll: no pause).
+    let nr = std::str::from_utf8(&s.syscall).expect("text");
+    assert!(
+        nr.split(' ')
+            .next()
+            .is_some_and(|n| n.parse::<i64>().is_ok()),
+        "{nr}"
+    );
+    // DELAY: schedstat and stat field 42, per task (a process's record is its leader's).
+    for (t, dir) in [(&all[&pid], format!("/proc/{pid}"))].into_iter().chain(
+        tids.iter()
+            .map(|&tid| (&threads[&tid], format!("/proc/{pid}/task/{tid}"))),
+    ) {
+        let d = t.delay.as_ref().expect("delay");
+        let ss = String::from_utf8(file(format!("{dir}/schedstat"))).expect("schedstat");
+        let ss: Vec<u64> = ss.split(' ').map(|v| v.parse().expect("number")).collect();
+        assert_eq!(vec![d.run_ns, d.wait_ns, d.timeslices], ss, "{dir}");
+        let stat = String::from_utf8(file(format!("{dir}/stat"))).expect("stat");
+        let after_comm = stat.rsplit_once(") ").expect("stat").1;
+        // Field 42 is the 40th after the name (fields 1 and 2).
+        let f42: u64 = after_comm
+            .split(' ')
+            .nth(39)
+            .expect("field 42")
+            .parse()
+            .expect("n");
+        assert_eq!(d.blkio_ticks, f42, "{dir}");
+    }
+    for &tid in &tids {
+        let t = threads[&tid].sched.as_ref().expect("sched");
+        let dir = format!("/proc/{pid}/task/{tid}");
+        assert_eq!(t.syscall, file(format!("{dir}/syscall")), "thread {tid}");
+        let status = String::from_utf8(file(format!("{dir}/status"))).expect("status");
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:\t"))
+            .expect("Cpus_allowed_list");
+        assert_eq!(t.cpus_allowed, cpus.as_bytes(), "thread {tid}");
+        if tid != pid {
+            assert_eq!(t.cpus_allowed, b"0", "the pinned thread");
+        }
+        assert_eq!(t.rec.oom_score_adj, 123);
+    }
+    drop(f);
+}
+
+/// DELAY's delay-accounting pairs, which only the BPF backend reads: where it read them, its
+/// block I/O total is what stat field 42 shows in clock ticks (with the swap-in total before
+/// Linux 5.14), and the pairs never decrease between two reads.
+#[test]
+fn delay_counters_agree_with_stat() {
+    let req = Request::new(Strategy::All, 0, Group::Base.flag() | Group::Delay.flag());
+    let first = by_pid(dump(BackendKind::Bpf, &req).expect("bpf dump"));
+    let second = by_pid(dump(BackendKind::Bpf, &req).expect("bpf dump"));
+    let ns_per_tick = 1_000_000_000 / taskdiag_procfs::reader::clock_ticks();
+    let mut checked = 0;
+    for (pid, a) in &first {
+        let (Some(da), Some(db)) = (a.delay, second.get(pid).and_then(|b| b.delay)) else {
+            continue;
+        };
+        if da.flags & taskdiag_proto::DELAY_F_COUNTERS == 0 {
+            continue;
+        }
+        let same = |x: &Task| x.base.as_ref().map(|b| b.rec.start_time_ns);
+        if same(a) != same(&second[pid]) {
+            continue;
+        }
+        let blkio = da.blkio_delay_ns / ns_per_tick;
+        let with_swap = (da.blkio_delay_ns + da.swapin_delay_ns) / ns_per_tick;
+        assert!(
+            da.blkio_ticks == blkio || da.blkio_ticks == with_swap,
+            "{pid}: {da:?}"
+        );
+        for (x, y) in [
+            (da.run_ns, db.run_ns),
+            (da.blkio_delay_ns, db.blkio_delay_ns),
+            (da.blkio_count, db.blkio_count),
+            (da.swapin_count, db.swapin_count),
+            (da.freepages_count, db.freepages_count),
+        ] {
+            assert!(x <= y, "{pid}: {da:?} then {db:?}");
+        }
+        checked += 1;
+    }
+    eprintln!("{checked} tasks with delay-accounting counters");
 }

@@ -135,7 +135,7 @@ mod tests {
     fn cgroup_strings_follow_libproc2() {
         let hybrid =
             b"12:pids:/user.slice\n3:cpu:/\n1:name=systemd:/user.slice/s\x01.scope\n0::/\n";
-        let cg = cgroup(hybrid, false);
+        let cg = cgroup(hybrid, true);
         assert_eq!(
             cg,
             b"12:pids:/user.slice,1:name=systemd:/user.slice/s?.scope"

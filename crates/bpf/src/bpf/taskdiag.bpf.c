@@ -168,8 +168,10 @@ struct scratch {
 	__u32 vma_gen, vma_pid, vma_tgid;
 	/* sum_threads_bounded()'s result. */
 	struct thread_sum threads;
-	/* sum_io_threads()'s result. */
+	/* io_counters()'s result. */
 	struct td_io io;
+	/* delay_counters()'s result. */
+	struct td_delay delay;
 	/* put_signal(): a copy of the 64 signal actions. */
 	__u8 sigact[64 * TD_KSIGACTION_SIZE];
 };
@@ -1368,6 +1370,82 @@ static __always_inline bool put_io(struct out *o, struct task_struct *t, bool bo
 	return true;
 }
 
+/*
+ * DELAY's numbers for the task at @task into the scratch buffer's td_delay: schedstat's three
+ * (sum_exec_runtime, sched_info's run_delay and pcount), stat field 42 (the block I/O delay in
+ * clock ticks: with the swap-in delay before 5.14, whose task_delay_info has no compact_delay)
+ * and the delay-accounting totals and counts this kernel has. Global, so the verifier checks it
+ * once. Returns whether the record is complete.
+ */
+__noinline int delay_counters(__u64 task)
+{
+	__u32 zero = 0;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch_map, &zero);
+	struct task_struct *t = (void *)task;
+	struct task_delay_info *d;
+	struct td_delay *r;
+	__u64 npt = cfg_ns_per_tick ?: 1, blkio;
+
+	if (!sc)
+		return 0;
+	r = &sc->delay;
+	__builtin_memset(r, 0, sizeof(*r));
+	r->run_ns = BPF_CORE_READ(t, se.sum_exec_runtime);
+	if (bpf_core_field_exists(t->sched_info)) {
+		r->wait_ns = BPF_CORE_READ(t, sched_info.run_delay);
+		r->timeslices = BPF_CORE_READ(t, sched_info.pcount);
+	}
+	if (!bpf_core_field_exists(t->delays))
+		return 1;
+	d = BPF_CORE_READ(t, delays);
+	if (!d)
+		return 1;
+	r->flags = TD_DELAY_F_COUNTERS;
+	r->blkio_delay_ns = BPF_CORE_READ(d, blkio_delay);
+	r->blkio_count = BPF_CORE_READ(d, blkio_count);
+	r->swapin_delay_ns = BPF_CORE_READ(d, swapin_delay);
+	r->swapin_count = BPF_CORE_READ(d, swapin_count);
+	r->freepages_delay_ns = BPF_CORE_READ(d, freepages_delay);
+	r->freepages_count = BPF_CORE_READ(d, freepages_count);
+	r->thrashing_delay_ns = BPF_CORE_READ(d, thrashing_delay);
+	r->thrashing_count = BPF_CORE_READ(d, thrashing_count);
+	blkio = r->blkio_delay_ns;
+	if (bpf_core_field_exists(d->compact_delay)) {
+		r->compact_delay_ns = BPF_CORE_READ(d, compact_delay);
+		r->compact_count = BPF_CORE_READ(d, compact_count);
+	} else {
+		blkio += r->swapin_delay_ns;
+	}
+	if (bpf_core_field_exists(d->wpcopy_delay)) {
+		r->wpcopy_delay_ns = BPF_CORE_READ(d, wpcopy_delay);
+		r->wpcopy_count = BPF_CORE_READ(d, wpcopy_count);
+	}
+	if (bpf_core_field_exists(d->irq_delay)) {
+		r->irq_delay_ns = BPF_CORE_READ(d, irq_delay);
+		r->irq_count = BPF_CORE_READ(d, irq_count);
+	}
+	/* nsec_to_clock_t() */
+	r->blkio_ticks = blkio / npt;
+	return 1;
+}
+
+/* DELAY (see delay_counters()). */
+static __always_inline bool put_delay(struct out *o, struct task_struct *t)
+{
+	struct td_delay *r = rec_at(o, o->off + sizeof(struct td_attr));
+	struct scratch *sc = (void *)o->buf;
+
+	if (!r)
+		return false;
+	if (!delay_counters(as_number(o, t)) ||
+	    bpf_probe_read_kernel(r, sizeof(*r), &sc->delay))
+		return needs_procfs(o, TD_GROUP_DELAY);
+	if (!put_attr_hdr(o, sizeof(*r), TD_GROUP_DELAY))
+		return false;
+	o->off += sizeof(*r);
+	return true;
+}
+
 static __always_inline bool put_statm(struct out *o, struct mm_struct *mm, bool bounded)
 {
 	struct td_statm *m = rec_at(o, o->off + sizeof(struct td_attr));
@@ -1688,6 +1766,9 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 		return 0;
 	forget_off(&o);
 	if ((show & (1 << TD_GROUP_IO)) && !put_io(&o, t, bounded))
+		return 0;
+	forget_off(&o);
+	if ((show & (1 << TD_GROUP_DELAY)) && !put_delay(&o, t))
 		return 0;
 	forget_off(&o);
 	if (with_cmdline && (show & (1 << TD_GROUP_CMDLINE)) && mm && !put_cmdline(&o, task, mm))

@@ -269,6 +269,21 @@ struct sched_entity {
 	u64 sum_exec_runtime;
 };
 
+/* CONFIG_SCHED_INFO: what /proc/PID/schedstat prints after sum_exec_runtime. */
+struct sched_info {
+	unsigned long pcount;
+	unsigned long long run_delay;
+};
+
+/* CONFIG_TASK_DELAY_ACCT's totals (ns) and counts; compact_* since 5.14, wpcopy_* since 6.0,
+ * irq_* since 6.8 (checked with bpf_core_field_exists()). */
+struct task_delay_info {
+	u64 blkio_delay, swapin_delay;
+	u32 blkio_count, swapin_count;
+	u64 freepages_delay, thrashing_delay, compact_delay, wpcopy_delay, irq_delay;
+	u32 freepages_count, thrashing_count, compact_count, wpcopy_count, irq_count;
+};
+
 /* Since 5.16 (bcf9033e5449 "sched: move CPU field back into thread_info"), x86 keeps cpu here. */
 struct thread_info {
 	u32 cpu;
@@ -334,6 +349,8 @@ struct task_struct {
 	struct nsproxy *nsproxy;
 	struct files_struct *files;
 	struct task_io_accounting ioac;
+	struct sched_info sched_info;
+	struct task_delay_info *delays;
 };
 
 /* Before 5.14 (2f064a59a11f "sched: Change task_struct::state"). */

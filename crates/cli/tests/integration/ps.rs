@@ -219,6 +219,14 @@ fn ps_output_is_byte_identical_to_procps() {
             "-o",
             "pid,rchars,wchars,rops,wops,rbytes,wbytes,wcbytes,comm",
         ],
+        // Security labels (none on most test machines: `-`), and the formats that add them.
+        vec!["-o", "pid,label,context,zone,comm", "--sort=label,-pid"],
+        vec!["Z"],
+        vec!["-Z", "-f"],
+        vec!["--context"],
+        // OOM scores, autogroups and the login uid.
+        vec!["-o", "pid,oom,oomadj,ag_id,ag_nice,luid,comm"],
+        vec!["-L", "-o", "pid,lwp,oom,luid,comm", "--sort=-oom,ag_id,lwp"],
         // The environment after the command (BSD e), with c, -f and u.
         vec!["e"],
         vec!["ec", "-o", "pid,comm,args"],
@@ -516,8 +524,8 @@ fn ps_errors_match_procps() {
 #[test]
 fn ps_refuses_what_it_does_not_implement_by_name() {
     for (args, env, name) in [
-        (&["-o", "pid,label"][..], None::<&str>, "label"),
-        (&["--context"], None, "--context"),
+        (&["-o", "pid,unit"][..], None::<&str>, "unit"),
+        (&["-o", "pss,pid"], None, "pss"),
     ] {
         let mut cmd = Command::new(BIN);
         cmd.arg("ps").args(args).env_remove("PS_PERSONALITY");

@@ -1114,3 +1114,268 @@ fn batch_frames_with_the_change_tracker_follow_every_change() {
         assert_eq!(q.line, w[0].line, "{backend}");
     }
 }
+
+/// A home directory holding a `.toprc` that shows `shown` (field names, in this order) and
+/// sorts by `sort`, written as procps-ng 4.0.2's `W` writes it; removed on drop.
+struct TopHome(std::path::PathBuf);
+
+impl TopHome {
+    fn new(tag: &str, shown: &[&str], sort: &str) -> TopHome {
+        let dir = std::env::temp_dir().join(format!("taskdiag-top-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("home");
+        let names_out = stdout(&procps_top(&["-O"]));
+        let names: Vec<&str> = names_out.lines().collect();
+        assert_eq!(names.len(), 78, "procps top -O: {names_out}");
+        let idx = |n: &str| {
+            names
+                .iter()
+                .position(|x| *x == n)
+                .unwrap_or_else(|| panic!("no field {n}"))
+        };
+        let mut order: Vec<usize> = shown.iter().map(|n| idx(n)).collect();
+        let rest: Vec<usize> = (0..names.len()).filter(|i| !order.contains(i)).collect();
+        order.extend(rest);
+        // fieldscur: (field + '%') << 1, | 1 when shown; 100 values, the unused ones last.
+        let vals: Vec<usize> = order
+            .iter()
+            .map(|&i| ((i + 37) << 1) | usize::from(shown.contains(&names[i])))
+            .chain((78..100).map(|i| (i + 37) << 1))
+            .collect();
+        let mut fc = String::new();
+        for (j, v) in vals.iter().enumerate() {
+            if j > 0 && j % 20 == 0 {
+                fc.push_str("\n\t\t  ");
+            }
+            fc.push_str(&format!("{v:4} "));
+        }
+        let mut rc = String::from(
+            "top's Config File (Linux processes with windows)\n\
+             Id:k, Mode_altscr=0, Mode_irixps=1, Delay_time=3.0, Curwin=0\n",
+        );
+        for (w, sortindx) in [("Def", idx(sort)), ("Job", 0), ("Mem", 21), ("Usr", 3)] {
+            rc.push_str(&format!(
+                "{w}\tfieldscur={fc}\n\twinflags=193844, sortindx={sortindx}, maxtasks=0, \
+                 graph_cpus=0, graph_mems=0, double_up=0, combine_cpus=0, core_types=0\n\
+                 \tsummclr=1, msgsclr=1, headclr=3, taskclr=1\n"
+            ));
+        }
+        rc.push_str(
+            "Fixed_widest=0, Summ_mscale=1, Task_mscale=0, Zero_suppress=0, Tics_scaled=0\n",
+        );
+        std::fs::write(dir.join(".toprc"), rc).expect("toprc");
+        TopHome(dir)
+    }
+}
+
+impl Drop for TopHome {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn top_at(home: &TopHome, backend: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .env("HOME", &home.0)
+        .env_remove("XDG_CONFIG_HOME")
+        .env("TASKDIAG_BACKEND", backend)
+        .arg("top")
+        .args(args)
+        .output()
+        .expect("taskdiag top")
+}
+
+fn procps_top_at(home: &TopHome, args: &[&str]) -> Output {
+    Command::new("top")
+        .env("HOME", &home.0)
+        .env_remove("XDG_CONFIG_HOME")
+        .args(args)
+        .output()
+        .expect("procps top")
+}
+
+/// Fields turned on in a toprc print the same bytes as procps top's for quiescent fixtures
+/// (namespaces, cgroups, groups, the environment, the executable, faults and their deltas,
+/// memory sizes, the wait channel), whatever the width, sorted by a text or a number field.
+#[test]
+fn batch_fields_from_a_toprc_match_procps_top() {
+    // One with an environment of its own, one in another session with nothing in it.
+    let s1 = spawn(
+        Command::new("sleep")
+            .arg("1000")
+            .env_clear()
+            .env("TDTOP_A", "1")
+            .env("TDTOP_B", "two words")
+            .env("PATH", "/usr/bin:/bin"),
+        "sleep",
+    );
+    let s2 = spawn(Command::new("sleep").arg("1001").env_clear(), "sleep");
+    settle(s1.pid());
+    settle(s2.pid());
+    let list = format!("{},{}", s1.pid(), s2.pid());
+    let sets: [(&str, &[&str], &str); 3] = [
+        (
+            "ns",
+            &[
+                "PID", "PPID", "USER", "nsIPC", "nsMNT", "nsNET", "nsPID", "nsUSER", "nsUTS",
+                "nsCGROUP", "nsTIME", "nMaj", "nMin", "vMj", "vMn", "SWAP", "CODE", "DATA", "USED",
+                "RSan", "RSfd", "RSlk", "RSsh", "LXC", "WCHAN", "Flags", "S", "COMMAND",
+            ],
+            "PID",
+        ),
+        (
+            "ids",
+            &[
+                "PID", "TGID", "PGRP", "SID", "TPGID", "TTY", "UID", "RUID", "RUSER", "SUID",
+                "SUSER", "GID", "GROUP", "PR", "NI", "nTH", "P", "TIME", "nDRT", "S", "CGROUPS",
+                "SUPGIDS", "SUPGRPS", "CGNAME", "EXE", "ENVIRON", "COMMAND",
+            ],
+            "nMin",
+        ),
+        (
+            "text",
+            &[
+                "PID", "ENVIRON", "EXE", "CGNAME", "STARTED", "ioR", "ioRop", "ioW", "ioWop",
+            ],
+            "ENVIRON",
+        ),
+    ];
+    for (tag, shown, sort) in sets {
+        let home = TopHome::new(tag, shown, sort);
+        for width in ["512", "200", "80"] {
+            let args = ["-b", "-n", "1", "-w", width, "-p", &list];
+            for backend in BACKENDS {
+                let o = agree(
+                    || Frame(stdout(&procps_top_at(&home, &args))),
+                    || {
+                        let ours = top_at(&home, backend, &args);
+                        assert!(ours.status.success(), "{backend}: {}", stderr(&ours));
+                        Frame(stdout(&ours))
+                    },
+                )
+                .unwrap_or_else(|m| {
+                    panic!("{tag} -w {width} {backend}: output differs from procps top: {m}")
+                })
+                .0;
+                // The fields are there, with the fixture's values.
+                let heading = o.lines().find(|l| l.starts_with("  PID")).expect("heading");
+                assert!(heading.contains(shown[1]), "{tag}: {heading}");
+                if tag == "text" && width == "512" {
+                    assert!(o.contains("TDTOP_A=1 TDTOP_B=two words"), "{o}");
+                    let exe = std::fs::read_link(format!("/proc/{}/exe", s1.pid())).expect("exe");
+                    assert!(o.contains(&*exe.to_string_lossy()), "{o}");
+                }
+                if tag == "ns" {
+                    let ipc = std::fs::metadata(format!("/proc/{}/ns/ipc", s1.pid()))
+                        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+                        .expect("ns");
+                    assert!(o.contains(&format!(" {ipc} ")), "{o}");
+                }
+            }
+        }
+    }
+}
+
+/// -O lists every field as procps top does; -o takes any of them, and refuses by name those
+/// whose data taskdiag does not read.
+#[test]
+fn every_field_name_like_procps() {
+    let ours = top("procfs", &["-O"]);
+    assert!(ours.status.success());
+    assert_eq!(stdout(&ours), stdout(&procps_top(&["-O"])));
+    let s = sleeper();
+    let pid = s.pid().to_string();
+    for name in stdout(&ours).lines() {
+        let o = top("procfs", &["-b", "-n", "1", "-o", name, "-p", &pid]);
+        let refused = [
+            "OOMa", "OOMs", "NU", "LOGID", "RSS", "PSS", "PSan", "PSfd", "PSsh",
+        ]
+        .iter()
+        .chain(&["USS", "AGID", "AGNI"])
+        .any(|n| *n == name);
+        if refused {
+            assert_eq!(o.status.code(), Some(1), "{name}");
+            assert!(
+                stderr(&o).contains(&format!("field '{name}' is not supported by taskdiag top")),
+                "{name}: {}",
+                stderr(&o)
+            );
+        } else {
+            assert!(o.status.success(), "{name}: {}", stderr(&o));
+            assert!(stdout(&o).contains(&format!("\n{pid:>5} ")), "{name}");
+        }
+    }
+    let o = top("procfs", &["-b", "-n", "1", "-o", "NOPE"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), "top: unrecognized field name 'NOPE'\n");
+}
+
+/// The field-management screen (f) looks as procps top's and works as it does: toggling a
+/// field, choosing the sort field and moving a field change the screen and then the task
+/// table alike.
+#[test]
+fn interactive_field_management_like_procps() {
+    let home = TopHome::new(
+        "fscreen",
+        &[
+            "PID", "USER", "PR", "NI", "VIRT", "RES", "SHR", "S", "%CPU", "%MEM", "TIME+",
+            "COMMAND",
+        ],
+        "%CPU",
+    );
+    let h = home.0.display();
+    let ours = Tmux::start(
+        "f-ours",
+        &format!("env HOME={h} TASKDIAG_BACKEND=procfs {BIN} top -d 100"),
+    );
+    let theirs = Tmux::start("f-procps", &format!("env HOME={h} top -d 100"));
+    for t in [&ours, &theirs] {
+        t.wait_for("the task table", |s| s.contains("  PID USER"));
+        t.keys(&["f"]);
+        t.wait_for("the fields screen", |s| s.contains("Fields Management"));
+    }
+    let fields_screen = |t: &Tmux| {
+        t.wait_for("the fields", |s| {
+            s.contains("nsTIME   = TIME namespace Inode")
+        })
+    };
+    assert_eq!(fields_screen(&ours), fields_screen(&theirs));
+    // The cursor starts on the sort field (%CPU). Home, down to NI, turn it off; down to the
+    // first hidden field (PPID), turn it on and sort by it; pick it up and move it up two
+    // places.
+    let keys: Vec<&str> = ["Home"]
+        .into_iter()
+        .chain(["Down"; 3])
+        .chain(["d"])
+        .chain(["Down"; 9])
+        .chain(["Space", "s", "Right", "Up", "Up", "Enter"])
+        .collect();
+    for t in [&ours, &theirs] {
+        for k in &keys {
+            t.keys(&[k]);
+        }
+    }
+    let s = fields_screen(&ours);
+    assert!(s.contains("whose current sort field is PPID"), "{s}");
+    assert!(s.contains("  NI       = Nice Value"), "NI off: {s}");
+    assert_eq!(s, fields_screen(&theirs));
+    for t in [&ours, &theirs] {
+        t.keys(&["q"]);
+        t.wait_for("the task table", |s| s.contains("  PID USER"));
+    }
+    let heading = |t: &Tmux| {
+        t.screen()
+            .lines()
+            .find(|l| l.starts_with("  PID USER"))
+            .map(|l| l.trim_end().to_string())
+            .expect("heading")
+    };
+    let h = heading(&ours);
+    assert!(
+        h == "  PID USER      PR    VIRT    RES    SHR S  %CPU  %MEM  PPID     TIME+ COMMAND",
+        "{h}"
+    );
+    assert_eq!(h, heading(&theirs));
+    for t in [&ours, &theirs] {
+        t.keys(&["q"]);
+    }
+}

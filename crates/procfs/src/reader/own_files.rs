@@ -1,6 +1,9 @@
 //! The groups /proc keeps in files of their own, each read, refused or missing on its own:
 //! CGROUP (`cgroup`, and the inode of the task's directory in the cgroup2 mount for its id),
-//! IO (`io`), PATHS (the `exe`, `cwd` and `root` links) and ENVIRON (`environ`).
+//! IO (`io`), PATHS (the `exe`, `cwd` and `root` links), ENVIRON (`environ`), SCHED
+//! (`wchan`, `syscall`, `oom_score`, `oom_score_adj`, `loginuid`, `sessionid`, `autogroup`; its
+//! affinity lines come from status, read by the caller) and SECURITY's label
+//! (`attr/current`; its seccomp lines come from status too).
 //!
 //! [`ProcReader::task`] calls these between opening status and reading it, like NS and FILES:
 //! if the pid was reused meanwhile, the read of status fails and the task is skipped, so no
@@ -11,14 +14,16 @@
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 
-use taskdiag_proto::task::Paths;
-use taskdiag_proto::IoRec;
+use taskdiag_proto::task::{Paths, Sched};
+use taskdiag_proto::{IoRec, SchedRec, SCHED_F_NO_AUTOGROUP, SCHED_F_SYSCALL_HIDDEN};
 
 use super::{openat, read_all, read_seq, readlinkat, ProcReader, ProcfsError, Result};
 use super::{Scratch, TaskPath};
-use crate::parse::{cgroup_v2_paths, parse_io};
+use crate::parse::{
+    cgroup_v2_paths, parse_autogroup, parse_io, parse_number_file, parse_schedstat,
+};
 use crate::system::{parse_mountinfo, unescape_octal};
 
 /// What reading one group's file gave.
@@ -33,8 +38,9 @@ pub(super) enum Got<T> {
 /// The unified cgroup hierarchy as mounted for this reader: where a task's `0::PATH` names a
 /// directory whose inode number is the cgroup's id.
 pub(super) struct Cgroup2 {
-    /// The mount's directory.
-    dir: OwnedFd,
+    /// Where it is mounted. (A path, not an open directory: a reader kept for long, as
+    /// taskdiagd's, holds no descriptor for it.)
+    mount_point: Vec<u8>,
     /// The cgroup directory at the mount's root, as /proc/PID/cgroup paths name it.
     root: Vec<u8>,
 }
@@ -48,10 +54,8 @@ impl Cgroup2 {
             .filter(|m| m.fstype == b"cgroup2")
             .collect();
         let m = mounts.iter().find(|m| m.root == b"/").or(mounts.first())?;
-        let path = CString::new(unescape_octal(m.mount_point)).ok()?;
-        let dir = openat(libc::AT_FDCWD, &path, libc::O_RDONLY | libc::O_DIRECTORY).ok()?;
         Some(Cgroup2 {
-            dir,
+            mount_point: unescape_octal(m.mount_point),
             root: unescape_octal(m.root),
         })
     }
@@ -67,14 +71,18 @@ impl Cgroup2 {
         if rel.split(|&c| c == b'/').any(|c| c == b"..") {
             return 0;
         }
-        let rel = if rel.is_empty() { &b"."[..] } else { rel };
-        let Ok(c) = CString::new(rel) else { return 0 };
+        let mut full = self.mount_point.clone();
+        if !rel.is_empty() {
+            full.push(b'/');
+            full.extend_from_slice(rel);
+        }
+        let Ok(c) = CString::new(full) else { return 0 };
         let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
         // SAFETY: `c` is NUL-terminated and `st` is writable for a `struct stat`; the kernel
         // keeps neither pointer.
         let r = unsafe {
             libc::fstatat(
-                self.dir.as_raw_fd(),
+                libc::AT_FDCWD,
                 c.as_ptr(),
                 st.as_mut_ptr(),
                 libc::AT_SYMLINK_NOFOLLOW,
@@ -205,6 +213,108 @@ impl ProcReader {
                 Got::Refused(e) => Got::Refused(e),
             },
         )
+    }
+
+    /// SCHED, but for the affinity lines of status (see [`ProcReader::task`]): its small
+    /// scheduling and accounting files. A number file that cannot be read is a refusal of the
+    /// group; syscall, refused to readers that may not ptrace-attach, is withheld alone
+    /// ([`SCHED_F_SYSCALL_HIDDEN`]); without an autogroup file, [`SCHED_F_NO_AUTOGROUP`].
+    pub(super) fn sched(&self, s: &mut Scratch) -> Result<Got<Sched>> {
+        let mut buf = std::mem::take(&mut s.own);
+        let r = self.sched_into(s, &mut buf);
+        s.own = buf;
+        r
+    }
+
+    fn sched_into(&self, s: &mut Scratch, buf: &mut Vec<u8>) -> Result<Got<Sched>> {
+        let mut sc = Sched::default();
+        let mut rec = SchedRec::default();
+        let bad = |s: &mut Scratch, name: &[u8], source| {
+            s.path.file(name);
+            ProcfsError::Parse {
+                path: s.path.display(&self.root),
+                source,
+            }
+        };
+        let number = |s: &mut Scratch, name: &[u8], buf: &mut Vec<u8>| -> Result<Got<i64>> {
+            Ok(match self.own_file(&mut s.path, name, buf, false)? {
+                Got::Read(()) => Got::Read(parse_number_file(buf).map_err(|e| bad(s, name, e))?),
+                Got::Refused(e) => Got::Refused(e),
+            })
+        };
+        let mut nums = [0i64; 4];
+        for (i, name) in [
+            &b"oom_score"[..],
+            b"oom_score_adj",
+            b"loginuid",
+            b"sessionid",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            match number(s, name, buf)? {
+                Got::Read(v) => nums[i] = v,
+                Got::Refused(e) => return Ok(Got::Refused(e)),
+            }
+        }
+        rec.oom_score = nums[0] as u32;
+        rec.oom_score_adj = nums[1] as i32;
+        rec.loginuid = nums[2] as u32;
+        rec.sessionid = nums[3] as u32;
+        match self.own_file(&mut s.path, b"autogroup", buf, false)? {
+            Got::Read(()) => {
+                if let Some(ag) = parse_autogroup(buf).map_err(|e| bad(s, b"autogroup", e))? {
+                    (rec.autogroup, rec.autogroup_nice) = ag;
+                }
+            }
+            Got::Refused(_) => rec.flags |= SCHED_F_NO_AUTOGROUP,
+        }
+        match self.own_file(&mut s.path, b"wchan", buf, false)? {
+            Got::Read(()) => sc.wchan = buf.clone(),
+            Got::Refused(e) => return Ok(Got::Refused(e)),
+        }
+        match self.own_file(&mut s.path, b"syscall", buf, false)? {
+            Got::Read(()) => sc.syscall = buf.strip_suffix(b"\n").unwrap_or(buf).to_vec(),
+            Got::Refused(_) => rec.flags |= SCHED_F_SYSCALL_HIDDEN,
+        }
+        sc.rec = rec;
+        Ok(Got::Read(sc))
+    }
+
+    /// DELAY's schedstat numbers (run, wait, timeslices); the caller adds stat field 42.
+    pub(super) fn schedstat(&self, s: &mut Scratch) -> Result<Got<[u64; 3]>> {
+        let mut buf = std::mem::take(&mut s.own);
+        let got = self.own_file(&mut s.path, b"schedstat", &mut buf, false);
+        let r = match got {
+            Ok(Got::Read(())) => parse_schedstat(&buf).map(Got::Read).map_err(|source| {
+                s.path.file(b"schedstat");
+                ProcfsError::Parse {
+                    path: s.path.display(&self.root),
+                    source,
+                }
+            }),
+            Ok(Got::Refused(e)) => Ok(Got::Refused(e)),
+            Err(e) => Err(e),
+        };
+        s.own = buf;
+        r
+    }
+
+    /// SECURITY's label: /proc/PID/attr/current's bytes, or why it cannot be read (EINVAL
+    /// where no security module gives one). The status lines are the caller's.
+    pub(super) fn label(&self, s: &mut Scratch) -> Result<std::result::Result<Vec<u8>, u16>> {
+        let mut buf = Vec::new();
+        match openat(
+            self.dir.as_raw_fd(),
+            s.path.file(b"attr/current"),
+            libc::O_RDONLY,
+        ) {
+            Ok(fd) => match read_all(&fd, &mut buf) {
+                Ok(()) => Ok(Ok(buf)),
+                Err(e) => Ok(Err(e.raw_os_error().unwrap_or(libc::EIO) as u16)),
+            },
+            Err(e) => Ok(Err(e.raw_os_error().unwrap_or(libc::EIO) as u16)),
+        }
     }
 
     /// PATHS: readlink of the task's exe, cwd and root. A link that does not resolve keeps its

@@ -7,7 +7,7 @@
 //! such as `-f` or `u`, or parsed from AIX descriptors such as `%p`), how to sort, and the
 //! display flags. `$PS_PERSONALITY` changes all of these as it does in procps: which macros
 //! the standard formats use, BSD-only parsing, what `h`, `m` and `-x` mean, whether `g` is
-//! implied. Options procps accepts but taskdiag cannot honour (`--context`, columns whose data taskdiag does not carry) are [`ArgError::Unsupported`]
+//! implied. Options procps accepts but taskdiag cannot honour (columns whose data taskdiag does not carry) are [`ArgError::Unsupported`]
 //! naming the option: never a silently different listing.
 
 use super::specs::{self, Pr, Spec, Sr};
@@ -1164,7 +1164,7 @@ fn parse_gnu_option(o: &mut Opts, cur: &mut Cursor<'_>) -> R<()> {
             err("number of columns must follow --cols, --width, or --columns")
         }
         b"context" => {
-            o.defer_unsupported("--context");
+            o.format_flags |= ff::FC;
             Ok(())
         }
         b"cumulative" => {
@@ -2121,7 +2121,7 @@ mod tests {
             ArgError::Procps("column widths must be unsigned decimal numbers".into())
         );
         assert!(matches!(
-            p(&["-o", "pid,label"]),
+            p(&["-o", "pid,unit"]),
             Err(ArgError::Unsupported(_))
         ));
     }

@@ -99,6 +99,42 @@ impl Row<'_> {
         let fetched = self.fetched & Group::Environ.flag() != 0;
         crate::procvals::environ(self.t.environ.as_deref(), fetched, utf8)
     }
+    /// The label procps' `pr_context` prints without libselinux: /proc/TGID/attr/current up
+    /// to its first byte `isprint` refuses, `-` when that leaves nothing or the file cannot be
+    /// read.
+    fn label(&self) -> Option<Vec<u8>> {
+        if self.fetched & Group::Security.flag() == 0 {
+            return None;
+        }
+        let l = self.t.security.as_ref().map_or(&[][..], |s| &s.label[..]);
+        let l = &l[..l.len().min(OUTBUF_SIZE as usize - 1)];
+        let n = l
+            .iter()
+            .position(|&c| !crate::text::c_isprint(c))
+            .unwrap_or(l.len());
+        Some(if n == 0 {
+            b"-".to_vec()
+        } else {
+            l[..n].to_vec()
+        })
+    }
+    /// SCHED's numbers as procps reads them: oom_score, oom_score_adj, the autogroup id (-1
+    /// without one) and nice, and loginuid as a C int (-1 when unset); where the files could
+    /// not be read, what procps is left with (0, 0, -1, 0, 0).
+    fn sched_numbers(&self) -> Option<[i64; 5]> {
+        let Some(s) = &self.t.sched else {
+            return (self.fetched & Group::Sched.flag() != 0).then_some([0, 0, -1, 0, 0]);
+        };
+        let r = &s.rec;
+        let in_group = r.flags & taskdiag_proto::SCHED_F_NO_AUTOGROUP == 0 && r.autogroup != 0;
+        Some([
+            r.oom_score.into(),
+            r.oom_score_adj.into(),
+            if in_group { r.autogroup.into() } else { -1 },
+            if in_group { r.autogroup_nice.into() } else { 0 },
+            (r.loginuid as i32).into(),
+        ])
+    }
     /// /proc/PID/io's counter `i` (in the file's order), 0 where the file could not be read,
     /// as procps leaves it.
     fn io(&self, i: usize) -> Option<u64> {
@@ -509,6 +545,24 @@ impl Ctx {
                 out.extend_from_slice(&s[..s.len().min(COLWID - 1)]);
                 Some((out.len() - start) as i32)
             }
+            Pr::Label => {
+                let l = r.label()?;
+                out.extend_from_slice(&l);
+                Some(l.len() as i32)
+            }
+            Pr::Oom | Pr::Oomadj | Pr::Agid | Pr::Agnice => {
+                let i = match pr {
+                    Pr::Oom => 0,
+                    Pr::Oomadj => 1,
+                    Pr::Agid => 2,
+                    _ => 3,
+                };
+                w!("{}", r.sched_numbers()?[i])
+            }
+            Pr::Luid => match r.sched_numbers()?[4] {
+                -1 => w!("-"),
+                v => w!("{v}"),
+            },
             Pr::Rchars
             | Pr::Wchars
             | Pr::Rops
@@ -881,6 +935,11 @@ impl Ctx {
             Sr::Cgname => S(r.cgname(self.utf8)?),
             Sr::Lxcname => S(r.lxc()?),
             Sr::Exe => S(r.exe(self.utf8)?),
+            Sr::OomScore => I(r.sched_numbers()?[0]),
+            Sr::OomAdj => I(r.sched_numbers()?[1]),
+            Sr::AutogrpId => I(r.sched_numbers()?[2]),
+            Sr::AutogrpNice => I(r.sched_numbers()?[3]),
+            Sr::IdLogin => I(r.sched_numbers()?[4]),
             Sr::IoReadChars => U(r.io(0)?),
             Sr::IoWriteChars => U(r.io(1)?),
             Sr::IoReadOps => U(r.io(2)?),
@@ -1378,7 +1437,7 @@ mod tests {
     use taskdiag_proto::CredRec;
 
     /// Every group ps reads.
-    const ALL: [Group; 12] = [
+    const ALL: [Group; 14] = [
         Group::Base,
         Group::Cred,
         Group::Stat,
@@ -1391,6 +1450,8 @@ mod tests {
         Group::Io,
         Group::Paths,
         Group::Environ,
+        Group::Sched,
+        Group::Security,
     ];
 
     /// A task with every group, its values chosen so that columns print something other
@@ -1515,6 +1576,21 @@ mod tests {
                 root: Ok(b"/".to_vec()),
             }),
             environ: Some(b"HOME=/\0TERM=dumb\0".to_vec()),
+            sched: Some(taskdiag_proto::task::Sched {
+                rec: taskdiag_proto::SchedRec {
+                    oom_score: 667,
+                    oom_score_adj: 1,
+                    loginuid: 1000,
+                    autogroup: 7,
+                    autogroup_nice: 2,
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            security: Some(taskdiag_proto::task::Security {
+                rec: taskdiag_proto::SecurityRec::default(),
+                label: b"unconfined\n".to_vec(),
+            }),
             ..Task::default()
         }
     }
@@ -1535,6 +1611,8 @@ mod tests {
             io: t.io.filter(|_| has(Group::Io)),
             paths: t.paths.clone().filter(|_| has(Group::Paths)),
             environ: t.environ.clone().filter(|_| has(Group::Environ)),
+            sched: t.sched.clone().filter(|_| has(Group::Sched)),
+            security: t.security.clone().filter(|_| has(Group::Security)),
             ..t.clone()
         }
     }
@@ -1640,10 +1718,13 @@ mod tests {
                         let without = need & !g.flag();
                         let got = cell(&mut c, spec.pr, &only(&t, without), without);
                         assert_eq!(got, "-", "{name} without {g:?} (not fetched)");
-                        if matches!(*g, Group::Cmdline | Group::Io | Group::Environ) {
+                        if matches!(
+                            *g,
+                            Group::Cmdline | Group::Io | Group::Environ | Group::Sched
+                        ) {
                             // procps shows `[name]` when the command line cannot be read, zero
-                            // counters when the io file cannot, and no environment when
-                            // environ cannot.
+                            // counters when the io file cannot, no environment when environ
+                            // cannot, and what its zeroed record holds for the SCHED files.
                             continue;
                         }
                         let mut failed = only(&t, without);

@@ -153,6 +153,16 @@ pub enum Pr {
     Lxc,
     /// readlink /proc/PID/exe, else `-`.
     Exe,
+    /// The security module's label of the process (/proc/TGID/attr/current up to its first
+    /// unprintable byte), `-` without one: procps' `pr_context` where libselinux is not used.
+    Label,
+    /// SCHED's numbers as procps prints them: OOM score and adjustment, autogroup id (-1
+    /// outside one) and nice, login uid (`-` when unset).
+    Oom,
+    Oomadj,
+    Agid,
+    Agnice,
+    Luid,
     /// /proc/PID/io's counters (0 where it cannot be read, as procps leaves them).
     Rchars,
     Wchars,
@@ -257,6 +267,11 @@ pub enum Sr {
     Cgname,
     Lxcname,
     Exe,
+    OomScore,
+    OomAdj,
+    AutogrpId,
+    AutogrpNice,
+    IdLogin,
     IoReadChars,
     IoWriteChars,
     IoReadOps,
@@ -277,6 +292,8 @@ const FILES: u64 = Group::Files.flag();
 const CGROUP: u64 = Group::Cgroup.flag();
 const IO: u64 = Group::Io.flag();
 const PATHS: u64 = Group::Paths.flag();
+const SCHED: u64 = Group::Sched.flag();
+const SECURITY: u64 = Group::Security.flag();
 
 impl Pr {
     /// The attribute groups this column prints from (`Group::flag` bits); `bsd_c` and `unix_f`
@@ -389,6 +406,8 @@ impl Pr {
             Pr::Lim => FILES,
             Pr::Cgroup | Pr::Cgname | Pr::Lxc => CGROUP,
             Pr::Exe => PATHS,
+            Pr::Oom | Pr::Oomadj | Pr::Agid | Pr::Agnice | Pr::Luid => SCHED,
+            Pr::Label => SECURITY,
             Pr::Rchars
             | Pr::Wchars
             | Pr::Rops
@@ -469,6 +488,7 @@ impl Sr {
             Sr::RssRlim => FILES,
             Sr::Cgroup | Sr::Cgname | Sr::Lxcname => CGROUP,
             Sr::Exe => PATHS,
+            Sr::OomScore | Sr::OomAdj | Sr::AutogrpId | Sr::AutogrpNice | Sr::IdLogin => SCHED,
             Sr::IoReadChars
             | Sr::IoWriteChars
             | Sr::IoReadOps
@@ -549,15 +569,8 @@ specs![
     ("acflg", "ACFLG", Nop, Noop, 5, NEEDED | RIGHT),
     ("addr", "ADDR", Nop, Noop, 4, NEEDED | RIGHT),
     ("addr_1", "ADDR", Nop, Noop, 1, NEEDED | LEFT),
-    ("ag_id", "AGID", Unsupported, Unsupported, 5, NEEDED | RIGHT),
-    (
-        "ag_nice",
-        "AGNI",
-        Unsupported,
-        Unsupported,
-        4,
-        NEEDED | RIGHT
-    ),
+    ("ag_id", "AGID", Agid, AutogrpId, 5, NEEDED | RIGHT),
+    ("ag_nice", "AGNI", Agnice, AutogrpNice, 4, NEEDED | RIGHT),
     ("alarm", "ALARM", Nop, Noop, 5, NEEDED | RIGHT),
     ("argc", "ARGC", Nop, Noop, 4, PROCESS | RIGHT),
     ("args", "COMMAND", Args, Cmdline, 27, PROCESS | UNLIMITED),
@@ -593,14 +606,7 @@ specs![
     ("cnswap", "-", Nop, Noop, 1, NEEDED | RIGHT),
     ("comm", "COMMAND", Comm, Cmd, 15, PROCESS | UNLIMITED),
     ("command", "COMMAND", Args, Cmdline, 27, PROCESS | UNLIMITED),
-    (
-        "context",
-        "CONTEXT",
-        Unsupported,
-        Unsupported,
-        31,
-        EVERY | LEFT
-    ),
+    ("context", "CONTEXT", Label, IdTgid, 31, EVERY | LEFT),
     ("cp", "CP", Cp, Utilization, 3, EVERY | RIGHT),
     ("cpu", "CPU", Nop, Noop, 3, NEEDED | RIGHT),
     ("cpuid", "CPUID", Psr, Processor, 5, THREAD | RIGHT),
@@ -657,7 +663,7 @@ specs![
     ("jobc", "JOBC", Nop, Noop, 4, NEEDED | RIGHT),
     ("ktrace", "KTRACE", Nop, Noop, 8, NEEDED | RIGHT),
     ("ktracep", "KTRACEP", Nop, Noop, 8, NEEDED | RIGHT),
-    ("label", "LABEL", Unsupported, Unsupported, 31, EVERY | LEFT),
+    ("label", "LABEL", Label, IdTgid, 31, EVERY | LEFT),
     ("lastcpu", "C", Psr, Processor, 3, THREAD | RIGHT),
     ("lim", "LIM", Lim, RssRlim, 5, NEEDED | RIGHT),
     ("login", "LOGNAME", Nop, Noop, 8, NEEDED | LEFT),
@@ -672,7 +678,7 @@ specs![
         EVERY | LEFT
     ),
     ("lstart", "STARTED", Lstart, TicsBegan, 24, EVERY | RIGHT),
-    ("luid", "LUID", Unsupported, Unsupported, 5, EVERY | RIGHT),
+    ("luid", "LUID", Luid, IdLogin, 5, EVERY | RIGHT),
     ("luser", "LUSER", Nop, Noop, 8, EVERY | USER),
     ("lwp", "LWP", Tid, IdPid, 5, THREAD | PIDMAX | RIGHT),
     ("lxc", "LXC", Lxc, Lxcname, 8, EVERY | LEFT),
@@ -711,15 +717,8 @@ specs![
     ("numa", "NUMA", Numa, ProcessorNode, 4, NEEDED | RIGHT),
     ("nvcsw", "VCSW", Nop, Noop, 5, NEEDED | RIGHT),
     ("nwchan", "WCHAN", Nop, Noop, 6, THREAD | RIGHT),
-    ("oom", "OOM", Unsupported, Unsupported, 4, THREAD | RIGHT),
-    (
-        "oomadj",
-        "OOMADJ",
-        Unsupported,
-        Unsupported,
-        5,
-        THREAD | RIGHT
-    ),
+    ("oom", "OOM", Oom, OomScore, 4, THREAD | RIGHT),
+    ("oomadj", "OOMADJ", Oomadj, OomAdj, 5, THREAD | RIGHT),
     ("opri", "PRI", Opri, Priority, 3, THREAD | RIGHT),
     ("osz", "SZ", Nop, Noop, 2, PROCESS | RIGHT),
     ("oublk", "OUBLK", Nop, Noop, 5, NEEDED | RIGHT),
@@ -943,7 +942,7 @@ specs![
     ("wname", "WCHAN", Wchan, WchanName, 6, THREAD | WCHAN),
     ("wops", "WOPS", Wops, IoWriteOps, 5, THREAD | RIGHT),
     ("xstat", "XSTAT", Nop, Noop, 5, NEEDED | RIGHT),
-    ("zone", "ZONE", Unsupported, Unsupported, 31, EVERY | LEFT),
+    ("zone", "ZONE", Label, IdTgid, 31, EVERY | LEFT),
     ("zoneid", "ZONEID", Nop, Noop, 31, EVERY | RIGHT),
 ];
 

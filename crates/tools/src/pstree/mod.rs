@@ -4,13 +4,15 @@
 //! `-a`, reads /proc/PID/cmdline for every process, then builds its tree with a linear
 //! search per process (and stats the eight /proc/PID/ns links of each, whatever the options);
 //! at tens of thousands of processes that takes seconds. This one asks taskdiag for BASE (plus
-//! CRED for owners, CMDLINE only with `-a`, NS only with `-S` or `-N`, and threads unless
+//! CRED for owners, CMDLINE only with `-a`, NS only with `-S` or `-N`, SECURITY only with
+//! `-Z`, and threads unless
 //! `-T`) in one dump, builds the same tree in O(n log n) ([`tree`]) and prints it byte for
 //! byte as psmisc 23.6 does ([`render`]), with the same options and exit statuses
 //! ([`opts`]). The differential tests in the CLI crate hold it to that.
 //!
-//! Known differences: `-Z` (security contexts) is refused by name, as taskdiag does not
-//! carry that data yet; `--help` prints our manual instead of an
+//! Known differences: `-Z` shows the context as psmisc does without SELinux or AppArmor
+//! libraries (from /proc/PID/attr/current, as those read it too); `--help` prints our manual
+//! instead of an
 //! error; `-V` names this implementation; usage errors print our own short usage after
 //! getopt's message. Process owners are effective uids, which is what psmisc's stat of the
 //! /proc/PID directory reports (the kernel gives world-readable /proc directories the
@@ -83,7 +85,9 @@ OPTIONS
   -V, --version       show the version (on standard error) and exit
       --help          show this help and exit
 
-  Not supported (taskdiag does not carry the data yet): -Z/--security-context.
+  -Z, --security-context
+                      show each process's security context, as /proc/PID/attr/current
+                      gives it, in parentheses (each process on a line of its own, as -a)
 
 OUTPUT
   Names and arguments are escaped: a backslash doubles, and bytes outside printable ASCII
@@ -209,6 +213,9 @@ fn groups(o: &Opts) -> u64 {
     }
     if o.ns_change || o.ns_sort.is_some() {
         g |= Group::Ns.flag();
+    }
+    if o.scontext {
+        g |= Group::Security.flag();
     }
     g
 }

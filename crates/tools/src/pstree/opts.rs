@@ -66,6 +66,8 @@ pub struct Opts {
     pub target: Target,
     /// `-S`: namespace transitions.
     pub ns_change: bool,
+    /// `-Z`: each process's security context.
+    pub scontext: bool,
     /// `-N TYPE`: trees grouped by this namespace (an index into [`NAMESPACES`]).
     pub ns_sort: Option<usize>,
 }
@@ -162,12 +164,6 @@ fn fail(msg: impl Into<Vec<u8>>) -> Action {
     }
 }
 
-fn unsupported(what: &str) -> Action {
-    fail(format!(
-        "{PROG}: {what} is not supported by taskdiag pstree (see pstree --help)"
-    ))
-}
-
 /// Parses the arguments (without the program name).
 pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
     let mut o = Opts {
@@ -193,6 +189,7 @@ pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
         caps: None,
         target: Target::Root,
         ns_change: false,
+        scontext: false,
         ns_sort: None,
     };
     let mut g = Getopt::new(args, SHORT, LONG, env.posixly_correct);
@@ -264,7 +261,7 @@ pub fn parse(args: &[Vec<u8>], env: &Env) -> Action {
             'u' => o.user_change = true,
             'U' => o.sym = Sym::Utf,
             'V' => return Action::Version,
-            'Z' => return unsupported("-Z (--security-context, security attributes)"),
+            'Z' => o.scontext = true,
             _ => return usage_fail(String::new()),
         }
     }
@@ -407,7 +404,7 @@ mod tests {
         assert!(failure(&["-h", "-h"]).1);
         assert!(failure(&["-H", "0"]).1);
         assert!(failure(&["-C", "size"]).1);
-        assert!(failure(&["-Z"]).0.contains("-Z"));
+        assert!(opts(&["-Z"]).scontext && opts(&["--security-context"]).scontext);
         assert!(failure(&["-N", "bogus"]).1);
         assert_eq!(
             failure(&["-N", "time"]),

@@ -272,12 +272,18 @@ impl<'a, W: Write> Printer<'a, W> {
                 continue;
             }
             // With -a only threads absorb their later twins.
-            if !self.o.args || self.tree.nodes[c as usize].thread {
+            if !self.lines() || self.tree.nodes[c as usize].thread {
                 seen.insert(class, out.len());
             }
             out.push((c, 0));
         }
         out
+    }
+
+    /// Whether every process gets a line of its own (psmisc's `show_scontext || print_args`):
+    /// with `-a` or `-Z`, where only threads merge.
+    fn lines(&self) -> bool {
+        self.o.args || self.o.scontext
     }
 
     fn color(&mut self, age: f64) {
@@ -382,6 +388,12 @@ impl<'a, W: Write> Printer<'a, W> {
                 }
             }
         }
+        if o.scontext {
+            sep(&mut self.out);
+            self.out.ch(b'`');
+            self.out.s(&n.label);
+            self.out.ch(b'\'');
+        }
         if swapped || (!o.args && info) {
             self.out.ch(b')');
         }
@@ -415,14 +427,15 @@ impl<'a, W: Write> Printer<'a, W> {
             self.out.raw(b"\x1b[0m");
         }
         let has_children = !n.children.is_empty();
-        if o.args || !has_children {
+        if self.lines() || !has_children {
             for _ in 0..closing {
                 self.out.ch(b']');
             }
             self.out.newline();
         }
-        if o.args {
-            let w = 1 + if comm_len > 1 { 0 } else { -1 };
+        if self.lines() {
+            // psmisc's `swapped + (comm_len > 1 ? 0 : -1)`, swapped being -a.
+            let w = i64::from(o.args) + if comm_len > 1 { 0 } else { -1 };
             self.set_level(level, w, !last);
         } else {
             let w = comm_len + self.out.cur_x - offset + add;
@@ -467,7 +480,7 @@ impl<'a, W: Write> Printer<'a, W> {
             let single = top.leaders.len() == 1;
             let (level, uid, closing) = (top.level, top.parent_uid, top.closing);
             let merged = u32::from(count > 0);
-            let next = if self.o.args {
+            let next = if self.lines() {
                 let thread = self.o.compact && self.tree.nodes[child as usize].thread;
                 let closing = if thread { closing + merged } else { 0 };
                 self.node(child, level, count + 1, false, last, uid, closing)

@@ -46,6 +46,8 @@ pub struct Node {
     pub age: f64,
     /// Highlighted (`-h`/`-H`).
     pub highlight: bool,
+    /// With `-Z`: the security context psmisc shows (see [`scontext`]).
+    pub label: Vec<u8>,
     /// Namespace inodes in psmisc's order ([`super::opts::NAMESPACES`]), when NS was read; 0
     /// where psmisc's stat of /proc/PID/ns/TYPE would fail (no such link, not readable, a
     /// placeholder).
@@ -68,6 +70,7 @@ impl Node {
             thread: false,
             age: 0.0,
             highlight: false,
+            label: Vec::new(),
             ns: [0; 8],
             parent: NONE,
             children: Vec::new(),
@@ -96,6 +99,22 @@ pub struct Build {
     pub root_pid: i32,
     /// Seconds since boot and clock ticks per second, for ages (`-C age`).
     pub clock: Option<(f64, u64)>,
+}
+
+/// What psmisc's `out_scontext` shows of a task's /proc/PID/attr/current without SELinux or
+/// AppArmor libraries: the file's first line (fgets, at most BUFSIZ - 1 bytes) up to a NUL, its
+/// last byte dropped (the newline, which it assumes); nothing where the file cannot be read.
+pub fn scontext(t: &Task) -> Vec<u8> {
+    let Some(s) = t.security.as_ref().filter(|s| s.rec.label_errno == 0) else {
+        return Vec::new();
+    };
+    let l = &s.label[..s.label.len().min(BUFSIZ - 1)];
+    let line = match l.iter().position(|&c| c == b'\n') {
+        Some(i) => &l[..=i],
+        None => l,
+    };
+    let line = &line[..line.iter().position(|&c| c == 0).unwrap_or(line.len())];
+    line[..line.len().saturating_sub(1)].to_vec()
 }
 
 /// The tree.
@@ -218,6 +237,7 @@ impl Tree {
                         thread: true,
                         age,
                         highlight: false,
+                        label: scontext(t),
                         ns: ns_of(t),
                         parent: NONE,
                         children: Vec::new(),
@@ -242,6 +262,7 @@ impl Tree {
                     thread: false,
                     age,
                     highlight: false,
+                    label: scontext(leader),
                     ns: ns_of(leader),
                     parent: NONE,
                     children: Vec::new(),

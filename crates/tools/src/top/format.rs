@@ -9,9 +9,13 @@
 
 use std::io::Write;
 
-use super::model::{command, Col, Counts, Frame, Row};
+use taskdiag_proto::task::Task;
+use taskdiag_proto::{BaseRec, CredRec, Group, IoRec, StatRec, StatmRec};
+
+use super::model::{command, Col, Counts, Frame, Row, SortKey};
 use super::sys::{CpuPct, Mem};
-use crate::text;
+use crate::names::Abbrev;
+use crate::{procvals, text};
 
 /// Memory scales, as `-E`/`-e` and `E`/`e` choose them.
 pub const SCALE_SUFFIX: &[u8; 6] = b"kmgtpe";
@@ -27,54 +31,43 @@ pub struct Layout {
     pub header: String,
 }
 
-/// Fixed width of a column (`None`: COMMAND, which takes what is left).
-pub fn fixed_width(c: Col, pid_w: usize) -> Option<usize> {
-    Some(match c {
-        Col::Pid => pid_w,
-        Col::User => 8,
-        Col::Pr | Col::Ni => 3,
-        Col::Virt => 7,
-        Col::Res | Col::Shr => 6,
-        Col::S => 1,
-        Col::Cpu | Col::Mem => 5,
-        Col::Time => 9,
-        Col::Command => return None,
-    })
-}
-
-/// Right-justified columns (numbers); USER and COMMAND are left-justified.
-fn right(c: Col) -> bool {
-    !matches!(c, Col::User | Col::Command)
-}
-
-/// Lays out the default columns for `screen_cols`: columns are taken left to right while
-/// they fit, and COMMAND gets the rest of the line.
-pub fn layout(screen_cols: usize, pid_w: usize) -> Layout {
+/// Lays out `fields` (the shown ones, in order) for `screen_cols` as procps'
+/// `calibrate_fields` does: fields are taken left to right while they fit (a variable-width
+/// one counting as its heading), and the variable-width ones share what is left of the line.
+/// `pid_w` is the width of the pid columns, `cpu_w` that of P.
+pub fn layout(fields: &[Col], screen_cols: usize, pid_w: usize, cpu_w: usize) -> Layout {
+    let fields: &[Col] = if fields.is_empty() {
+        &[Col::Pid]
+    } else {
+        fields
+    };
     let mut cols = Vec::new();
-    let mut widths = Vec::new();
     let mut used = 0usize;
-    let mut var = false;
-    for c in Col::ALL {
-        let len = fixed_width(c, pid_w).unwrap_or(c.name().len()) + 1;
+    let (mut varcnt, mut varsz) = (0usize, 0usize);
+    for &c in fields {
+        let len = c.width(pid_w, cpu_w).unwrap_or(c.name().len()) + 1;
         if used + len > screen_cols {
             break;
         }
         used += len;
         cols.push(c);
-        widths.push(fixed_width(c, pid_w).unwrap_or(c.name().len()));
-        var |= c == Col::Command;
-    }
-    if var {
-        if let Some(w) = widths.last_mut() {
-            *w += screen_cols - used;
+        if c.variable() {
+            varcnt += 1;
+            varsz += c.name().len();
         }
     }
+    varsz += screen_cols - used;
+    let varsz = varsz.checked_div(varcnt).unwrap_or(varsz);
+    let widths: Vec<usize> = cols
+        .iter()
+        .map(|c| c.width(pid_w, cpu_w).unwrap_or(varsz))
+        .collect();
     let mut header = String::new();
-    for (c, w) in cols.iter().zip(&widths) {
-        if right(*c) {
-            header.push_str(&format!("{:>w$} ", c.name(), w = *w));
+    for (c, &w) in cols.iter().zip(&widths) {
+        if c.right() {
+            header.push_str(&format!("{:>w$.w$} ", c.name()));
         } else {
-            header.push_str(&format!("{:<w$} ", c.name(), w = *w));
+            header.push_str(&format!("{:<w$.w$} ", c.name()));
         }
     }
     Layout {
@@ -107,6 +100,33 @@ fn num(v: i64, w: usize) -> Vec<u8> {
     s
 }
 
+/// procps' `scale_num`: a count as is when it fits, else in KiB-style units (`1.2k`, `3m`,
+/// ...) with one decimal or none.
+pub fn scale_num(v: f64, w: usize) -> Vec<u8> {
+    let s = format!("{v:.0}");
+    if s.len() <= w {
+        return s.into_bytes();
+    }
+    let mut num = v;
+    for &sfx in SCALE_SUFFIX.iter() {
+        num /= 1024.0;
+        let s = format!("{num:.1}{}", sfx as char);
+        if s.len() <= w {
+            return s.into_bytes();
+        }
+        let s = format!("{num:.0}{}", sfx as char);
+        if s.len() <= w {
+            return s.into_bytes();
+        }
+    }
+    b"?".to_vec()
+}
+
+/// procps' `hex_make` with zeros shown as dots (the Flags field).
+pub fn hex_flags(v: u64) -> Vec<u8> {
+    format!("{v:08x}").replace('0', ".").into_bytes()
+}
+
 /// procps' `scale_mem`: `kib` at the `target` scale or the first larger one that fits.
 pub fn scale_mem(target: usize, kib: u64, w: usize) -> Vec<u8> {
     let mut num = kib as f32;
@@ -126,6 +146,18 @@ pub fn scale_mem(target: usize, kib: u64, w: usize) -> Vec<u8> {
         num /= 1024.0;
     }
     b"?".to_vec()
+}
+
+/// procps' `scale_pcnt` with `xtra` (the utilization fields): three decimals, then two, when
+/// they fit, then as [`scale_pcnt`].
+pub fn scale_pcnt_xtra(v: f64, w: usize) -> Vec<u8> {
+    for p in [3, 2] {
+        let s = format!("{v:.p$}");
+        if s.len() <= w {
+            return s.into_bytes();
+        }
+    }
+    scale_pcnt(v as f32, w)
 }
 
 /// procps' `scale_pcnt`: one decimal when it fits, else none.
@@ -148,6 +180,12 @@ pub fn scale_pcnt(v: f32, w: usize) -> Vec<u8> {
 /// procps' `scale_tics` for TIME+: `m:ss.hh` up to 6 hours, then `m:ss`, `h,mm` (up to 4
 /// days), `Dd+Hh`, `Dd` (up to 2 weeks), `Ww+Dd`, `Ww`: the first that fits `w`.
 pub fn scale_tics(tics: u64, hz: u64, w: usize) -> Vec<u8> {
+    scale_tics_as(tics, hz, w, 0)
+}
+
+/// [`scale_tics`] starting at `target`: 0 `m:ss.hh`, 1 `m:ss` (STARTED), 2 `h,mm`
+/// (ELAPSED).
+pub fn scale_tics_as(tics: u64, hz: u64, w: usize, target: u8) -> Vec<u8> {
     let nt = tics.saturating_mul(100) / hz.max(1);
     let cent = nt % 100;
     let secs = nt / 100;
@@ -157,8 +195,12 @@ pub fn scale_tics(tics: u64, hz: u64, w: usize) -> Vec<u8> {
     let week = days / 7;
     let mut tries: Vec<String> = Vec::with_capacity(7);
     if mins <= 360 {
-        tries.push(format!("{}:{:02}.{:02}", mins, secs % 60, cent));
-        tries.push(format!("{}:{:02}", mins, secs % 60));
+        if target == 0 {
+            tries.push(format!("{}:{:02}.{:02}", mins, secs % 60, cent));
+        }
+        if target <= 1 {
+            tries.push(format!("{}:{:02}", mins, secs % 60));
+        }
     }
     if hour <= 96 {
         tries.push(format!("{},{:02}", hour, mins % 60));
@@ -204,7 +246,9 @@ pub struct RowCtx<'a> {
     pub mem_total: u64,
     /// Clock ticks per second.
     pub hz: u64,
-    /// Memory scale of VIRT, RES and SHR (index into [`SCALE_SUFFIX`]).
+    /// Seconds since boot when the frame was taken (ELAPSED, %CUU, %CUC).
+    pub uptime: f64,
+    /// Memory scale of VIRT, RES, SHR and the other sizes (index into [`SCALE_SUFFIX`]).
     pub task_scale: usize,
     /// COMMAND shows command lines.
     pub cmdline: bool,
@@ -212,6 +256,13 @@ pub struct RowCtx<'a> {
     pub cumulative: bool,
     /// The locale is UTF-8.
     pub utf8: bool,
+}
+
+/// A text cell: `s` fitted into `w` cells (`+` marks a cut).
+fn text_cell(s: &[u8], w: usize, utf8: bool) -> Vec<u8> {
+    let mut v = Vec::new();
+    fit(&mut v, s, w, utf8);
+    v
 }
 
 impl RowCtx<'_> {
@@ -234,20 +285,226 @@ impl RowCtx<'_> {
         self.value(r, c, w).unwrap_or_else(|| b"-".to_vec())
     }
 
+    fn task(&self, r: &Row) -> Option<&Task> {
+        self.frame.tasks.get(r.idx as usize)
+    }
+
+    /// Whether group `g` was fetched and did not fail for `t`: its absence then means the task
+    /// has no such data (a kernel thread has no memory).
+    fn absent_ok(&self, t: &Task, g: Group) -> bool {
+        self.frame.fetched & g.flag() != 0 && !t.failed(g)
+    }
+
+    fn statm(&self, r: &Row) -> Option<StatmRec> {
+        let t = self.task(r)?;
+        t.statm
+            .or_else(|| self.absent_ok(t, Group::Statm).then(StatmRec::default))
+    }
+
+    fn stat(&self, r: &Row) -> Option<StatRec> {
+        self.task(r)?.stat
+    }
+
+    fn cred(&self, r: &Row) -> Option<&CredRec> {
+        self.task(r)?.cred.as_ref().map(|c| &c.rec)
+    }
+
+    fn base(&self, r: &Row) -> Option<&BaseRec> {
+        self.task(r)?.base.as_ref().map(|b| &b.rec)
+    }
+
+    /// The supplementary groups as libproc2 lists them: ids (or names) joined by `,`, `-`
+    /// without any.
+    fn supgroups(&self, r: &Row, names: bool) -> Option<Vec<u8>> {
+        let groups = &self.task(r)?.cred.as_ref()?.groups;
+        if groups.is_empty() {
+            return Some(b"-".to_vec());
+        }
+        let mut n = self.frame.names.borrow_mut();
+        let v: Vec<String> = groups
+            .iter()
+            .map(|&g| {
+                if names {
+                    n.group(g).to_string()
+                } else {
+                    g.to_string()
+                }
+            })
+            .collect();
+        Some(v.join(",").into_bytes())
+    }
+
+    /// The text of a text field (escaped, not fitted), for cells and sorting.
+    fn text(&self, r: &Row, c: Col) -> Option<Vec<u8>> {
+        let t = self.task(r)?;
+        let fetched = |g: Group| self.frame.fetched & g.flag() != 0;
+        let cg = || procvals::cgroup_text(t.cgroup.as_ref(), fetched(Group::Cgroup));
+        Some(match c {
+            Col::User => self
+                .frame
+                .users
+                .get(r.user? as usize)
+                .map(|s| s.as_bytes().to_vec())
+                .unwrap_or_else(|| b"?".to_vec()),
+            Col::Ruser => self
+                .frame
+                .names
+                .borrow_mut()
+                .user(self.cred(r)?.uid)
+                .as_bytes()
+                .to_vec(),
+            Col::Suser => self
+                .frame
+                .names
+                .borrow_mut()
+                .user(self.cred(r)?.suid)
+                .as_bytes()
+                .to_vec(),
+            Col::Group => self
+                .frame
+                .names
+                .borrow_mut()
+                .group(self.cred(r)?.egid)
+                .as_bytes()
+                .to_vec(),
+            Col::Tty => {
+                let dev = self.base(r)?.tty_nr;
+                self.frame
+                    .ttys
+                    .borrow_mut()
+                    .name(dev, r.pid, 63, Abbrev::Dev)
+                    .into_bytes()
+            }
+            Col::Command => command(&self.frame.tasks, r, self.cmdline, self.utf8),
+            Col::Wchan => procvals::wchan(r.pid).into_bytes(),
+            Col::Flags => hex_flags(u64::from(self.base(r)?.task_flags)),
+            Col::Cgroups => procvals::cgroup(cg()?, self.utf8),
+            Col::Cgname => procvals::cgname(procvals::cgroup(cg()?, self.utf8)),
+            Col::Lxc => procvals::lxc(cg()?),
+            Col::Supgids => self.supgroups(r, false)?,
+            Col::Supgrps => self.supgroups(r, true)?,
+            Col::Environ => {
+                procvals::environ(t.environ.as_deref(), fetched(Group::Environ), self.utf8)?
+            }
+            Col::Exe => procvals::exe(t.paths.as_ref(), fetched(Group::Paths), self.utf8)?,
+            _ => return None,
+        })
+    }
+
+    /// Ticks since boot now, as libproc2's `boot_tics`.
+    fn boot_tics(&self) -> f64 {
+        self.uptime * self.hz as f64
+    }
+
+    /// The task's start, ticks since boot.
+    fn start_tics(&self, r: &Row) -> u64 {
+        r.start_ns / (1_000_000_000 / self.hz.max(1)).max(1)
+    }
+
+    /// The number a numeric field shows, for cells and sorting.
+    fn number(&self, r: &Row, c: Col) -> Option<f64> {
+        let kib = |b: u64| (b / 1024) as f64;
+        let ticks = |ns: u64| ns / (1_000_000_000 / self.hz.max(1)).max(1);
+        Some(match c {
+            Col::Ppid => self.base(r)?.ppid as f64,
+            Col::Pgrp => self.base(r)?.pgid as f64,
+            Col::Sid => self.base(r)?.sid as f64,
+            Col::Tpgid => self.base(r)?.tpgid as f64,
+            Col::Tgid => r.tgid as f64,
+            Col::Uid => self.cred(r)?.euid as f64,
+            Col::Ruid => self.cred(r)?.uid as f64,
+            Col::Suid => self.cred(r)?.suid as f64,
+            Col::Gid => self.cred(r)?.egid as f64,
+            Col::Nth => self.stat(r)?.threads as f64,
+            Col::Cpun => self.stat(r)?.processor as f64,
+            Col::Time1 => {
+                let cpu = r.cpu?;
+                (if self.cumulative { cpu.ctics } else { cpu.tics }) as f64
+            }
+            Col::Swap => kib(self.statm(r)?.swap),
+            Col::Code => kib(self.statm(r)?.text),
+            Col::Data => {
+                let m = self.statm(r)?;
+                kib(m.data + m.stack)
+            }
+            Col::Used => {
+                let m = self.statm(r)?;
+                kib(m.rss_anon + m.rss_file + m.rss_shmem + m.swap)
+            }
+            Col::RssAnon => kib(self.statm(r)?.rss_anon),
+            Col::RssFile => kib(self.statm(r)?.rss_file),
+            Col::RssLocked => kib(self.statm(r)?.locked),
+            Col::RssShared => kib(self.statm(r)?.rss_shmem),
+            Col::Fl1 => self.stat(r)?.majflt as f64,
+            Col::Fl2 => self.stat(r)?.minflt as f64,
+            Col::Fv1 => r.cpu?.dflt.0 as f64,
+            Col::Fv2 => r.cpu?.dflt.1 as f64,
+            Col::Drt => 0.0,
+            c if c.ns_name().is_some() => {
+                let t = self.task(r)?;
+                let ok = self.absent_ok(t, Group::Ns);
+                procvals::ns_inode(t.ns.as_ref(), ok, t.pid, c.ns_name()?)? as f64
+            }
+            Col::IoRb | Col::IoRo | Col::IoWb | Col::IoWo => {
+                let t = self.task(r)?;
+                // 0 where /proc/PID/io could not be read, as libproc2 leaves it.
+                let io = match t.io {
+                    Some(io) => io,
+                    None if self.frame.fetched & Group::Io.flag() != 0 => IoRec::default(),
+                    None => return None,
+                };
+                (match c {
+                    Col::IoRb => io.read_bytes,
+                    Col::IoRo => io.syscr,
+                    Col::IoWb => io.write_bytes,
+                    _ => io.syscw,
+                }) as f64
+            }
+            Col::Started => {
+                self.base(r)?;
+                self.start_tics(r) as f64
+            }
+            Col::Elapsed => {
+                self.base(r)?;
+                let t = self.boot_tics() - self.start_tics(r) as f64;
+                if t > 0.0 {
+                    t / self.hz.max(1) as f64
+                } else {
+                    0.0
+                }
+            }
+            Col::Cuu | Col::Cuc => {
+                let s = self.stat(r)?;
+                let mut used = ticks(s.utime_ns) + ticks(s.stime_ns);
+                if c == Col::Cuc {
+                    used += ticks(s.cutime_ns) + ticks(s.cstime_ns);
+                }
+                let t = self.boot_tics() - self.start_tics(r) as f64;
+                if t > 0.0 {
+                    (used as f32 * 100.0f32) as f64 / t
+                } else {
+                    0.0
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// The value field `c` of row `r` sorts by, for the fields [`super::model::sort`] does
+    /// not compare itself.
+    pub fn sort_key(&self, r: &Row, c: Col) -> SortKey {
+        if let Some(t) = self.text(r, c) {
+            return SortKey::Text(t);
+        }
+        match self.number(r, c) {
+            Some(n) => SortKey::Num(n),
+            None => SortKey::Missing,
+        }
+    }
+
     fn value(&self, r: &Row, c: Col, w: usize) -> Option<Vec<u8>> {
         Some(match c {
             Col::Pid => num(r.pid as i64, w),
-            Col::User => {
-                let mut v = Vec::new();
-                let name = self
-                    .frame
-                    .users
-                    .get(r.user? as usize)
-                    .map(String::as_bytes)
-                    .unwrap_or(b"?");
-                fit(&mut v, name, w, self.utf8);
-                v
-            }
             Col::Pr => {
                 let pr = r.cpu?.pr;
                 if !(-99..=999).contains(&pr) {
@@ -271,28 +528,59 @@ impl RowCtx<'_> {
                 let t = if self.cumulative { cpu.ctics } else { cpu.tics };
                 scale_tics(t, self.hz, w)
             }
-            Col::Command => {
-                let cmd = command(&self.frame.tasks, r, self.cmdline, self.utf8);
-                let mut v = Vec::new();
-                fit(&mut v, &cmd, w, self.utf8);
+            Col::Time1 => scale_tics(self.number(r, c)? as u64, self.hz, w),
+            Col::Started => scale_tics_as(self.number(r, c)? as u64, self.hz, w, 1),
+            Col::Elapsed => {
+                let tics = (self.number(r, c)? * self.hz as f64) as u64;
+                scale_tics_as(tics, self.hz, w, 2)
+            }
+            Col::Cuu | Col::Cuc => scale_pcnt_xtra(self.number(r, c)?, w),
+            Col::Swap
+            | Col::Code
+            | Col::Data
+            | Col::Used
+            | Col::RssAnon
+            | Col::RssFile
+            | Col::RssLocked
+            | Col::RssShared
+            | Col::Drt => scale_mem(self.task_scale, self.number(r, c)? as u64, w),
+            Col::Fl1
+            | Col::Fl2
+            | Col::Fv1
+            | Col::Fv2
+            | Col::IoRb
+            | Col::IoRo
+            | Col::IoWb
+            | Col::IoWo => scale_num(self.number(r, c)?, w),
+            Col::Supgids => {
+                // make_str: plain bytes, cut with `+`.
+                let mut v = self.text(r, c)?;
+                if v.len() > w && w > 0 {
+                    v.truncate(w);
+                    v[w - 1] = b'+';
+                }
                 v
             }
+            c if c.unsupported().is_some() => return None,
+            c => match self.text(r, c) {
+                Some(t) => text_cell(&t, w, self.utf8),
+                None => num(self.number(r, c)? as i64, w),
+            },
         })
     }
 
     /// Appends the line of row `r` (not trimmed, no newline).
     pub fn row(&self, out: &mut Vec<u8>, l: &Layout, r: &Row) {
         for (c, &w) in l.cols.iter().zip(&l.widths) {
-            match c {
-                Col::User | Col::Command => {
-                    let cell = self.cell(r, *c, w);
-                    // The cell is `w` cells or fewer, but may hold multi-byte characters.
-                    let cells = text_cells(&cell, self.utf8);
-                    out.extend_from_slice(&cell);
-                    out.resize(out.len() + w.saturating_sub(cells), b' ');
-                    out.push(b' ');
-                }
-                _ => pad(out, &self.cell(r, *c, w), w, right(*c)),
+            if c.right() {
+                pad(out, &self.cell(r, *c, w), w, true);
+            } else {
+                let cell = self.cell(r, *c, w);
+                // The cell is `w` cells or fewer, but may hold multi-byte characters.
+                let cells = text_cells(&cell, self.utf8);
+                out.extend_from_slice(&cell);
+                out.resize(out.len() + w.saturating_sub(cells), b' ');
+                out.push(b' ');
             }
         }
     }
@@ -466,9 +754,7 @@ pub fn put_line(out: &mut impl Write, s: &[u8]) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use crate::top::model::Deltas;
-    use taskdiag_proto::layout::{BaseRec, CredRec, StatRec, StatmRec};
-    use taskdiag_proto::task::{Base, Cred, GroupError, Task};
-    use taskdiag_proto::Group;
+    use taskdiag_proto::task::{Base, Cred, GroupError};
 
     /// Every column's text for each task of one frame.
     fn cells(tasks: Vec<Task>, fetched: u64) -> Vec<Vec<String>> {
@@ -479,6 +765,7 @@ mod tests {
             pmax: 100.0,
             mem_total: 1 << 20,
             hz: 100,
+            uptime: 1000.0,
             task_scale: 0,
             cmdline: false,
             cumulative: false,
@@ -488,7 +775,7 @@ mod tests {
             .rows
             .iter()
             .map(|r| {
-                Col::ALL
+                Col::DEFAULT
                     .iter()
                     .map(|&c| {
                         String::from_utf8_lossy(&ctx.cell(r, c, 9))
@@ -560,6 +847,161 @@ mod tests {
         assert_eq!(got[0][4..7], ["0", "0", "0"]);
     }
 
+    /// The other fields: from the records they say they need, `-` without them.
+    #[test]
+    fn more_fields_like_procps() {
+        use taskdiag_proto::task::{Cgroup, Ns};
+        use taskdiag_proto::{CgroupRec, NsRec};
+        let all = Group::Base.flag()
+            | Group::Cred.flag()
+            | Group::Stat.flag()
+            | Group::Statm.flag()
+            | Group::Ns.flag()
+            | Group::Cgroup.flag()
+            | Group::Environ.flag()
+            | Group::Paths.flag();
+        let t = Task {
+            pid: 7,
+            tgid: 7,
+            base: Some(Base {
+                rec: BaseRec {
+                    ppid: 1,
+                    task_flags: 0x0040_0100,
+                    start_time_ns: 90 * 1_000_000_000,
+                    ..BaseRec::default()
+                },
+                comm: b"w".to_vec(),
+            }),
+            cred: Some(Cred {
+                rec: CredRec::default(),
+                groups: vec![0, 4],
+            }),
+            stat: Some(StatRec {
+                threads: 3,
+                majflt: 12,
+                minflt: 1_234_567,
+                ..StatRec::default()
+            }),
+            statm: Some(StatmRec {
+                swap: 4 << 20,
+                text: 20 << 10,
+                data: 300 << 10,
+                stack: 56 << 10,
+                rss_anon: 1 << 20,
+                locked: 8 << 10,
+                ..StatmRec::default()
+            }),
+            ns: Some(Ns {
+                rec: NsRec {
+                    ipc: 4026531839,
+                    ..NsRec::default()
+                },
+                ids: vec![],
+            }),
+            cgroup: Some(Cgroup {
+                rec: CgroupRec::default(),
+                text: b"1:name=systemd:/a.scope\n0::/lxc.payload.c1/x\n".to_vec(),
+            }),
+            environ: Some(b"A=1\0B=2\0".to_vec()),
+            ..Task::default()
+        };
+        let frame = Deltas::new().frame(vec![t], 100_000_000_000, &[], 10_000_000, all);
+        let ctx = RowCtx {
+            frame: &frame,
+            etscale: 1.0,
+            pmax: 100.0,
+            mem_total: 1 << 20,
+            hz: 100,
+            uptime: 100.0,
+            task_scale: 0,
+            cmdline: false,
+            cumulative: false,
+            utf8: true,
+        };
+        let r = &frame.rows[0];
+        let cell = |c: Col| {
+            let w = c.width(5, 1).unwrap_or(60);
+            String::from_utf8_lossy(&ctx.cell(r, c, w)).into_owned()
+        };
+        for (c, want) in [
+            (Col::Ppid, "1"),
+            (Col::Nth, "3"),
+            (Col::Fl1, "12"),
+            (Col::Fl2, "1.2m"),
+            (Col::Fv1, "0"),
+            (Col::Swap, "4096"),
+            (Col::Code, "20"),
+            (Col::Data, "356"),
+            (Col::Used, "5120"),
+            (Col::RssAnon, "1024"),
+            (Col::RssLocked, "8"),
+            (Col::Drt, "0"),
+            (Col::NsIpc, "4026531839"),
+            (Col::NsNet, "0"),
+            (Col::Flags, "..4..1.."),
+            (Col::Supgids, "0,4"),
+            (Col::Cgroups, "1:name=systemd:/a.scope,0::/lxc.payload.c1/x"),
+            (Col::Cgname, "systemd:/a.scope,0::/lxc.payload.c1/x"),
+            (Col::Lxc, "c1"),
+            (Col::Environ, "A=1 B=2"),
+            (Col::Exe, "-"),
+            (Col::Started, "1:30"),
+            (Col::Elapsed, "0,00"),
+            (Col::Cuu, "0.000"),
+            (Col::OomScore, "-"),
+        ] {
+            assert_eq!(cell(c), want, "{c:?}");
+        }
+        // A task whose groups were not read shows `-`, never a zero.
+        let bare = Deltas::new().frame(
+            vec![Task {
+                pid: 8,
+                tgid: 8,
+                base: frame.tasks[0].base.clone(),
+                ..Task::default()
+            }],
+            1,
+            &[],
+            10_000_000,
+            Group::Base.flag(),
+        );
+        let ctx = RowCtx {
+            frame: &bare,
+            ..ctx
+        };
+        for c in [
+            Col::NsIpc,
+            Col::Cgroups,
+            Col::Environ,
+            Col::Exe,
+            Col::Fl2,
+            Col::Swap,
+        ] {
+            assert_eq!(ctx.cell(&bare.rows[0], c, 10), b"-", "{c:?}");
+        }
+    }
+
+    #[test]
+    fn counts_flags_and_utilization_like_procps() {
+        assert_eq!(scale_num(999.0, 4), b"999");
+        assert_eq!(scale_num(12345.0, 4), b"12k");
+        assert_eq!(scale_num(1_234_567.0, 4), b"1.2m");
+        assert_eq!(scale_num(5.0e15, 4), b"4.4p");
+        assert_eq!(hex_flags(0x0040_0100), b"..4..1..");
+        assert_eq!(scale_pcnt_xtra(1.5, 6), b"1.500");
+        assert_eq!(scale_pcnt_xtra(12.5, 5), b"12.50");
+        assert_eq!(scale_tics_as(100 * 125, 100, 7, 1), b"2:05");
+        assert_eq!(scale_tics_as(100 * 125, 100, 7, 2), b"0,02");
+    }
+
+    #[test]
+    fn variable_columns_share_the_rest_of_the_line() {
+        let l = layout(&[Col::Pid, Col::Cgroups, Col::S, Col::Command], 40, 5, 1);
+        assert_eq!(l.widths, [5, 15, 1, 15]);
+        assert_eq!(l.header.len(), 6 + 16 + 2 + 16);
+        assert!(l.header.starts_with("  PID CGROUPS         S COMMAND"));
+    }
+
     #[test]
     fn memory_scales_like_procps() {
         assert_eq!(scale_mem(0, 12345, 7), b"12345");
@@ -598,14 +1040,14 @@ mod tests {
 
     #[test]
     fn layout_fills_the_line() {
-        let l = layout(80, 6);
+        let l = layout(&Col::DEFAULT, 80, 6, 1);
         assert_eq!(l.cols.len(), 12);
         assert_eq!(l.header.len(), 80);
         assert_eq!(
             l.header.trim_end(),
             "   PID USER      PR  NI    VIRT    RES    SHR S  %CPU  %MEM     TIME+ COMMAND"
         );
-        let narrow = layout(30, 5);
+        let narrow = layout(&Col::DEFAULT, 30, 5, 1);
         assert_eq!(narrow.cols, [Col::Pid, Col::User, Col::Pr, Col::Ni]);
     }
 

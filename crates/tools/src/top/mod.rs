@@ -1,7 +1,7 @@
 //! `taskdiag top`: a procps-style task monitor, interactive or in batch mode.
 //!
-//! Each refresh is one batched snapshot (BASE, CRED, STAT and STATM; CMDLINE only while
-//! command lines are shown) from a backend opened once, and an O(n) merge with the previous
+//! Each refresh is one batched snapshot (BASE and the groups the shown, sorted and filtered
+//! fields need, [`fields`]) from a backend opened once, and an O(n) merge with the previous
 //! snapshot for %CPU ([`model`]); user names are looked up once per user. Where the change
 //! tracker can run (root, BPF on 6.1+ or /proc), a refresh re-reads only the processes that
 //! ran, started or exited since the last one, and walks every task every 10 s ([`refresh`]).
@@ -9,13 +9,16 @@
 //! mode (`-b`) prints it as procps does, the interactive screen ([`tui`]) draws it with
 //! ratatui and reads keys with crossterm.
 //!
-//! This module owns the command line, the help text and the batch loop. Machine-wide
+//! This module owns the command line, the help text and the batch loop; the rc file procps
+//! top reads is [`rc`]'s. Machine-wide
 //! figures come from [`sys`], signals and renicing from [`act`]. Reading tasks is
 //! `crate::snapshot`'s job.
 
 pub mod act;
+pub mod fields;
 pub mod format;
 pub mod model;
+pub mod rc;
 pub mod refresh;
 pub mod sys;
 pub mod tui;
@@ -27,6 +30,7 @@ use std::time::Duration;
 
 use taskdiag::Group;
 
+use self::fields::Fields;
 use self::format::{layout, RowCtx, Summary};
 use self::model::{Col, Deltas, Frame, SortCtx, UserSel};
 use self::refresh::Refresher;
@@ -54,8 +58,8 @@ OPTIONS
   -i, --idle-toggle           hide tasks that used no CPU time during the last interval
   -n, --iterations N          stop after N refreshes
   -O, --list-fields           list the column names -o accepts, then exit
-  -o, --sort-override [+|-]FIELD   sort by FIELD (PID USER PR NI VIRT RES SHR S %CPU %MEM
-                              TIME+ COMMAND); + highest first (default), - lowest first
+  -o, --sort-override [+|-]FIELD   sort by FIELD (any name -O lists, but those taskdiag
+                              does not read); + highest first (default), - lowest first
   -p, --pid PID[,PID...]      only these processes (0 means top itself); may be repeated
   -S, --accum-time-toggle     TIME+ includes the time of waited-for children
   -s, --secure-mode           disable the d, k and r commands
@@ -69,6 +73,7 @@ OPTIONS
   -V, -v, --version           show the version and exit
 
 COLUMNS
+  Shown by default (procps top's other fields are turned on with f, or in its rc file):
   PID      task id                      USER     effective user name
   PR       priority (rt for real-time)  NI       nice value
   VIRT     virtual memory, KiB          RES      resident memory, KiB
@@ -78,6 +83,8 @@ COLUMNS
            another task's time
   %MEM     RES as a share of MemTotal   TIME+    CPU time, minutes:seconds.hundredths
   COMMAND  name, or command line with c
+  Every field of procps top 4.0.2 is known by name; OOMa, OOMs, NU, LOGID, RSS, PSS, PSan,
+  PSfd, PSsh, USS, AGID and AGNI are refused (taskdiag does not read their data).
 
 INTERACTIVE COMMANDS
   q               quit (so do Ctrl-C, SIGINT, SIGTERM, SIGHUP and SIGQUIT; the terminal
@@ -87,6 +94,9 @@ INTERACTIVE COMMANDS
   Enter, Space    refresh now
   d, s            change the delay between refreshes
   P M T N         sort by %CPU, %MEM, TIME+, PID
+  f, F            field management: Up/Down choose a field, d or Space shows or hides it,
+                  s sorts by it, Right picks it up to move with Up/Down (Enter or Left puts
+                  it down), q or Esc leaves
   <, >            sort by the column left or right of the current one
   R               reverse the sort order
   H               threads on/off            c   command lines on/off
@@ -108,10 +118,12 @@ INTERACTIVE COMMANDS
   Up, Down, PgUp, PgDn, Home, End   scroll the task list
 
 DIFFERENCES FROM PROCPS TOP
-  No configuration file (~/.toprc) is read or written (W), and there are no alternate
-  windows (A, a, w, g, G), field management (f, F), forest view (V, v), colours (z, Z, b,
-  B, x), searching (L, &), inspection (Y) or bottom panes (Ctrl-G, K, N, P, U); such keys
-  say so. -p takes any number of pids. The uptime line counts users from utmp. The
+  The configuration file procps top reads (~/.toprc, $XDG_CONFIG_HOME/procps/toprc,
+  /etc/topdefaultrc; procps-ng 4.0 format only) gives the delay, Irix mode, the current
+  window's fields, sort field and c, S, i, y and R settings, the task limit and the memory
+  scales; the rest of it is ignored, and nothing is written (W). There are no alternate
+  windows (A, a, w, g, G), forest view (V, v), colours (z, Z, b, B, x), searching (L, &),
+  inspection (Y) or bottom panes (Ctrl-G, K, N, P, U); such keys say so. -p takes any number of pids. The uptime line counts users from utmp. The
   interactive screen uses the terminal's alternate screen, so the shell's screen comes
   back on exit. A task first seen after the previous refresh counts all its CPU time in
   %CPU only when it started after that refresh (procps counts it whatever its age).
@@ -176,6 +188,14 @@ pub struct Opts {
     pub width: Option<Width>,
     /// `-1`.
     pub per_cpu: bool,
+    /// The fields, their order and which are shown (`f`).
+    pub fields: Fields,
+    /// Irix mode (`I`): a task's %CPU relative to one CPU.
+    pub irix: bool,
+    /// Running tasks in bold (`y`).
+    pub hirows: bool,
+    /// Most tasks shown (`n`), 0 for all.
+    pub max_tasks: usize,
 }
 
 impl Default for Opts {
@@ -197,7 +217,42 @@ impl Default for Opts {
             user: None,
             width: None,
             per_cpu: false,
+            fields: Fields::default(),
+            irix: true,
+            hirows: true,
+            max_tasks: 0,
         }
+    }
+}
+
+impl Opts {
+    /// The defaults with what an rc file sets (before the command line's options).
+    pub fn from_rc(rc: &rc::Rc) -> Opts {
+        let f = rc.winflags;
+        Opts {
+            delay: rc.delay,
+            summ_scale: rc.summ_scale,
+            task_scale: rc.task_scale,
+            cmdline: f & rc::SHOW_CMDLIN != 0,
+            cumulative: f & rc::SHOW_CTIMES != 0,
+            idle: f & rc::SHOW_IDLEPS != 0,
+            hirows: f & rc::SHOW_HIROWS != 0,
+            ascending: f & rc::QSRT_NORMAL == 0,
+            sort: Col::from_index(rc.sortindx).unwrap_or(Col::Cpu),
+            fields: rc.fields.clone(),
+            irix: rc.irix,
+            max_tasks: rc.maxtasks,
+            ..Opts::default()
+        }
+    }
+
+    /// Why these options cannot be run: a field taskdiag does not read is shown or sorted by.
+    pub fn refused(&self) -> Option<String> {
+        self.fields
+            .shown()
+            .into_iter()
+            .chain([self.sort])
+            .find_map(Col::unsupported)
     }
 }
 
@@ -253,11 +308,17 @@ fn mkwhole(s: &str) -> Option<i64> {
     crate::cnum::strtol_whole(s.as_bytes(), 0).filter(|&v| v < i64::from(i32::MAX))
 }
 
-/// Parses top's command line (`args` without the program name).
+/// Parses top's command line (`args` without the program name), after the rc file procps
+/// top would read.
 pub fn parse_args(args: &[OsString]) -> Parsed {
+    parse_args_with(args, rc::read().as_ref())
+}
+
+/// Parses top's command line (`args` without the program name) over what `rc` sets.
+pub fn parse_args_with(args: &[OsString], rc: Option<&rc::Rc>) -> Parsed {
     let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    let mut o = Opts::default();
+    let mut o = rc.map(Opts::from_rc).unwrap_or_default();
     let mut delay: Option<f32> = None;
     let fail = |m: String| {
         eprintln!("top: {m}");
@@ -355,15 +416,13 @@ pub fn parse_args(args: &[OsString]) -> Parsed {
                         };
                         match Col::by_name(name) {
                             Some(col) => {
+                                if let Some(m) = col.unsupported() {
+                                    return fail(m);
+                                }
                                 o.sort = col;
                                 o.ascending = asc;
                             }
-                            None => {
-                                let known = Col::ALL.map(|c| c.name()).join(" ");
-                                return fail(format!(
-                                    "unrecognized field name '{name}' (sort fields: {known})"
-                                ));
-                            }
+                            None => return fail(format!("unrecognized field name '{name}'")),
                         }
                     }
                     'p' => {
@@ -427,6 +486,11 @@ pub fn parse_args(args: &[OsString]) -> Parsed {
     Parsed::Run(o)
 }
 
+/// Width of the P field: the digits of the CPU count (procps' `zap_fieldstab`).
+fn cpu_width(ncpu: usize) -> usize {
+    ncpu.to_string().len()
+}
+
 /// Number of online CPUs (the per-CPU lines of /proc/stat).
 fn cpu_count(cpus: &[sys::CpuTicks]) -> usize {
     cpus.iter().filter(|c| c.id.is_some()).count().max(1)
@@ -450,13 +514,40 @@ fn pcpu_max(irix: bool, ncpu: usize, threads: bool) -> f32 {
     }
 }
 
-/// The snapshot groups for the options.
-fn groups(cmdline: bool) -> u64 {
-    let mut g = Group::Base.flag() | Group::Cred.flag() | Group::Stat.flag() | Group::Statm.flag();
-    if cmdline {
-        g |= Group::Cmdline.flag();
+/// The snapshot groups the options need: BASE, and what the shown fields, the sort field
+/// and the fields in `also` (other-filters) read; CRED for a user selection, STAT to tell idle
+/// tasks and for the fault deltas.
+fn groups(o: &Opts, also: &[Col]) -> u64 {
+    let mut g = Group::Base.flag();
+    for c in o
+        .fields
+        .shown()
+        .into_iter()
+        .chain([o.sort])
+        .chain(also.iter().copied())
+    {
+        g |= c.groups(o.cmdline);
+        if c == Col::User {
+            g |= Group::Cred.flag();
+        }
+    }
+    if o.user.is_some() {
+        g |= Group::Cred.flag();
+    }
+    if !o.idle {
+        g |= Group::Stat.flag();
     }
     g
+}
+
+/// Whether the fault deltas (vMj, vMn) are shown or sorted by: the first sample then reads
+/// the faults too.
+fn wants_fault_deltas(o: &Opts) -> bool {
+    o.fields
+        .shown()
+        .into_iter()
+        .chain([o.sort])
+        .any(|c| matches!(c, Col::Fv1 | Col::Fv2))
 }
 
 /// Screen size for batch output: `-w`, the terminal, $COLUMNS, 80.
@@ -494,9 +585,10 @@ fn tty_cols(fd: i32) -> Option<usize> {
 pub fn select_and_sort(
     f: &Frame,
     o: &Opts,
-    utf8: bool,
+    ctx: &RowCtx<'_>,
     keep: impl Fn(&model::Row) -> bool,
 ) -> Vec<u32> {
+    let utf8 = ctx.utf8;
     let mut order: Vec<u32> = f
         .rows
         .iter()
@@ -516,7 +608,9 @@ pub fn select_and_sort(
         };
         order.sort_by_key(pos);
     }
+    let generic = |r: &model::Row| ctx.sort_key(r, o.sort);
     let ctx = SortCtx {
+        generic: &generic,
         users: &f.users,
         tasks: &f.tasks,
         cmdline: o.cmdline,
@@ -537,9 +631,9 @@ struct Sampler {
 }
 
 impl Sampler {
-    fn open(cmdline: bool) -> Result<Sampler, snapshot::Error> {
+    fn open(o: &Opts) -> Result<Sampler, snapshot::Error> {
         let machine = Machine::read()?;
-        let src = Source::open(groups(cmdline))?;
+        let src = Source::open(groups(o, &[]))?;
         Ok(Sampler {
             src,
             machine,
@@ -557,8 +651,12 @@ impl Sampler {
     }
 
     /// Takes a snapshot and makes a frame (with the CPU percentages since the last one).
-    fn sample(&mut self, o: &Opts) -> Result<(Frame, Vec<sys::CpuPct>, usize), snapshot::Error> {
-        self.sample_groups(o, groups(o.cmdline))
+    fn sample(
+        &mut self,
+        o: &Opts,
+        also: &[Col],
+    ) -> Result<(Frame, Vec<sys::CpuPct>, usize), snapshot::Error> {
+        self.sample_groups(o, groups(o, also))
     }
 
     fn sample_groups(
@@ -586,10 +684,15 @@ impl Sampler {
     /// 0.15 s the same way).
     fn prime(&mut self, o: &Opts) -> Result<(), snapshot::Error> {
         self.refresher.reset();
-        // Only CPU times and start times matter for this one.
-        let now = sys::boottime_ns();
-        let times = self.src.cpu_times(o.threads)?;
-        self.deltas.prime(&times, now, self.machine.ns_per_tick());
+        if wants_fault_deltas(o) {
+            // The faults too: a whole sample.
+            self.sample_groups(o, groups(o, &[]) | Group::Stat.flag())?;
+        } else {
+            // Only CPU times and start times matter for this one.
+            let now = sys::boottime_ns();
+            let times = self.src.cpu_times(o.threads)?;
+            self.deltas.prime(&times, now, self.machine.ns_per_tick());
+        }
         self.cpu_prev = sys::read_cpu();
         std::thread::sleep(Duration::from_millis(150));
         Ok(())
@@ -643,31 +746,39 @@ fn write_frame(
         out.extend_from_slice(l.as_bytes());
         out.push(b'\n');
     }
-    let l = layout(cols, pid_w);
+    let l = layout(&o.fields.shown(), cols, pid_w, cpu_width(ncpu));
     let mut header = l.header.clone().into_bytes();
     format::trim_end(&mut header);
     out.push(b'\n');
     out.extend_from_slice(&header);
-    let order = select_and_sort(f, o, utf8, |_| true);
+    let mut etscale = 100.0 / (s.machine.hz as f32 * f.et);
+    if !o.irix {
+        etscale /= ncpu as f32;
+    }
     let ctx = RowCtx {
         frame: f,
-        etscale: 100.0 / (s.machine.hz as f32 * f.et),
-        pmax: pcpu_max(true, ncpu, o.threads),
+        etscale,
+        pmax: pcpu_max(o.irix, ncpu, o.threads),
         mem_total: if mem.total > 0 {
             mem.total
         } else {
             s.machine.mem_total_kib
         },
         hz: s.machine.hz,
+        uptime: summary.uptime,
         task_scale: o.task_scale,
         cmdline: o.cmdline,
         cumulative: o.cumulative,
         utf8,
     };
+    let order = select_and_sort(f, o, &ctx, |_| true);
     // With -w and $LINES, only what fits a screen that high.
-    let limit = rows_max
+    let mut limit = rows_max
         .map(|r| r.saturating_sub(lines.len() + 2))
         .unwrap_or(usize::MAX);
+    if o.max_tasks > 0 {
+        limit = limit.min(o.max_tasks);
+    }
     for &i in order.iter().take(limit) {
         out.push(b'\n');
         let start = out.len();
@@ -682,7 +793,7 @@ fn write_frame(
 
 /// Batch mode: `-n` frames (or forever) of plain text on standard output.
 fn run_batch(o: &Opts, utf8: bool) -> i32 {
-    let mut s = match Sampler::open(o.cmdline) {
+    let mut s = match Sampler::open(o) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("top: {e}");
@@ -710,7 +821,7 @@ fn run_batch(o: &Opts, utf8: bool) -> i32 {
     }
     let mut n = 0u64;
     loop {
-        let (f, cpus, ncpu) = match s.sample(o) {
+        let (f, cpus, ncpu) = match s.sample(o, &[]) {
             Ok(v) => v,
             Err(e) => {
                 eprintln!("top: {e}");
@@ -762,6 +873,10 @@ pub fn top_main(args: &[OsString]) -> i32 {
         }
         Parsed::Exit(code) => return code,
     };
+    if let Some(m) = o.refused() {
+        eprintln!("top: {m}");
+        return 1;
+    }
     if o.batch {
         return run_batch(&o, utf8);
     }
@@ -774,7 +889,7 @@ mod tests {
 
     fn parse(args: &[&str]) -> Parsed {
         let v: Vec<OsString> = args.iter().map(OsString::from).collect();
-        parse_args(&v)
+        parse_args_with(&v, None)
     }
 
     fn run(args: &[&str]) -> Opts {
@@ -804,6 +919,26 @@ mod tests {
         assert!(o.batch && o.cmdline);
         assert_eq!(o.iterations, Some(3));
         assert_eq!(o.width, Some(Width::Env));
+        // Any field sorts; an rc file's settings come first, then the options.
+        let o = run(&["-o", "nsUTS"]);
+        assert_eq!((o.sort, o.ascending), (Col::NsUts, false));
+        let rc = rc::Rc {
+            delay: 5.0,
+            irix: false,
+            fields: Fields::default(),
+            winflags: rc::SHOW_CMDLIN,
+            sortindx: Col::Ppid.index(),
+            maxtasks: 3,
+            summ_scale: 0,
+            task_scale: 2,
+        };
+        let v: Vec<OsString> = ["-c", "-d", "1"].iter().map(OsString::from).collect();
+        let Parsed::Run(o) = parse_args_with(&v, Some(&rc)) else {
+            panic!("rc run");
+        };
+        assert_eq!((o.sort, o.ascending, o.delay), (Col::Ppid, true, 1.0));
+        assert!(!o.cmdline && !o.idle && !o.irix);
+        assert_eq!((o.max_tasks, o.task_scale), (3, 2));
         let o = run(&["-u", "root", "-i", "-S", "-1"]);
         assert_eq!(o.user.map(|u| (u.uid, u.any)), Some((0, false)));
         assert!(!o.idle && o.cumulative && o.per_cpu);
@@ -818,7 +953,8 @@ mod tests {
             &["-p", "abc"],
             &["-p", "-5"],
             &["-u", "no such user, surely"],
-            &["-o", "PPID"],
+            &["-o", "NOPE"],
+            &["-o", "OOMs"],
             &["-w", "2"],
             &["-E", "x"],
             &["-b", "junk"],

@@ -9,85 +9,18 @@
 //!
 //! Formatting of cells is [`super::format`]'s job; reading tasks is the snapshot module's.
 
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::rc::Rc;
 
 use taskdiag_proto::{state_char, Group, BASE_F_KTHREAD};
 
-use crate::names::Names;
+use crate::names::{Names, Ttys};
 use crate::snapshot::{CpuTime, Task};
 use crate::text;
 
-/// The columns top shows by default, in procps order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Col {
-    /// Task id.
-    Pid,
-    /// Effective user name.
-    User,
-    /// Kernel priority ("rt" for real-time).
-    Pr,
-    /// Nice value.
-    Ni,
-    /// Virtual memory size.
-    Virt,
-    /// Resident memory.
-    Res,
-    /// Shared (file and shmem) resident memory.
-    Shr,
-    /// State letter.
-    S,
-    /// CPU use over the last interval.
-    Cpu,
-    /// Resident memory as a share of all memory.
-    Mem,
-    /// CPU time, hundredths.
-    Time,
-    /// Name or command line.
-    Command,
-}
-
-impl Col {
-    /// Every column, in display order.
-    pub const ALL: [Col; 12] = [
-        Col::Pid,
-        Col::User,
-        Col::Pr,
-        Col::Ni,
-        Col::Virt,
-        Col::Res,
-        Col::Shr,
-        Col::S,
-        Col::Cpu,
-        Col::Mem,
-        Col::Time,
-        Col::Command,
-    ];
-
-    /// The heading, which is also the name `-o` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Col::Pid => "PID",
-            Col::User => "USER",
-            Col::Pr => "PR",
-            Col::Ni => "NI",
-            Col::Virt => "VIRT",
-            Col::Res => "RES",
-            Col::Shr => "SHR",
-            Col::S => "S",
-            Col::Cpu => "%CPU",
-            Col::Mem => "%MEM",
-            Col::Time => "TIME+",
-            Col::Command => "COMMAND",
-        }
-    }
-
-    /// The column named `name` (exact, as procps compares).
-    pub fn by_name(name: &str) -> Option<Col> {
-        Col::ALL.iter().copied().find(|c| c.name() == name)
-    }
-}
+pub use super::fields::Col;
 
 /// One task as top shows it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -129,6 +62,8 @@ pub struct Cpu {
     pub ctics: u64,
     /// Ticks used since the previous snapshot.
     pub delta: u64,
+    /// Major and minor faults since the previous snapshot (0 for a task it did not have).
+    pub dflt: (u64, u64),
 }
 
 /// A row's memory sizes (from STATM), KiB; zero for a task without an address space (kernel
@@ -171,6 +106,8 @@ struct Prev {
     key: (u32, bool, u32),
     start_ns: u64,
     tics: u64,
+    /// Major and minor faults; `None` when the snapshot did not read them.
+    flt: Option<(u64, u64)>,
 }
 
 /// The sort order key of a snapshot (as `snapshot::sort_like_proc`).
@@ -182,7 +119,8 @@ fn proc_key(t: &Task) -> (u32, bool, u32) {
 pub struct Deltas {
     prev: Vec<Prev>,
     prev_ns: u64,
-    names: Names,
+    names: Rc<RefCell<Names>>,
+    ttys: Rc<RefCell<Ttys>>,
 }
 
 /// The table of one refresh.
@@ -197,6 +135,12 @@ pub struct Frame {
     pub et: f32,
     /// State counts of `rows`.
     pub counts: Counts,
+    /// The groups the snapshot asked for.
+    pub fetched: u64,
+    /// User and group names (a cache kept from frame to frame).
+    pub names: Rc<RefCell<Names>>,
+    /// Terminal names (a cache kept from frame to frame).
+    pub ttys: Rc<RefCell<Ttys>>,
 }
 
 impl Default for Deltas {
@@ -211,7 +155,8 @@ impl Deltas {
         Deltas {
             prev: Vec::new(),
             prev_ns: 0,
-            names: Names::new(),
+            names: Rc::default(),
+            ttys: Rc::default(),
         }
     }
 
@@ -230,6 +175,7 @@ impl Deltas {
             key: (t.tgid, t.pid != t.tgid, t.pid),
             start_ns: t.start_ns,
             tics: t.cpu_ns / ns_per_tick,
+            flt: None,
         }));
         if !self.prev.windows(2).all(|w| w[0].key <= w[1].key) {
             self.prev.sort_by_key(|p| p.key);
@@ -280,7 +226,7 @@ impl Deltas {
                 .map(|c| [c.rec.uid, c.rec.euid, c.rec.suid, c.rec.fsuid]);
             let user = uids.map(|u| {
                 *user_idx.entry(u[1]).or_insert_with(|| {
-                    users.push(self.names.user(u[1]).to_string());
+                    users.push(self.names.borrow_mut().user(u[1]).to_string());
                     (users.len() - 1) as u32
                 })
             });
@@ -289,18 +235,28 @@ impl Deltas {
             }
             let cpu = t.stat.as_ref().map(|s| {
                 let tics = (s.utime_ns + s.stime_ns) / ns_per_tick;
-                let delta = match self.prev.get(j) {
-                    Some(p) if p.key == key && p.start_ns == start_ns => {
-                        tics.saturating_sub(p.tics)
-                    }
+                let same = self
+                    .prev
+                    .get(j)
+                    .filter(|p| p.key == key && p.start_ns == start_ns);
+                let delta = match same {
+                    Some(p) => tics.saturating_sub(p.tics),
                     // New since the previous snapshot (or a reused pid): all its time is recent.
                     _ if self.prev_ns != 0 && start_ns >= self.prev_ns => tics,
                     _ => 0,
+                };
+                // As libproc2: faults since the previous snapshot of the same task, else 0.
+                let dflt = match same.and_then(|p| p.flt) {
+                    Some((maj, min)) => {
+                        (s.majflt.saturating_sub(maj), s.minflt.saturating_sub(min))
+                    }
+                    None => (0, 0),
                 };
                 next_prev.push(Prev {
                     key,
                     start_ns,
                     tics,
+                    flt: Some((s.majflt, s.minflt)),
                 });
                 Cpu {
                     pr: s.priority,
@@ -309,6 +265,7 @@ impl Deltas {
                     tics,
                     ctics: tics + (s.cutime_ns + s.cstime_ns) / ns_per_tick,
                     delta,
+                    dflt,
                 }
             });
             // No STATM without an error: the task has no address space (it was asked for).
@@ -356,6 +313,9 @@ impl Deltas {
             users,
             et,
             counts,
+            fetched,
+            names: self.names.clone(),
+            ttys: self.ttys.clone(),
         }
     }
 }
@@ -454,6 +414,9 @@ impl Filter {
             .copied()
             .find(|c| c.name().eq_ignore_ascii_case(name))
             .ok_or_else(|| format!("unrecognized field name '{name}'"))?;
+        if let Some(m) = col.unsupported() {
+            return Err(m);
+        }
         Ok(Filter {
             col,
             op,
@@ -540,9 +503,26 @@ pub fn sort(order: &mut [u32], rows: &[Row], col: Col, ascending: bool, key: &So
             Col::Cpu => a.delta().cmp(&b.delta()),
             Col::Time if key.cumulative => a.cpu.map(|c| c.ctics).cmp(&b.cpu.map(|c| c.ctics)),
             Col::Time => a.cpu.map(|c| c.tics).cmp(&b.cpu.map(|c| c.tics)),
-            Col::Command => Ordering::Equal,
+            _ => Ordering::Equal,
         }
     };
+    if !builtin(col) {
+        // Compute each row's key once.
+        let mut keyed: Vec<(SortKey, u32)> =
+            order.iter().map(|&i| ((key.generic)(get(&i)), i)).collect();
+        let by = |a: &(SortKey, u32), b: &(SortKey, u32)| {
+            a.0.partial_cmp(&b.0).unwrap_or(Ordering::Equal)
+        };
+        if ascending {
+            keyed.sort_by(by);
+        } else {
+            keyed.sort_by(|a, b| by(b, a));
+        }
+        for (slot, (_, i)) in order.iter_mut().zip(keyed) {
+            *slot = i;
+        }
+        return;
+    }
     if col == Col::Command {
         // Compare the text shown, computed once per row.
         let mut keyed: Vec<(Vec<u8>, u32)> = order
@@ -566,8 +546,27 @@ pub fn sort(order: &mut [u32], rows: &[Row], col: Col, ascending: bool, key: &So
     }
 }
 
+/// The columns [`sort`] compares itself; the others by [`SortCtx::generic`].
+fn builtin(c: Col) -> bool {
+    Col::DEFAULT.contains(&c)
+}
+
+/// The value a row sorts by for a field [`sort`] does not know itself: missing values sort
+/// below numbers, numbers below text.
+#[derive(Debug, Clone, PartialEq, PartialOrd)]
+pub enum SortKey {
+    /// The value could not be read.
+    Missing,
+    /// A number.
+    Num(f64),
+    /// Text, compared byte by byte.
+    Text(Vec<u8>),
+}
+
 /// What sorting needs besides the rows.
 pub struct SortCtx<'a> {
+    /// The sort key of a row for the other fields.
+    pub generic: &'a dyn Fn(&Row) -> SortKey,
     /// User names by [`Row::user`].
     pub users: &'a [String],
     /// The snapshot, for names and command lines.

@@ -107,11 +107,23 @@ struct Prompt {
     then: Then,
 }
 
+/// The field-management screen's state (procps' `fields_utility`).
+#[derive(Debug, Default)]
+struct FieldsScreen {
+    /// The field under the cursor (a position in the list).
+    at: usize,
+    /// A field was picked up with Right and moves with the cursor.
+    moving: bool,
+    /// Why the last key did nothing (an unsupported field).
+    msg: Option<String>,
+}
+
 #[derive(Debug)]
 enum Mode {
     Normal,
     Help,
     Prompt(Prompt),
+    Fields(FieldsScreen),
 }
 
 /// What a key asks of the main loop beyond the app's own state.
@@ -125,12 +137,9 @@ enum After {
 struct App {
     o: Opts,
     filters: Vec<Filter>,
-    max_tasks: usize,
     show_load: bool,
     show_states: bool,
     show_mem: bool,
-    irix: bool,
-    hirows: bool,
     s: Sampler,
     frame: Option<Frame>,
     cpus: Vec<CpuPct>,
@@ -159,12 +168,9 @@ impl App {
         App {
             o,
             filters: Vec::new(),
-            max_tasks: 0,
             show_load: true,
             show_states: true,
             show_mem: true,
-            irix: true,
-            hirows: true,
             s,
             frame: None,
             cpus: Vec::new(),
@@ -198,7 +204,8 @@ impl App {
         // The frame shares its snapshot with the sampler, which updates it in place when
         // nothing else holds it (a refresh that fails shows no rows until the next one).
         self.frame = None;
-        match self.s.sample(&self.o) {
+        let also: Vec<Col> = self.filters.iter().map(|f| f.col).collect();
+        match self.s.sample(&self.o, &also) {
             Ok((f, cpus, ncpu)) => {
                 self.frame = Some(f);
                 self.cpus = cpus;
@@ -224,19 +231,20 @@ impl App {
     fn row_ctx<'a>(&self, f: &'a Frame) -> RowCtx<'a> {
         let hz = self.s.machine.hz;
         let mut etscale = 100.0 / (hz as f32 * f.et);
-        if !self.irix {
+        if !self.o.irix {
             etscale /= self.ncpu as f32;
         }
         RowCtx {
             frame: f,
             etscale,
-            pmax: pcpu_max(self.irix, self.ncpu, self.o.threads),
+            pmax: pcpu_max(self.o.irix, self.ncpu, self.o.threads),
             mem_total: if self.mem.total > 0 {
                 self.mem.total
             } else {
                 self.s.machine.mem_total_kib
             },
             hz,
+            uptime: crate::snapshot::uptime().unwrap_or(0.0),
             task_scale: self.o.task_scale,
             cmdline: self.o.cmdline,
             cumulative: self.o.cumulative,
@@ -251,9 +259,9 @@ impl App {
             Some(f) => {
                 let ctx = self.row_ctx(f);
                 let filters = &self.filters;
-                select_and_sort(f, &self.o, self.utf8, |r| {
+                select_and_sort(f, &self.o, &ctx, |r| {
                     filters.iter().all(|flt| {
-                        let w = format::fixed_width(flt.col, self.pid_w).unwrap_or(1 << 20);
+                        let w = flt.col.width(self.pid_w, self.cpu_w()).unwrap_or(1 << 20);
                         let w = if flt.col == Col::User { 1 << 20 } else { w };
                         flt.matches(&String::from_utf8_lossy(&ctx.cell(r, flt.col, w)))
                     })
@@ -419,7 +427,7 @@ impl App {
                 Ok(None) => {}
                 Ok(Some(v)) if v < 0 => self.message("Invalid maximum"),
                 Ok(Some(v)) => {
-                    self.max_tasks = v as usize;
+                    self.o.max_tasks = v as usize;
                     self.dirty = true;
                 }
             },
@@ -434,9 +442,72 @@ impl App {
         }
     }
 
+    /// Width of the P field.
+    fn cpu_w(&self) -> usize {
+        super::cpu_width(self.ncpu)
+    }
+
+    /// The columns for a screen `cols` wide.
+    fn layout(&self, cols: usize) -> format::Layout {
+        layout(&self.o.fields.shown(), cols, self.pid_w, self.cpu_w())
+    }
+
+    /// A key on the field-management screen.
+    fn fields_key(&mut self, k: KeyEvent) -> After {
+        let Mode::Fields(fs) = &mut self.mode else {
+            return After::Nothing;
+        };
+        fs.msg = None;
+        let list = &mut self.o.fields.list;
+        let last = list.len().saturating_sub(1);
+        match k.code {
+            KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
+                return After::Quit
+            }
+            KeyCode::Up if fs.at > 0 => {
+                fs.at -= 1;
+                if fs.moving {
+                    list.swap(fs.at, fs.at + 1);
+                }
+            }
+            KeyCode::Down if fs.at < last => {
+                fs.at += 1;
+                if fs.moving {
+                    list.swap(fs.at, fs.at - 1);
+                }
+            }
+            KeyCode::Left | KeyCode::Enter => fs.moving = false,
+            KeyCode::Right => fs.moving = true,
+            KeyCode::Home | KeyCode::PageUp if !fs.moving => fs.at = 0,
+            KeyCode::End | KeyCode::PageDown if !fs.moving => fs.at = last,
+            KeyCode::Char(' ') | KeyCode::Char('d') if !fs.moving => {
+                let (col, on) = list[fs.at];
+                match col.unsupported() {
+                    Some(m) if !on => fs.msg = Some(m),
+                    _ => list[fs.at].1 = !on,
+                }
+            }
+            KeyCode::Char('s') if !fs.moving => {
+                let col = list[fs.at].0;
+                match col.unsupported() {
+                    Some(m) => fs.msg = Some(m),
+                    None => self.o.sort = col,
+                }
+            }
+            KeyCode::Char('q') | KeyCode::Esc => {
+                self.mode = Mode::Normal;
+                // The fields may need groups the last snapshot did not read.
+                self.refresh();
+                return After::Nothing;
+            }
+            _ => {}
+        }
+        After::Nothing
+    }
+
     /// Moves the sort column left (`-1`) or right (`1`) among the columns shown.
     fn move_sort(&mut self, dir: isize) {
-        let cols = layout(self.cols.get(), self.pid_w).cols;
+        let cols = self.layout(self.cols.get()).cols;
         if let Some(at) = cols.iter().position(|&c| c == self.o.sort) {
             let to = at as isize + dir;
             if to >= 0 && (to as usize) < cols.len() {
@@ -448,6 +519,9 @@ impl App {
 
     fn key(&mut self, k: KeyEvent) -> After {
         self.dirty = true;
+        if matches!(self.mode, Mode::Fields(_)) {
+            return self.fields_key(k);
+        }
         if let Mode::Prompt(p) = &mut self.mode {
             match k.code {
                 KeyCode::Esc => self.mode = Mode::Normal,
@@ -615,7 +689,7 @@ impl App {
                 self.filters.clear();
                 self.o.user = None;
                 self.o.pids.clear();
-                self.max_tasks = 0;
+                self.o.max_tasks = 0;
                 self.o.idle = true;
                 self.begtask = 0;
                 self.rebuild();
@@ -623,7 +697,7 @@ impl App {
             'n' | '#' => self.prompt(
                 format!(
                     "Maximum tasks = {}, change to (0 is unlimited)",
-                    self.max_tasks
+                    self.o.max_tasks
                 ),
                 Then::MaxTasks,
             ),
@@ -654,18 +728,25 @@ impl App {
             }
             'I' => {
                 if self.ncpu > 1 {
-                    self.irix = !self.irix;
-                    self.message(format!("Irix mode {}", Self::on_off(self.irix)));
+                    self.o.irix = !self.o.irix;
+                    self.message(format!("Irix mode {}", Self::on_off(self.o.irix)));
                 } else {
                     self.message("Only 1 cpu detected");
                 }
             }
             'E' => self.o.summ_scale = (self.o.summ_scale + 1) % 6,
             'e' => self.o.task_scale = (self.o.task_scale + 1) % 5,
-            'y' => self.hirows = !self.hirows,
-            'A' | 'a' | 'B' | 'b' | 'C' | 'F' | 'f' | 'G' | 'g' | 'J' | 'j' | 'L' | '&' | 'V'
-            | 'v' | 'W' | 'w' | 'X' | 'x' | 'Y' | 'Z' | 'z' | '0' | '2' | '3' | '4' | '5' | '!'
-            | '+' | '-' | '_' => {
+            'y' => self.o.hirows = !self.o.hirows,
+            'f' | 'F' => {
+                let at = self.o.fields.position(self.o.sort).unwrap_or(0);
+                self.mode = Mode::Fields(FieldsScreen {
+                    at,
+                    ..FieldsScreen::default()
+                });
+            }
+            'A' | 'a' | 'B' | 'b' | 'C' | 'G' | 'g' | 'J' | 'j' | 'L' | '&' | 'V' | 'v' | 'W'
+            | 'w' | 'X' | 'x' | 'Y' | 'Z' | 'z' | '0' | '2' | '3' | '4' | '5' | '!' | '+' | '-'
+            | '_' => {
                 self.message(format!("'{c}' is not available in taskdiag top (see 'h')"));
             }
             _ => self.message("Unknown command - try 'h' for help"),
@@ -687,6 +768,11 @@ impl App {
         let cols = self.screen_cols(area.width);
         self.cols.set(cols);
         let rows = area.height as usize;
+        if let Mode::Fields(fs) = &self.mode {
+            let lines = fields_screen(&self.o, fs, cols, rows);
+            fr.render_widget(Paragraph::new(lines), area);
+            return;
+        }
         if matches!(self.mode, Mode::Help) {
             let lines: Vec<Line> = help_text(self.o.delay, self.o.secure)
                 .lines()
@@ -733,7 +819,7 @@ impl App {
             )),
             _ => lines.push(Line::raw("")),
         }
-        let l = layout(cols, self.pid_w);
+        let l = self.layout(cols);
         let mut header = l.header.clone();
         header.truncate(cols);
         lines.push(Line::styled(
@@ -741,8 +827,8 @@ impl App {
             Style::new().add_modifier(Modifier::REVERSED),
         ));
         let mut avail = rows.saturating_sub(lines.len());
-        if self.max_tasks > 0 {
-            avail = avail.min(self.max_tasks);
+        if self.o.max_tasks > 0 {
+            avail = avail.min(self.o.max_tasks);
         }
         self.page.set(avail);
         if let Some(f) = &self.frame {
@@ -755,7 +841,7 @@ impl App {
                 buf.clear();
                 ctx.row(&mut buf, &l, r);
                 format::trim_end(&mut buf);
-                let style = if self.hirows && r.state == b'R' {
+                let style = if self.o.hirows && r.state == b'R' {
                     Style::new().add_modifier(Modifier::BOLD)
                 } else {
                     Style::new()
@@ -862,6 +948,80 @@ fn terminal_hung_up() -> bool {
     r > 0 && p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
 }
 
+/// The field-management screen as procps' `fields_utility` and `display_fields` draw it: three
+/// lines of explanation, a blank line (where taskdiag says why a key did nothing), then every
+/// field in columns: `*` and bold for a shown one, the one under the cursor highlighted (its
+/// description too while it is being moved).
+fn fields_screen(o: &Opts, fs: &FieldsScreen, cols: usize, rows: usize) -> Vec<Line<'static>> {
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let rev = Style::new().add_modifier(Modifier::REVERSED);
+    let sort = o.sort.name();
+    let mut lines = vec![
+        Line::from(vec![
+            Span::raw("Fields Management"),
+            Span::raw(" for window "),
+            Span::styled("1:Def", bold),
+            Span::raw(", whose current sort field is "),
+            Span::styled(sort.to_string(), bold),
+        ]),
+        Line::raw("   Navigate with Up/Dn, Right selects for move then <Enter> or Left commits,"),
+        Line::raw("   'd' or <Space> toggles display, 's' sets sort.  Use 'q' or <Esc> to end!"),
+        match &fs.msg {
+            Some(m) => Line::styled(format!(" {m} "), rev),
+            None => Line::raw(""),
+        },
+    ];
+    let n = o.fields.list.len();
+    let mxcol = (cols / 11).max(1);
+    let rmax = rows.saturating_sub(4);
+    if rmax == 0 || rmax < usize::from(n % mxcol != 0) + n / mxcol {
+        lines.push(Line::raw(""));
+        lines.push(Line::raw(
+            "even using field names only, window is now too small",
+        ));
+        return lines;
+    }
+    let ncols = n.div_ceil(rmax);
+    let (mut cmax, mut xadd) = (cols, 0usize);
+    if ncols > 1 {
+        cmax /= ncols;
+        xadd = 1;
+    }
+    let cmax = cmax.min(10 + xadd + 22);
+    let Some(smax) = cmax.checked_sub(10 + xadd) else {
+        lines.push(Line::raw(""));
+        lines.push(Line::raw(
+            "even using field names only, window is now too small",
+        ));
+        return lines;
+    };
+    let mut spans: Vec<Vec<Span<'static>>> = vec![Vec::new(); rmax.min(n)];
+    for (i, &(col, on)) in o.fields.list.iter().enumerate() {
+        let row = &mut spans[i % rmax];
+        let x = (i / rmax) * cmax;
+        // Pad the row to the column's start.
+        let used: usize = row.iter().map(|s| s.content.chars().count()).sum();
+        if used < x {
+            row.push(Span::raw(" ".repeat(x - used)));
+        }
+        let b = if on { bold } else { Style::new() };
+        let focus = i == fs.at;
+        row.push(Span::styled(if on { "*" } else { " " }, b));
+        row.push(Span::raw(" "));
+        let name = format!("{:<8.8}", col.name());
+        row.push(Span::styled(name, if focus { b.patch(rev) } else { b }));
+        let desc = format!("= {}", col.desc());
+        let desc: String = desc.chars().take(smax).collect();
+        let desc = format!(" {desc:<smax$}");
+        row.push(Span::styled(
+            desc,
+            if focus && fs.moving { b.patch(rev) } else { b },
+        ));
+    }
+    lines.extend(spans.into_iter().map(Line::from));
+    lines
+}
+
 /// The `h` screen.
 fn help_text(delay: f32, secure: bool) -> String {
     format!(
@@ -877,6 +1037,7 @@ Delay {delay:.1} secs; Secure mode {}.
   u,U          one user's tasks (effective / any uid); blank for all
   o,O          add a filter [!]FIELD=TEXT, FIELD<N, FIELD>N (o ignores case); Ctrl-O lists
   =            remove filters (u, o, -p, n) and show idle tasks
+  f,F          fields: show/hide (d, Space), sort by (s), move (Right, Up/Down, Enter)
   n,#          maximum number of tasks shown
   k            send a signal (pid, then signal; default SIGTERM) through a pidfd
   r            renice (pid, then nice value)
@@ -897,7 +1058,7 @@ pub fn run(o: Opts, utf8: bool) -> i32 {
         eprintln!("top: failed tty get");
         return 1;
     }
-    let mut s = match Sampler::open(o.cmdline) {
+    let mut s = match Sampler::open(&o) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("top: {e}");

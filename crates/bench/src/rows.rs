@@ -399,6 +399,19 @@ pub fn rows(p: &Programs, per_thread: bool) -> Vec<Row> {
             Some(s(&[exe, "pstree", "-p"])),
             Some("T5"),
         ),
+        // Issue 17's tool target: cgroup, a namespace and a signal mask per process.
+        row(
+            "T9",
+            "procps ps -e -o pid,cgroup,ipcns,sigmask",
+            tool("ps", &["-e", "-o", "pid,cgroup,ipcns,sigmask"]),
+            Some("P1"),
+        ),
+        row(
+            "D9",
+            "taskdiag ps -e -o pid,cgroup,ipcns,sigmask",
+            Some(s(&[exe, "ps", "-e", "-o", "pid,cgroup,ipcns,sigmask"])),
+            Some("T9"),
+        ),
         // Steady state of a refreshing top: four frames a second apart; the CPU of three
         // refreshes is this row's CPU minus the one-frame row's.
         row(
@@ -470,7 +483,7 @@ fn loop_label(files: &[&(&str, Access)]) -> String {
 }
 
 /// The new groups and the files each replaces.
-pub const NEW_GROUPS: [NewGroup; 6] = [
+pub const NEW_GROUPS: [NewGroup; 9] = [
     // Pending (thread, shared), blocked, ignored, caught: status's Sig* lines.
     NewGroup {
         name: "signal",
@@ -518,6 +531,31 @@ pub const NEW_GROUPS: [NewGroup; 6] = [
             ("cwd", Access::Readlink),
             ("root", Access::Readlink),
         ],
+    },
+    // The environment (from /proc on every backend: the client's own rights).
+    NewGroup {
+        name: "environ",
+        files: &[("environ", Access::Read)],
+    },
+    // wchan, syscall, the OOM scores, login uid and session, autogroup, and status for the
+    // affinity lists.
+    NewGroup {
+        name: "sched",
+        files: &[
+            ("wchan", Access::Read),
+            ("syscall", Access::Read),
+            ("oom_score", Access::Read),
+            ("oom_score_adj", Access::Read),
+            ("loginuid", Access::Read),
+            ("sessionid", Access::Read),
+            ("autogroup", Access::Read),
+            ("status", Access::Read),
+        ],
+    },
+    // schedstat and stat (field 42).
+    NewGroup {
+        name: "delay",
+        files: &[("schedstat", Access::Read), ("stat", Access::Read)],
     },
 ];
 

@@ -3,8 +3,8 @@
 //! taskdiag groups each field's data comes from, and a window's field list (procps'
 //! `fieldscur`: the order of the fields and which are shown).
 //!
-//! Fields whose data taskdiag does not carry (OOM scores, autogroups, smaps sizes, the login
-//! uid, the NUMA node) are known by name but refused ([`Col::unsupported`]) rather than
+//! Fields whose data taskdiag does not carry (smaps sizes, the NUMA node) are known by name
+//! but refused ([`Col::unsupported`]) rather than
 //! printed with values that were never read. Formatting a field's value is
 //! [`super::format`]'s job.
 
@@ -406,13 +406,10 @@ impl Col {
     /// taskdiag reads.
     pub fn unsupported(self) -> Option<String> {
         let what = match self {
-            Col::OomAdj | Col::OomScore => "OOM scores",
             Col::Numa => "NUMA nodes",
-            Col::Logid => "login uids",
             Col::SmapRss | Col::Pss | Col::PssAnon | Col::PssFile | Col::PssShmem | Col::Uss => {
                 "smaps_rollup sizes"
             }
-            Col::Agid | Col::Agni => "autogroups",
             _ => return None,
         };
         Some(format!(
@@ -464,6 +461,7 @@ impl Col {
             Col::Cgroups | Col::Cgname | Col::Lxc => g(Group::Cgroup),
             Col::Environ => g(Group::Environ),
             Col::Exe => g(Group::Paths),
+            Col::OomAdj | Col::OomScore | Col::Logid | Col::Agid | Col::Agni => g(Group::Sched),
             Col::NsIpc
             | Col::NsMnt
             | Col::NsNet

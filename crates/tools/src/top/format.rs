@@ -460,6 +460,29 @@ impl RowCtx<'_> {
                     _ => io.syscw,
                 }) as f64
             }
+            Col::OomAdj | Col::OomScore | Col::Logid | Col::Agid | Col::Agni => {
+                let t = self.task(r)?;
+                // What libproc2 is left with where the files cannot be read: 0, and -1 for the
+                // autogroup id (and for a login uid that is unset).
+                let Some(s) = &t.sched else {
+                    if self.frame.fetched & Group::Sched.flag() == 0 {
+                        return None;
+                    }
+                    return Some(if c == Col::Agid { -1.0 } else { 0.0 });
+                };
+                let r = &s.rec;
+                let in_group =
+                    r.flags & taskdiag_proto::SCHED_F_NO_AUTOGROUP == 0 && r.autogroup != 0;
+                match c {
+                    Col::OomAdj => r.oom_score_adj as f64,
+                    Col::OomScore => r.oom_score as f64,
+                    Col::Logid => (r.loginuid as i32) as f64,
+                    Col::Agid if in_group => r.autogroup as f64,
+                    Col::Agid => -1.0,
+                    _ if in_group => r.autogroup_nice as f64,
+                    _ => 0.0,
+                }
+            }
             Col::Started => {
                 self.base(r)?;
                 self.start_tics(r) as f64
@@ -529,6 +552,9 @@ impl RowCtx<'_> {
                 scale_tics(t, self.hz, w)
             }
             Col::Time1 => scale_tics(self.number(r, c)? as u64, self.hz, w),
+            Col::OomAdj | Col::OomScore | Col::Logid | Col::Agid | Col::Agni => {
+                num(self.number(r, c)? as i64, w)
+            }
             Col::Started => scale_tics_as(self.number(r, c)? as u64, self.hz, w, 1),
             Col::Elapsed => {
                 let tics = (self.number(r, c)? * self.hz as f64) as u64;

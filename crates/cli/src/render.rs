@@ -228,18 +228,9 @@ pub(crate) fn cgroup_fields(c: &Cgroup) -> Fields<'_> {
 
 /// IO (as /proc/PID/io names its counters).
 pub(crate) fn io_fields(io: &IoRec) -> Fields<'static> {
-    let v = [
-        io.rchar,
-        io.wchar,
-        io.syscr,
-        io.syscw,
-        io.read_bytes,
-        io.write_bytes,
-        io.cancelled_write_bytes,
-    ];
     taskdiag_procfs::parse::IO_NAMES
         .iter()
-        .zip(v)
+        .zip(io.counters())
         .map(|(&k, n)| (k, Val::Int(n.into())))
         .collect()
 }

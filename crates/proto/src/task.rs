@@ -158,6 +158,22 @@ impl Cgroup {
     }
 }
 
+impl IoRec {
+    /// The seven counters in /proc/PID/io's order (rchar, wchar, syscr, syscw, read_bytes,
+    /// write_bytes, cancelled_write_bytes).
+    pub fn counters(&self) -> [u64; 7] {
+        [
+            self.rchar,
+            self.wchar,
+            self.syscr,
+            self.syscw,
+            self.read_bytes,
+            self.write_bytes,
+            self.cancelled_write_bytes,
+        ]
+    }
+}
+
 /// PATHS: the executable, working directory and root of a task, each with why it is missing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paths {

@@ -320,12 +320,33 @@ fn complete(
                 }),
             }
         }
+        // For another caller (a server): a group whose file /proc guards per reader is not read
+        // with the server's rights where the programs could not write it (IO of a process of
+        // many threads, on kernels without bpf_loop()): its client reads it from its own /proc
+        // ([`CallerGroups`]).
+        if task.access.is_some() {
+            groups.retain(|&g| {
+                let theirs = SHOW_SERVER_DEFERS & g.flag() != 0;
+                if theirs {
+                    task.errors.push(GroupError {
+                        group: g as u16,
+                        errno: libc::EOPNOTSUPP,
+                    });
+                }
+                !theirs
+            });
+        }
         fill_from_procfs(&mut task, ids, &groups, per_thread, src.reader);
         out.truncate(start);
         task.encode(out);
     }
     Ok(())
 }
+
+/// Groups a server answers from its programs but, where they could not write one for a task,
+/// leaves to its client (a GROUP_ERROR with EOPNOTSUPP) rather than read /proc with its own
+/// rights: what /proc guards with the reader's identity as well as ptrace-read (IO: mode 0400).
+pub const SHOW_SERVER_DEFERS: u64 = Group::Io.flag();
 
 /// Groups a server answering for other processes cannot read for them: what /proc guards
 /// (with ptrace-read, or a security module's policy on the reader) and the BPF programs do not
@@ -340,7 +361,8 @@ pub const SHOW_CALLER_READS: u64 =
 /// ([`SHOW_CALLER_READS`]): the daemon was asked without them (and with BASE, whose start time
 /// tells a reused pid), each task gets them from this process's /proc if /proc still shows
 /// the same task, else a GROUP_ERROR (ESRCH; EOPNOTSUPP without a /proc of our own pid
-/// namespace), and the START message names the groups of the caller's request again.
+/// namespace), and the START message names the groups of the caller's request again. The
+/// same for a group the daemon deferred for one task ([`SHOW_SERVER_DEFERS`]: EOPNOTSUPP).
 pub(crate) struct CallerGroups<'a> {
     req: Request,
     groups: Vec<Group>,
@@ -397,7 +419,20 @@ impl<'a> CallerGroups<'a> {
                         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
                     if let Some(mut t) = t {
                         let ids = (t.pid, t.tgid);
-                        fill_from_procfs(&mut t, ids, &self.groups, per_thread, self.reader);
+                        let deferred = |e: &GroupError| {
+                            e.errno == libc::EOPNOTSUPP
+                                && Group::from_u16(e.group)
+                                    .is_some_and(|g| SHOW_SERVER_DEFERS & g.flag() != 0)
+                        };
+                        let mut groups = self.groups.clone();
+                        groups.extend(
+                            t.errors
+                                .iter()
+                                .filter(|e| deferred(e))
+                                .filter_map(|e| Group::from_u16(e.group)),
+                        );
+                        t.errors.retain(|e| !deferred(e));
+                        fill_from_procfs(&mut t, ids, &groups, per_thread, self.reader);
                         if self.strip_base {
                             t.base = None;
                         }
@@ -618,6 +653,40 @@ mod tests {
         let mut rest = Vec::new();
         bpf_message(&mut rest, &other, &[]);
         assert!(out.ends_with(&rest));
+    }
+
+    /// For a server (records with ACCESS), IO the programs could not write is left to the
+    /// client (EOPNOTSUPP), never read from /proc with the server's rights; other groups are
+    /// still completed.
+    #[test]
+    fn a_server_defers_io_to_its_client() {
+        let t = FakeTask::process(100);
+        let proc = FakeProc::with(std::slice::from_ref(&t));
+        let mut chunk = Vec::new();
+        bpf_message(&mut chunk, &t, &[Group::Io, Group::Cred]);
+        // The message as a server asks for it: with the task's ACCESS.
+        let mut asm = TaskAssembler::new();
+        let mut task = Messages::new(&chunk)
+            .find_map(|m| asm.push(&m.expect("message")).expect("valid"))
+            .expect("task");
+        task.access = Some(AccessRec {
+            reader_pid: 100,
+            reader_tgid: 100,
+            ..AccessRec::default()
+        });
+        let mut with_access = Vec::new();
+        task.encode(&mut with_access);
+        let h = MsgHeader::read_from(&with_access).expect("a header");
+        with_access[6..8].copy_from_slice(&(h.flags | MSG_F_FIXUP).to_ne_bytes());
+        let show = BASE_CRED | Group::Io.flag();
+        let (tasks, _) = run(&with_access, Strategy::All, show, 0, Some(&proc.reader()));
+        assert_eq!(errno(&tasks[0], Group::Io), Some(libc::EOPNOTSUPP));
+        assert!(tasks[0].io.is_none());
+        assert!(tasks[0].cred.is_some(), "{:?}", tasks[0].errors);
+        // Without ACCESS (the caller's own dump) IO is read from /proc as any other group (the
+        // fake /proc has no io file: ENOENT says it was tried).
+        let (tasks, _) = run(&chunk, Strategy::All, show, 0, Some(&proc.reader()));
+        assert_eq!(errno(&tasks[0], Group::Io), Some(libc::ENOENT));
     }
 
     #[test]

@@ -456,8 +456,9 @@ pub struct NewGroup {
 }
 
 /// What a C loop over `files` reads, for a row's label: `/proc/*/FILE` for a file read,
-/// `readlink /proc/*/FILE` for a link, and consecutive links in one directory counted
-/// (`readlink /proc/*/ns/{10 links}`).
+/// `readlink /proc/*/FILE` for a link, consecutive links in one directory counted
+/// (`readlink /proc/*/ns/{10 links}`), and consecutive links of /proc/PID itself named
+/// (`readlink /proc/*/{exe,cwd,root}`).
 fn loop_label(files: &[&(&str, Access)]) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut i = 0;
@@ -473,6 +474,10 @@ fn loop_label(files: &[&(&str, Access)]) -> String {
         parts.push(match (a, dir) {
             (Access::Readlink, Some(d)) if run > 1 => {
                 format!("readlink /proc/*/{d}/{{{run} links}}")
+            }
+            (Access::Readlink, None) if run > 1 => {
+                let names: Vec<&str> = files[i..i + run].iter().map(|(g, _)| *g).collect();
+                format!("readlink /proc/*/{{{}}}", names.join(","))
             }
             (Access::Readlink, _) => format!("readlink /proc/*/{f}"),
             (Access::Read, _) => format!("/proc/*/{f}"),

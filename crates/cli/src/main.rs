@@ -1,7 +1,7 @@
 //! The `taskdiag` command: dump task information through the best backend (BPF, taskdiagd or
 //! /proc), print a process's memory maps, decode raw streams, and run the procps/psmisc-
-//! compatible tools (`taskdiag ps`, `pstree`, `pgrep`, `pkill`, `pidwait`, `top`; also as `ps`
-//! etc. when invoked through a symlink of that name).
+//! compatible tools (`taskdiag ps`, `pstree`, `pgrep`, `pkill`, `pidwait`, `pidof`, `top`; also
+//! as `ps` etc. when invoked through a symlink of that name).
 //!
 //! This binary parses arguments, builds a request, hands it to `taskdiag::Dumper` and renders
 //! the stream ([`render`], [`maps`]); the tools live in `taskdiag_tools`. Choosing and running
@@ -60,6 +60,9 @@ enum Cmd {
     /// Wait for processes chosen by name and other attributes to exit (procps pidwait).
     #[command(disable_help_flag = true)]
     Pidwait(ToolArgs),
+    /// Find the process ids of running programs (procps pidof options).
+    #[command(disable_help_flag = true)]
+    Pidof(ToolArgs),
     /// Display tasks and what they cost, refreshed (procps top options; `top --help`).
     #[command(disable_help_flag = true)]
     Top(ToolArgs),
@@ -74,12 +77,18 @@ struct ToolArgs {
 }
 
 /// Runs a tool and turns its status into an exit code.
+/// The arguments after `taskdiag TOOL`, exactly as given (the tool is the first argument:
+/// `taskdiag` has no options of its own before a subcommand).
+fn tool_args() -> Vec<std::ffi::OsString> {
+    std::env::args_os().skip(2).collect()
+}
+
 fn run_tool(main: fn(&[std::ffi::OsString]) -> i32, args: &[std::ffi::OsString]) -> ExitCode {
     ExitCode::from(main(args).clamp(0, 255) as u8)
 }
 
-/// When installed as `ps`, `pstree`, `pgrep`, `pkill`, `pidwait` or `top` (a symlink to this
-/// binary), behaves as that tool.
+/// When installed as `ps`, `pstree`, `pgrep`, `pkill`, `pidwait`, `pidof` or `top` (a symlink
+/// to this binary), behaves as that tool.
 fn multi_call() -> Option<ExitCode> {
     let argv0 = std::env::args_os().next()?;
     let name = std::path::Path::new(&argv0)
@@ -93,6 +102,7 @@ fn multi_call() -> Option<ExitCode> {
         "pgrep" => taskdiag_tools::pgrep::pgrep_main,
         "pkill" => taskdiag_tools::pgrep::pkill_main,
         "pidwait" => taskdiag_tools::pgrep::pidwait_main,
+        "pidof" => taskdiag_tools::pidof::pidof_main,
         "top" => taskdiag_tools::top::top_main,
         _ => return None,
     };
@@ -275,12 +285,15 @@ fn main() -> ExitCode {
         Cmd::Dump(a) => dump(a),
         Cmd::Decode(a) => decode(a),
         Cmd::Maps(a) => maps::maps(a),
-        Cmd::Ps(a) => return run_tool(taskdiag_tools::ps::ps_main, &a.args),
-        Cmd::Pstree(a) => return run_tool(taskdiag_tools::pstree::pstree_main, &a.args),
-        Cmd::Pgrep(a) => return run_tool(taskdiag_tools::pgrep::pgrep_main, &a.args),
-        Cmd::Pkill(a) => return run_tool(taskdiag_tools::pgrep::pkill_main, &a.args),
-        Cmd::Pidwait(a) => return run_tool(taskdiag_tools::pgrep::pidwait_main, &a.args),
-        Cmd::Top(a) => return run_tool(taskdiag_tools::top::top_main, &a.args),
+        // The tools get their arguments as given (what follows the tool's name): clap would
+        // take a first `--` for itself (`taskdiag pgrep -- -name`).
+        Cmd::Ps(_) => return run_tool(taskdiag_tools::ps::ps_main, &tool_args()),
+        Cmd::Pstree(_) => return run_tool(taskdiag_tools::pstree::pstree_main, &tool_args()),
+        Cmd::Pgrep(_) => return run_tool(taskdiag_tools::pgrep::pgrep_main, &tool_args()),
+        Cmd::Pkill(_) => return run_tool(taskdiag_tools::pgrep::pkill_main, &tool_args()),
+        Cmd::Pidwait(_) => return run_tool(taskdiag_tools::pgrep::pidwait_main, &tool_args()),
+        Cmd::Pidof(_) => return run_tool(taskdiag_tools::pidof::pidof_main, &tool_args()),
+        Cmd::Top(_) => return run_tool(taskdiag_tools::top::top_main, &tool_args()),
     };
     match r {
         Ok(code) => code,

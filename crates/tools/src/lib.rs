@@ -14,6 +14,7 @@ pub mod cnum;
 pub mod getopt;
 pub mod names;
 pub mod pgrep;
+pub mod pidof;
 pub mod procvals;
 pub mod ps;
 pub mod pstree;

@@ -5,6 +5,7 @@
 mod daemon_trust;
 mod maps;
 mod pgrep;
+mod pidof;
 mod pinned;
 mod ps;
 mod pstree;

@@ -150,11 +150,12 @@ struct thread_sum {
 	bool done;
 };
 
-/* sum_io_thread()'s walk over a process's threads, adding their I/O to @acc. */
+/* sum_io_thread()'s walk over a process's threads, adding their I/O to @acc (@tmp: add_io()'s
+ * copy). */
 struct io_sum {
 	struct list_head *head;
 	struct list_head *pos;
-	struct td_io *acc;
+	struct td_io *acc, *tmp;
 	bool done;
 };
 
@@ -168,8 +169,8 @@ struct scratch {
 	__u32 vma_gen, vma_pid, vma_tgid;
 	/* sum_threads_bounded()'s result. */
 	struct thread_sum threads;
-	/* io_counters()'s result. */
-	struct td_io io;
+	/* io_counters()'s result, and add_io()'s copy. */
+	struct td_io io, io_tmp;
 	/* delay_counters()'s result. */
 	struct td_delay delay;
 	/* put_signal(): a copy of the 64 signal actions. */
@@ -346,21 +347,19 @@ static long sum_one_thread(__u64 i, struct thread_sum *s)
 
 /*
  * Adds the I/O counters at kernel address @from (a struct task_io_accounting, laid out as
- * struct td_io: put_io() checks its size) to @to, one counter at a time: a copy of the whole
- * would cost the stack of the thread walk's three frames more than BPF allows.
+ * struct td_io: put_io() checks its size) to @to, copied in one read into @tmp, scratch-map
+ * memory (on the stack, the copy would cost the thread walk's three frames more than BPF
+ * allows; read counter by counter, seven helper calls instead of one).
  */
-static __always_inline bool add_io(struct td_io *to, const void *from)
+static __always_inline bool add_io(struct td_io *to, const void *from, struct td_io *tmp)
 {
-	__u64 *dst = (__u64 *)to;
+	__u64 *dst = (__u64 *)to, *src = (__u64 *)tmp;
 
+	if (bpf_probe_read_kernel(tmp, sizeof(*tmp), from))
+		return false;
 #pragma unroll
-	for (int i = 0; i < sizeof(*to) / 8; i++) {
-		__u64 v;
-
-		if (bpf_probe_read_kernel(&v, sizeof(v), from + i * 8))
-			return false;
-		dst[i] += v;
-	}
+	for (int i = 0; i < sizeof(*to) / 8; i++)
+		dst[i] += src[i];
 	return true;
 }
 
@@ -374,7 +373,7 @@ static long sum_io_thread(__u64 i, struct io_sum *s)
 		return 1;
 	}
 	t = (void *)s->pos - bpf_core_field_offset(struct task_struct, thread_node);
-	if (!add_io(s->acc, __builtin_preserve_access_index(&t->ioac)))
+	if (!add_io(s->acc, __builtin_preserve_access_index(&t->ioac), s->tmp))
 		return 1;
 	s->pos = BPF_CORE_READ(t, thread_node.next);
 	return 0;
@@ -1312,21 +1311,23 @@ static __always_inline int io_counters(__u64 task, bool bounded)
 
 	if (!sc)
 		return 0;
-	__builtin_memset(&sc->io, 0, sizeof(sc->io));
 	if (!whole)
-		return add_io(&sc->io, __builtin_preserve_access_index(&t->ioac));
+		return !bpf_probe_read_kernel(&sc->io, sizeof(sc->io),
+					      __builtin_preserve_access_index(&t->ioac));
 	sg = BPF_CORE_READ(t, signal);
-	if (!add_io(&sc->io, __builtin_preserve_access_index(&sg->ioac)))
+	if (bpf_probe_read_kernel(&sc->io, sizeof(sc->io),
+				  __builtin_preserve_access_index(&sg->ioac)))
 		return 0;
 	head = __builtin_preserve_access_index(&sg->thread_head);
 	next = BPF_CORE_READ(sg, thread_head.next);
 	if (next == __builtin_preserve_access_index(&t->thread_node) &&
 	    BPF_CORE_READ(t, thread_node.next) == head)
 		/* Most processes: @t is the one live thread. */
-		return add_io(&sc->io, __builtin_preserve_access_index(&t->ioac));
+		return add_io(&sc->io, __builtin_preserve_access_index(&t->ioac), &sc->io_tmp);
 	if (bounded)
 		return 0;
 	s.acc = &sc->io;
+	s.tmp = &sc->io_tmp;
 	s.head = head;
 	s.pos = next;
 	bpf_loop(TD_BPF_MAX_THREADS, sum_io_thread, &s, 0);

@@ -560,7 +560,7 @@ mod tests {
         assert_eq!(Col::Command.width(5, 1), None);
         assert_eq!(Col::Tpgid.width(7, 1), Some(7));
         assert_eq!(Col::Flags.width(5, 1), Some(8));
-        assert!(Col::OomScore.unsupported().is_some());
+        assert!(Col::Pss.unsupported().is_some() && Col::OomScore.unsupported().is_none());
         assert!(Col::NsUts.unsupported().is_none());
     }
 

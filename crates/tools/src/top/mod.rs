@@ -954,7 +954,7 @@ mod tests {
             &["-p", "-5"],
             &["-u", "no such user, surely"],
             &["-o", "NOPE"],
-            &["-o", "OOMs"],
+            &["-o", "USS"],
             &["-w", "2"],
             &["-E", "x"],
             &["-b", "junk"],

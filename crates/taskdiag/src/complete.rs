@@ -352,8 +352,8 @@ pub const SHOW_SERVER_DEFERS: u64 = Group::Io.flag();
 /// (with ptrace-read, or a security module's policy on the reader) and the BPF programs do not
 /// produce: PATHS, ENVIRON, SCHED's wchan and syscall, SECURITY's label. taskdiagd, without
 /// capabilities and with a security context of its own, could only read them from /proc with
-/// its own rights. Its clients read them from their own /proc ([`CallerGroups`]), which shows
-/// them exactly what they may see.
+/// its own rights. Its clients read them from their own /proc (the library does it for them),
+/// which shows them exactly what they may see.
 pub const SHOW_CALLER_READS: u64 =
     Group::Paths.flag() | Group::Environ.flag() | Group::Sched.flag() | Group::Security.flag();
 

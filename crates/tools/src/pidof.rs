@@ -3,9 +3,9 @@
 //! procps reads /proc/PID/stat and cmdline and readlinks /proc/PID/exe (and, with -c,
 //! /proc/PID/root) of every process, once per program named; this takes one snapshot of the
 //! processes with BASE (the name), CMDLINE (argv) and PATHS (exe and root, as readlink returns
-//! them) and matches every program against it exactly as procps' `select_procs` does: argv[0]
+//! them) and matches every program against it exactly as procps' `select_procs` does: `argv[0]`
 //! (a login shell's `-` dropped) or its basename, the executable's path or basename, the name
-//! with -w or when argv[0] holds a space (setproctitle), argv[1] of a script's interpreter with
+//! with -w or when `argv[0]` holds a space (setproctitle), `argv[1]` of a script's interpreter with
 //! -x, the same root as ours with -c (root only). Output is procps': per program, the matches
 //! from the highest pid down (one with -s), joined by the separator, one newline at the end;
 //! exit status 0 if anything matched, 1 if not or on a bad command line.

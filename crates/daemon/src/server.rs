@@ -52,9 +52,10 @@ fn unserved(show_flags: u64, maps_walk: bool) -> Option<&'static str> {
     }
     if show_flags & taskdiag::SHOW_CALLER_READS != 0 {
         return Some(
-            "the paths and environ groups are not served by taskdiagd (they come from \
-             /proc/PID/exe, cwd, root and environ, which the daemon, without capabilities, may \
-             not read for its callers): its clients read them from their own /proc",
+            "the paths, environ, sched and security groups are not served by taskdiagd (they \
+             come from /proc/PID/exe, cwd, root, environ, wchan, syscall and attr/current, which \
+             the daemon, without capabilities, may not read for its callers): its clients read \
+             them from their own /proc",
         );
     }
     if show_flags & Group::Vma.flag() != 0 && !maps_walk {
@@ -977,7 +978,10 @@ mod tests {
         assert_eq!(d[1].0, -libc::EOPNOTSUPP, "{d:?}");
         assert!(d[1].1.contains("vma_stat group is not served"), "{d:?}");
         assert_eq!(d[2].0, -libc::EOPNOTSUPP, "{d:?}");
-        assert!(d[2].1.contains("paths and environ groups"), "{d:?}");
+        assert!(
+            d[2].1.contains("paths, environ, sched and security groups"),
+            "{d:?}"
+        );
         assert_eq!(
             h.waiting_requests(),
             1,

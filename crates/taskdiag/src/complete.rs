@@ -448,6 +448,11 @@ impl<'a> CallerGroups<'a> {
     }
 }
 
+/// Nanoseconds per clock tick, the resolution of /proc's start times.
+fn ns_per_tick() -> u64 {
+    (1_000_000_000 / taskdiag_procfs::clock_ticks()).max(1)
+}
+
 /// Whether the task may have a command line: it is not a kernel thread.
 fn may_have_cmdline(t: &Task) -> bool {
     t.base
@@ -485,11 +490,25 @@ fn fill_from_procfs(
         }
         _ => None,
     };
-    // The same task: same id and start time (a reused pid has another start time).
+    // The same task: same id and start time (a reused pid has another start time). A record
+    // without BASE is checked against its ACCESS where it stands for its process (a server
+    // always has it): ACCESS's start is the thread group's.
+    // ACCESS's is exact, /proc's at clock-tick resolution: the same start is the tick that
+    // contains ACCESS's.
+    let exact = task.base.is_none();
+    let started = task.base.as_ref().map(|b| b.rec.start_time_ns).or_else(|| {
+        task.access
+            .filter(|_| task.pid == task.tgid)
+            .map(|a| a.tg_start_ns)
+    });
     let same = |p: &Task| {
         p.pid == pid
-            && match (&p.base, &task.base) {
-                (Some(a), Some(b)) => a.rec.start_time_ns == b.rec.start_time_ns,
+            && match (&p.base, started) {
+                (Some(a), Some(s)) if exact => {
+                    let tick = ns_per_tick();
+                    a.rec.start_time_ns == s / tick * tick
+                }
+                (Some(a), Some(s)) => a.rec.start_time_ns == s,
                 _ => true,
             }
     };

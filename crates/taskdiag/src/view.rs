@@ -62,8 +62,9 @@ pub const OVERFLOW_ID: u32 = 65534;
 
 /// Show flags of the groups with data /proc guards by ptrace-read (memory maps, namespace
 /// links, the code and stack addresses of STATM, the descriptor count of FILES, I/O counters,
-/// environment, paths): every task's ACCESS must be read with them and checked, whatever else
-/// the viewer needs.
+/// environment, paths, wchan and syscall; and DELAY's delay-accounting pairs, which need
+/// CAP_NET_ADMIN): every task's ACCESS must be read with them and checked, whatever else the
+/// viewer needs.
 pub const SHOW_GUARDED: u64 = taskdiag_proto::SHOW_MAPS
     | taskdiag_proto::Group::Ns.flag()
     | taskdiag_proto::Group::Statm.flag()
@@ -71,7 +72,8 @@ pub const SHOW_GUARDED: u64 = taskdiag_proto::SHOW_MAPS
     | taskdiag_proto::Group::Io.flag()
     | taskdiag_proto::Group::Paths.flag()
     | taskdiag_proto::Group::Environ.flag()
-    | taskdiag_proto::Group::Sched.flag();
+    | taskdiag_proto::Group::Sched.flag()
+    | taskdiag_proto::Group::Delay.flag();
 
 /// The `hidepid=` option of a procfs mount.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -972,3 +972,35 @@ fn delay_counters_agree_with_stat() {
     }
     eprintln!("{checked} tasks with delay-accounting counters");
 }
+
+/// PATHS keeps each link's own answer: a working directory deeper than PATH_MAX, which
+/// readlink refuses with ENAMETOOLONG, is that link's error, not the dump's, on both backends.
+#[test]
+fn a_path_longer_than_path_max_is_that_links_error() {
+    let dir = TempDir::new("deep");
+    let name = "d".repeat(250);
+    // Relative mkdir and chdir (a shell's cd keeps $PWD, which cannot grow that long).
+    let script = format!(
+        "import os\nfor i in range(20):\n    os.mkdir('{name}')\n    os.chdir('{name}')\n\
+         print('ready', flush=True)\nos.execvp('sleep', ['sleep', '1000'])\n"
+    );
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", &script])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped());
+    let mut f = Spawned::spawn_group(&mut cmd);
+    f.expect_line("ready");
+    let pid = f.pid();
+    taskdiag_test_support::process::wait_exec(pid, "sleep");
+    let err = std::fs::read_link(format!("/proc/{pid}/cwd")).expect_err("too long");
+    assert_eq!(err.raw_os_error(), Some(libc::ENAMETOOLONG));
+    let show = Group::Base.flag() | Group::Paths.flag();
+    let all = assert_agree(Request::new(Strategy::All, 0, show), &[pid]);
+    let p = all[&pid].paths.as_ref().expect("paths");
+    assert_eq!(p.cwd, Err(libc::ENAMETOOLONG as u8));
+    assert!(
+        p.exe.as_ref().is_ok_and(|e| e.ends_with(b"/sleep")),
+        "{p:?}"
+    );
+    drop(f);
+}

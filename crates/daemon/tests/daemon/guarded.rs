@@ -132,3 +132,15 @@ fn io_paths_and_environ_through_the_daemon_are_the_callers_proc() {
         }
     }
 }
+
+/// DELAY: schedstat's numbers and the block I/O ticks as the user's /proc shows them; the
+/// delay-accounting pairs, which only taskstats gives and only to CAP_NET_ADMIN, never.
+#[test]
+fn delay_accounting_totals_are_not_shown_to_unprivileged_callers() {
+    let (pids, daemon, procfs) = through_both("delay");
+    for (i, what) in WHO.iter().enumerate() {
+        assert_eq!(daemon[i], procfs[i], "{what} process {}", pids[i]);
+        assert_eq!(daemon[i]["counters"], serde_json::json!(false), "{what}");
+        assert!(daemon[i]["wait_ns"].is_u64(), "{what}: {}", daemon[i]);
+    }
+}

@@ -216,8 +216,8 @@ impl ProcReader {
     }
 
     /// SCHED, but for the affinity lines of status (see [`ProcReader::task`]): its small
-    /// scheduling and accounting files. A number file that cannot be read is a refusal of the
-    /// group; syscall, refused to readers that may not ptrace-attach, is withheld alone
+    /// scheduling and accounting files, each on its own (one that cannot be read keeps its
+    /// default); syscall, refused to readers that may not ptrace-attach, is withheld
     /// ([`SCHED_F_SYSCALL_HIDDEN`]); without an autogroup file, [`SCHED_F_NO_AUTOGROUP`].
     pub(super) fn sched(&self, s: &mut Scratch) -> Result<Got<Sched>> {
         let mut buf = std::mem::take(&mut s.own);
@@ -242,7 +242,9 @@ impl ProcReader {
                 Got::Refused(e) => Got::Refused(e),
             })
         };
-        let mut nums = [0i64; 4];
+        // Each file on its own, as procps reads them: one a kernel lacks (loginuid and
+        // sessionid without CONFIG_AUDIT) keeps procps' default, 0 or -1 (unset).
+        let mut nums = [0i64, 0, u32::MAX.into(), u32::MAX.into()];
         for (i, name) in [
             &b"oom_score"[..],
             b"oom_score_adj",
@@ -252,9 +254,8 @@ impl ProcReader {
         .into_iter()
         .enumerate()
         {
-            match number(s, name, buf)? {
-                Got::Read(v) => nums[i] = v,
-                Got::Refused(e) => return Ok(Got::Refused(e)),
+            if let Got::Read(v) = number(s, name, buf)? {
+                nums[i] = v;
             }
         }
         rec.oom_score = nums[0] as u32;
@@ -269,9 +270,9 @@ impl ProcReader {
             }
             Got::Refused(_) => rec.flags |= SCHED_F_NO_AUTOGROUP,
         }
-        match self.own_file(&mut s.path, b"wchan", buf, false)? {
-            Got::Read(()) => sc.wchan = buf.clone(),
-            Got::Refused(e) => return Ok(Got::Refused(e)),
+        // Without CONFIG_KALLSYMS there is no wchan file: an empty text.
+        if let Got::Read(()) = self.own_file(&mut s.path, b"wchan", buf, false)? {
+            sc.wchan = buf.clone();
         }
         match self.own_file(&mut s.path, b"syscall", buf, false)? {
             Got::Read(()) => sc.syscall = buf.strip_suffix(b"\n").unwrap_or(buf).to_vec(),
@@ -325,10 +326,10 @@ impl ProcReader {
         let mut one = |s: &mut Scratch, name: &[u8]| -> Result<std::result::Result<Vec<u8>, u8>> {
             match readlinkat(self.dir.as_raw_fd(), s.path.file(name), &mut link) {
                 Ok(n) => Ok(Ok(link[..n].to_vec())),
-                Err(e) => match e.raw_os_error() {
-                    Some(errno @ (libc::ENOENT | libc::EACCES | libc::EPERM | libc::ESRCH)) => {
-                        Ok(Err(errno as u8))
-                    }
+                // Whatever readlink says is that link's answer (ENAMETOOLONG for a directory
+                // deeper than PATH_MAX, say), as procps keeps an empty or `-` path.
+                Err(e) => match e.raw_os_error().and_then(|n| u8::try_from(n).ok()) {
+                    Some(errno) if errno != 0 => Ok(Err(errno)),
                     _ => Err(ProcfsError::Io {
                         path: s.path.display(&self.root),
                         source: e,

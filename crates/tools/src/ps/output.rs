@@ -120,10 +120,10 @@ impl Row<'_> {
     }
     /// SCHED's numbers as procps reads them: oom_score, oom_score_adj, the autogroup id (-1
     /// without one) and nice, and loginuid as a C int (-1 when unset); where the files could
-    /// not be read, what procps is left with (0, 0, -1, 0, 0).
+    /// not be read, what procps is left with (0, 0, -1, 0, -1).
     fn sched_numbers(&self) -> Option<[i64; 5]> {
         let Some(s) = &self.t.sched else {
-            return (self.fetched & Group::Sched.flag() != 0).then_some([0, 0, -1, 0, 0]);
+            return (self.fetched & Group::Sched.flag() != 0).then_some([0, 0, -1, 0, -1]);
         };
         let r = &s.rec;
         let in_group = r.flags & taskdiag_proto::SCHED_F_NO_AUTOGROUP == 0 && r.autogroup != 0;

@@ -468,7 +468,11 @@ impl RowCtx<'_> {
                     if self.frame.fetched & Group::Sched.flag() == 0 {
                         return None;
                     }
-                    return Some(if c == Col::Agid { -1.0 } else { 0.0 });
+                    return Some(if matches!(c, Col::Agid | Col::Logid) {
+                        -1.0
+                    } else {
+                        0.0
+                    });
                 };
                 let r = &s.rec;
                 let in_group =

@@ -279,13 +279,18 @@ impl Viewer {
     pub fn may_open_owner_only(&self, a: &AccessRec) -> bool {
         const CAP_DAC_OVERRIDE: u32 = 1;
         const CAP_DAC_READ_SEARCH: u32 = 2;
+        // A non-dumpable task's files belong to root of its address space's user namespace:
+        // global root only where that is the initial namespace, which a caller there knows as
+        // its own; elsewhere its root's uid is not known here, so only the capabilities count.
         let owner = if a.dumpable == SUID_DUMP_USER {
-            a.euid
+            Some(a.euid)
+        } else if self.init_userns && (a.mm_userns == self.userns || a.mm_userns == 0) {
+            Some(0)
         } else {
-            0
+            None
         };
         let dac = (1u64 << CAP_DAC_OVERRIDE) | (1u64 << CAP_DAC_READ_SEARCH);
-        self.uid == owner || (self.init_userns && self.cap_effective & dac != 0)
+        owner == Some(self.uid) || (self.init_userns && self.cap_effective & dac != 0)
     }
 
     /// Whether the task is in the caller's own thread group, the caller being the process and
@@ -768,6 +773,31 @@ pub(crate) mod tests {
             let e = Err(libc::EACCES as u8);
             assert_eq!((p.exe, p.cwd, p.root), (e.clone(), e.clone(), e));
         }
+    }
+
+    #[test]
+    fn owner_only_files_follow_the_task_dump_owner() {
+        let root = Viewer {
+            cap_effective: 1 << CAP_SYS_PTRACE,
+            ..user(0)
+        };
+        let mut nondumpable = task(1000);
+        nondumpable.dumpable = 0;
+        // Its mm in the initial user namespace: owned by root.
+        nondumpable.mm_userns = root.userns;
+        assert!(root.may_open_owner_only(&nondumpable));
+        assert!(!user(1000).may_open_owner_only(&nondumpable));
+        // In a child user namespace: owned by that namespace's root, not ours.
+        nondumpable.mm_userns = root.userns + 1;
+        assert!(!root.may_open_owner_only(&nondumpable));
+        let dac = Viewer {
+            cap_effective: 1 << 2,
+            ..user(0)
+        };
+        assert!(dac.may_open_owner_only(&nondumpable));
+        // Dumpable: its effective uid.
+        assert!(user(1000).may_open_owner_only(&task(1000)));
+        assert!(!user(1001).may_open_owner_only(&task(1000)));
     }
 
     #[test]

@@ -280,6 +280,8 @@ struct Scratch {
     limits: Vec<u8>,
     /// A small file of a group of its own (io).
     own: Vec<u8>,
+    /// PATHS: readlink's buffer.
+    link: Vec<u8>,
     /// CGROUP: the ids of the cgroups seen so far, by path.
     cgroup_ids: own_files::CgroupIds,
 }
@@ -298,6 +300,7 @@ impl Scratch {
             fds: Vec::new(),
             limits: Vec::new(),
             own: Vec::new(),
+            link: Vec::new(),
             cgroup_ids: own_files::CgroupIds::default(),
         }
     }

@@ -174,6 +174,20 @@ impl IoRec {
     }
 }
 
+impl crate::DelayRec {
+    /// The record without its delay-accounting pairs (and [`crate::DELAY_F_COUNTERS`]): what
+    /// /proc shows of it, schedstat's numbers and the block I/O ticks.
+    pub fn without_counters(&self) -> Self {
+        crate::DelayRec {
+            run_ns: self.run_ns,
+            wait_ns: self.wait_ns,
+            timeslices: self.timeslices,
+            blkio_ticks: self.blkio_ticks,
+            ..Default::default()
+        }
+    }
+}
+
 /// PATHS: the executable, working directory and root of a task, each with why it is missing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paths {

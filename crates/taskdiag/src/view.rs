@@ -417,13 +417,7 @@ impl Viewer {
         if let Some(d) = &mut t.delay {
             const CAP_NET_ADMIN: u32 = 12;
             if !(self.init_userns && self.cap_effective & (1u64 << CAP_NET_ADMIN) != 0) {
-                *d = taskdiag_proto::DelayRec {
-                    run_ns: d.run_ns,
-                    wait_ns: d.wait_ns,
-                    timeslices: d.timeslices,
-                    blkio_ticks: d.blkio_ticks,
-                    ..Default::default()
-                };
+                *d = d.without_counters();
             }
         }
         // /proc/PID/syscall needs ptrace-attach, which Linux security modules (Yama) restrict

@@ -82,13 +82,7 @@ fn vma_stable(t: &Task) -> Task {
 /// file for them; `delay_counters_agree_with_stat` checks them against stat field 42).
 fn without_delay_counters(mut t: Task) -> Task {
     if let Some(d) = &mut t.delay {
-        *d = taskdiag_proto::DelayRec {
-            run_ns: d.run_ns,
-            wait_ns: d.wait_ns,
-            timeslices: d.timeslices,
-            blkio_ticks: d.blkio_ticks,
-            ..Default::default()
-        };
+        *d = d.without_counters();
     }
     t
 }

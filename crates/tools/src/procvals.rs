@@ -8,7 +8,8 @@
 //! Every function takes the record's group as fetched: `None` (the group was not asked for)
 //! gives `None`, so a caller can print `-` instead of a value it never read.
 
-use taskdiag_proto::task::{Cgroup, Ns, Paths};
+use taskdiag_proto::task::{Cgroup, Ns, Paths, Sched};
+use taskdiag_proto::IoRec;
 
 use crate::text::{lib_escape, unvector, CMDLINE_MAX};
 
@@ -155,4 +156,48 @@ mod tests {
         assert_eq!(environ(None, false, false), None);
         assert_eq!(wchan(u32::MAX - 1), "?");
     }
+}
+
+/// /proc/PID/io's counters as libproc2 keeps them: 0 where the file could not be read (the
+/// group fetched, no record); `None` where IO was not fetched.
+pub fn io(io: Option<IoRec>, fetched: bool) -> Option<IoRec> {
+    io.or_else(|| fetched.then(IoRec::default))
+}
+
+/// SCHED's numbers as libproc2 reads them for ps and top.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchedNumbers {
+    /// oom_score.
+    pub oom_score: i64,
+    /// oom_score_adj.
+    pub oom_adj: i64,
+    /// The autogroup's id, -1 outside one.
+    pub ag_id: i64,
+    /// The autogroup's nice, 0 outside one.
+    pub ag_nice: i64,
+    /// loginuid as a C int: -1 when unset.
+    pub luid: i64,
+}
+
+/// SCHED's numbers ([`SchedNumbers`]); where the files could not be read (the group fetched,
+/// no record), what libproc2 is left with: 0, 0, -1, 0, -1. `None` where SCHED was not fetched.
+pub fn sched_numbers(sched: Option<&Sched>, fetched: bool) -> Option<SchedNumbers> {
+    let Some(s) = sched else {
+        return fetched.then_some(SchedNumbers {
+            oom_score: 0,
+            oom_adj: 0,
+            ag_id: -1,
+            ag_nice: 0,
+            luid: -1,
+        });
+    };
+    let r = &s.rec;
+    let in_group = r.flags & taskdiag_proto::SCHED_F_NO_AUTOGROUP == 0 && r.autogroup != 0;
+    Some(SchedNumbers {
+        oom_score: r.oom_score.into(),
+        oom_adj: r.oom_score_adj.into(),
+        ag_id: if in_group { r.autogroup.into() } else { -1 },
+        ag_nice: if in_group { r.autogroup_nice.into() } else { 0 },
+        luid: (r.loginuid as i32).into(),
+    })
 }

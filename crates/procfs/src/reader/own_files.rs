@@ -322,10 +322,11 @@ impl ProcReader {
     /// errno (ENOENT for a kernel thread's exe or a zombie's links, EACCES where the reader
     /// may not ptrace-read the task).
     pub(super) fn paths(&self, s: &mut Scratch) -> Result<Paths> {
-        let mut link = vec![0u8; libc::PATH_MAX as usize + 16];
-        let mut one = |s: &mut Scratch, name: &[u8]| -> Result<std::result::Result<Vec<u8>, u8>> {
-            match readlinkat(self.dir.as_raw_fd(), s.path.file(name), &mut link) {
-                Ok(n) => Ok(Ok(link[..n].to_vec())),
+        // One buffer per worker, kept across tasks: a path and " (deleted)" fit it.
+        s.link.resize(libc::PATH_MAX as usize + 16, 0);
+        let one = |s: &mut Scratch, name: &[u8]| -> Result<std::result::Result<Vec<u8>, u8>> {
+            match readlinkat(self.dir.as_raw_fd(), s.path.file(name), &mut s.link) {
+                Ok(n) => Ok(Ok(s.link[..n].to_vec())),
                 // Whatever readlink says is that link's answer (ENAMETOOLONG for a directory
                 // deeper than PATH_MAX, say), as procps keeps an empty or `-` path.
                 Err(e) => match e.raw_os_error().and_then(|n| u8::try_from(n).ok()) {

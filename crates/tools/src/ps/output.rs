@@ -118,32 +118,16 @@ impl Row<'_> {
             l[..n].to_vec()
         })
     }
-    /// SCHED's numbers as procps reads them: oom_score, oom_score_adj, the autogroup id (-1
-    /// without one) and nice, and loginuid as a C int (-1 when unset); where the files could
-    /// not be read, what procps is left with (0, 0, -1, 0, -1).
-    fn sched_numbers(&self) -> Option<[i64; 5]> {
-        let Some(s) = &self.t.sched else {
-            return (self.fetched & Group::Sched.flag() != 0).then_some([0, 0, -1, 0, -1]);
-        };
-        let r = &s.rec;
-        let in_group = r.flags & taskdiag_proto::SCHED_F_NO_AUTOGROUP == 0 && r.autogroup != 0;
-        Some([
-            r.oom_score.into(),
-            r.oom_score_adj.into(),
-            if in_group { r.autogroup.into() } else { -1 },
-            if in_group { r.autogroup_nice.into() } else { 0 },
-            (r.loginuid as i32).into(),
-        ])
+    /// SCHED's numbers as procps reads them ([`crate::procvals::sched_numbers`]).
+    fn sched_numbers(&self) -> Option<crate::procvals::SchedNumbers> {
+        let fetched = self.fetched & Group::Sched.flag() != 0;
+        crate::procvals::sched_numbers(self.t.sched.as_ref(), fetched)
     }
     /// /proc/PID/io's counter `i` (in the file's order), 0 where the file could not be read,
     /// as procps leaves it.
     fn io(&self, i: usize) -> Option<u64> {
-        let io = match self.t.io {
-            Some(io) => io,
-            None if self.fetched & Group::Io.flag() != 0 => taskdiag_proto::IoRec::default(),
-            None => return None,
-        };
-        Some(io.counters()[i])
+        let fetched = self.fetched & Group::Io.flag() != 0;
+        Some(crate::procvals::io(self.t.io, fetched)?.counters()[i])
     }
     /// The soft RLIMIT_RSS (bytes), from FILES.
     fn rss_rlim(&self) -> Option<u64> {
@@ -541,15 +525,18 @@ impl Ctx {
                 Some(l.len() as i32)
             }
             Pr::Oom | Pr::Oomadj | Pr::Agid | Pr::Agnice => {
-                let i = match pr {
-                    Pr::Oom => 0,
-                    Pr::Oomadj => 1,
-                    Pr::Agid => 2,
-                    _ => 3,
-                };
-                w!("{}", r.sched_numbers()?[i])
+                let n = r.sched_numbers()?;
+                w!(
+                    "{}",
+                    match pr {
+                        Pr::Oom => n.oom_score,
+                        Pr::Oomadj => n.oom_adj,
+                        Pr::Agid => n.ag_id,
+                        _ => n.ag_nice,
+                    }
+                )
             }
-            Pr::Luid => match r.sched_numbers()?[4] {
+            Pr::Luid => match r.sched_numbers()?.luid {
                 -1 => w!("-"),
                 v => w!("{v}"),
             },
@@ -925,11 +912,11 @@ impl Ctx {
             Sr::Cgname => S(r.cgname(self.utf8)?),
             Sr::Lxcname => S(r.lxc()?),
             Sr::Exe => S(r.exe(self.utf8)?),
-            Sr::OomScore => I(r.sched_numbers()?[0]),
-            Sr::OomAdj => I(r.sched_numbers()?[1]),
-            Sr::AutogrpId => I(r.sched_numbers()?[2]),
-            Sr::AutogrpNice => I(r.sched_numbers()?[3]),
-            Sr::IdLogin => I(r.sched_numbers()?[4]),
+            Sr::OomScore => I(r.sched_numbers()?.oom_score),
+            Sr::OomAdj => I(r.sched_numbers()?.oom_adj),
+            Sr::AutogrpId => I(r.sched_numbers()?.ag_id),
+            Sr::AutogrpNice => I(r.sched_numbers()?.ag_nice),
+            Sr::IdLogin => I(r.sched_numbers()?.luid),
             Sr::IoReadChars => U(r.io(0)?),
             Sr::IoWriteChars => U(r.io(1)?),
             Sr::IoReadOps => U(r.io(2)?),

@@ -10,7 +10,7 @@
 use std::io::Write;
 
 use taskdiag_proto::task::Task;
-use taskdiag_proto::{BaseRec, CredRec, Group, IoRec, StatRec, StatmRec};
+use taskdiag_proto::{BaseRec, CredRec, Group, StatRec, StatmRec};
 
 use super::model::{command, Col, Counts, Frame, Row, SortKey};
 use super::sys::{CpuPct, Mem};
@@ -447,12 +447,7 @@ impl RowCtx<'_> {
             }
             Col::IoRb | Col::IoRo | Col::IoWb | Col::IoWo => {
                 let t = self.task(r)?;
-                // 0 where /proc/PID/io could not be read, as libproc2 leaves it.
-                let io = match t.io {
-                    Some(io) => io,
-                    None if self.frame.fetched & Group::Io.flag() != 0 => IoRec::default(),
-                    None => return None,
-                };
+                let io = procvals::io(t.io, self.frame.fetched & Group::Io.flag() != 0)?;
                 (match c {
                     Col::IoRb => io.read_bytes,
                     Col::IoRo => io.syscr,
@@ -462,30 +457,15 @@ impl RowCtx<'_> {
             }
             Col::OomAdj | Col::OomScore | Col::Logid | Col::Agid | Col::Agni => {
                 let t = self.task(r)?;
-                // What libproc2 is left with where the files cannot be read: 0, and -1 for the
-                // autogroup id (and for a login uid that is unset).
-                let Some(s) = &t.sched else {
-                    if self.frame.fetched & Group::Sched.flag() == 0 {
-                        return None;
-                    }
-                    return Some(if matches!(c, Col::Agid | Col::Logid) {
-                        -1.0
-                    } else {
-                        0.0
-                    });
-                };
-                let r = &s.rec;
-                let in_group =
-                    r.flags & taskdiag_proto::SCHED_F_NO_AUTOGROUP == 0 && r.autogroup != 0;
-                match c {
-                    Col::OomAdj => r.oom_score_adj as f64,
-                    Col::OomScore => r.oom_score as f64,
-                    Col::Logid => (r.loginuid as i32) as f64,
-                    Col::Agid if in_group => r.autogroup as f64,
-                    Col::Agid => -1.0,
-                    _ if in_group => r.autogroup_nice as f64,
-                    _ => 0.0,
-                }
+                let fetched = self.frame.fetched & Group::Sched.flag() != 0;
+                let n = procvals::sched_numbers(t.sched.as_ref(), fetched)?;
+                (match c {
+                    Col::OomAdj => n.oom_adj,
+                    Col::OomScore => n.oom_score,
+                    Col::Logid => n.luid,
+                    Col::Agid => n.ag_id,
+                    _ => n.ag_nice,
+                }) as f64
             }
             Col::Started => {
                 self.base(r)?;

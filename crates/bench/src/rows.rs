@@ -518,7 +518,7 @@ pub const NEW_GROUPS: [NewGroup; 9] = [
         name: "files",
         files: &[("limits", Access::Read)],
     },
-    // The cgroup file (procfs and BPF alike read it: CGROUP has no BPF writer yet).
+    // The cgroup file.
     NewGroup {
         name: "cgroup",
         files: &[("cgroup", Access::Read)],
@@ -537,7 +537,7 @@ pub const NEW_GROUPS: [NewGroup; 9] = [
             ("root", Access::Readlink),
         ],
     },
-    // The environment (from /proc on every backend: the client's own rights).
+    // The environment.
     NewGroup {
         name: "environ",
         files: &[("environ", Access::Read)],

@@ -10,7 +10,7 @@ use taskdiag_proto::{Group, MsgHeader, Request, Strategy};
 use crate::load::{Prog, TaskFilter};
 use crate::progs::IterLink;
 use crate::read::{read_messages, read_ringbuf, Tally};
-use crate::{BpfError, DumpReport, Features, TaskIter, View, VmaWalk};
+use crate::{BpfError, CgroupHierarchies, DumpReport, Features, TaskIter, View, VmaWalk};
 
 /// The groups the task programs write; any other is for the caller to fill.
 const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
@@ -21,13 +21,39 @@ const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
     | Group::Signal.flag()
     | Group::Ns.flag()
     | Group::Files.flag()
+    | Group::Cgroup.flag()
     | Group::Io.flag()
+    | Group::Paths.flag()
+    | Group::Environ.flag()
+    | Group::Security.flag()
     | Group::Delay.flag();
+
+/// The groups only the sleepable program writes (it reads the task's memory): a request for
+/// any of them walks with it.
+pub(crate) const USER_MEMORY_GROUPS: u64 = Group::Cmdline.flag() | Group::Environ.flag();
 
 impl TaskIter {
     /// Makes the following dumps for `view` (until changed).
     pub fn set_view(&mut self, view: View) {
         self.view = view;
+    }
+
+    /// The hierarchies /proc/PID/cgroup lists on this system (every task's file lists the
+    /// same ones): cgroup v1 hierarchies (`v1`), and the unified one (`unified`: false where
+    /// cgroup2 was never mounted). The programs write the lines the kernel would; the bounded
+    /// flavour only the unified line, so on a system with v1 hierarchies its CGROUP is left
+    /// to /proc ([`TaskIter::missing_groups`]). The caller, which reads /proc, says so before
+    /// its dumps; the default is a unified-only system.
+    pub fn set_cgroup_hierarchies(&mut self, v1: bool, unified: bool) {
+        self.cgroup = CgroupHierarchies { v1, unified };
+    }
+
+    /// Whether a security module gives tasks labels (/proc/PID/attr/current reads; it fails
+    /// with EINVAL for every task where none does): the programs write SECURITY only where
+    /// none does, so with labels it is left to /proc ([`TaskIter::missing_groups`]). The
+    /// caller, which reads /proc, says so before its dumps; the default is labels.
+    pub fn set_lsm_labels(&mut self, labels: bool) {
+        self.lsm_labels = labels;
     }
 
     /// What this kernel supports.
@@ -43,7 +69,17 @@ impl TaskIter {
         let mut have = self.groups & !taskdiag_proto::SHOW_MAPS & TASK_PROGRAM_GROUPS;
         // (A load that asked for CMDLINE and had it rejected: not in the messages either.)
         if !self.features.cmdline {
-            have &= !Group::Cmdline.flag();
+            have &= !USER_MEMORY_GROUPS;
+        }
+        // bpf_d_path() is in the modern flavour only.
+        if self.features.task == crate::TaskFlavour::Bounded {
+            have &= !Group::Paths.flag();
+        }
+        if self.cgroup.v1 && self.features.task == crate::TaskFlavour::Bounded {
+            have &= !Group::Cgroup.flag();
+        }
+        if self.lsm_labels {
+            have &= !Group::Security.flag();
         }
         show_flags & !have
     }
@@ -90,6 +126,9 @@ impl TaskIter {
             b.cfg_target_ns_inum = ns.map_or(0, |n| n.inum);
             b.cfg_target_ns_level = ns.map_or(0, |n| n.level);
             b.cfg_access = u32::from(self.view.access);
+            b.cfg_cgroup_v1 = u32::from(self.cgroup.v1);
+            b.cfg_cgroup_no_unified = u32::from(!self.cgroup.unified);
+            b.cfg_lsm_no_label = u32::from(!self.lsm_labels);
             b.cfg_proc_up = self.view.proc_up;
         }
     }
@@ -142,13 +181,13 @@ impl TaskIter {
         if strategy.takes_pid() && req.pid == 0 {
             return Err(BpfError::NoSuchTask { pid: 0 });
         }
-        let want_cmdline = req.wants(Group::Cmdline);
-        let cmdline = want_cmdline && self.features.cmdline;
+        let cmdline = req.show_flags & USER_MEMORY_GROUPS != 0 && self.features.cmdline;
         let mut report = DumpReport {
             missing_groups: self.missing_groups(req.show_flags),
             ..DumpReport::default()
         };
-        let show = req.show_flags;
+        // Nothing the caller fills is asked of the programs.
+        let show = req.show_flags & !report.missing_groups;
         let tally = match strategy {
             Strategy::All | Strategy::AllThread => {
                 self.configure(strategy, show, 0);

@@ -9,8 +9,8 @@
 //! [`DumpReport`] and [`taskdiag_proto::MSG_F_FIXUP`]) and does no /proc I/O itself.
 //!
 //! Kernel requirements: BTF and `iter/task` (5.8+; before 5.19 the task program's bounded
-//! flavour, see [`TaskFlavour`]); CMDLINE needs sleepable iterators with
-//! `bpf_copy_from_user_task` (5.18+); memory maps need `iter/task_vma` (5.12+); ONE/THREAD
+//! flavour, see [`TaskFlavour`]); CMDLINE and ENVIRON need sleepable iterators with
+//! `bpf_copy_from_user_task` (5.18+), PATHS `bpf_d_path` in iterators (the modern flavour); memory maps need `iter/task_vma` (5.12+); ONE/THREAD
 //! walk only the wanted tasks with task iterator link parameters (6.1+), else filter a full
 //! walk. Each program loads or is rejected on its own: [`Features`] says what loaded, and the
 //! groups of a rejected program are reported as not done ([`DumpReport::missing_groups`]),
@@ -189,6 +189,17 @@ pub struct TaskIter {
     link_all_cmdline: Option<progs::IterLink>,
     /// Cuts the seq file's output into messages; kept between dumps for its buffer.
     reader: StreamReader,
+    /// See [`TaskIter::set_cgroup_hierarchies`].
+    cgroup: CgroupHierarchies,
+    /// See [`TaskIter::set_lsm_labels`].
+    lsm_labels: bool,
+}
+
+/// The cgroup hierarchies /proc/PID/cgroup lists ([`TaskIter::set_cgroup_hierarchies`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CgroupHierarchies {
+    v1: bool,
+    unified: bool,
 }
 
 /// A memory-map walk being read ([`TaskIter::vma_walk`]).

@@ -28,7 +28,7 @@ use crate::probe::{
 };
 use crate::progs::{IterLink, Programs};
 use crate::skel::{TaskdiagSkel, TaskdiagSkelBuilder};
-use crate::{BpfError, Features, TaskIter, View};
+use crate::{BpfError, CgroupHierarchies, Features, TaskIter, View};
 
 /// Which program to attach.
 #[derive(Clone, Copy)]
@@ -95,7 +95,8 @@ pub enum TaskFlavour {
 pub(crate) struct Plan {
     /// The task program (always loaded: every request walks tasks).
     pub(crate) task: TaskFlavour,
-    /// `dump_task_cmdline` (CMDLINE).
+    /// `dump_task_cmdline`, the sleepable program that also reads the task's own memory
+    /// (CMDLINE, ENVIRON: [`crate::dump::USER_MEMORY_GROUPS`]).
     pub(crate) cmdline: bool,
     /// `dump_vma` and `task_root` (memory maps and the root directory they are named from).
     pub(crate) maps: bool,
@@ -108,7 +109,7 @@ impl Plan {
     pub(crate) fn for_groups(groups: u64, reduced_btf: bool) -> Self {
         Plan {
             task: TaskFlavour::Loop,
-            cmdline: groups & Group::Cmdline.flag() != 0,
+            cmdline: groups & crate::dump::USER_MEMORY_GROUPS != 0,
             maps: groups & taskdiag_proto::SHOW_MAPS != 0,
             reduced_btf,
         }
@@ -365,6 +366,11 @@ impl TaskIter {
             link_all: None,
             link_all_cmdline: None,
             reader: StreamReader::new(),
+            cgroup: CgroupHierarchies {
+                v1: false,
+                unified: true,
+            },
+            lsm_labels: true,
         };
         it.features.task_params = it.probe_task_params();
         disable_from_env(&mut it.features);

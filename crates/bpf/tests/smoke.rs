@@ -74,20 +74,37 @@ fn groups_not_loaded_are_reported_missing() {
         Group::Cmdline.flag()
     );
     let all = TaskIter::load().expect("load");
-    let cmdline = if all.features().cmdline {
+    let user_memory = if all.features().cmdline {
         0
     } else {
-        Group::Cmdline.flag()
+        Group::Cmdline.flag() | Group::Environ.flag()
     };
-    // The groups the programs do not write (yet): read from /proc by the library.
-    let from_proc = Group::Cgroup.flag()
-        | Group::Paths.flag()
-        | Group::Environ.flag()
-        | Group::Sched.flag()
-        | Group::Security.flag();
+    let paths = if all.features().task == TaskFlavour::Bounded {
+        Group::Paths.flag()
+    } else {
+        0
+    };
+    // The groups the programs do not write (yet), and SECURITY with labels (the default):
+    // read from /proc by the library.
+    let from_proc = paths | Group::Sched.flag() | Group::Security.flag();
     assert_eq!(
         all.missing_groups(SHOW_SUPPORTED) & !taskdiag_proto::SHOW_MAPS,
-        cmdline | from_proc
+        user_memory | from_proc
+    );
+    // SECURITY where no security module gives labels (else the labels come from /proc).
+    let mut unlabelled = TaskIter::load().expect("load");
+    unlabelled.set_lsm_labels(false);
+    assert_eq!(
+        unlabelled.missing_groups(SHOW_SUPPORTED) & Group::Security.flag(),
+        0
+    );
+    // On a system with cgroup v1 hierarchies only the modern flavour writes CGROUP.
+    let mut hybrid = TaskIter::load().expect("load");
+    hybrid.set_cgroup_hierarchies(true, true);
+    let bounded = hybrid.features().task == TaskFlavour::Bounded;
+    assert_eq!(
+        hybrid.missing_groups(SHOW_SUPPORTED) & Group::Cgroup.flag() != 0,
+        bounded
     );
 }
 

@@ -608,6 +608,24 @@ pub fn cgroup_v2_paths(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
         .filter_map(|line| line.strip_prefix(b"0::"))
 }
 
+/// The hierarchies a /proc/PID/cgroup text lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CgroupHierarchies {
+    /// cgroup v1 hierarchies (`ID:CONTROLLERS:PATH` lines with an ID other than 0).
+    pub v1: bool,
+    /// The unified hierarchy (its `0::PATH` line: absent until cgroup2 is first mounted).
+    pub unified: bool,
+}
+
+/// The hierarchies `buf` (a /proc/PID/cgroup text) lists.
+pub fn cgroup_hierarchies(buf: &[u8]) -> CgroupHierarchies {
+    let lines = || buf.split(|&c| c == b'\n').filter(|l| !l.is_empty());
+    CgroupHierarchies {
+        v1: lines().any(|l| !l.starts_with(b"0::")),
+        unified: lines().any(|l| l.starts_with(b"0::")),
+    }
+}
+
 /// One line of /proc/PID/uid_map or gid_map (user_namespaces(7)): ids `inside ..
 /// inside + count` of the namespace are `outside ..` in its parent's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -923,5 +941,18 @@ Max realtime timeout      unlimited            unlimited            us        \n
             cgroup_v2_paths(b"1:cpu:/\n0::/a b.scope\x000::/c\n\n0::/not/read\n").collect();
         assert_eq!(v, [&b"/a b.scope"[..], b"/c"]);
         assert_eq!(cgroup_v2_paths(b"").count(), 0);
+    }
+
+    #[test]
+    fn cgroup_v1_hierarchies_are_told_from_the_unified_one() {
+        let h = |v1, unified| CgroupHierarchies { v1, unified };
+        assert_eq!(
+            cgroup_hierarchies(b"0::/user.slice/a.scope\n"),
+            h(false, true)
+        );
+        assert_eq!(cgroup_hierarchies(b""), h(false, false));
+        let hybrid = b"12:pids:/x\n1:name=systemd:/x\n0::/x\n";
+        assert_eq!(cgroup_hierarchies(hybrid), h(true, true));
+        assert_eq!(cgroup_hierarchies(b"1:cpu,cpuacct:/\n"), h(true, false));
     }
 }

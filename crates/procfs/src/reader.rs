@@ -446,6 +446,29 @@ impl ProcReader {
         }
     }
 
+    /// The hierarchies /proc/PID/cgroup lists ([`crate::parse::cgroup_hierarchies`]). Every
+    /// task's file lists the same ones, so our own tells; `None` when it cannot be read.
+    pub fn cgroup_hierarchies(&self) -> Option<crate::parse::CgroupHierarchies> {
+        let mut buf = Vec::with_capacity(512);
+        let fd = openat(self.dir.as_raw_fd(), c"self/cgroup", libc::O_RDONLY).ok()?;
+        read_all(&fd, &mut buf).ok()?;
+        Some(crate::parse::cgroup_hierarchies(&buf))
+    }
+
+    /// Whether a security module gives tasks labels: our own /proc/PID/attr/current reads
+    /// (where none does it fails with EINVAL, as for every task). `None` when that cannot be
+    /// told (another error).
+    pub fn lsm_labels(&self) -> Option<bool> {
+        let mut buf = Vec::with_capacity(256);
+        let r = openat(self.dir.as_raw_fd(), c"self/attr/current", libc::O_RDONLY)
+            .and_then(|fd| read_all(&fd, &mut buf));
+        match r {
+            Ok(()) => Some(true),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Some(false),
+            Err(_) => None,
+        }
+    }
+
     /// Answers `req`, passing whole encoded TASK messages to `sink` in order. Returns the number
     /// of tasks written.
     pub fn dump(

@@ -58,6 +58,17 @@ pub(crate) fn bpf_tasks(
     // /proc's pid 1 is our init only when /proc and the stream are of our namespace (another
     // namespace has its own, which the iterator shows).
     let our_numbers = src.naming == Naming::Same;
+    // The lines CGROUP's text has: those of the hierarchies our own /proc/PID/cgroup lists.
+    if req.wants(Group::Cgroup) {
+        if let Some(h) = src.reader.and_then(|p| p.cgroup_hierarchies()) {
+            it.set_cgroup_hierarchies(h.v1, h.unified);
+        }
+    }
+    // SECURITY's label: the programs can only say there is none.
+    if req.wants(Group::Security) {
+        let labels = src.reader.and_then(|p| p.lsm_labels());
+        it.set_lsm_labels(labels != Some(false));
+    }
     let mut missing = it.missing_groups(req.show_flags);
     if maps.is_some() {
         missing &= !SHOW_MAPS;

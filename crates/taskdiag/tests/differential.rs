@@ -842,6 +842,163 @@ fn cgroup_io_paths_and_environ_agree_with_their_files() {
     drop(f);
 }
 
+/// The `0::` line of /proc/PID/cgroup, with its newline.
+fn unified_line(text: &[u8]) -> Option<Vec<u8>> {
+    let line = text
+        .split(|&c| c == b'\n')
+        .find(|l| l.starts_with(b"0::"))?;
+    Some([line, b"\n"].concat())
+}
+
+/// CGROUP as the task program writes it, against /proc/PID/cgroup read before and after the
+/// walk (tasks whose file changed meanwhile are skipped: they moved) and the unified cgroup
+/// directory's inode, for every task: with this host's hierarchies (the whole text), and as
+/// if the unified one were the only one (its line alone, the program's other path; the same
+/// on a unified-only host). Among them a fixture in a cgroup of its own and a zombie whose
+/// cgroup was removed (" (deleted)", id 0; "/" in v1 hierarchies, as for any exiting task).
+#[test]
+fn the_programs_cgroup_text_agrees_with_proc() {
+    use std::os::unix::fs::MetadataExt;
+    let cgroup = TestCgroup::new();
+    let f = spawn(&["sleep"], None);
+    cgroup.enter(f.pid());
+    let gone = cgroup.dir.join("gone");
+    std::fs::create_dir(&gone).expect("mkdir gone");
+    let mut zombie = Command::new("sleep").arg("1000").spawn().expect("sleep");
+    let zpid = zombie.id();
+    std::fs::write(gone.join("cgroup.procs"), zpid.to_string()).expect("enter gone");
+    zombie.kill().expect("kill");
+    let removed = (0..250).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::remove_dir(&gone).is_ok()
+    });
+    assert!(removed, "rmdir {} after its task exited", gone.display());
+
+    let read_all = || -> BTreeMap<u32, Vec<u8>> {
+        tasks::pids()
+            .into_iter()
+            .filter_map(|p| Some((p, std::fs::read(format!("/proc/{p}/cgroup")).ok()?)))
+            .collect()
+    };
+    let own = std::fs::read("/proc/self/cgroup").expect("/proc/self/cgroup");
+    let host = taskdiag_procfs::parse::cgroup_hierarchies(&own);
+    let mount = cgroup
+        .dir
+        .parent()
+        .expect("the cgroup2 mount")
+        .to_path_buf();
+    let show = Group::Base.flag() | Group::Cgroup.flag();
+    let mut it = taskdiag_bpf::TaskIter::load_for(show).expect("load (run as root)");
+    for unified_only in [false, true] {
+        if unified_only {
+            it.set_cgroup_hierarchies(false, true);
+        } else {
+            it.set_cgroup_hierarchies(host.v1, host.unified);
+        }
+        if it.missing_groups(show) != 0 {
+            // The bounded flavour leaves a hybrid host's text to /proc.
+            assert!(host.v1 && !unified_only, "{:?}", it.features());
+            continue;
+        }
+        let before = read_all();
+        let mut buf = Vec::new();
+        it.dump(&Request::new(Strategy::All, 0, show), &mut |b| {
+            buf.extend_from_slice(b);
+            Ok(())
+        })
+        .expect("dump");
+        let after = read_all();
+        let mut asm = taskdiag_proto::task::TaskAssembler::new();
+        let mut checked = 0;
+        for m in Messages::new(&buf) {
+            let Some(t) = asm.push(&m.expect("message")).expect("decode") else {
+                continue;
+            };
+            let (Some(b), Some(a)) = (before.get(&t.pid), after.get(&t.pid)) else {
+                continue;
+            };
+            if a != b {
+                continue;
+            }
+            let cg = t
+                .cgroup
+                .as_ref()
+                .unwrap_or_else(|| panic!("pid {}: {t:?}", t.pid));
+            let want = if unified_only {
+                unified_line(b).unwrap_or_else(|| panic!("pid {}: no 0:: line", t.pid))
+            } else {
+                b.clone()
+            };
+            assert_eq!(
+                String::from_utf8_lossy(&cg.text),
+                String::from_utf8_lossy(&want),
+                "pid {} (unified line only: {unified_only})",
+                t.pid
+            );
+            let Some(path) = cg.unified() else { continue };
+            if path.ends_with(b" (deleted)") {
+                assert_eq!(cg.rec.id, 0, "pid {}", t.pid);
+            } else {
+                use std::os::unix::ffi::OsStrExt;
+                let dir = mount.join(std::ffi::OsStr::from_bytes(&path[1..]));
+                if let Ok(m) = std::fs::metadata(&dir) {
+                    assert_eq!(cg.rec.id, m.ino(), "pid {}: {}", t.pid, dir.display());
+                }
+            }
+            let name = format!("/taskdiag-test-{}", std::process::id());
+            if t.pid == f.pid() {
+                assert!(path.ends_with(name.as_bytes()), "{:?}", cg.text);
+                checked += 1;
+            }
+            if t.pid == zpid {
+                let gone = format!("{name}/gone (deleted)");
+                assert!(path.ends_with(gone.as_bytes()), "{:?}", cg.text);
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 2, "the fixture and the zombie were both checked");
+    }
+    zombie.wait().expect("reap");
+    drop(f);
+}
+
+/// SECURITY on a fixture with no_new_privs and two seccomp filters, per process and per
+/// thread: both backends agree (the task program writes it where no security module gives
+/// labels, as on a host without AppArmor or SELinux), and agree with status and attr/current.
+#[test]
+fn security_agrees_with_status_and_the_label() {
+    let f = spawn(&["seccomp"], None);
+    let pid = f.pid();
+    let show = Group::Base.flag() | Group::Security.flag();
+    let all = assert_agree(Request::new(Strategy::All, 0, show), &[pid]);
+    assert_agree(Request::new(Strategy::Thread, pid, show), &[pid]);
+    let s = all[&pid].security.as_ref().expect("security");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let line = |k: &str| -> u32 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(":")?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        (s.rec.seccomp, s.rec.seccomp_filters, s.rec.no_new_privs),
+        (
+            line("Seccomp"),
+            line("Seccomp_filters"),
+            line("NoNewPrivs") as u16
+        )
+    );
+    assert_eq!((s.rec.seccomp, s.rec.no_new_privs), (2, 1));
+    if tasks::kernel_at_least(5, 9) {
+        assert_eq!(s.rec.seccomp_filters, 2);
+    }
+    match std::fs::read(format!("/proc/{pid}/attr/current")) {
+        Ok(label) => assert_eq!(s.label, label),
+        Err(e) => assert_eq!(i32::from(s.rec.label_errno), e.raw_os_error().unwrap_or(0)),
+    }
+    drop(f);
+}
+
 /// SCHED and DELAY on a fixture with oom_score_adj 123 and a thread pinned to CPU 0, both
 /// threads in pause(): both backends agree (per process and per thread), and agree with the
 /// files read here independently.

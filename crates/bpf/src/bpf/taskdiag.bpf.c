@@ -4,16 +4,19 @@
  * (taskdiag_wire.h, generated from crates/proto), written straight into the iterator's seq file.
  *
  * Three programs share one body, emit():
- *   dump_task          iter/task    BASE, CRED, STAT, STATM, with bpf_loop() (5.17+),
- *                                   bpf_map_lookup_percpu_elem() (5.19+) and
- *                                   bpf_get_current_task_btf() (5.11+)
- *   dump_task_bounded  iter/task    the same groups for older kernels (5.8+): bounded loops
- *                                   instead of bpf_loop(), probe reads of the current task; a
- *                                   process with more threads than its loop covers gets its
- *                                   STAT from /proc (TD_MSG_F_FIXUP). User space loads it only
- *                                   where the kernel rejects dump_task.
- *   dump_task_cmdline  iter.s/task  the same plus CMDLINE, which needs bpf_copy_from_user_task()
- *                                   and therefore a sleepable program (Linux 5.18+)
+ *   dump_task          iter/task    BASE, CRED, STAT, STATM, SIGNAL, NS, FILES, CGROUP, IO,
+ *                                   PATHS, SECURITY, DELAY, with bpf_loop() (5.17+),
+ *                                   bpf_map_lookup_percpu_elem() (5.19+),
+ *                                   bpf_get_current_task_btf() and bpf_d_path() (5.11+)
+ *   dump_task_bounded  iter/task    the same groups but PATHS for older kernels (5.8+): bounded
+ *                                   loops instead of bpf_loop(), probe reads of the current
+ *                                   task; a process with more threads than its loop covers
+ *                                   gets its STAT and IO from /proc (TD_MSG_F_FIXUP), and so
+ *                                   does CGROUP where cgroup v1 hierarchies are mounted. User
+ *                                   space loads it only where the kernel rejects dump_task.
+ *   dump_task_cmdline  iter.s/task  the same as dump_task plus CMDLINE and ENVIRON, which need
+ *                                   bpf_copy_from_user_task() and therefore a sleepable
+ *                                   program (Linux 5.18+)
  * Which flavour a function is compiled for is the constant `bounded`, passed down from the
  * program through __always_inline code (and global functions made once per flavour), so clang
  * leaves no bpf_loop() callback, per-CPU lookup or kfunc call in dump_task_bounded: an older
@@ -56,15 +59,24 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define TD_BPF_CMDLINE_MAX 16384
 #define TD_BPF_MAX_THREADS 65536
 #define TD_BPF_MAX_CPUS 8192
-/* Room for everything but the command line: header + BASE + name + ACCESS + CRED + groups + STAT +
- * STATM + SIGNAL + NS + FILES (at most ~2,500 bytes). */
+/* ENVIRON in the message: shorter than this, and only as much as fits after the command line. */
+#define TD_BPF_ENVIRON_MAX 16384
+/* CGROUP's walk up the cgroup tree, and a kernfs name's size with its NUL (NAME_MAX + 1). */
+#define TD_CGROUP_DEPTH 32
+#define TD_KERNFS_NAME 256
+/* Room for everything but the command line and the environment: header + BASE + name + ACCESS +
+ * CRED + groups + STAT + STATM + SIGNAL + NS + FILES + IO + DELAY + SECURITY (at most ~2,900
+ * bytes), then
+ * CGROUP's text and PATHS's paths as far as they fit (else they come from /proc). */
 #define TD_FIXED_ROOM 4096
-#define SCRATCH_SIZE (2 * TD_FIXED_ROOM + 2 * TD_BPF_CMDLINE_MAX)
+#define SCRATCH_SIZE (2 * TD_FIXED_ROOM + 2 * TD_BPF_CMDLINE_MAX + TD_BPF_ENVIRON_MAX)
 /* sizeof(struct k_sigaction) on x86-64 and arm64 (handler, flags, restorer, mask); put_signal()
  * leaves SIGNAL to /proc on a kernel where the BTF says otherwise. */
 #define TD_KSIGACTION_SIZE 32
 
 #define PF_WQ_WORKER 0x00000020
+#define CSS_ONLINE (1 << 1)
+#define TD_ENOENT 2
 
 #define TASK_REPORT 0x7f
 #define TASK_REPORT_IDLE 0x80
@@ -159,6 +171,24 @@ struct io_sum {
 	bool done;
 };
 
+/*
+ * cgroup_attr()'s walks' state, in the scratch map: the verifier tracks no value there, so the loops'
+ * states converge at once (on the stack, every position written was a new state, and nested
+ * loops multiplied them past the verifier's limit).
+ */
+struct cg_state {
+	/* Where the text goes next: an index into the scratch buffer. */
+	__u32 at;
+	/* One path: walking up from kn to stop, recording depth nodes; then down writing them. */
+	__u32 depth;
+	__u64 kn, stop;
+	/* 1 when a walk ended where it should, -1 when it cannot be done here. */
+	int end;
+	/* The hierarchies: the task's links and the namespace root's, walked backwards. */
+	__u64 task_head, task_at, ns_head, ns_at, cset;
+	__u32 mask, exiting;
+};
+
 struct scratch {
 	__u8 buf[SCRATCH_SIZE];
 	/* Where forget_u32() and as_number() park values (see there). */
@@ -173,6 +203,10 @@ struct scratch {
 	struct td_io io, io_tmp;
 	/* delay_counters()'s result. */
 	struct td_delay delay;
+	/* cgroup_attr(): the kernfs nodes from the task's cgroup up to the reader's root, and the
+	 * walks' state. */
+	__u64 kn_chain[TD_CGROUP_DEPTH];
+	struct cg_state cg;
 	/* put_signal(): a copy of the 64 signal actions. */
 	__u8 sigact[64 * TD_KSIGACTION_SIZE];
 };
@@ -1447,6 +1481,450 @@ static __always_inline bool put_delay(struct out *o, struct task_struct *t)
 	return true;
 }
 
+/*
+ * CGROUP: the text of /proc/PID/cgroup (proc_cgroup_show()) and the task's cgroup id.
+ *
+ * A line per hierarchy, "ID:CONTROLLERS:PATH\n", the unified one as "0::PATH\n" and last, PATH
+ * being the task's cgroup relative to the cgroup the reader's cgroup namespace is rooted at
+ * (kernfs_path_from_node()), " (deleted)" after it where a unified cgroup is gone, "/" for an
+ * exiting task in a v1 hierarchy. The kernel prints the hierarchies newest first; each
+ * css_set links its cgroups in the order the hierarchies were made (link_css_set() appends, a
+ * new hierarchy is appended to every set), so the program walks the task's links and those of
+ * the reader's namespace root backwards, side by side. The unified line is left out where
+ * cgroup2 was never mounted (cgrp_dfl_visible, which user space reads from its own file:
+ * cfg_cgroup_no_unified). Where the unified hierarchy is the only one (cfg_cgroup_v1 0) that
+ * line alone is written, from the task's dfl_cgrp; the bounded flavour does only that.
+ *
+ * The id is the unified cgroup's kernfs node id (its directory's inode number), 0 for a deleted
+ * cgroup as for /proc's reader, which finds no directory. Writes the attribute (header,
+ * td_cgroup, text) at @off of the scratch buffer and returns its length, or 0 where /proc must
+ * say it: a cgroup outside the reader's namespace (a path through ".."), one deeper than
+ * TD_CGROUP_DEPTH, more than TD_CGROUP_ROOTS hierarchies, a text that does not fit.
+ * Made global once per flavour, so verified once; it reads with probe reads, the current task
+ * included, as the bounded flavour must.
+ */
+__u32 cfg_cgroup_v1 = 0;
+__u32 cfg_cgroup_no_unified = 0;
+
+#define TD_CGROUP_ROOTS 32
+#define TD_CGROUP_SUBSYS 16
+#define PF_EXITING 0x00000004
+
+/*
+ * A kernfs node's parent. Each read is a subprogram of its own, called only on the path this
+ * kernel's BTF selects: inline, clang hoists the two field offsets out of the loops that call
+ * this, and the relocation of the field this kernel lacks (an invalid instruction) would then
+ * be on the path taken.
+ */
+static __noinline struct kernfs_node *kn_parent_615(struct kernfs_node *kn)
+{
+	return BPF_CORE_READ(kn, __parent);
+}
+
+static __noinline struct kernfs_node *kn_parent_pre615(struct kernfs_node___pre615 *kn)
+{
+	return BPF_CORE_READ(kn, parent);
+}
+
+static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
+{
+	if (bpf_core_field_exists(kn->__parent))
+		return kn_parent_615(kn);
+	return kn_parent_pre615((void *)kn);
+}
+
+/* The callbacks' context (bpf_loop() takes a stack pointer). */
+struct cg_ctx {
+	struct scratch *sc;
+};
+
+/* Where the text goes next, masked for the verifier (the barrier keeps clang from dropping the
+ * mask where it knows the value). */
+static __always_inline __u32 cg_at(struct scratch *sc)
+{
+	__u32 at = sc->cg.at;
+
+	barrier_var(at);
+	return at & (2 * TD_FIXED_ROOM - 1);
+}
+
+static __always_inline void cg_put_char(struct scratch *sc, char c)
+{
+	sc->buf[cg_at(sc)] = c;
+	sc->cg.at++;
+}
+
+/* Appends a NUL-terminated kernel string of at most @max bytes; false if the text is full. */
+static __always_inline bool cg_put_str(struct scratch *sc, const char *str, __u32 max)
+{
+	long r = bpf_probe_read_kernel_str(sc->buf + cg_at(sc), max, str);
+
+	if (r <= 0)
+		return false;
+	sc->cg.at += r - 1;
+	return sc->cg.at < 2 * TD_FIXED_ROOM - 2 * TD_KERNFS_NAME;
+}
+
+static long cg_up(__u64 i, struct cg_ctx *c)
+{
+	struct scratch *sc = c->sc;
+	struct kernfs_node *kn = (void *)sc->cg.kn;
+
+	if (sc->cg.kn == sc->cg.stop) {
+		sc->cg.depth = i;
+		sc->cg.end = 1;
+		return 1;
+	}
+	sc->kn_chain[i & (TD_CGROUP_DEPTH - 1)] = sc->cg.kn;
+	sc->cg.kn = (__u64)kn_parent(kn);
+	if (!sc->cg.kn || i >= TD_CGROUP_DEPTH) {
+		sc->cg.end = -1;
+		return 1;
+	}
+	return 0;
+}
+
+static long cg_down(__u64 i, struct cg_ctx *c)
+{
+	struct scratch *sc = c->sc;
+	struct kernfs_node *kn;
+
+	if (i >= sc->cg.depth) {
+		sc->cg.end = 1;
+		return 1;
+	}
+	if (i)
+		cg_put_char(sc, '/');
+	kn = (void *)sc->kn_chain[(sc->cg.depth - 1 - i) & (TD_CGROUP_DEPTH - 1)];
+	if (!cg_put_str(sc, BPF_CORE_READ(kn, name), TD_KERNFS_NAME)) {
+		sc->cg.end = -1;
+		return 1;
+	}
+	return 0;
+}
+
+/* Appends the path from cg.stop down to cg.kn ("/" for the same node). */
+static __always_inline bool cg_path(struct cg_ctx *c, bool bounded)
+{
+	struct scratch *sc = c->sc;
+	__u32 i;
+
+	cg_put_char(sc, '/');
+	sc->cg.end = 0;
+	if (bounded) {
+		for (i = 0; i < TD_CGROUP_DEPTH + 1 && !sc->cg.end; i++)
+			cg_up(i, c);
+	} else {
+		bpf_loop(TD_CGROUP_DEPTH + 1, cg_up, c, 0);
+	}
+	if (sc->cg.end != 1)
+		return false;
+	sc->cg.end = 0;
+	if (bounded) {
+		for (i = 0; i < TD_CGROUP_DEPTH + 1 && !sc->cg.end; i++)
+			cg_down(i, c);
+	} else {
+		bpf_loop(TD_CGROUP_DEPTH + 1, cg_down, c, 0);
+	}
+	return sc->cg.end == 1;
+}
+
+/* One controller of a v1 hierarchy's list: its legacy name, comma-separated. */
+static long cg_subsys(__u64 i, struct cg_ctx *c)
+{
+	struct scratch *sc = c->sc;
+	struct cgroup_subsys_state *css = 0;
+	struct cgroup_subsys *ss;
+
+	if (i >= TD_CGROUP_SUBSYS)
+		return 1;
+	if (!(sc->cg.mask & (1u << i)))
+		return 0;
+	bpf_probe_read_kernel(&css, sizeof(css),
+			      (void *)sc->cg.cset + bpf_core_field_offset(struct css_set, subsys) + i * 8);
+	ss = BPF_CORE_READ(css, ss);
+	if (sc->buf[(sc->cg.at - 1) & (2 * TD_FIXED_ROOM - 1)] != ':')
+		cg_put_char(sc, ',');
+	if (!ss || !cg_put_str(sc, BPF_CORE_READ(ss, legacy_name), 32)) {
+		sc->cg.end = -1;
+		return 1;
+	}
+	return 0;
+}
+
+/* One line, for the next hierarchy back on both lists; ends the walk at their heads. */
+static long cg_line(__u64 i, struct cg_ctx *c)
+{
+	struct scratch *sc = c->sc;
+	struct list_head *t_at = (void *)sc->cg.task_at, *n_at = (void *)sc->cg.ns_at;
+	__u64 link_off = bpf_core_field_offset(struct cgrp_cset_link, cgrp_link);
+	struct cgroup *cg, *ns_cg;
+	struct cgroup_root *root;
+	__u32 n;
+	int id;
+
+	t_at = BPF_CORE_READ(t_at, prev);
+	n_at = BPF_CORE_READ(n_at, prev);
+	if ((__u64)t_at == sc->cg.task_head || (__u64)n_at == sc->cg.ns_head) {
+		sc->cg.end = (__u64)t_at == sc->cg.task_head && (__u64)n_at == sc->cg.ns_head ? 1 : -1;
+		return 1;
+	}
+	sc->cg.task_at = (__u64)t_at;
+	sc->cg.ns_at = (__u64)n_at;
+	cg = BPF_CORE_READ((struct cgrp_cset_link *)((void *)t_at - link_off), cgrp);
+	ns_cg = BPF_CORE_READ((struct cgrp_cset_link *)((void *)n_at - link_off), cgrp);
+	root = BPF_CORE_READ(cg, root);
+	if (!root || root != BPF_CORE_READ(ns_cg, root))
+		goto fail;
+	id = BPF_CORE_READ(root, hierarchy_id);
+	if (id == 0 && cfg_cgroup_no_unified)
+		return 0;
+	if (id < 0 || id > 999)
+		goto fail;
+	n = id;
+	if (n >= 100)
+		cg_put_char(sc, '0' + n / 100);
+	if (n >= 10)
+		cg_put_char(sc, '0' + n / 10 % 10);
+	cg_put_char(sc, '0' + n % 10);
+	cg_put_char(sc, ':');
+	if (id) {
+		sc->cg.mask = BPF_CORE_READ(root, subsys_mask);
+		sc->cg.end = 0;
+		bpf_loop(TD_CGROUP_SUBSYS, cg_subsys, c, 0);
+		if (sc->cg.end < 0)
+			goto fail;
+		if (BPF_CORE_READ(root, name[0])) {
+			if (sc->cg.mask)
+				cg_put_char(sc, ',');
+			cg_put_char(sc, 'n');
+			cg_put_char(sc, 'a');
+			cg_put_char(sc, 'm');
+			cg_put_char(sc, 'e');
+			cg_put_char(sc, '=');
+			if (!cg_put_str(sc, (void *)root + bpf_core_field_offset(struct cgroup_root, name), 64))
+				goto fail;
+		}
+	}
+	cg_put_char(sc, ':');
+	if (id && sc->cg.exiting) {
+		cg_put_char(sc, '/');
+	} else {
+		sc->cg.kn = (__u64)BPF_CORE_READ(cg, kn);
+		sc->cg.stop = (__u64)BPF_CORE_READ(ns_cg, kn);
+		if (!sc->cg.kn || !sc->cg.stop || !cg_path(c, false))
+			goto fail;
+	}
+	if (id == 0 && !(BPF_CORE_READ(cg, self.flags) & CSS_ONLINE)) {
+		__builtin_memcpy(sc->buf + cg_at(sc), " (deleted)", 10);
+		sc->cg.at += 10;
+	}
+	cg_put_char(sc, '\n');
+	return 0;
+fail:
+	sc->cg.end = -1;
+	return 1;
+}
+
+static __always_inline int cgroup_attr(__u64 task, __u32 off, bool bounded)
+{
+	struct task_struct *t = (void *)task;
+	struct task_struct *cur = (void *)bpf_get_current_task();
+	struct td_attr a = { .attr_type = TD_GROUP_CGROUP };
+	struct css_set *cset, *ns_cset;
+	struct td_cgroup rec = {};
+	struct cg_ctx c = {};
+	struct scratch *sc;
+	__u32 zero = 0, len;
+	struct cgroup *cg;
+	__u8 *dst;
+
+	sc = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!sc || off > TD_FIXED_ROOM)
+		return 0;
+	c.sc = sc;
+	cset = BPF_CORE_READ(t, cgroups);
+	ns_cset = BPF_CORE_READ(cur, nsproxy, cgroup_ns, root_cset);
+	cg = BPF_CORE_READ(cset, dfl_cgrp);
+	if (!cset || !ns_cset || !cg)
+		return 0;
+	if (BPF_CORE_READ(cg, self.flags) & CSS_ONLINE)
+		rec.id = BPF_CORE_READ(cg, kn, id);
+	sc->cg.at = off + sizeof(a) + sizeof(rec);
+	if (cfg_cgroup_v1 && !bounded) {
+		sc->cg.cset = (__u64)cset;
+		sc->cg.exiting = BPF_CORE_READ(t, flags) & PF_EXITING;
+		sc->cg.task_head = (__u64)__builtin_preserve_access_index(&cset->cgrp_links);
+		sc->cg.ns_head = (__u64)__builtin_preserve_access_index(&ns_cset->cgrp_links);
+		sc->cg.task_at = sc->cg.task_head;
+		sc->cg.ns_at = sc->cg.ns_head;
+		sc->cg.end = 0;
+		bpf_loop(TD_CGROUP_ROOTS, cg_line, &c, 0);
+		if (sc->cg.end != 1)
+			return 0;
+	} else if (cfg_cgroup_v1) {
+		return 0;
+	} else if (!cfg_cgroup_no_unified) {
+		__builtin_memcpy(sc->buf + cg_at(sc), "0::", 3);
+		sc->cg.at += 3;
+		sc->cg.kn = (__u64)BPF_CORE_READ(cg, kn);
+		sc->cg.stop = (__u64)BPF_CORE_READ(ns_cset, dfl_cgrp, kn);
+		if (!sc->cg.kn || !sc->cg.stop || !cg_path(&c, bounded))
+			return 0;
+		if (rec.id == 0) {
+			__builtin_memcpy(sc->buf + cg_at(sc), " (deleted)", 10);
+			sc->cg.at += 10;
+		}
+		cg_put_char(sc, '\n');
+	}
+	len = sc->cg.at - off;
+	if (sc->cg.at > TD_FIXED_ROOM || len > TD_FIXED_ROOM)
+		return 0;
+	a.len = len;
+	dst = sc->buf + room_mask(off);
+	__builtin_memcpy(dst, &a, sizeof(a));
+	__builtin_memcpy(dst + sizeof(a), &rec, sizeof(rec));
+	return len;
+}
+
+__noinline int put_cgroup_attr_loop(__u64 task, __u32 off)
+{
+	return cgroup_attr(task, off, false);
+}
+
+__noinline int put_cgroup_attr_bounded(__u64 task, __u32 off)
+{
+	return cgroup_attr(task, off, true);
+}
+
+/* CGROUP (see cgroup_attr()). */
+static __always_inline bool put_cgroup(struct out *o, struct task_struct *t, bool bounded)
+{
+	int n = bounded ? put_cgroup_attr_bounded(as_number(o, t), o->off)
+			: put_cgroup_attr_loop(as_number(o, t), o->off);
+
+	if (n <= 0)
+		return needs_procfs(o, TD_GROUP_CGROUP);
+	o->off += n;
+	pad4(o);
+	return true;
+}
+
+/*
+ * One path of PATHS at @off: d_path() of @path as readlink() of a /proc/PID link returns it
+ * (do_proc_readlink(): relative to the reader's root, " (deleted)" for an unlinked file), or
+ * ENOENT where the task has none (@path NULL). Returns the length written, the negated errno
+ * (ENAMETOOLONG from d_path() as from readlink()), or -1 where @off leaves no room.
+ */
+static __always_inline long d_path_at(struct out *o, __u32 off, struct path *path)
+{
+	long n;
+
+	if (off > TD_FIXED_ROOM)
+		return -1;
+	if (!path)
+		return -TD_ENOENT;
+	n = bpf_d_path(path, (char *)o->buf + room_mask(off), TD_FIXED_ROOM);
+	return n > 0 ? n - 1 : n;
+}
+
+/*
+ * PATHS: exe, cwd and root as readlink() of /proc/PID/{exe,cwd,root} returns them (proc_exe_link()
+ * and proc_cwd_link()/proc_root_link(): none for a kernel thread's exe, nor without an address
+ * space or fs_struct, i.e. for a zombie, ENOENT). bpf_d_path() needs the kernel's own (trusted)
+ * task pointer, and a sleepable program must hold the RCU read lock for the walk to it to
+ * stay trusted enough (6.2+; before, the walk's pointers were never marked untrusted). A set of
+ * paths that would not leave room for the command line is read from /proc.
+ */
+extern void bpf_rcu_read_lock(void) __ksym __weak;
+extern void bpf_rcu_read_unlock(void) __ksym __weak;
+
+static __always_inline bool put_paths(struct out *o, struct task_struct *task, bool sleepable)
+{
+	__u32 start = o->off, off = start + sizeof(struct td_attr) + sizeof(struct td_paths);
+	struct td_paths *r = rec_at(o, start + sizeof(struct td_attr));
+	struct path *exe = 0, *cwd = 0, *root = 0;
+	struct mm_struct *mm;
+	struct fs_struct *fs;
+	struct file *f;
+	long n[3];
+
+	if (!r)
+		return false;
+	if (sleepable && bpf_ksym_exists(bpf_rcu_read_lock))
+		bpf_rcu_read_lock();
+	mm = task->mm;
+	if (mm && !(task->flags & TD_PF_KTHREAD)) {
+		f = mm->exe_file;
+		if (f)
+			exe = &f->f_path;
+	}
+	fs = task->fs;
+	if (fs) {
+		cwd = &fs->pwd;
+		root = &fs->root;
+	}
+	n[0] = d_path_at(o, off, exe);
+	if (n[0] > 0)
+		off += n[0];
+	n[1] = d_path_at(o, off, cwd);
+	if (n[1] > 0)
+		off += n[1];
+	n[2] = d_path_at(o, off, root);
+	if (n[2] > 0)
+		off += n[2];
+	if (sleepable && bpf_ksym_exists(bpf_rcu_read_unlock))
+		bpf_rcu_read_unlock();
+	if (n[0] == -1 || n[1] == -1 || n[2] == -1 || off > TD_FIXED_ROOM)
+		return needs_procfs(o, TD_GROUP_PATHS);
+	__builtin_memset(r, 0, sizeof(*r));
+	r->exe_len = n[0] > 0 ? n[0] : 0;
+	r->cwd_len = n[1] > 0 ? n[1] : 0;
+	r->root_len = n[2] > 0 ? n[2] : 0;
+	r->exe_errno = n[0] < 0 ? -n[0] : 0;
+	r->cwd_errno = n[1] < 0 ? -n[1] : 0;
+	r->root_errno = n[2] < 0 ? -n[2] : 0;
+	if (!put_attr_hdr(o, off - start - sizeof(struct td_attr), TD_GROUP_PATHS))
+		return false;
+	o->off = off;
+	pad4(o);
+	return true;
+}
+
+/*
+ * SECURITY where no security module gives tasks a label (cfg_lsm_no_label, which user space
+ * learns from its own /proc/self/attr/current failing with EINVAL, as it then does for every
+ * task): status's Seccomp, Seccomp_filters (5.9+; 0 before, as /proc's reader takes a missing
+ * line) and NoNewPrivs, and the label's EINVAL. Where tasks have labels, each is the
+ * module's own text, and the group comes from /proc.
+ */
+__u32 cfg_lsm_no_label = 0;
+
+#define TD_EINVAL 22
+#define PFA_NO_NEW_PRIVS 0
+
+static __always_inline bool put_security(struct out *o, struct task_struct *t)
+{
+	struct td_security *r = rec_at(o, o->off + sizeof(struct td_attr));
+
+	if (!r)
+		return false;
+	if (!cfg_lsm_no_label)
+		return needs_procfs(o, TD_GROUP_SECURITY);
+	__builtin_memset(r, 0, sizeof(*r));
+	if (bpf_core_field_exists(t->seccomp)) {
+		r->seccomp = t->seccomp.mode;
+		if (bpf_core_field_exists(t->seccomp.filter_count))
+			r->seccomp_filters = t->seccomp.filter_count.counter;
+	}
+	r->no_new_privs = (t->atomic_flags >> PFA_NO_NEW_PRIVS) & 1;
+	r->label_errno = TD_EINVAL;
+	if (!put_attr_hdr(o, sizeof(*r), TD_GROUP_SECURITY))
+		return false;
+	o->off += sizeof(*r);
+	return true;
+}
+
 static __always_inline bool put_statm(struct out *o, struct mm_struct *mm, bool bounded)
 {
 	struct td_statm *m = rec_at(o, o->off + sizeof(struct td_attr));
@@ -1572,6 +2050,60 @@ static __always_inline bool put_cmdline(struct out *o, struct task_struct *t, st
 }
 
 /*
+ * An attribute header at o->off anywhere in the message (past the room for fixed records: after
+ * the command line), for @payload bytes that must still fit. Returns false if they would not.
+ */
+static __always_inline bool put_far_hdr(struct out *o, __u32 payload, __u16 type)
+{
+	struct td_attr a = { .len = sizeof(a) + payload, .attr_type = type };
+	__u32 off = o->off;
+
+	if (off + sizeof(a) + payload > TD_MSG_MAX - 4)
+		return false;
+	bpf_probe_read_kernel(o->buf + (off & (TD_MSG_MAX - 1)), sizeof(a), &a);
+	o->off = off + sizeof(a);
+	return true;
+}
+
+/*
+ * ENVIRON: the bytes of /proc/PID/environ (environ_read(): env_start to env_end of the address
+ * space; nothing without one, or before exec has set it), for the sleepable program. An
+ * environment that does not fit after the command line is read from /proc.
+ */
+static __always_inline bool put_environ(struct out *o, struct task_struct *t, struct mm_struct *mm)
+{
+	struct td_group_error e = { .group = TD_GROUP_ENVIRON, .errno = TD_ERRNO_NEEDS_PROCFS };
+	__u64 start = 0, end = 0, len = 0;
+	__u32 off;
+
+	if (mm && mm->env_end) {
+		start = mm->env_start;
+		end = mm->env_end;
+	}
+	if (end > start)
+		len = end - start;
+	off = o->off + sizeof(struct td_attr);
+	if (len >= TD_BPF_ENVIRON_MAX || off + len > TD_MSG_MAX - 4 ||
+	    (len && bpf_copy_from_user_task(o->buf + (off & (TD_MSG_MAX - 1)),
+					    len & (TD_BPF_ENVIRON_MAX - 1), (void *)start, t, 0))) {
+		o->fixup = true;
+		if (!put_far_hdr(o, sizeof(e), TD_ATTR_GROUP_ERROR))
+			return false;
+		off = o->off;
+		/* (clang knows the mask changes nothing; the verifier does not.) */
+		barrier_var(off);
+		bpf_probe_read_kernel(o->buf + (off & (TD_MSG_MAX - 1)), sizeof(e), &e);
+		o->off = off + sizeof(e);
+		return true;
+	}
+	if (!put_far_hdr(o, len, TD_GROUP_ENVIRON))
+		return false;
+	o->off += len;
+	pad4(o);
+	return true;
+}
+
+/*
  * Reading through a *trusted* task pointer makes the verifier look up, for every pointer field
  * loaded, whether that field is allow-listed as trusted: a linear search of the kernel's BTF
  * each time (btf_nested_type_is_trusted, ~1.5 ms per load instruction here). Through an
@@ -1658,7 +2190,8 @@ static __always_inline void warm(struct task_struct *t, struct mm_struct *mm, __
 }
 
 /*
- * One TASK message for @task. @with_cmdline: the sleepable program, which adds CMDLINE.
+ * One TASK message for @task. @with_cmdline: the sleepable program, which adds CMDLINE and
+ * ENVIRON.
  * @bounded: the flavour for kernels without bpf_loop() (see the top of this file).
  */
 static __always_inline int emit(struct seq_file *seq, struct task_struct *task, bool with_cmdline,
@@ -1772,7 +2305,19 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	if ((show & (1 << TD_GROUP_DELAY)) && !put_delay(&o, t))
 		return 0;
 	forget_off(&o);
+	if ((show & (1 << TD_GROUP_SECURITY)) && !put_security(&o, t))
+		return 0;
+	forget_off(&o);
+	if ((show & (1 << TD_GROUP_CGROUP)) && !put_cgroup(&o, t, bounded))
+		return 0;
+	forget_off(&o);
+	if (!bounded && (show & (1 << TD_GROUP_PATHS)) && !put_paths(&o, task, with_cmdline))
+		return 0;
+	forget_off(&o);
 	if (with_cmdline && (show & (1 << TD_GROUP_CMDLINE)) && mm && !put_cmdline(&o, task, mm))
+		return 0;
+	forget_off(&o);
+	if (with_cmdline && (show & (1 << TD_GROUP_ENVIRON)) && !put_environ(&o, task, mm))
 		return 0;
 
 	h.len = o.off;

@@ -112,8 +112,58 @@ struct net {
 struct time_namespace {
 	struct ns_common ns;
 };
+struct css_set;
 struct cgroup_namespace {
 	struct ns_common ns;
+	struct css_set *root_cset;
+};
+
+/* The cgroup a task is in, in the unified hierarchy: css_set.dfl_cgrp, its kernfs directory
+ * (whose id is the cgroup's id and the directory's inode number, 5.5+) and whether it is
+ * online (cgroup_is_dead()). */
+struct kernfs_node {
+	struct kernfs_node *__parent;
+	const char *name;
+	u64 id;
+};
+
+/* Before 6.15 (633488947ef6 "kernfs: Use RCU to access kernfs_node::parent"). */
+struct kernfs_node___pre615 {
+	struct kernfs_node *parent;
+};
+
+struct cgroup_subsys {
+	const char *legacy_name;
+};
+
+struct cgroup_subsys_state {
+	struct cgroup_subsys *ss;
+	unsigned int flags;
+};
+
+/* A hierarchy (cgroup v1's; hierarchy_id 0 is the unified one). */
+struct cgroup_root {
+	unsigned int subsys_mask;
+	int hierarchy_id;
+	char name[64];
+};
+
+struct cgroup {
+	struct cgroup_subsys_state self;
+	struct kernfs_node *kn;
+	struct cgroup_root *root;
+};
+
+/* One per hierarchy on a css_set's cgrp_links: the set's cgroup there. */
+struct cgrp_cset_link {
+	struct cgroup *cgrp;
+	struct list_head cgrp_link;
+};
+
+struct css_set {
+	struct cgroup_subsys_state *subsys[16];
+	struct cgroup *dfl_cgrp;
+	struct list_head cgrp_links;
 };
 
 struct nsproxy {
@@ -236,6 +286,8 @@ typedef struct {
 	unsigned long __mm_flags[1];
 } mm_flags_t;
 
+struct file;
+
 /* Since 6.2 (f1a7941243c1 "mm: convert mm's rss stats into percpu_counter"). */
 struct mm_struct {
 	unsigned long total_vm, locked_vm, data_vm, exec_vm, stack_vm;
@@ -248,6 +300,7 @@ struct mm_struct {
 	struct user_namespace *user_ns;
 	mm_flags_t flags;
 	unsigned long start_brk, brk, start_stack;
+	struct file *exe_file;
 };
 
 /* Before 6.18 ("mm: convert mm->flags to a bitmap") mm->flags was one word. The dumpable bits
@@ -315,6 +368,13 @@ struct sighand_struct {
 	struct k_sigaction action[64];
 };
 
+/* filter_count since 5.9 (c818c03b661c "seccomp: Report number of loaded filters in
+ * /proc/$pid/status"). */
+struct seccomp {
+	int mode;
+	atomic_t filter_count;
+};
+
 struct task_struct {
 	struct thread_info thread_info;
 	struct sighand_struct *sighand;
@@ -347,10 +407,13 @@ struct task_struct {
 	sigset_t blocked;
 	struct sigpending pending;
 	struct nsproxy *nsproxy;
+	struct css_set *cgroups;
 	struct files_struct *files;
 	struct task_io_accounting ioac;
 	struct sched_info sched_info;
 	struct task_delay_info *delays;
+	unsigned long atomic_flags;
+	struct seccomp seccomp;
 };
 
 /* Before 5.14 (2f064a59a11f "sched: Change task_struct::state"). */
@@ -379,7 +442,7 @@ struct path {
 };
 
 struct fs_struct {
-	struct path root;
+	struct path root, pwd;
 };
 
 struct super_block {

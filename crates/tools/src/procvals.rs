@@ -128,9 +128,137 @@ pub fn wchan(tid: u32) -> String {
     }
 }
 
+/// libnuma's two functions libproc2 asks, where `libnuma.so` or `libnuma.so.1` loads with both.
+struct Numa {
+    max_node: unsafe extern "C" fn() -> libc::c_int,
+    node_of_cpu: unsafe extern "C" fn(libc::c_int) -> libc::c_int,
+}
+
+/// libnuma, loaded once as libproc2 loads it (dlopen, no link-time dependency).
+fn numa() -> Option<&'static Numa> {
+    static LIBNUMA: std::sync::OnceLock<Option<Numa>> = std::sync::OnceLock::new();
+    LIBNUMA
+        .get_or_init(|| {
+            for name in [c"libnuma.so", c"libnuma.so.1"] {
+                // SAFETY: name is NUL-terminated; dlopen has no other precondition.
+                let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY) };
+                if h.is_null() {
+                    continue;
+                }
+                // SAFETY: h is a live handle (never closed) and the names are NUL-terminated.
+                let (max, node) = unsafe {
+                    (
+                        libc::dlsym(h, c"numa_max_node".as_ptr()),
+                        libc::dlsym(h, c"numa_node_of_cpu".as_ptr()),
+                    )
+                };
+                if max.is_null() || node.is_null() {
+                    // As libproc2: the library loaded but lacks them, so no NUMA.
+                    return None;
+                }
+                // SAFETY: libnuma declares `int numa_max_node(void)` and
+                // `int numa_node_of_cpu(int cpu)`.
+                return Some(unsafe {
+                    Numa {
+                        max_node: std::mem::transmute::<
+                            *mut libc::c_void,
+                            unsafe extern "C" fn() -> libc::c_int,
+                        >(max),
+                        node_of_cpu: std::mem::transmute::<
+                            *mut libc::c_void,
+                            unsafe extern "C" fn(libc::c_int) -> libc::c_int,
+                        >(node),
+                    }
+                });
+            }
+            None
+        })
+        .as_ref()
+}
+
+/// The NUMA node of `cpu`, asked of libnuma exactly as libproc2 asks it (ps `numa`, top
+/// `NU`); -1 without libnuma.
+pub fn numa_node_of_cpu(cpu: i32) -> i32 {
+    match numa() {
+        // SAFETY: a plain C function taking and returning int.
+        Some(n) => unsafe { (n.node_of_cpu)(cpu) },
+        None => -1,
+    }
+}
+
+/// How many NUMA nodes libnuma says there are (`numa_max_node() + 1`, top's
+/// `Numa_node_tot`); 0 without libnuma.
+pub fn numa_nodes() -> i32 {
+    match numa() {
+        // SAFETY: a plain C function returning int.
+        Some(n) => (unsafe { (n.max_node)() }) + 1,
+        None => 0,
+    }
+}
+
+/// What smaps_rollup says, in kB, as libproc2 reads it (ps's pss and uss; top's RSS, PSS,
+/// PSan, PSfd, PSsh and USS): 0 where the file cannot be read or has no such line (a kernel
+/// thread's is empty), as procps leaves them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rollup {
+    /// Rss.
+    pub rss: u64,
+    /// Pss: proportional set size.
+    pub pss: u64,
+    /// Pss_Anon.
+    pub pss_anon: u64,
+    /// Pss_File.
+    pub pss_file: u64,
+    /// Pss_Shmem.
+    pub pss_shmem: u64,
+    /// Private_Clean + Private_Dirty: the unique set size (`SMAP_PRV_TOTAL`).
+    pub uss: u64,
+}
+
+/// [`Rollup`] of /proc/TID/smaps_rollup. Read by the printer, as procps reads it per task:
+/// the sum of smaps' rounded per-mapping values (VMA_STAT) is not the rollup's Pss.
+pub fn smaps_rollup(tid: u32) -> Rollup {
+    crate::snapshot::proc_file(tid, "smaps_rollup")
+        .map_or_else(Rollup::default, |b| parse_rollup(&b))
+}
+
+fn parse_rollup(buf: &[u8]) -> Rollup {
+    let kb = |name: &[u8]| -> u64 {
+        buf.split(|&c| c == b'\n')
+            .find_map(|l| {
+                let v = l.strip_prefix(name)?.strip_prefix(b":")?;
+                std::str::from_utf8(v)
+                    .ok()?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    Rollup {
+        rss: kb(b"Rss"),
+        pss: kb(b"Pss"),
+        pss_anon: kb(b"Pss_Anon"),
+        pss_file: kb(b"Pss_File"),
+        pss_shmem: kb(b"Pss_Shmem"),
+        uss: kb(b"Private_Clean") + kb(b"Private_Dirty"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rollup_pss_and_uss_are_libproc2s() {
+        let b = b"55a-7ff [rollup]\nRss:                3000 kB\nPss:                1234 kB\n\
+                  Pss_Dirty:           100 kB\nPrivate_Clean:        40 kB\n\
+                  Private_Dirty:       60 kB\nPrivate_Hugetlb:      8 kB\n";
+        let r = parse_rollup(b);
+        assert_eq!((r.rss, r.pss, r.pss_anon, r.uss), (3000, 1234, 0, 100));
+        assert_eq!(parse_rollup(b""), Rollup::default());
+    }
 
     #[test]
     fn cgroup_strings_follow_libproc2() {

@@ -51,14 +51,15 @@ impl Fixture {
 
 /// nopie_fixture.c built with `cc -no-pie -static` (mapped at 0x400000) and run with
 /// `threads` waiting threads and `extra` arguments; killed on drop, then its directory
-/// removed.
-struct NoPie {
-    proc: Spawned,
+/// removed. Static, it shares no file page with the tools that look at it: its proportional
+/// sizes do not depend on which tool reads them.
+pub(super) struct NoPie {
+    pub(super) proc: Spawned,
     _dir: TempDir,
 }
 
 impl NoPie {
-    fn start(run: Runner, threads: u32, extra: &[&str]) -> NoPie {
+    pub(super) fn start(run: Runner, threads: u32, extra: &[&str]) -> NoPie {
         let dir = TempDir::new("nopie");
         let exe = dir.join("nopie_fixture");
         let src = concat!(

@@ -466,7 +466,7 @@ impl Ctx {
                 w!("{:.3}", if cu > 99.0 { 99.999 } else { cu })
             }
             Pr::Kstk => w!("{:016x}", r.kstk()?),
-            Pr::Numa => w!("{}", numa_node_of_cpu(r.st()?.processor)),
+            Pr::Numa => w!("{}", crate::procvals::numa_node_of_cpu(r.st()?.processor)),
             Pr::TestLeft | Pr::TestLeft2 | Pr::TestRight | Pr::TestRight2 => {
                 let vals: &[&str] = match pr {
                     Pr::TestLeft => &["tty7", "pts/9999", "iseries/vtty42", "ttySMX0", "3270/tty4"],
@@ -676,6 +676,8 @@ impl Ctx {
                 }
             }
             Pr::Sched => w!("{}", r.policy()?),
+            Pr::Pss => w!("{}", crate::procvals::smaps_rollup(r.tid()).pss),
+            Pr::Uss => w!("{}", crate::procvals::smaps_rollup(r.tid()).uss),
             Pr::Wchan => {
                 let name = wchan(r.tid());
                 let len = name.len().min(self.max_rightward.max(0) as usize);
@@ -937,7 +939,7 @@ impl Ctx {
             Sr::Utilization => F(self.utilization(r, false)?),
             Sr::UtilizationC => F(self.utilization(r, true)?),
             Sr::Kstk => U(r.kstk()?),
-            Sr::ProcessorNode => I(numa_node_of_cpu(r.st()?.processor) as i64),
+            Sr::ProcessorNode => I(crate::procvals::numa_node_of_cpu(r.st()?.processor) as i64),
             Sr::VmRss => U(r.vm_rss()?),
             Sr::Cmdline => S(r.cmdline(self.utf8)?),
             Sr::Cmd => S(r.cmd(self.utf8)?),
@@ -1011,6 +1013,8 @@ impl Ctx {
             Sr::VmLock => U(r.sm()?.locked >> 10),
             Sr::VmStack => U(r.sm()?.stack >> 10),
             Sr::WchanName => S(wchan(r.tid()).into_bytes()),
+            Sr::SmapPss => U(crate::procvals::smaps_rollup(r.tid()).pss),
+            Sr::SmapPrvTotal => U(crate::procvals::smaps_rollup(r.tid()).uss),
         })
     }
 }
@@ -1076,42 +1080,6 @@ fn ns_name(pr: Pr) -> &'static str {
         Pr::NsTime => "time",
         Pr::NsUser => "user",
         _ => "uts",
-    }
-}
-
-/// The NUMA node of `cpu`, asked of libnuma exactly as libproc2 asks it: `numa_node_of_cpu`
-/// from `libnuma.so` or `libnuma.so.1` when either loads (and has `numa_max_node` too), else
-/// -1.
-fn numa_node_of_cpu(cpu: i32) -> i32 {
-    type NodeOfCpu = unsafe extern "C" fn(libc::c_int) -> libc::c_int;
-    static LIBNUMA: std::sync::OnceLock<Option<NodeOfCpu>> = std::sync::OnceLock::new();
-    let f = LIBNUMA.get_or_init(|| {
-        for name in [c"libnuma.so", c"libnuma.so.1"] {
-            // SAFETY: name is NUL-terminated; dlopen has no other precondition.
-            let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY) };
-            if h.is_null() {
-                continue;
-            }
-            // SAFETY: h is a live handle (never closed) and the names are NUL-terminated.
-            let (max, node) = unsafe {
-                (
-                    libc::dlsym(h, c"numa_max_node".as_ptr()),
-                    libc::dlsym(h, c"numa_node_of_cpu".as_ptr()),
-                )
-            };
-            if max.is_null() || node.is_null() {
-                // As libproc2: the library loaded but lacks them, so no NUMA.
-                return None;
-            }
-            // SAFETY: libnuma declares `int numa_node_of_cpu(int cpu)`.
-            return Some(unsafe { std::mem::transmute::<*mut libc::c_void, NodeOfCpu>(node) });
-        }
-        None
-    });
-    match f {
-        // SAFETY: a plain C function taking and returning int.
-        Some(f) => unsafe { f(cpu) },
-        None => -1,
     }
 }
 

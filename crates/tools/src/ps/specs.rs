@@ -111,6 +111,8 @@ pub enum Pr {
     Tpgid,
     Vsz,
     Wchan,
+    Pss,
+    Uss,
     Supgid,
     Supgrp,
     /// Pending for the process (status ShdPnd), as procps' `pr_sig`.
@@ -245,6 +247,8 @@ pub enum Sr {
     VmLock,
     VmStack,
     WchanName,
+    SmapPss,
+    SmapPrvTotal,
     Signals,
     SigPending,
     SigBlocked,
@@ -313,12 +317,15 @@ impl Pr {
 
     fn own_groups(self, bsd_c: bool, unix_f: bool) -> u64 {
         match self {
-            // Nothing read, or read by the printer itself (wchan from /proc/TID/wchan).
+            // Nothing read, or read by the printer itself (wchan from /proc/TID/wchan, pss and
+            // uss from /proc/TID/smaps_rollup).
             Pr::Nop
             | Pr::Unsupported
             | Pr::Pid
             | Pr::Tid
             | Pr::Wchan
+            | Pr::Pss
+            | Pr::Uss
             | Pr::TestLeft
             | Pr::TestLeft2
             | Pr::TestRight
@@ -424,7 +431,13 @@ impl Sr {
     /// as for [`Pr::groups`].
     pub fn groups(self) -> u64 {
         match self {
-            Sr::Noop | Sr::Unsupported | Sr::IdPid | Sr::IdTgid | Sr::WchanName => 0,
+            Sr::Noop
+            | Sr::Unsupported
+            | Sr::IdPid
+            | Sr::IdTgid
+            | Sr::WchanName
+            | Sr::SmapPss
+            | Sr::SmapPrvTotal => 0,
             Sr::Cmdline => BASE | CMDLINE,
             Sr::Cmd
             | Sr::TicsBegan
@@ -749,7 +762,7 @@ specs![
     ("projid", "PROJID", Nop, Noop, 5, PROCESS | RIGHT),
     ("pset", "PSET", Nop, Noop, 4, THREAD | RIGHT),
     ("psr", "PSR", Psr, Processor, 3, THREAD | RIGHT),
-    ("pss", "PSS", Unsupported, Unsupported, 5, PROCESS | RIGHT),
+    ("pss", "PSS", Pss, SmapPss, 5, PROCESS | RIGHT),
     ("psxpri", "PPR", Nop, Noop, 3, THREAD | RIGHT),
     ("rbytes", "RBYTES", Rbytes, IoReadBytes, 5, THREAD | RIGHT),
     ("rchars", "RCHARS", Rchars, IoReadChars, 5, THREAD | RIGHT),
@@ -916,7 +929,7 @@ specs![
     ("userns", "USERNS", NsUser, NsUser, 10, EVERY | RIGHT),
     ("usertime", "USER", Nop, Noop, 4, EVERY | RIGHT),
     ("usrpri", "UPR", Nop, Noop, 3, THREAD | RIGHT),
-    ("uss", "USS", Unsupported, Unsupported, 5, PROCESS | RIGHT),
+    ("uss", "USS", Uss, SmapPrvTotal, 5, PROCESS | RIGHT),
     ("util", "C", C, Utilization, 2, EVERY | RIGHT),
     ("utime", "UTIME", Nop, TicsUser, 6, EVERY | RIGHT),
     ("utsns", "UTSNS", NsUts, NsUts, 10, EVERY | RIGHT),

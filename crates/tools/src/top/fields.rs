@@ -3,10 +3,8 @@
 //! taskdiag groups each field's data comes from, and a window's field list (procps'
 //! `fieldscur`: the order of the fields and which are shown).
 //!
-//! Fields whose data taskdiag does not carry (smaps sizes, the NUMA node) are known by name
-//! but refused ([`Col::unsupported`]) rather than
-//! printed with values that were never read. Formatting a field's value is
-//! [`super::format`]'s job.
+//! Every field is shown: the smaps_rollup sizes and the NUMA node are read per task as procps
+//! reads them ([`crate::procvals`]). Formatting a field's value is [`super::format`]'s job.
 
 use taskdiag_proto::Group;
 
@@ -387,7 +385,8 @@ impl Col {
         match self {
             Col::Pid | Col::Ppid | Col::Pgrp | Col::Sid | Col::Tgid | Col::Tpgid => Some(pid_w),
             Col::Cpun => Some(cpu_w.max(1)),
-            Col::Numa => Some(2),
+            // Numa_node_tot's digits, at least 2.
+            Col::Numa => Some(crate::procvals::numa_nodes().to_string().len().max(2)),
             c => usize::try_from(INFO[c.index()].2).ok(),
         }
     }
@@ -400,22 +399,6 @@ impl Col {
     /// The field at `index` in [`Col::ALL`].
     pub fn from_index(index: usize) -> Option<Col> {
         Col::ALL.get(index).copied()
-    }
-
-    /// Why taskdiag top cannot show this field, if it cannot: its data is not among what
-    /// taskdiag reads.
-    pub fn unsupported(self) -> Option<String> {
-        let what = match self {
-            Col::Numa => "NUMA nodes",
-            Col::SmapRss | Col::Pss | Col::PssAnon | Col::PssFile | Col::PssShmem | Col::Uss => {
-                "smaps_rollup sizes"
-            }
-            _ => return None,
-        };
-        Some(format!(
-            "field '{}' is not supported by taskdiag top (it does not read {what})",
-            self.name()
-        ))
     }
 
     /// The taskdiag groups the field's values come from (BASE is always read); `cmdline`: COMMAND
@@ -444,7 +427,7 @@ impl Col {
             | Col::Fl2
             | Col::Fv1
             | Col::Fv2 => g(Group::Stat),
-            Col::Cuu | Col::Cuc => g(Group::Stat),
+            Col::Cuu | Col::Cuc | Col::Numa => g(Group::Stat),
             Col::Mem
             | Col::Virt
             | Col::Swap
@@ -560,8 +543,6 @@ mod tests {
         assert_eq!(Col::Command.width(5, 1), None);
         assert_eq!(Col::Tpgid.width(7, 1), Some(7));
         assert_eq!(Col::Flags.width(5, 1), Some(8));
-        assert!(Col::Pss.unsupported().is_some() && Col::OomScore.unsupported().is_none());
-        assert!(Col::NsUts.unsupported().is_none());
     }
 
     #[test]

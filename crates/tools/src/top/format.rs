@@ -417,6 +417,19 @@ impl RowCtx<'_> {
             Col::Gid => self.cred(r)?.egid as f64,
             Col::Nth => self.stat(r)?.threads as f64,
             Col::Cpun => self.stat(r)?.processor as f64,
+            Col::Numa => procvals::numa_node_of_cpu(self.stat(r)?.processor) as f64,
+            // smaps_rollup, read per task as procps reads it.
+            Col::SmapRss | Col::Pss | Col::PssAnon | Col::PssFile | Col::PssShmem | Col::Uss => {
+                let x = procvals::smaps_rollup(r.pid);
+                (match c {
+                    Col::SmapRss => x.rss,
+                    Col::Pss => x.pss,
+                    Col::PssAnon => x.pss_anon,
+                    Col::PssFile => x.pss_file,
+                    Col::PssShmem => x.pss_shmem,
+                    _ => x.uss,
+                }) as f64
+            }
             Col::Time1 => {
                 let cpu = r.cpu?;
                 (if self.cumulative { cpu.ctics } else { cpu.tics }) as f64
@@ -536,7 +549,7 @@ impl RowCtx<'_> {
                 scale_tics(t, self.hz, w)
             }
             Col::Time1 => scale_tics(self.number(r, c)? as u64, self.hz, w),
-            Col::OomAdj | Col::OomScore | Col::Logid | Col::Agid | Col::Agni => {
+            Col::OomAdj | Col::OomScore | Col::Logid | Col::Agid | Col::Agni | Col::Numa => {
                 num(self.number(r, c)? as i64, w)
             }
             Col::Started => scale_tics_as(self.number(r, c)? as u64, self.hz, w, 1),
@@ -553,6 +566,12 @@ impl RowCtx<'_> {
             | Col::RssFile
             | Col::RssLocked
             | Col::RssShared
+            | Col::SmapRss
+            | Col::Pss
+            | Col::PssAnon
+            | Col::PssFile
+            | Col::PssShmem
+            | Col::Uss
             | Col::Drt => scale_mem(self.task_scale, self.number(r, c)? as u64, w),
             Col::Fl1
             | Col::Fl2
@@ -571,7 +590,6 @@ impl RowCtx<'_> {
                 }
                 v
             }
-            c if c.unsupported().is_some() => return None,
             c => match self.text(r, c) {
                 Some(t) => text_cell(&t, w, self.utf8),
                 None => num(self.number(r, c)? as i64, w),

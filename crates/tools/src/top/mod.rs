@@ -245,15 +245,6 @@ impl Opts {
             ..Opts::default()
         }
     }
-
-    /// Why these options cannot be run: a field taskdiag does not read is shown or sorted by.
-    pub fn refused(&self) -> Option<String> {
-        self.fields
-            .shown()
-            .into_iter()
-            .chain([self.sort])
-            .find_map(Col::unsupported)
-    }
 }
 
 /// What the command line asks for.
@@ -416,9 +407,6 @@ pub fn parse_args_with(args: &[OsString], rc: Option<&rc::Rc>) -> Parsed {
                         };
                         match Col::by_name(name) {
                             Some(col) => {
-                                if let Some(m) = col.unsupported() {
-                                    return fail(m);
-                                }
                                 o.sort = col;
                                 o.ascending = asc;
                             }
@@ -873,10 +861,6 @@ pub fn top_main(args: &[OsString]) -> i32 {
         }
         Parsed::Exit(code) => return code,
     };
-    if let Some(m) = o.refused() {
-        eprintln!("top: {m}");
-        return 1;
-    }
     if o.batch {
         return run_batch(&o, utf8);
     }
@@ -954,7 +938,6 @@ mod tests {
             &["-p", "-5"],
             &["-u", "no such user, surely"],
             &["-o", "NOPE"],
-            &["-o", "USS"],
             &["-w", "2"],
             &["-E", "x"],
             &["-b", "junk"],
@@ -967,6 +950,8 @@ mod tests {
         for bad in [&["-x"][..], &["-d"], &["--bogus"], &["--batch-mode=1"]] {
             assert!(matches!(parse(bad), Parsed::Exit(0)), "{bad:?}");
         }
+        // Every field may be sorted by, the smaps_rollup ones too.
+        assert!(matches!(parse(&["-o", "USS"]), Parsed::Run(o) if o.sort == Col::Uss));
         assert!(matches!(parse(&["-h"]), Parsed::Print(s) if s.contains("EXIT STATUS")));
         assert!(matches!(parse(&["-V"]), Parsed::Print(s) if s.starts_with("top from taskdiag")));
     }

@@ -414,9 +414,6 @@ impl Filter {
             .copied()
             .find(|c| c.name().eq_ignore_ascii_case(name))
             .ok_or_else(|| format!("unrecognized field name '{name}'"))?;
-        if let Some(m) = col.unsupported() {
-            return Err(m);
-        }
         Ok(Filter {
             col,
             op,

@@ -114,8 +114,6 @@ struct FieldsScreen {
     at: usize,
     /// A field was picked up with Right and moves with the cursor.
     moving: bool,
-    /// Why the last key did nothing (an unsupported field).
-    msg: Option<String>,
 }
 
 #[derive(Debug)]
@@ -457,7 +455,6 @@ impl App {
         let Mode::Fields(fs) = &mut self.mode else {
             return After::Nothing;
         };
-        fs.msg = None;
         let list = &mut self.o.fields.list;
         let last = list.len().saturating_sub(1);
         match k.code {
@@ -481,18 +478,10 @@ impl App {
             KeyCode::Home | KeyCode::PageUp if !fs.moving => fs.at = 0,
             KeyCode::End | KeyCode::PageDown if !fs.moving => fs.at = last,
             KeyCode::Char(' ') | KeyCode::Char('d') if !fs.moving => {
-                let (col, on) = list[fs.at];
-                match col.unsupported() {
-                    Some(m) if !on => fs.msg = Some(m),
-                    _ => list[fs.at].1 = !on,
-                }
+                list[fs.at].1 = !list[fs.at].1;
             }
             KeyCode::Char('s') if !fs.moving => {
-                let col = list[fs.at].0;
-                match col.unsupported() {
-                    Some(m) => fs.msg = Some(m),
-                    None => self.o.sort = col,
-                }
+                self.o.sort = list[fs.at].0;
             }
             KeyCode::Char('q') | KeyCode::Esc => {
                 self.mode = Mode::Normal;
@@ -966,10 +955,7 @@ fn fields_screen(o: &Opts, fs: &FieldsScreen, cols: usize, rows: usize) -> Vec<L
         ]),
         Line::raw("   Navigate with Up/Dn, Right selects for move then <Enter> or Left commits,"),
         Line::raw("   'd' or <Space> toggles display, 's' sets sort.  Use 'q' or <Esc> to end!"),
-        match &fs.msg {
-            Some(m) => Line::styled(format!(" {m} "), rev),
-            None => Line::raw(""),
-        },
+        Line::raw(""),
     ];
     let n = o.fields.list.len();
     let mxcol = (cols / 11).max(1);

@@ -196,6 +196,130 @@ pub fn numa_nodes() -> i32 {
     }
 }
 
+/// The sd-login(3) answers procps shows in its systemd columns (`lsession`, `machine`,
+/// `ouid`, `seat`, `slice`, `unit`, `uunit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SdField {
+    /// sd_pid_get_session.
+    Session,
+    /// sd_pid_get_machine_name.
+    Machine,
+    /// sd_pid_get_owner_uid.
+    OwnerUid,
+    /// sd_session_get_seat of the task's session.
+    Seat,
+    /// sd_pid_get_slice.
+    Slice,
+    /// sd_pid_get_unit.
+    Unit,
+    /// sd_pid_get_user_unit.
+    UserUnit,
+}
+
+type SdPidStr = unsafe extern "C" fn(libc::pid_t, *mut *mut libc::c_char) -> libc::c_int;
+type SdPidUid = unsafe extern "C" fn(libc::pid_t, *mut libc::uid_t) -> libc::c_int;
+type SdSessStr = unsafe extern "C" fn(*const libc::c_char, *mut *mut libc::c_char) -> libc::c_int;
+
+/// The sd-login functions procps calls (`sd2proc` in libproc2's readproc.c).
+struct SdLogin {
+    session: SdPidStr,
+    machine: SdPidStr,
+    owner_uid: SdPidUid,
+    seat: SdSessStr,
+    slice: SdPidStr,
+    unit: SdPidStr,
+    user_unit: SdPidStr,
+}
+
+/// libsystemd, loaded once (dlopen: taskdiag has no link-time dependency on it).
+fn sd_login() -> Option<&'static SdLogin> {
+    static LIB: std::sync::OnceLock<Option<SdLogin>> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| {
+        // SAFETY: the name is NUL-terminated; dlopen has no other precondition.
+        let h = unsafe { libc::dlopen(c"libsystemd.so.0".as_ptr(), libc::RTLD_LAZY) };
+        if h.is_null() {
+            return None;
+        }
+        let sym = |name: &std::ffi::CStr| {
+            // SAFETY: h is a live handle (never closed) and the name is NUL-terminated.
+            let p = unsafe { libc::dlsym(h, name.as_ptr()) };
+            (!p.is_null()).then_some(p)
+        };
+        // SAFETY: each symbol is the sd-login(3) function of that name, whose C signature
+        // the type it is transmuted to spells.
+        unsafe {
+            Some(SdLogin {
+                session: std::mem::transmute::<*mut libc::c_void, SdPidStr>(sym(
+                    c"sd_pid_get_session",
+                )?),
+                machine: std::mem::transmute::<*mut libc::c_void, SdPidStr>(sym(
+                    c"sd_pid_get_machine_name",
+                )?),
+                owner_uid: std::mem::transmute::<*mut libc::c_void, SdPidUid>(sym(
+                    c"sd_pid_get_owner_uid",
+                )?),
+                seat: std::mem::transmute::<*mut libc::c_void, SdSessStr>(sym(
+                    c"sd_session_get_seat",
+                )?),
+                slice: std::mem::transmute::<*mut libc::c_void, SdPidStr>(sym(
+                    c"sd_pid_get_slice",
+                )?),
+                unit: std::mem::transmute::<*mut libc::c_void, SdPidStr>(sym(c"sd_pid_get_unit")?),
+                user_unit: std::mem::transmute::<*mut libc::c_void, SdPidStr>(sym(
+                    c"sd_pid_get_user_unit",
+                )?),
+            })
+        }
+    })
+    .as_ref()
+}
+
+/// Calls an sd-login function that returns a malloc'ed string; `None` where it fails.
+fn sd_string(f: impl FnOnce(*mut *mut libc::c_char) -> libc::c_int) -> Option<Vec<u8>> {
+    let mut p: *mut libc::c_char = std::ptr::null_mut();
+    let r = f(&mut p);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: on success the function stored a NUL-terminated string it malloc'ed for the
+    // caller, which is freed here once copied (also on a failure that left one).
+    let s = unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes().to_vec();
+    // SAFETY: see above; p is not used again.
+    unsafe { libc::free(p.cast()) };
+    (r >= 0).then_some(s)
+}
+
+/// Field `f` of task `tid` as procps' `sd2proc` makes it: sd-login's answer, `-` where the
+/// function fails (the seat too where the session is unknown), and `?` for every field where
+/// libsystemd cannot be loaded (procps built without systemd). Read per task, as procps does:
+/// sd-login reads /proc/TID/cgroup and /run/systemd itself.
+pub fn sd_login_field(tid: u32, f: SdField) -> Vec<u8> {
+    let Some(sd) = sd_login() else {
+        return b"?".to_vec();
+    };
+    let pid = tid as libc::pid_t;
+    // SAFETY (each call): the function takes a pid and writes a string pointer or a uid
+    // through the valid pointer it is given.
+    let v = match f {
+        SdField::Session => sd_string(|p| unsafe { (sd.session)(pid, p) }),
+        SdField::Machine => sd_string(|p| unsafe { (sd.machine)(pid, p) }),
+        SdField::Slice => sd_string(|p| unsafe { (sd.slice)(pid, p) }),
+        SdField::Unit => sd_string(|p| unsafe { (sd.unit)(pid, p) }),
+        SdField::UserUnit => sd_string(|p| unsafe { (sd.user_unit)(pid, p) }),
+        SdField::OwnerUid => {
+            let mut uid: libc::uid_t = 0;
+            let r = unsafe { (sd.owner_uid)(pid, &mut uid) };
+            // procps: snprintf("%d", (int)uid).
+            (r >= 0).then(|| (uid as i32).to_string().into_bytes())
+        }
+        SdField::Seat => sd_string(|p| unsafe { (sd.session)(pid, p) }).and_then(|sess| {
+            let sess = std::ffi::CString::new(sess).ok()?;
+            sd_string(|p| unsafe { (sd.seat)(sess.as_ptr(), p) })
+        }),
+    };
+    v.unwrap_or_else(|| b"-".to_vec())
+}
+
 /// What smaps_rollup says, in kB, as libproc2 reads it (ps's pss and uss; top's RSS, PSS,
 /// PSan, PSfd, PSsh and USS): 0 where the file cannot be read or has no such line (a kernel
 /// thread's is empty), as procps leaves them.

@@ -558,26 +558,149 @@ fn ps_pss_and_uss_match_procps() {
     assert!(v.len() == 2 && v[1] >= 1024 && v[0] >= v[1], "{v:?}");
 }
 
-#[test]
-fn ps_refuses_what_it_does_not_implement_by_name() {
-    for (args, env, name) in [
-        (&["-o", "pid,unit"][..], None::<&str>, "unit"),
-        (&["-o", "seat,pid"], None, "seat"),
-    ] {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("ps").args(args).env_remove("PS_PERSONALITY");
-        if let Some(per) = env {
-            cmd.env("PS_PERSONALITY", per);
+/// A tree of systemd-style cgroups (a service in a slice, a user service, a login session, a
+/// machine) under the cgroup2 mount, where sd-login looks on unified and hybrid hosts alike,
+/// each holding a sleeper; removed, after its sleepers, on drop.
+struct SystemdTree {
+    base: std::path::PathBuf,
+    sleepers: Vec<Spawned>,
+}
+
+impl SystemdTree {
+    const LEAVES: [&'static str; 4] = [
+        "td-test.slice/td-test-x.service",
+        "user.slice/user-4242.slice/user@4242.service/app.slice/td-test-app.service",
+        "user.slice/user-4242.slice/session-c77.scope",
+        "machine.slice/machine-tdtestvm.scope",
+    ];
+
+    fn new() -> SystemdTree {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+        let base = mountinfo
+            .lines()
+            .find_map(|l| {
+                let (pre, post) = l.split_once(" - ")?;
+                let f: Vec<&str> = pre.split(' ').collect();
+                (post.starts_with("cgroup2 ") && f.get(3) == Some(&"/")).then(|| f[4].into())
+            })
+            .expect("a cgroup2 mount (sd-login reads the unified hierarchy)");
+        let mut t = SystemdTree {
+            base,
+            sleepers: Vec::new(),
+        };
+        for leaf in Self::LEAVES {
+            let dir = t.base.join(leaf);
+            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            let s = Spawned::spawn(Command::new("sleep").arg("1000"));
+            std::fs::write(dir.join("cgroup.procs"), s.pid().to_string())
+                .unwrap_or_else(|e| panic!("moving {} to {}: {e}", s.pid(), dir.display()));
+            t.sleepers.push(s);
         }
-        let o = cmd.output().expect("run");
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
-        assert!(o.stdout.is_empty(), "{args:?} printed a listing");
-        assert!(
-            err.contains(name) && err.contains("not supported"),
-            "{args:?}: {err}"
-        );
+        t
     }
+
+    fn pids(&self) -> String {
+        let p: Vec<String> = self.sleepers.iter().map(|s| s.pid().to_string()).collect();
+        p.join(",")
+    }
+}
+
+impl Drop for SystemdTree {
+    fn drop(&mut self) {
+        self.sleepers.clear();
+        // The deepest first; a cgroup empties a moment after its task is reaped.
+        for leaf in Self::LEAVES {
+            let mut dir = self.base.join(leaf);
+            while dir != self.base {
+                for _ in 0..100 {
+                    if std::fs::remove_dir(&dir).is_ok() || !dir.exists() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                dir.pop();
+            }
+        }
+    }
+}
+
+/// The systemd columns (unit, uunit, slice, lsession, machine, ouid, seat) as procps (built
+/// with libsystemd, as Debian's is) shows them, sorted by them, for processes in a service,
+/// a user service, a login session and a machine's scope.
+#[test]
+fn ps_systemd_columns_match_procps() {
+    ensure_procps();
+    let tree = SystemdTree::new();
+    let pids = tree.pids();
+    let c = &[("LC_ALL", "C")][..];
+    for backend in BACKENDS {
+        for form in [
+            vec![
+                "-o",
+                "pid,unit,uunit,slice,lsession,machine,ouid,seat,comm",
+                "-p",
+                &pids,
+            ],
+            vec![
+                "-o",
+                "pid,slice,unit",
+                "--sort=slice,-unit,pid",
+                "-p",
+                &pids,
+            ],
+            vec!["-L", "-o", "pid,lwp,unit,ouid", "-p", &pids],
+        ] {
+            assert_same(&form, c, backend);
+        }
+    }
+    let o = Command::new(BIN)
+        .args(["ps", "-o", "unit=,uunit=,lsession=,ouid=", "-p", &pids])
+        .output()
+        .expect("ps");
+    let out = String::from_utf8_lossy(&o.stdout);
+    for want in ["td-test-x.service", "td-test-app.service", "c77", "4242"] {
+        assert!(out.contains(want), "{want} in {out}");
+    }
+}
+
+/// `--info` reports as procps' does, to standard error: the personality's standard formats
+/// (byte for byte), the screen and the personality; alone, as procps requires.
+#[test]
+fn ps_info_reports_like_procps() {
+    ensure_procps();
+    for per in [None, Some("bsd"), Some("tru64")] {
+        let run = |prog: &str| {
+            let mut cmd = Command::new(prog);
+            if prog == BIN {
+                cmd.arg("ps");
+            }
+            cmd.arg("--info").env_remove("PS_PERSONALITY");
+            if let Some(p) = per {
+                cmd.env("PS_PERSONALITY", p);
+            }
+            cmd.output().expect("run")
+        };
+        let (ours, theirs) = (run(BIN), run("/usr/bin/ps"));
+        assert_eq!(ours.status.code(), theirs.status.code(), "{per:?}");
+        assert!(ours.stdout.is_empty() && theirs.stdout.is_empty());
+        let head = |o: &std::process::Output| {
+            let e = String::from_utf8_lossy(&o.stderr).into_owned();
+            e.lines().take(10).map(str::to_string).collect::<Vec<_>>()
+        };
+        assert_eq!(head(&ours), head(&theirs), "{per:?}");
+        let line = |o: &std::process::Output, k: &str| {
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .find(|l| l.starts_with(k))
+                .map(str::to_string)
+        };
+        for k in ["screen_cols=", "personality=", "EUID=", "archdefs:"] {
+            assert_eq!(line(&ours, k), line(&theirs, k), "{per:?} {k}");
+        }
+    }
+    // Not alone: procps' error, usage and status.
+    let c = &[("LC_ALL", "C")][..];
+    assert_same(&["--info", "-e"], c, "procfs");
 }
 
 /// Where procps 4.0.2 cannot be matched because it misbehaves, ours does what procps means:

@@ -7,8 +7,7 @@
 //! such as `-f` or `u`, or parsed from AIX descriptors such as `%p`), how to sort, and the
 //! display flags. `$PS_PERSONALITY` changes all of these as it does in procps: which macros
 //! the standard formats use, BSD-only parsing, what `h`, `m` and `-x` mean, whether `g` is
-//! implied. Options procps accepts but taskdiag cannot honour (columns whose data taskdiag does not carry) are [`ArgError::Unsupported`]
-//! naming the option: never a silently different listing.
+//! implied. Every option and format specifier procps accepts is honoured.
 
 use super::specs::{self, Pr, Spec, Sr};
 use crate::cnum;
@@ -265,8 +264,6 @@ pub struct SortKey {
 pub enum ArgError {
     /// procps would reject it too, with this message.
     Procps(String),
-    /// procps would accept it but taskdiag ps cannot honour it.
-    Unsupported(String),
     /// procps rejects the combination after parsing, or fails while parsing, with this
     /// message, no usage text and no second chance.
     Fatal(String),
@@ -276,10 +273,6 @@ type R<T> = Result<T, ArgError>;
 
 fn err<T>(m: &str) -> R<T> {
     Err(ArgError::Procps(m.to_string()))
-}
-
-fn unsupported<T>(what: impl Into<String>) -> R<T> {
-    Err(ArgError::Unsupported(what.into()))
 }
 
 /// procps catastrophic_failure in sortformat.c: its message as error_at_line prints it, and
@@ -364,6 +357,11 @@ pub struct Opts {
     pub version: bool,
     /// `L` was asked for: list the format specifiers.
     pub list_specs: bool,
+    /// `--info` was asked for: print [`Opts::info`] to standard error.
+    pub info: bool,
+    /// The personality's name as procps saves it (`$PS_PERSONALITY`, else `$CMD_ENV`, else
+    /// "unknown").
+    personality_text: String,
     /// procps' select_bits: the simple selections (`-a`, `-d`, `a`, `x`, `g` and the
     /// default) as a table of which of the 16 kinds of process to take ([`Opts::table_accepts`]).
     pub select_bits: u32,
@@ -379,9 +377,6 @@ pub struct Opts {
     pid_width: i32,
     ps_format: Option<Vec<u8>>,
     program: String,
-    /// An option procps accepts and we cannot honour; reported only if the whole command line
-    /// parses (procps may still reject it, with its own message).
-    unsupported: Option<String>,
 }
 
 /// The environment ps consults, gathered once (so tests can supply their own).
@@ -411,6 +406,56 @@ pub struct Env {
     pub tty: u32,
     /// Digits of pid_max.
     pub pid_width: i32,
+}
+
+impl Opts {
+    /// procps' `--info` report (`self_info`): the personality's standard formats, the version,
+    /// the header and screen settings, the personality, and who and where ps runs. procps' lines
+    /// about its own build (glibc and gcc versions, `sizeof(proc_t)`) are this build's facts.
+    pub fn info(&self) -> String {
+        let p = &self.per;
+        let none = |f: Option<&str>| f.unwrap_or("(none)").to_string();
+        let page = {
+            // SAFETY: sysconf has no preconditions.
+            let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+            if n > 0 {
+                n
+            } else {
+                4096
+            }
+        };
+        let major = (self.cached_tty >> 8) & 0xfff;
+        let minor = (self.cached_tty & 0xff) | ((self.cached_tty >> 12) & 0xfff00);
+        format!(
+            "BSD j    {}\nBSD l    {}\nBSD s    {}\nBSD u    {}\nBSD v    {}\n\
+             SysV -f  {}\nSysV -fl {}\nSysV -j  {}\nSysV -l  {}\n\n\
+             ps from taskdiag {} (procps-ng 4.0.2 compatible)\n\n\
+             header_gap=-1 lines_to_next_header=1\n\
+             screen_cols={} screen_rows={}\n\n\
+             personality=0x{:08x} (from \"{}\")\n\
+             EUID={} TTY={},{} page_size={}\n\
+             archdefs: {}\n",
+            p.bsd_j,
+            p.bsd_l,
+            p.bsd_s,
+            p.bsd_u,
+            p.bsd_v,
+            none(p.sysv_f),
+            none(p.sysv_fl),
+            none(p.sysv_j),
+            none(p.sysv_l),
+            env!("CARGO_PKG_VERSION"),
+            self.screen_cols,
+            self.screen_rows,
+            p.bits,
+            self.personality_text,
+            self.cached_euid as i32,
+            major,
+            minor,
+            page,
+            std::env::consts::ARCH,
+        )
+    }
 }
 
 /// `strtoul(s, &end, 0)`: (value, whether all of `s` was consumed).
@@ -453,6 +498,11 @@ impl Opts {
             help: false,
             version: false,
             list_specs: false,
+            info: false,
+            personality_text: match env.personality.as_deref() {
+                Some(s) if !s.is_empty() => s.to_string(),
+                _ => "unknown".to_string(),
+            },
             select_bits: 0,
             warnings: Vec::new(),
             per: Personality::from_env(env),
@@ -465,7 +515,6 @@ impl Opts {
             pid_width: env.pid_width,
             ps_format: env.ps_format.as_ref().map(|s| s.as_bytes().to_vec()),
             program: env.program.clone(),
-            unsupported: None,
         };
         o.set_screen_size(env);
         o.prefer_bsd_defaults = o.per.prefer_bsd_defaults;
@@ -580,7 +629,7 @@ fn parse_inner(args: &[Vec<u8>], env: &Env) -> (R<Opts>, Vec<String>) {
                 choose_dimensions(&mut o);
                 return (Ok(o), warnings);
             }
-            Err(e @ (ArgError::Unsupported(_) | ArgError::Fatal(_))) => return (Err(e), warnings),
+            Err(e @ ArgError::Fatal(_)) => return (Err(e), warnings),
             Err(e) => first_err = Some(e),
         }
     }
@@ -599,31 +648,21 @@ fn parse_inner(args: &[Vec<u8>], env: &Env) -> (R<Opts>, Vec<String>) {
             choose_dimensions(&mut o);
             Ok(o)
         }
-        Err(e @ (ArgError::Unsupported(_) | ArgError::Fatal(_))) => Err(e),
+        Err(e @ ArgError::Fatal(_)) => Err(e),
         // procps reports the first parse's error, or with a forced BSD personality this one.
         Err(e) => Err(first_err.unwrap_or(e)),
     };
     (r, warnings)
 }
 
-impl Opts {
-    fn defer_unsupported(&mut self, what: &str) {
-        self.unsupported.get_or_insert_with(|| what.to_string());
-    }
-}
-
 fn parse_pass(o: &mut Opts, args: &[Vec<u8>]) -> R<()> {
     parse_all_options(o, args)?;
-    if o.help || o.version || o.list_specs {
+    if o.help || o.version || o.list_specs || o.info {
         return Ok(());
     }
     thread_option_check(o)?;
     process_sf_options(o)?;
-    select_setup(o)?;
-    match o.unsupported.take() {
-        Some(u) => Err(ArgError::Unsupported(u)),
-        None => Ok(()),
-    }
+    select_setup(o)
 }
 
 fn choose_dimensions(o: &mut Opts) {
@@ -1215,7 +1254,10 @@ fn parse_gnu_option(o: &mut Opts, cur: &mut Cursor<'_>) -> R<()> {
             Ok(())
         }
         b"info" => {
-            o.defer_unsupported("--info");
+            if cur.args.len() != 1 || cur.args[0] != b"--info" {
+                return err("the option is exclusive: --info");
+            }
+            o.info = true;
             Ok(())
         }
         b"pid" => match grab(cur) {
@@ -1682,11 +1724,6 @@ fn process_sf_options(o: &mut Opts) -> R<()> {
         merged.extend(std::mem::take(&mut o.sort));
         o.sort = merged;
     }
-    for k in &o.sort {
-        if k.sr == Sr::Unsupported {
-            return unsupported(format!("sorting by \"{}\"", k.name));
-        }
-    }
     o.format = formats;
 
     if o.format.is_empty() && o.format_flags == 0 && o.format_modifiers == 0 {
@@ -1699,7 +1736,7 @@ fn process_sf_options(o: &mut Opts) -> R<()> {
             match format_parse(o, &fmt) {
                 Ok(cols) => {
                     o.format = cols;
-                    return check_supported(o);
+                    return Ok(());
                 }
                 Err(e) => o
                     .warnings
@@ -1717,7 +1754,7 @@ fn process_sf_options(o: &mut Opts) -> R<()> {
         if o.thread_flags & tf::MUST_USE != 0 {
             return err("-L/-T with H/m/-m and -o/-O/o/O is nonsense");
         }
-        return check_supported(o);
+        return Ok(());
     }
     let per = o.per;
     let spec: Option<&str> = match o.format_flags {
@@ -1740,7 +1777,7 @@ fn process_sf_options(o: &mut Opts) -> R<()> {
     };
     let Some(spec) = spec else {
         generate_sysv_list(o)?;
-        return check_supported(o);
+        return Ok(());
     };
     o.format = do_one_spec(o, spec.as_bytes(), None).unwrap_or_default();
     let fm_ = o.format_modifiers;
@@ -1813,27 +1850,16 @@ fn process_sf_options(o: &mut Opts) -> R<()> {
             delete(&mut o.format, b"UID");
         }
     }
-    check_supported(o)
+    Ok(())
 }
 
 impl ArgError {
     /// The message.
     pub fn message(&self) -> &str {
         match self {
-            ArgError::Procps(m) | ArgError::Unsupported(m) | ArgError::Fatal(m) => m,
+            ArgError::Procps(m) | ArgError::Fatal(m) => m,
         }
     }
-}
-
-fn check_supported(o: &Opts) -> R<()> {
-    for c in &o.format {
-        if let Some(s) = c.spec {
-            if s.pr == Pr::Unsupported {
-                return unsupported(format!("format specifier \"{}\"", s.name));
-            }
-        }
-    }
-    Ok(())
 }
 
 fn add_after(list: &mut Vec<Col>, find: &[u8], put: Vec<Col>) -> bool {
@@ -2120,10 +2146,7 @@ mod tests {
             p(&["-o", "pid:0"]).unwrap_err(),
             ArgError::Procps("column widths must be unsigned decimal numbers".into())
         );
-        assert!(matches!(
-            p(&["-o", "pid,unit"]),
-            Err(ArgError::Unsupported(_))
-        ));
+        assert!(p(&["-o", "pid,unit,pss,seat"]).is_ok());
     }
 
     #[test]

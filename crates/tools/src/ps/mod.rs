@@ -76,13 +76,12 @@ OUTPUT FORMATS
   f, --forest  ASCII art process tree      -H  show process hierarchy
   -j  jobs format         j   BSD job control format
   -l  long format         l   BSD long format
-  -M, Z  security data (not supported)     -O <format>  preloaded with default columns
+  -M, Z  security label column added       -O <format>  preloaded with default columns
   O <format>  as -O, with BSD personality  -o, o, --format <format>  user-defined format
   s  signal format                         u  user-oriented format
-  v  virtual memory format (not supported: TRS, DRS, LIM; the tru64 personality's works)
-  X  register format (not supported: STACKP)
+  v  virtual memory format                X  register format
   -y  do not show flags, show rss vs. addr (used with -l)
-  --context  display security context (not supported)
+  --context  display security context
   --headers  repeat header lines, one per page
   --no-headers  do not print a header line at all
   --cols, --columns, --width <num>  set screen width
@@ -96,22 +95,21 @@ THREADS
   -L  possibly with LWP and NLWP columns
   -T  possibly with SPID column
   -m, m  threads after processes (m alone is procps' memory format under the old, debian
-         and gnu personalities: not supported, it needs TRS and DRS)
+         and gnu personalities)
 
 MISCELLANEOUS
   L               list format specifiers
+  --info          print the personality's formats and settings (to standard error)
   -V, V, --version  display version information and exit
   --help          display this help and exit
 
 COLUMNS
   Every procps column name works with -o, and so do AIX descriptors (-o '%p %u %c');
-  `taskdiag ps L` lists the names. Columns whose data taskdiag does not carry are refused
-  by name rather than printed wrong: cgroups, SELinux labels, I/O counters, code and stack
-  addresses (trs, drs, tsiz, dsiz, m_trs, m_drs, start_stack), the RSS limit (lim),
-  autogroups, the login uid, systemd and lxc names, exe, pss/uss, oom scores. Signal masks
-  (pending, tsig, blocked, ignored, caught and their aliases, and the s format) and
-  namespaces (ipcns, mntns, netns, pidns, userns, utsns, cgroupns, timens: the inode, or -
-  where the link cannot be read, as for another user's process) print as procps prints them.
+  `taskdiag ps L` lists the names. Each prints what procps 4.0.2 prints: signal masks,
+  namespaces (the inode, or - where the link cannot be read), cgroups, labels, I/O counters,
+  code and stack addresses, OOM scores, autogroups, the login uid, the executable; pss and uss
+  from smaps_rollup; the systemd columns (unit, uunit, slice, lsession, machine, ouid, seat)
+  from libsystemd's sd-login, as procps built with systemd (? for each without libsystemd).
 
 ENVIRONMENT
   TASKDIAG_BACKEND  auto (default), bpf, daemon or procfs
@@ -190,10 +188,6 @@ pub fn ps_main(args: &[OsString]) -> i32 {
             eprint!("{USAGE}");
             return 1;
         }
-        Err(ArgError::Unsupported(m)) => {
-            eprintln!("taskdiag ps: {m} is not supported (see taskdiag ps --help)");
-            return 1;
-        }
         Err(ArgError::Fatal(m)) => {
             eprintln!("{m}");
             return 1;
@@ -208,6 +202,10 @@ pub fn ps_main(args: &[OsString]) -> i32 {
             "ps from taskdiag {} (procps-ng 4.0.2 compatible)",
             env!("CARGO_PKG_VERSION")
         );
+        return 0;
+    }
+    if o.info {
+        eprint!("{}", o.info());
         return 0;
     }
     if o.list_specs {

@@ -460,7 +460,7 @@ impl Ctx {
             }};
         }
         match pr {
-            Pr::Nop | Pr::Unsupported => w!("-"),
+            Pr::Nop => w!("-"),
             Pr::Cuu | Pr::Cuc => {
                 let cu = self.utilization(r, pr == Pr::Cuc)?;
                 w!("{:.3}", if cu > 99.0 { 99.999 } else { cu })
@@ -676,6 +676,18 @@ impl Ctx {
                 }
             }
             Pr::Sched => w!("{}", r.policy()?),
+            // snprintf("%s") into COLWID bytes: not escaped.
+            Pr::SdSession
+            | Pr::SdMachine
+            | Pr::SdOwnerUid
+            | Pr::SdSeat
+            | Pr::SdSlice
+            | Pr::SdUnit
+            | Pr::SdUserUnit => {
+                let v = crate::procvals::sd_login_field(r.tid(), pr.sd_field()?);
+                out.extend_from_slice(&v[..v.len().min(COLWID - 1)]);
+                Some((out.len() - start) as i32)
+            }
             Pr::Pss => w!("{}", crate::procvals::smaps_rollup(r.tid()).pss),
             Pr::Uss => w!("{}", crate::procvals::smaps_rollup(r.tid()).uss),
             Pr::Wchan => {
@@ -900,7 +912,7 @@ impl Ctx {
         let group =
             |ctx: &mut Ctx, id: Option<u32>| Some(S(ctx.names.group(id?).as_bytes().to_vec()));
         Some(match sr {
-            Sr::Noop | Sr::Unsupported => I(0),
+            Sr::Noop => I(0),
             // procps compares status's fixed-width hex strings: numeric order.
             Sr::Signals | Sr::SigPending | Sr::SigBlocked | Sr::SigIgnore | Sr::SigCatch => U(r
                 .sig(match sr {
@@ -1013,6 +1025,13 @@ impl Ctx {
             Sr::VmLock => U(r.sm()?.locked >> 10),
             Sr::VmStack => U(r.sm()?.stack >> 10),
             Sr::WchanName => S(wchan(r.tid()).into_bytes()),
+            Sr::SdSession
+            | Sr::SdMachine
+            | Sr::SdOwnerUid
+            | Sr::SdSeat
+            | Sr::SdSlice
+            | Sr::SdUnit
+            | Sr::SdUserUnit => S(crate::procvals::sd_login_field(r.tid(), sr.sd_field()?)),
             Sr::SmapPss => U(crate::procvals::smaps_rollup(r.tid()).pss),
             Sr::SmapPrvTotal => U(crate::procvals::smaps_rollup(r.tid()).uss),
         })

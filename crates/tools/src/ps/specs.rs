@@ -1,10 +1,8 @@
 //! The column table: every format specifier procps ps 4.0.2 knows, with its header, width,
 //! justification, what prints it and what it sorts by.
 //!
-//! Specifiers whose data taskdiag does not carry yet (SELinux labels, systemd units,
-//! autogroups, ...) are listed too, as [`Pr::Unsupported`], so that asking
-//! for one gets "not supported" rather than procps' "unknown specifier" or, worse, a column of
-//! made-up values. Specifiers procps itself prints as "-" ([`Pr::Nop`]) print "-" here too.
+//! Every specifier prints what procps prints; those procps itself prints as "-" ([`Pr::Nop`])
+//! print "-" here too.
 //!
 //! Each specifier also carries procps' print-on flags ([`cf::THREAD`], [`cf::PROCESS`], ...):
 //! with m/-m, a process line shows `-` in thread-only columns and a thread line `-` in
@@ -45,7 +43,6 @@ pub mod cf {
 #[allow(missing_docs)]
 pub enum Pr {
     Nop,
-    Unsupported,
     Pcpu,
     Pmem,
     Args,
@@ -113,6 +110,13 @@ pub enum Pr {
     Wchan,
     Pss,
     Uss,
+    SdSession,
+    SdMachine,
+    SdOwnerUid,
+    SdSeat,
+    SdSlice,
+    SdUnit,
+    SdUserUnit,
     Supgid,
     Supgrp,
     /// Pending for the process (status ShdPnd), as procps' `pr_sig`.
@@ -187,7 +191,6 @@ pub enum Pr {
 #[allow(missing_docs)]
 pub enum Sr {
     Noop,
-    Unsupported,
     Utilization,
     VmRss,
     Cmdline,
@@ -249,6 +252,13 @@ pub enum Sr {
     WchanName,
     SmapPss,
     SmapPrvTotal,
+    SdSession,
+    SdMachine,
+    SdOwnerUid,
+    SdSeat,
+    SdSlice,
+    SdUnit,
+    SdUserUnit,
     Signals,
     SigPending,
     SigBlocked,
@@ -318,14 +328,20 @@ impl Pr {
     fn own_groups(self, bsd_c: bool, unix_f: bool) -> u64 {
         match self {
             // Nothing read, or read by the printer itself (wchan from /proc/TID/wchan, pss and
-            // uss from /proc/TID/smaps_rollup).
+            // uss from /proc/TID/smaps_rollup, the systemd columns through sd-login).
             Pr::Nop
-            | Pr::Unsupported
             | Pr::Pid
             | Pr::Tid
             | Pr::Wchan
             | Pr::Pss
             | Pr::Uss
+            | Pr::SdSession
+            | Pr::SdMachine
+            | Pr::SdOwnerUid
+            | Pr::SdSeat
+            | Pr::SdSlice
+            | Pr::SdUnit
+            | Pr::SdUserUnit
             | Pr::TestLeft
             | Pr::TestLeft2
             | Pr::TestRight
@@ -426,18 +442,57 @@ impl Pr {
     }
 }
 
+impl Pr {
+    /// The sd-login answer a systemd column shows (`lsession`, `machine`, `ouid`, `seat`,
+    /// `slice`, `unit`, `uunit`).
+    pub fn sd_field(self) -> Option<crate::procvals::SdField> {
+        use crate::procvals::SdField as F;
+        Some(match self {
+            Pr::SdSession => F::Session,
+            Pr::SdMachine => F::Machine,
+            Pr::SdOwnerUid => F::OwnerUid,
+            Pr::SdSeat => F::Seat,
+            Pr::SdSlice => F::Slice,
+            Pr::SdUnit => F::Unit,
+            Pr::SdUserUnit => F::UserUnit,
+            _ => return None,
+        })
+    }
+}
+
 impl Sr {
+    /// The sd-login answer a systemd column sorts by.
+    pub fn sd_field(self) -> Option<crate::procvals::SdField> {
+        use crate::procvals::SdField as F;
+        Some(match self {
+            Sr::SdSession => F::Session,
+            Sr::SdMachine => F::Machine,
+            Sr::SdOwnerUid => F::OwnerUid,
+            Sr::SdSeat => F::Seat,
+            Sr::SdSlice => F::Slice,
+            Sr::SdUnit => F::Unit,
+            Sr::SdUserUnit => F::UserUnit,
+            _ => return None,
+        })
+    }
+
     /// The attribute groups this sort key reads (`Group::flag` bits); every variant listed,
     /// as for [`Pr::groups`].
     pub fn groups(self) -> u64 {
         match self {
             Sr::Noop
-            | Sr::Unsupported
             | Sr::IdPid
             | Sr::IdTgid
             | Sr::WchanName
             | Sr::SmapPss
-            | Sr::SmapPrvTotal => 0,
+            | Sr::SmapPrvTotal
+            | Sr::SdSession
+            | Sr::SdMachine
+            | Sr::SdOwnerUid
+            | Sr::SdSeat
+            | Sr::SdSlice
+            | Sr::SdUnit
+            | Sr::SdUserUnit => 0,
             Sr::Cmdline => BASE | CMDLINE,
             Sr::Cmd
             | Sr::TicsBegan
@@ -685,8 +740,8 @@ specs![
     (
         "lsession",
         "SESSION",
-        Unsupported,
-        Unsupported,
+        SdSession,
+        SdSession,
         11,
         EVERY | LEFT
     ),
@@ -703,14 +758,7 @@ specs![
     ("m_size", "SIZE", Size, VsizeBytes, 5, PROCESS | RIGHT),
     ("m_swap", "SWAP", Nop, Noop, 5, PROCESS | RIGHT),
     ("m_trs", "TRS", Trs, VsizeBytes, 5, PROCESS | RIGHT),
-    (
-        "machine",
-        "MACHINE",
-        Unsupported,
-        Unsupported,
-        31,
-        EVERY | LEFT
-    ),
+    ("machine", "MACHINE", SdMachine, SdMachine, 31, EVERY | LEFT),
     ("maj_flt", "MAJFL", Majflt, FltMaj, 6, NEEDED | RIGHT),
     ("majflt", "MAJFLT", Majflt, FltMaj, 6, NEEDED | RIGHT),
     ("min_flt", "MINFL", Minflt, FltMin, 6, NEEDED | RIGHT),
@@ -736,7 +784,7 @@ specs![
     ("osz", "SZ", Nop, Noop, 2, PROCESS | RIGHT),
     ("oublk", "OUBLK", Nop, Noop, 5, NEEDED | RIGHT),
     ("oublock", "OUBLK", Nop, Noop, 5, NEEDED | RIGHT),
-    ("ouid", "OWNER", Unsupported, Unsupported, 5, EVERY | LEFT),
+    ("ouid", "OWNER", SdOwnerUid, SdOwnerUid, 5, EVERY | LEFT),
     ("p_ru", "P_RU", Nop, Noop, 6, NEEDED | RIGHT),
     ("paddr", "PADDR", Nop, Noop, 6, NEEDED | RIGHT),
     ("pagein", "PAGEIN", Majflt, FltMaj, 6, NEEDED | RIGHT),
@@ -782,7 +830,7 @@ specs![
     ("sched", "SCH", Sched, SchedClass, 3, THREAD | RIGHT),
     ("scnt", "SCNT", Nop, Noop, 4, NEEDED | RIGHT),
     ("scount", "SC", Nop, Noop, 4, NEEDED | RIGHT),
-    ("seat", "SEAT", Unsupported, Unsupported, 11, EVERY | LEFT),
+    ("seat", "SEAT", SdSeat, SdSeat, 11, EVERY | LEFT),
     ("sess", "SESS", Sess, IdSession, 5, PROCESS | PIDMAX | RIGHT),
     (
         "session",
@@ -843,7 +891,7 @@ specs![
     ),
     ("size", "SIZE", Swapable, VsizeBytes, 5, PROCESS | RIGHT),
     ("sl", "SL", Nop, Noop, 3, NEEDED | RIGHT),
-    ("slice", "SLICE", Unsupported, Unsupported, 31, EVERY | LEFT),
+    ("slice", "SLICE", SdSlice, SdSlice, 31, EVERY | LEFT),
     ("spid", "SPID", Tid, IdPid, 5, THREAD | PIDMAX | RIGHT),
     (
         "stackp",
@@ -922,7 +970,7 @@ specs![
     ("uid_hack", "UID", Euser, IdEuser, 8, EVERY | USER),
     ("umask", "UMASK", Nop, Noop, 5, NEEDED | RIGHT),
     ("uname", "USER", Euser, IdEuser, 8, EVERY | USER),
-    ("unit", "UNIT", Unsupported, Unsupported, 31, EVERY | LEFT),
+    ("unit", "UNIT", SdUnit, SdUnit, 31, EVERY | LEFT),
     ("upr", "UPR", Nop, Noop, 3, THREAD | RIGHT),
     ("uprocp", "UPROCP", Nop, Noop, 8, NEEDED | RIGHT),
     ("user", "USER", Euser, IdEuser, 8, EVERY | USER),
@@ -933,7 +981,7 @@ specs![
     ("util", "C", C, Utilization, 2, EVERY | RIGHT),
     ("utime", "UTIME", Nop, TicsUser, 6, EVERY | RIGHT),
     ("utsns", "UTSNS", NsUts, NsUts, 10, EVERY | RIGHT),
-    ("uunit", "UUNIT", Unsupported, Unsupported, 31, EVERY | LEFT),
+    ("uunit", "UUNIT", SdUserUnit, SdUserUnit, 31, EVERY | LEFT),
     ("vm_data", "DATA", Nop, VmData, 5, PROCESS | RIGHT),
     ("vm_exe", "EXE", Nop, VmExe, 5, PROCESS | RIGHT),
     ("vm_lib", "LIB", Nop, VmLib, 5, PROCESS | RIGHT),

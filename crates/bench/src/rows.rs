@@ -488,7 +488,7 @@ fn loop_label(files: &[&(&str, Access)]) -> String {
 }
 
 /// The new groups and the files each replaces.
-pub const NEW_GROUPS: [NewGroup; 9] = [
+pub const NEW_GROUPS: [NewGroup; 10] = [
     // Pending (thread, shared), blocked, ignored, caught: status's Sig* lines.
     NewGroup {
         name: "signal",
@@ -556,6 +556,11 @@ pub const NEW_GROUPS: [NewGroup; 9] = [
             ("autogroup", Access::Read),
             ("status", Access::Read),
         ],
+    },
+    // status (Seccomp, Seccomp_filters, NoNewPrivs) and the security module's label.
+    NewGroup {
+        name: "security",
+        files: &[("status", Access::Read), ("attr/current", Access::Read)],
     },
     // schedstat and stat (field 42).
     NewGroup {

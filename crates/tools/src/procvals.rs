@@ -134,6 +134,19 @@ struct Numa {
     node_of_cpu: unsafe extern "C" fn(libc::c_int) -> libc::c_int,
 }
 
+/// Symbol `name` of the library `h` as a function pointer of type `T`; `None` if it is missing.
+///
+/// # Safety
+///
+/// `h` must be a live dlopen handle and `T` the pointer type of that C function's signature.
+unsafe fn dl_fn<T: Copy>(h: *mut libc::c_void, name: &std::ffi::CStr) -> Option<T> {
+    // SAFETY: h is live and name NUL-terminated (the caller's promise and CStr's).
+    let p = unsafe { libc::dlsym(h, name.as_ptr()) };
+    // SAFETY: a function pointer is pointer-sized, and T is this symbol's type (the caller's
+    // promise).
+    (!p.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut libc::c_void, T>(&p) })
+}
+
 /// libnuma, loaded once as libproc2 loads it (dlopen, no link-time dependency).
 fn numa() -> Option<&'static Numa> {
     static LIBNUMA: std::sync::OnceLock<Option<Numa>> = std::sync::OnceLock::new();
@@ -145,31 +158,15 @@ fn numa() -> Option<&'static Numa> {
                 if h.is_null() {
                     continue;
                 }
-                // SAFETY: h is a live handle (never closed) and the names are NUL-terminated.
-                let (max, node) = unsafe {
-                    (
-                        libc::dlsym(h, c"numa_max_node".as_ptr()),
-                        libc::dlsym(h, c"numa_node_of_cpu".as_ptr()),
-                    )
+                // SAFETY: h is a live handle (never closed); libnuma declares
+                // `int numa_max_node(void)` and `int numa_node_of_cpu(int cpu)`. As libproc2:
+                // a library that loaded but lacks either means no NUMA.
+                return unsafe {
+                    Some(Numa {
+                        max_node: dl_fn(h, c"numa_max_node")?,
+                        node_of_cpu: dl_fn(h, c"numa_node_of_cpu")?,
+                    })
                 };
-                if max.is_null() || node.is_null() {
-                    // As libproc2: the library loaded but lacks them, so no NUMA.
-                    return None;
-                }
-                // SAFETY: libnuma declares `int numa_max_node(void)` and
-                // `int numa_node_of_cpu(int cpu)`.
-                return Some(unsafe {
-                    Numa {
-                        max_node: std::mem::transmute::<
-                            *mut libc::c_void,
-                            unsafe extern "C" fn() -> libc::c_int,
-                        >(max),
-                        node_of_cpu: std::mem::transmute::<
-                            *mut libc::c_void,
-                            unsafe extern "C" fn(libc::c_int) -> libc::c_int,
-                        >(node),
-                    }
-                });
             }
             None
         })
@@ -240,34 +237,17 @@ fn sd_login() -> Option<&'static SdLogin> {
         if h.is_null() {
             return None;
         }
-        let sym = |name: &std::ffi::CStr| {
-            // SAFETY: h is a live handle (never closed) and the name is NUL-terminated.
-            let p = unsafe { libc::dlsym(h, name.as_ptr()) };
-            (!p.is_null()).then_some(p)
-        };
-        // SAFETY: each symbol is the sd-login(3) function of that name, whose C signature
-        // the type it is transmuted to spells.
+        // SAFETY: h is a live handle (never closed); each symbol is the sd-login(3) function
+        // of that name, whose C signature the field's type spells.
         unsafe {
             Some(SdLogin {
-                session: std::mem::transmute::<*mut libc::c_void, SdPidStr>(sym(
-                    c"sd_pid_get_session",
-                )?),
-                machine: std::mem::transmute::<*mut libc::c_void, SdPidStr>(sym(
-                    c"sd_pid_get_machine_name",
-                )?),
-                owner_uid: std::mem::transmute::<*mut libc::c_void, SdPidUid>(sym(
-                    c"sd_pid_get_owner_uid",
-                )?),
-                seat: std::mem::transmute::<*mut libc::c_void, SdSessStr>(sym(
-                    c"sd_session_get_seat",
-                )?),
-                slice: std::mem::transmute::<*mut libc::c_void, SdPidStr>(sym(
-                    c"sd_pid_get_slice",
-                )?),
-                unit: std::mem::transmute::<*mut libc::c_void, SdPidStr>(sym(c"sd_pid_get_unit")?),
-                user_unit: std::mem::transmute::<*mut libc::c_void, SdPidStr>(sym(
-                    c"sd_pid_get_user_unit",
-                )?),
+                session: dl_fn(h, c"sd_pid_get_session")?,
+                machine: dl_fn(h, c"sd_pid_get_machine_name")?,
+                owner_uid: dl_fn(h, c"sd_pid_get_owner_uid")?,
+                seat: dl_fn(h, c"sd_session_get_seat")?,
+                slice: dl_fn(h, c"sd_pid_get_slice")?,
+                unit: dl_fn(h, c"sd_pid_get_unit")?,
+                user_unit: dl_fn(h, c"sd_pid_get_user_unit")?,
             })
         }
     })

@@ -2,7 +2,8 @@
 """Writes DIR/.toprc (procps top 4.0.2's format) showing top's default fields plus issue 17's
 new ones (nsIPC, nsNET, CGROUPS, OOMs, OOMa, SUPGIDS, EXE), for measuring `top -b -n 1` with
 them on: `HOME=DIR top -b -n 1 -w 512` and `HOME=DIR taskdiag top -b -n 1 -w 512`
-(docs/BENCHMARKS.md). Usage: scripts/bench-top-toprc.py DIR"""
+(docs/BENCHMARKS.md). Usage: scripts/bench-top-toprc.py DIR [FIELD,FIELD,...] (another set of
+shown fields, in order)."""
 import os
 import subprocess
 import sys
@@ -12,15 +13,16 @@ SHOWN = ["PID", "USER", "PR", "NI", "VIRT", "RES", "SHR", "S", "%CPU", "%MEM", "
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: bench-top-toprc.py DIR")
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: bench-top-toprc.py DIR [FIELD,FIELD,...]")
     home = sys.argv[1]
+    shown = sys.argv[2].split(",") if len(sys.argv) == 3 else SHOWN
     names = subprocess.run(["top", "-O"], capture_output=True, text=True,
                            check=True).stdout.split()
     idx = {n: i for i, n in enumerate(names)}
-    order = [idx[n] for n in SHOWN] + [i for i in range(len(names)) if names[i] not in SHOWN]
+    order = [idx[n] for n in shown] + [i for i in range(len(names)) if names[i] not in shown]
     # fieldscur: (field + '%') << 1, | 1 when shown; 100 values, the unused ones last.
-    vals = [((i + 37) << 1) | (names[i] in SHOWN) for i in order]
+    vals = [((i + 37) << 1) | (names[i] in shown) for i in order]
     vals += [(i + 37) << 1 for i in range(len(names), 100)]
     fc = ""
     for j, v in enumerate(vals):

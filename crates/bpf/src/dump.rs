@@ -23,7 +23,6 @@ const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
     | Group::Files.flag()
     | Group::Cgroup.flag()
     | Group::Io.flag()
-    | Group::Paths.flag()
     | Group::Environ.flag()
     | Group::Security.flag()
     | Group::Delay.flag();
@@ -70,10 +69,6 @@ impl TaskIter {
         // (A load that asked for CMDLINE and had it rejected: not in the messages either.)
         if !self.features.cmdline {
             have &= !USER_MEMORY_GROUPS;
-        }
-        // bpf_d_path() is in the modern flavour only.
-        if self.features.task == crate::TaskFlavour::Bounded {
-            have &= !Group::Paths.flag();
         }
         if self.cgroup.v1 && self.features.task == crate::TaskFlavour::Bounded {
             have &= !Group::Cgroup.flag();

@@ -10,7 +10,7 @@
 //!
 //! Kernel requirements: BTF and `iter/task` (5.8+; before 5.19 the task program's bounded
 //! flavour, see [`TaskFlavour`]); CMDLINE and ENVIRON need sleepable iterators with
-//! `bpf_copy_from_user_task` (5.18+), PATHS `bpf_d_path` in iterators (the modern flavour); memory maps need `iter/task_vma` (5.12+); ONE/THREAD
+//! `bpf_copy_from_user_task` (5.18+); memory maps need `iter/task_vma` (5.12+); ONE/THREAD
 //! walk only the wanted tasks with task iterator link parameters (6.1+), else filter a full
 //! walk. Each program loads or is rejected on its own: [`Features`] says what loaded, and the
 //! groups of a rejected program are reported as not done ([`DumpReport::missing_groups`]),

@@ -79,14 +79,9 @@ fn groups_not_loaded_are_reported_missing() {
     } else {
         Group::Cmdline.flag() | Group::Environ.flag()
     };
-    let paths = if all.features().task == TaskFlavour::Bounded {
-        Group::Paths.flag()
-    } else {
-        0
-    };
     // The groups the programs do not write (yet), and SECURITY with labels (the default):
     // read from /proc by the library.
-    let from_proc = paths | Group::Sched.flag() | Group::Security.flag();
+    let from_proc = Group::Paths.flag() | Group::Sched.flag() | Group::Security.flag();
     assert_eq!(
         all.missing_groups(SHOW_SUPPORTED) & !taskdiag_proto::SHOW_MAPS,
         user_memory | from_proc

@@ -5,10 +5,10 @@
  *
  * Three programs share one body, emit():
  *   dump_task          iter/task    BASE, CRED, STAT, STATM, SIGNAL, NS, FILES, CGROUP, IO,
- *                                   PATHS, SECURITY, DELAY, with bpf_loop() (5.17+),
- *                                   bpf_map_lookup_percpu_elem() (5.19+),
- *                                   bpf_get_current_task_btf() and bpf_d_path() (5.11+)
- *   dump_task_bounded  iter/task    the same groups but PATHS for older kernels (5.8+): bounded
+ *                                   SECURITY, DELAY, with bpf_loop() (5.17+),
+ *                                   bpf_map_lookup_percpu_elem() (5.19+) and
+ *                                   bpf_get_current_task_btf() (5.11+)
+ *   dump_task_bounded  iter/task    the same groups for older kernels (5.8+): bounded
  *                                   loops instead of bpf_loop(), probe reads of the current
  *                                   task; a process with more threads than its loop covers
  *                                   gets its STAT and IO from /proc (TD_MSG_F_FIXUP), and so
@@ -41,6 +41,14 @@
  * also what makes the single scratch buffer safe. The one exception: a memory-map walk
  * (dump_vma) may be read while a task walk runs, so it has buffers of its own (vma_pend,
  * vma_scratch) and reads only globals the task walk does not change.
+ *
+ * PATHS (exe, cwd, root) is not written here, though iterators may call bpf_d_path(): d_path()
+ * follows the path it is given without fault protection, and another task's fs_struct and
+ * mm_struct are freed at its exit without waiting for RCU (SLUB then writes its free pointer
+ * over fs->root), so a d_path() of a task that exits meanwhile can walk freed memory. /proc
+ * holds task_lock and takes references; a task iterator can do neither. (A kernel 6.1 guest
+ * ran into a soft lockup in taskdiag with it.) The file names of a memory-map walk are safe:
+ * the walk holds the address space's lock, which pins each mapping's file.
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -66,8 +74,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define TD_KERNFS_NAME 256
 /* Room for everything but the command line and the environment: header + BASE + name + ACCESS +
  * CRED + groups + STAT + STATM + SIGNAL + NS + FILES + IO + DELAY + SECURITY (at most ~2,900
- * bytes), then
- * CGROUP's text and PATHS's paths as far as they fit (else they come from /proc). */
+ * bytes), then CGROUP's text as far as it fits (else it comes from /proc). */
 #define TD_FIXED_ROOM 4096
 #define SCRATCH_SIZE (2 * TD_FIXED_ROOM + 2 * TD_BPF_CMDLINE_MAX + TD_BPF_ENVIRON_MAX)
 /* sizeof(struct k_sigaction) on x86-64 and arm64 (handler, flags, restorer, mask); put_signal()
@@ -76,7 +83,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define PF_WQ_WORKER 0x00000020
 #define CSS_ONLINE (1 << 1)
-#define TD_ENOENT 2
 
 #define TASK_REPORT 0x7f
 #define TASK_REPORT_IDLE 0x80
@@ -172,9 +178,9 @@ struct io_sum {
 };
 
 /*
- * cgroup_attr()'s walks' state, in the scratch map: the verifier tracks no value there, so the loops'
- * states converge at once (on the stack, every position written was a new state, and nested
- * loops multiplied them past the verifier's limit).
+ * cgroup_attr()'s walks' state, in the scratch map: the verifier tracks no value there, so the
+ * loops' states converge at once (on the stack, every position written was a new state, and
+ * nested loops multiplied them past the verifier's limit).
  */
 struct cg_state {
 	/* Where the text goes next: an index into the scratch buffer. */
@@ -1810,86 +1816,6 @@ static __always_inline bool put_cgroup(struct out *o, struct task_struct *t, boo
 	return true;
 }
 
-/*
- * One path of PATHS at @off: d_path() of @path as readlink() of a /proc/PID link returns it
- * (do_proc_readlink(): relative to the reader's root, " (deleted)" for an unlinked file), or
- * ENOENT where the task has none (@path NULL). Returns the length written, the negated errno
- * (ENAMETOOLONG from d_path() as from readlink()), or -1 where @off leaves no room.
- */
-static __always_inline long d_path_at(struct out *o, __u32 off, struct path *path)
-{
-	long n;
-
-	if (off > TD_FIXED_ROOM)
-		return -1;
-	if (!path)
-		return -TD_ENOENT;
-	n = bpf_d_path(path, (char *)o->buf + room_mask(off), TD_FIXED_ROOM);
-	return n > 0 ? n - 1 : n;
-}
-
-/*
- * PATHS: exe, cwd and root as readlink() of /proc/PID/{exe,cwd,root} returns them (proc_exe_link()
- * and proc_cwd_link()/proc_root_link(): none for a kernel thread's exe, nor without an address
- * space or fs_struct, i.e. for a zombie, ENOENT). bpf_d_path() needs the kernel's own (trusted)
- * task pointer, and a sleepable program must hold the RCU read lock for the walk to it to
- * stay trusted enough (6.2+; before, the walk's pointers were never marked untrusted). A set of
- * paths that would not leave room for the command line is read from /proc.
- */
-extern void bpf_rcu_read_lock(void) __ksym __weak;
-extern void bpf_rcu_read_unlock(void) __ksym __weak;
-
-static __always_inline bool put_paths(struct out *o, struct task_struct *task, bool sleepable)
-{
-	__u32 start = o->off, off = start + sizeof(struct td_attr) + sizeof(struct td_paths);
-	struct td_paths *r = rec_at(o, start + sizeof(struct td_attr));
-	struct path *exe = 0, *cwd = 0, *root = 0;
-	struct mm_struct *mm;
-	struct fs_struct *fs;
-	struct file *f;
-	long n[3];
-
-	if (!r)
-		return false;
-	if (sleepable && bpf_ksym_exists(bpf_rcu_read_lock))
-		bpf_rcu_read_lock();
-	mm = task->mm;
-	if (mm && !(task->flags & TD_PF_KTHREAD)) {
-		f = mm->exe_file;
-		if (f)
-			exe = &f->f_path;
-	}
-	fs = task->fs;
-	if (fs) {
-		cwd = &fs->pwd;
-		root = &fs->root;
-	}
-	n[0] = d_path_at(o, off, exe);
-	if (n[0] > 0)
-		off += n[0];
-	n[1] = d_path_at(o, off, cwd);
-	if (n[1] > 0)
-		off += n[1];
-	n[2] = d_path_at(o, off, root);
-	if (n[2] > 0)
-		off += n[2];
-	if (sleepable && bpf_ksym_exists(bpf_rcu_read_unlock))
-		bpf_rcu_read_unlock();
-	if (n[0] == -1 || n[1] == -1 || n[2] == -1 || off > TD_FIXED_ROOM)
-		return needs_procfs(o, TD_GROUP_PATHS);
-	__builtin_memset(r, 0, sizeof(*r));
-	r->exe_len = n[0] > 0 ? n[0] : 0;
-	r->cwd_len = n[1] > 0 ? n[1] : 0;
-	r->root_len = n[2] > 0 ? n[2] : 0;
-	r->exe_errno = n[0] < 0 ? -n[0] : 0;
-	r->cwd_errno = n[1] < 0 ? -n[1] : 0;
-	r->root_errno = n[2] < 0 ? -n[2] : 0;
-	if (!put_attr_hdr(o, off - start - sizeof(struct td_attr), TD_GROUP_PATHS))
-		return false;
-	o->off = off;
-	pad4(o);
-	return true;
-}
 
 /*
  * SECURITY where no security module gives tasks a label (cfg_lsm_no_label, which user space
@@ -2311,9 +2237,6 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	if ((show & (1 << TD_GROUP_CGROUP)) && !put_cgroup(&o, t, bounded))
 		return 0;
 	forget_off(&o);
-	if (!bounded && (show & (1 << TD_GROUP_PATHS)) && !put_paths(&o, task, with_cmdline))
-		return 0;
-	forget_off(&o);
 	if (with_cmdline && (show & (1 << TD_GROUP_CMDLINE)) && mm && !put_cmdline(&o, task, mm))
 		return 0;
 	forget_off(&o);
@@ -2656,6 +2579,11 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
  * cfg_root_tid in the reader's pid namespace), written as d_path() prints it for the reader:
  * for a server, the prefix that the file names of its map walk have and its client's
  * /proc/PID/maps does not show (a client in a chroot). Loaded with dump_vma.
+ *
+ * Known hazard (see the top of this file): fs->root is read without the task's lock, so a task
+ * that exits during this walk can leave d_path() a freed fs_struct. The task is a client
+ * waiting for its answer, but one may exit on purpose; the fix is a walk of the dentries with
+ * probe reads, which cannot fault or loop on freed memory.
  */
 __u32 cfg_root_tid = 0;
 

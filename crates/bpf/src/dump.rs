@@ -124,6 +124,8 @@ impl TaskIter {
             b.cfg_cgroup_v1 = u32::from(self.cgroup.v1);
             b.cfg_cgroup_no_unified = u32::from(!self.cgroup.unified);
             b.cfg_lsm_no_label = u32::from(!self.lsm_labels);
+            // A new walk: CGROUP's texts are read again (the program's cache is per walk).
+            b.cfg_cgroup_gen = b.cfg_cgroup_gen.wrapping_add(1).max(1);
             b.cfg_proc_up = self.view.proc_up;
         }
     }

@@ -195,6 +195,20 @@ struct cg_state {
 	__u32 mask, exiting;
 };
 
+/*
+ * The last CGROUP text written, by css_set: tasks share a few css_sets (a css_set is one
+ * tuple of cgroups, one per hierarchy), so most texts are copies of the one before. Only
+ * within one walk (cfg_cgroup_gen): a cgroup renamed or removed shows from the next walk on, as
+ * for a /proc read made just before. Not for exiting tasks, whose v1 lines differ.
+ */
+#define TD_CG_CACHE_MAX 2048
+
+struct cg_cache {
+	__u32 gen, len;
+	__u64 cset, ns_cset, id;
+	__u8 text[TD_CG_CACHE_MAX];
+};
+
 struct scratch {
 	__u8 buf[SCRATCH_SIZE];
 	/* Where forget_u32() and as_number() park values (see there). */
@@ -213,6 +227,7 @@ struct scratch {
 	 * walks' state. */
 	__u64 kn_chain[TD_CGROUP_DEPTH];
 	struct cg_state cg;
+	struct cg_cache cg_cache;
 	/* put_signal(): a copy of the 64 signal actions. */
 	__u8 sigact[64 * TD_KSIGACTION_SIZE];
 };
@@ -1511,6 +1526,8 @@ static __always_inline bool put_delay(struct out *o, struct task_struct *t)
  */
 __u32 cfg_cgroup_v1 = 0;
 __u32 cfg_cgroup_no_unified = 0;
+/* Numbers the walks, for the text cache (struct cg_cache). */
+__u32 cfg_cgroup_gen = 0;
 
 #define TD_CGROUP_ROOTS 32
 #define TD_CGROUP_SUBSYS 16
@@ -1741,8 +1758,9 @@ static __always_inline int cgroup_attr(__u64 task, __u32 off, bool bounded)
 	struct td_cgroup rec = {};
 	struct cg_ctx c = {};
 	struct scratch *sc;
-	__u32 zero = 0, len;
+	__u32 zero = 0, len, text;
 	struct cgroup *cg;
+	bool exiting;
 	__u8 *dst;
 
 	sc = bpf_map_lookup_elem(&scratch_map, &zero);
@@ -1754,12 +1772,28 @@ static __always_inline int cgroup_attr(__u64 task, __u32 off, bool bounded)
 	cg = BPF_CORE_READ(cset, dfl_cgrp);
 	if (!cset || !ns_cset || !cg)
 		return 0;
+	exiting = BPF_CORE_READ(t, flags) & PF_EXITING;
+	dst = sc->buf + room_mask(off);
+	if (!exiting && sc->cg_cache.gen == cfg_cgroup_gen && sc->cg_cache.cset == (__u64)cset &&
+	    sc->cg_cache.ns_cset == (__u64)ns_cset) {
+		len = sc->cg_cache.len;
+		if (len > TD_CG_CACHE_MAX - 1 || off + sizeof(a) + sizeof(rec) + len > TD_FIXED_ROOM)
+			return 0;
+		rec.id = sc->cg_cache.id;
+		bpf_probe_read_kernel(dst + sizeof(a) + sizeof(rec), len & (TD_CG_CACHE_MAX - 1),
+				      sc->cg_cache.text);
+		len += sizeof(a) + sizeof(rec);
+		a.len = len;
+		__builtin_memcpy(dst, &a, sizeof(a));
+		__builtin_memcpy(dst + sizeof(a), &rec, sizeof(rec));
+		return len;
+	}
 	if (BPF_CORE_READ(cg, self.flags) & CSS_ONLINE)
 		rec.id = BPF_CORE_READ(cg, kn, id);
 	sc->cg.at = off + sizeof(a) + sizeof(rec);
 	if (cfg_cgroup_v1 && !bounded) {
 		sc->cg.cset = (__u64)cset;
-		sc->cg.exiting = BPF_CORE_READ(t, flags) & PF_EXITING;
+		sc->cg.exiting = exiting;
 		sc->cg.task_head = (__u64)__builtin_preserve_access_index(&cset->cgrp_links);
 		sc->cg.ns_head = (__u64)__builtin_preserve_access_index(&ns_cset->cgrp_links);
 		sc->cg.task_at = sc->cg.task_head;
@@ -1787,9 +1821,19 @@ static __always_inline int cgroup_attr(__u64 task, __u32 off, bool bounded)
 	if (sc->cg.at > TD_FIXED_ROOM || len > TD_FIXED_ROOM)
 		return 0;
 	a.len = len;
-	dst = sc->buf + room_mask(off);
 	__builtin_memcpy(dst, &a, sizeof(a));
 	__builtin_memcpy(dst + sizeof(a), &rec, sizeof(rec));
+	/* Remembered for the next task of this css_set. */
+	text = len - sizeof(a) - sizeof(rec);
+	if (!exiting && text < TD_CG_CACHE_MAX) {
+		sc->cg_cache.gen = cfg_cgroup_gen;
+		sc->cg_cache.cset = (__u64)cset;
+		sc->cg_cache.ns_cset = (__u64)ns_cset;
+		sc->cg_cache.id = rec.id;
+		sc->cg_cache.len = text;
+		bpf_probe_read_kernel(sc->cg_cache.text, text & (TD_CG_CACHE_MAX - 1),
+				      dst + sizeof(a) + sizeof(rec));
+	}
 	return len;
 }
 

@@ -48,7 +48,8 @@
  * over fs->root), so a d_path() of a task that exits meanwhile can walk freed memory. /proc
  * holds task_lock and takes references; a task iterator can do neither. (A kernel 6.1 guest
  * ran into a soft lockup in taskdiag with it.) The file names of a memory-map walk are safe:
- * the walk holds the address space's lock, which pins each mapping's file.
+ * the walk holds the address space's lock, which pins each mapping's file. A task's root
+ * (task_root) is walked with probe reads instead.
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -72,6 +73,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* CGROUP's walk up the cgroup tree, and a kernfs name's size with its NUL (NAME_MAX + 1). */
 #define TD_CGROUP_DEPTH 32
 #define TD_KERNFS_NAME 256
+/* task_root()'s walk: the components of a root directory's path (a power of two). */
+#define TD_ROOT_DEPTH 64
 /* Room for everything but the command line and the environment: header + BASE + name + ACCESS +
  * CRED + groups + STAT + STATM + SIGNAL + NS + FILES + IO + DELAY + SECURITY (at most ~2,900
  * bytes), then CGROUP's text as far as it fits (else it comes from /proc). */
@@ -228,6 +231,8 @@ struct scratch {
 	__u64 kn_chain[TD_CGROUP_DEPTH];
 	struct cg_state cg;
 	struct cg_cache cg_cache;
+	/* task_root(): the dentries from a task's root up to the reader's. */
+	__u64 root_chain[TD_ROOT_DEPTH];
 	/* put_signal(): a copy of the 64 signal actions. */
 	__u8 sigact[64 * TD_KSIGACTION_SIZE];
 };
@@ -2624,10 +2629,13 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
  * for a server, the prefix that the file names of its map walk have and its client's
  * /proc/PID/maps does not show (a client in a chroot). Loaded with dump_vma.
  *
- * Known hazard (see the top of this file): fs->root is read without the task's lock, so a task
- * that exits during this walk can leave d_path() a freed fs_struct. The task is a client
- * waiting for its answer, but one may exit on purpose; the fix is a walk of the dentries with
- * probe reads, which cannot fault or loop on freed memory.
+ * Not with bpf_d_path(): the task's fs_struct is read without its lock, and a task exiting
+ * meanwhile frees it (see the top of this file), so d_path() could be handed freed memory.
+ * This is __prepend_path() done with probe reads, which cannot fault: from the task's root
+ * up through parents and mountpoints to the reader's root (or the top of the mount tree, as
+ * d_path() stops there), then the names back down, " (deleted)" after an unlinked directory.
+ * On freed memory it writes a wrong path at worst, never loops (bounded) or faults; a
+ * path of more than TD_ROOT_DEPTH components is not written (the caller takes none).
  */
 __u32 cfg_root_tid = 0;
 
@@ -2635,33 +2643,91 @@ SEC("iter/task")
 int task_root(struct bpf_iter__task *ctx)
 {
 	struct task_struct *task = ctx->task, *t, *cur;
+	struct dentry *dentry, *parent, *start;
+	struct mount *mnt, *up;
+	struct path p = {}, r = {};
 	struct ns_ctx ns = {};
 	struct fs_struct *fs;
+	struct scratch *sc;
 	struct out o = {};
-	__u32 zero = 0;
-	__u8 *buf;
-	long n;
+	__u64 mnt_off = bpf_core_field_offset(struct mount, mnt);
+	__u32 zero = 0, n = 0, pos = 0, i;
+	bool done = false;
+	long len;
 
 	if (!task)
 		return 0;
-	buf = bpf_map_lookup_elem(&vma_scratch, &zero);
-	if (!buf)
+	sc = bpf_map_lookup_elem(&vma_scratch, &zero);
+	if (!sc)
+		return 0;
+	o.buf = (void *)sc;
+	t = untrusted(&o, task);
+	cur = untrusted(&o, bpf_get_current_task_btf());
+	if (!t || !cur)
 		return 0;
 	if (cfg_root_tid) {
-		o.buf = buf;
-		t = untrusted(&o, task);
-		cur = untrusted(&o, bpf_get_current_task_btf());
-		if (!t || !cur)
-			return 0;
 		reader_ns(cur, &ns, 0);
 		if (pid_nr_ns(t->thread_pid, ns.level, ns.ns) != cfg_root_tid)
 			return 0;
 	}
-	fs = task->fs;
-	if (!fs)
+	fs = BPF_CORE_READ(t, fs);
+	if (!fs || bpf_probe_read_kernel(&p, sizeof(p), __builtin_preserve_access_index(&fs->root)))
 		return 0;
-	n = bpf_d_path(&fs->root, (char *)buf, TD_VMA_NAME_MAX);
-	if (n > 1)
-		bpf_seq_write(ctx->meta->seq, buf, (n - 1) & (TD_VMA_NAME_MAX - 1));
+	fs = BPF_CORE_READ(cur, fs);
+	if (!fs || bpf_probe_read_kernel(&r, sizeof(r), __builtin_preserve_access_index(&fs->root)))
+		return 0;
+	start = dentry = p.dentry;
+	mnt = (void *)p.mnt - mnt_off;
+	for (i = 0; i < 2 * TD_ROOT_DEPTH; i++) {
+		if (dentry == r.dentry && (void *)mnt + mnt_off == r.mnt) {
+			done = true;
+			break;
+		}
+		if (dentry == BPF_CORE_READ(mnt, mnt.mnt_root)) {
+			up = BPF_CORE_READ(mnt, mnt_parent);
+			if (up == mnt || !up) {
+				/* The top of the mount tree, not under the reader's root. */
+				done = true;
+				break;
+			}
+			dentry = BPF_CORE_READ(mnt, mnt_mountpoint);
+			mnt = up;
+			continue;
+		}
+		parent = BPF_CORE_READ(dentry, d_parent);
+		if (parent == dentry || !parent || n >= TD_ROOT_DEPTH) {
+			/* Escaped (a root of its own), or deeper than this walk goes. */
+			done = parent == dentry;
+			break;
+		}
+		sc->root_chain[n & (TD_ROOT_DEPTH - 1)] = (__u64)dentry;
+		n++;
+		dentry = parent;
+	}
+	if (!done)
+		return 0;
+	if (!n) {
+		sc->buf[0] = '/';
+		pos = 1;
+	}
+	for (i = 0; i < TD_ROOT_DEPTH; i++) {
+		if (i >= n)
+			break;
+		dentry = (void *)sc->root_chain[(n - 1 - i) & (TD_ROOT_DEPTH - 1)];
+		sc->buf[pos & (TD_VMA_NAME_MAX - 1)] = '/';
+		len = bpf_probe_read_kernel_str(sc->buf + ((pos + 1) & (TD_VMA_NAME_MAX - 1)),
+						TD_KERNFS_NAME, BPF_CORE_READ(dentry, d_name.name));
+		if (len <= 0)
+			return 0;
+		pos += len;
+		if (pos >= TD_VMA_NAME_MAX - TD_KERNFS_NAME - 16)
+			return 0;
+	}
+	/* d_unlinked(): hashed out of the dcache but not a root. */
+	if (BPF_CORE_READ(start, d_parent) != start && !BPF_CORE_READ(start, d_hash.pprev)) {
+		__builtin_memcpy(sc->buf + (pos & (TD_VMA_NAME_MAX - 1)), " (deleted)", 10);
+		pos += 10;
+	}
+	bpf_seq_write(ctx->meta->seq, sc->buf, pos & (TD_VMA_NAME_MAX - 1));
 	return 0;
 }

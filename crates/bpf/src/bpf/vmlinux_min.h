@@ -445,6 +445,34 @@ struct fs_struct {
 	struct path root, pwd;
 };
 
+/* What d_path() walks (task_root()): a dentry's parent, name and hash linkage (unhashed: deleted),
+ * and a mount's parent, mountpoint and root. */
+struct qstr {
+	u32 hash;
+	u32 len;
+	const unsigned char *name;
+};
+
+struct hlist_bl_node {
+	struct hlist_bl_node *next, **pprev;
+};
+
+struct dentry {
+	struct hlist_bl_node d_hash;
+	struct dentry *d_parent;
+	struct qstr d_name;
+};
+
+struct vfsmount {
+	struct dentry *mnt_root;
+};
+
+struct mount {
+	struct mount *mnt_parent;
+	struct dentry *mnt_mountpoint;
+	struct vfsmount mnt;
+};
+
 struct super_block {
 	u32 s_dev;
 };

@@ -231,8 +231,13 @@ struct scratch {
 	__u64 kn_chain[TD_CGROUP_DEPTH];
 	struct cg_state cg;
 	struct cg_cache cg_cache;
-	/* task_root(): the dentries from a task's root up to the reader's. */
+	/* task_root(): the dentries from a task's root up to the reader's, and the walk's state. */
 	__u64 root_chain[TD_ROOT_DEPTH];
+	struct {
+		__u64 dentry, mnt;
+		__u32 n;
+		int end;
+	} rw;
 	/* put_signal(): a copy of the 64 signal actions. */
 	__u8 sigact[64 * TD_KSIGACTION_SIZE];
 };
@@ -2676,34 +2681,45 @@ int task_root(struct bpf_iter__task *ctx)
 	fs = BPF_CORE_READ(cur, fs);
 	if (!fs || bpf_probe_read_kernel(&r, sizeof(r), __builtin_preserve_access_index(&fs->root)))
 		return 0;
-	start = dentry = p.dentry;
-	mnt = (void *)p.mnt - mnt_off;
-	for (i = 0; i < 2 * TD_ROOT_DEPTH; i++) {
-		if (dentry == r.dentry && (void *)mnt + mnt_off == r.mnt) {
-			done = true;
-			break;
-		}
-		if (dentry == BPF_CORE_READ(mnt, mnt.mnt_root)) {
+	/* The walk's state is in map memory, which the verifier does not track: its states at the
+	 * loop's head then differ by the counter alone (on the stack, each branch taken made new
+	 * ones, past the verifier's limit). */
+	start = p.dentry;
+	sc->rw.dentry = (__u64)p.dentry;
+	sc->rw.mnt = (__u64)p.mnt - mnt_off;
+	sc->rw.n = 0;
+	sc->rw.end = 0;
+	for (i = 0; i < 2 * TD_ROOT_DEPTH && !sc->rw.end; i++) {
+		dentry = (void *)sc->rw.dentry;
+		mnt = (void *)sc->rw.mnt;
+		if ((void *)dentry == r.dentry && (void *)mnt + mnt_off == r.mnt) {
+			sc->rw.end = 1;
+		} else if (dentry == BPF_CORE_READ(mnt, mnt.mnt_root)) {
 			up = BPF_CORE_READ(mnt, mnt_parent);
 			if (up == mnt || !up) {
 				/* The top of the mount tree, not under the reader's root. */
-				done = true;
-				break;
+				sc->rw.end = 1;
+			} else {
+				sc->rw.dentry = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
+				sc->rw.mnt = (__u64)up;
 			}
-			dentry = BPF_CORE_READ(mnt, mnt_mountpoint);
-			mnt = up;
-			continue;
+		} else {
+			parent = BPF_CORE_READ(dentry, d_parent);
+			if (parent == dentry) {
+				/* Escaped: a root of its own. */
+				sc->rw.end = 1;
+			} else if (!parent || sc->rw.n >= TD_ROOT_DEPTH) {
+				/* Deeper than this walk goes. */
+				sc->rw.end = -1;
+			} else {
+				sc->root_chain[sc->rw.n & (TD_ROOT_DEPTH - 1)] = (__u64)dentry;
+				sc->rw.n++;
+				sc->rw.dentry = (__u64)parent;
+			}
 		}
-		parent = BPF_CORE_READ(dentry, d_parent);
-		if (parent == dentry || !parent || n >= TD_ROOT_DEPTH) {
-			/* Escaped (a root of its own), or deeper than this walk goes. */
-			done = parent == dentry;
-			break;
-		}
-		sc->root_chain[n & (TD_ROOT_DEPTH - 1)] = (__u64)dentry;
-		n++;
-		dentry = parent;
 	}
+	done = sc->rw.end == 1;
+	n = sc->rw.n;
 	if (!done)
 		return 0;
 	if (!n) {

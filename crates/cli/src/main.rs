@@ -128,8 +128,9 @@ GROUPS:
   files    open descriptors as /proc/PID/fd lists them (withheld, with fds_hidden true,
            where it cannot be listed) and the 16 resource limits of /proc/PID/limits, soft
            and hard
-  cgroup   the cgroup v2 id (0 where no cgroup2 mount shows it) and every line of
-           /proc/PID/cgroup, as this reader's cgroup namespace shows it
+  cgroup   the cgroup v2 id (0 for a removed cgroup, or where /proc is read and no cgroup2
+           mount shows it) and every line of /proc/PID/cgroup, as this reader's cgroup
+           namespace shows it
   io       I/O counters as /proc/PID/io: rchar, wchar, syscr, syscw, read_bytes,
            write_bytes, cancelled_write_bytes (refused, like that file, where the task may
            not be ptrace-read)

@@ -486,7 +486,8 @@ wire_structs! {
     struct CgroupRec = "td_cgroup", size 16 {
         /// The id of the task's cgroup in the unified (v2) hierarchy, as
         /// bpf_get_current_cgroup_id() or name_to_handle_at() of its directory give it (the
-        /// directory's inode number); 0 when unknown (no cgroup2 mount to find it under).
+        /// directory's inode number); 0 for a removed cgroup, and from /proc when unknown (no
+        /// cgroup2 mount to find it under).
         id: u64,
         /// Zero.
         flags: u32,

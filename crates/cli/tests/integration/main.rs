@@ -394,3 +394,77 @@ fn a_full_ring_buffer_loses_and_repeats_no_task() {
     }
     assert!(got.len() > 30, "only {} tasks", got.len());
 }
+
+/// CGROUP for a reader in a cgroup namespace of its own: the BPF program writes paths relative
+/// to that namespace's root cgroup (in every hierarchy) and leaves a task outside it (whose
+/// /proc path climbs with `..`) to /proc, so both backends print what the reader's /proc shows.
+/// The reader is moved into a cgroup of its own under the cgroup2 mount and unshares there; a
+/// sleeper in that cgroup shows as `0::/`. The id may differ: the procfs backend finds a cgroup's
+/// directory through a cgroup2 mount, and every mount's root is above this namespace's, so it
+/// cannot tell which directory `/` is and says 0 (unknown); the program reads the id itself.
+#[test]
+fn cgroup_paths_follow_the_readers_cgroup_namespace() {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let base = mountinfo
+        .lines()
+        .find_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let f: Vec<&str> = pre.split(' ').collect();
+            (post.starts_with("cgroup2 ") && f.get(3) == Some(&"/")).then(|| f[4].to_string())
+        })
+        .expect("a cgroup2 mount");
+    let dir = std::path::Path::new(&base).join(format!("taskdiag-cgns-{}", std::process::id()));
+    std::fs::create_dir(&dir).expect("mkdir");
+    let sleeper = Spawned::spawn(Command::new("sleep").arg("1000"));
+    std::fs::write(dir.join("cgroup.procs"), sleeper.pid().to_string()).expect("move sleeper");
+    let dump = |backend: &str| {
+        // The shell moves itself into the cgroup, then becomes unshare, then taskdiag.
+        let script = format!(
+            "echo $$ > {}/cgroup.procs && exec unshare --cgroup {BIN} dump --groups cgroup \
+             --format json -b {backend}",
+            dir.display()
+        );
+        let o = Command::new("sh")
+            .args(["-c", &script])
+            .output()
+            .expect("sh");
+        assert!(o.status.success(), "{backend}: {}", stderr(&o));
+        json_lines(&o)
+            .into_iter()
+            .filter_map(|v| Some((v["pid"].as_u64()?, v.get("cgroup")?.clone())))
+            .collect::<std::collections::BTreeMap<u64, serde_json::Value>>()
+    };
+    let (bpf, procfs) = (dump("bpf"), dump("procfs"));
+    let s = sleeper.pid() as u64;
+    assert_eq!(bpf[&s]["path"], "/", "{:?}", bpf[&s]);
+    let mut compared = 0;
+    for (pid, cg) in &bpf {
+        // The readers themselves differ between the two runs; kernel workers may move.
+        let Some(other) = procfs.get(pid) else {
+            continue;
+        };
+        if tasks::comm(*pid as u32).is_some_and(|c| c == "taskdiag" || c.starts_with("kworker")) {
+            continue;
+        }
+        assert_eq!(cg["lines"], other["lines"], "pid {pid}");
+        assert_eq!(cg["path"], other["path"], "pid {pid}");
+        if other["id"] != 0 {
+            assert_eq!(cg["id"], other["id"], "pid {pid}");
+        }
+        compared += 1;
+    }
+    assert!(compared > 3, "only {compared} tasks in both dumps");
+    // Somebody outside the namespace's root: a path that climbs out of it.
+    assert!(
+        bpf.values()
+            .any(|c| c["path"].as_str().is_some_and(|p| p.starts_with("/.."))),
+        "no task outside the reader's cgroup namespace"
+    );
+    drop(sleeper);
+    for _ in 0..100 {
+        if std::fs::remove_dir(&dir).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -698,14 +698,8 @@ struct TestCgroup {
 
 impl TestCgroup {
     fn new() -> TestCgroup {
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-        let found = mountinfo.lines().find_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            (post.split(' ').next() == Some("cgroup2") && pre.split(' ').nth(3) == Some("/"))
-                .then(|| pre.split(' ').nth(4).map(str::to_string))?
-        });
-        let (base, mounted) = match found {
-            Some(m) => (std::path::PathBuf::from(m), None),
+        let (base, mounted) = match tasks::cgroup2_mount() {
+            Some(m) => (m, None),
             None => {
                 let d = TempDir::new("cgroup2");
                 let ok = Command::new("mount")
@@ -717,9 +711,20 @@ impl TestCgroup {
                 (d.path().to_path_buf(), Some(d))
             }
         };
-        let dir = base.join(format!("taskdiag-test-{}", std::process::id()));
+        // One per test: tests run side by side in this process.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = base.join(format!("taskdiag-test-{}-{n}", std::process::id()));
         std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         TestCgroup { dir, mounted }
+    }
+
+    /// The cgroup's directory name.
+    fn name(&self) -> String {
+        self.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
     }
 
     fn enter(&self, pid: u32) {
@@ -784,7 +789,7 @@ fn cgroup_io_paths_and_environ_agree_with_their_files() {
     let cg = t.cgroup.as_ref().expect("cgroup");
     assert_eq!(cg.text, file("cgroup"));
     let unified = cg.unified().expect("a 0:: line");
-    let name = format!("/taskdiag-test-{}", std::process::id());
+    let name = format!("/{}", cgroup.name());
     assert!(unified.ends_with(name.as_bytes()), "{:?}", cg.text);
     use std::os::unix::fs::MetadataExt;
     let ino = std::fs::metadata(&cgroup.dir).expect("cgroup dir").ino();
@@ -945,7 +950,7 @@ fn the_programs_cgroup_text_agrees_with_proc() {
                     assert_eq!(cg.rec.id, m.ino(), "pid {}: {}", t.pid, dir.display());
                 }
             }
-            let name = format!("/taskdiag-test-{}", std::process::id());
+            let name = format!("/{}", cgroup.name());
             if t.pid == f.pid() {
                 assert!(path.ends_with(name.as_bytes()), "{:?}", cg.text);
                 checked += 1;

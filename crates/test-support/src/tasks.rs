@@ -189,6 +189,18 @@ pub fn kernel_at_least(major: u32, minor: u32) -> bool {
     (it.next().unwrap_or(0), it.next().unwrap_or(0)) >= (major, minor)
 }
 
+/// Where the unified cgroup hierarchy is mounted whole (a cgroup2 mount whose root is the
+/// hierarchy's `/`, as /proc/self/mountinfo shows it), if it is.
+pub fn cgroup2_mount() -> Option<std::path::PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        let f: Vec<&str> = pre.split(' ').collect();
+        (post.starts_with("cgroup2 ") && f.get(3) == Some(&"/"))
+            .then(|| f.get(4).map(Into::into))?
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

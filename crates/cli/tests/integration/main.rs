@@ -404,16 +404,8 @@ fn a_full_ring_buffer_loses_and_repeats_no_task() {
 /// cannot tell which directory `/` is and says 0 (unknown); the program reads the id itself.
 #[test]
 fn cgroup_paths_follow_the_readers_cgroup_namespace() {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-    let base = mountinfo
-        .lines()
-        .find_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            let f: Vec<&str> = pre.split(' ').collect();
-            (post.starts_with("cgroup2 ") && f.get(3) == Some(&"/")).then(|| f[4].to_string())
-        })
-        .expect("a cgroup2 mount");
-    let dir = std::path::Path::new(&base).join(format!("taskdiag-cgns-{}", std::process::id()));
+    let base = tasks::cgroup2_mount().expect("a cgroup2 mount");
+    let dir = base.join(format!("taskdiag-cgns-{}", std::process::id()));
     std::fs::create_dir(&dir).expect("mkdir");
     let sleeper = Spawned::spawn(Command::new("sleep").arg("1000"));
     std::fs::write(dir.join("cgroup.procs"), sleeper.pid().to_string()).expect("move sleeper");

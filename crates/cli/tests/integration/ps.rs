@@ -575,14 +575,7 @@ impl SystemdTree {
     ];
 
     fn new() -> SystemdTree {
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-        let base = mountinfo
-            .lines()
-            .find_map(|l| {
-                let (pre, post) = l.split_once(" - ")?;
-                let f: Vec<&str> = pre.split(' ').collect();
-                (post.starts_with("cgroup2 ") && f.get(3) == Some(&"/")).then(|| f[4].into())
-            })
+        let base = taskdiag_test_support::tasks::cgroup2_mount()
             .expect("a cgroup2 mount (sd-login reads the unified hierarchy)");
         let mut t = SystemdTree {
             base,

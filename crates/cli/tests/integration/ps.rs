@@ -560,9 +560,11 @@ fn ps_pss_and_uss_match_procps() {
 
 /// A tree of systemd-style cgroups (a service in a slice, a user service, a login session, a
 /// machine) under the cgroup2 mount, where sd-login looks on unified and hybrid hosts alike,
-/// each holding a sleeper; removed, after its sleepers, on drop.
+/// each holding a sleeper; removed, after its sleepers, on drop — only the directories it made
+/// (on a systemd host `user.slice` and `machine.slice` are systemd's).
 struct SystemdTree {
-    base: std::path::PathBuf,
+    /// The directories made, parents before children.
+    made: Vec<std::path::PathBuf>,
     sleepers: Vec<Spawned>,
 }
 
@@ -578,12 +580,18 @@ impl SystemdTree {
         let base = taskdiag_test_support::tasks::cgroup2_mount()
             .expect("a cgroup2 mount (sd-login reads the unified hierarchy)");
         let mut t = SystemdTree {
-            base,
+            made: Vec::new(),
             sleepers: Vec::new(),
         };
         for leaf in Self::LEAVES {
-            let dir = t.base.join(leaf);
-            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            let mut dir = base.clone();
+            for part in leaf.split('/') {
+                dir.push(part);
+                if !dir.exists() {
+                    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+                    t.made.push(dir.clone());
+                }
+            }
             let s = Spawned::spawn(Command::new("sleep").arg("1000"));
             std::fs::write(dir.join("cgroup.procs"), s.pid().to_string())
                 .unwrap_or_else(|e| panic!("moving {} to {}: {e}", s.pid(), dir.display()));
@@ -601,17 +609,13 @@ impl SystemdTree {
 impl Drop for SystemdTree {
     fn drop(&mut self) {
         self.sleepers.clear();
-        // The deepest first; a cgroup empties a moment after its task is reaped.
-        for leaf in Self::LEAVES {
-            let mut dir = self.base.join(leaf);
-            while dir != self.base {
-                for _ in 0..100 {
-                    if std::fs::remove_dir(&dir).is_ok() || !dir.exists() {
-                        break;
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(20));
+        // Children first; a cgroup empties a moment after its task is reaped.
+        for dir in self.made.iter().rev() {
+            for _ in 0..100 {
+                if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                    break;
                 }
-                dir.pop();
+                std::thread::sleep(std::time::Duration::from_millis(20));
             }
         }
     }

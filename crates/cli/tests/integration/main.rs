@@ -70,7 +70,11 @@ fn json_has_every_requested_group_for_this_process() {
 
 #[test]
 fn raw_stream_decodes_to_the_same_text() {
-    let me = std::process::id().to_string();
+    // A sleeper, whose BASE and CRED stay the same between the two dumps (this test process's
+    // main thread may be running in one and sleeping in the other).
+    let sleeper = Spawned::spawn(Command::new("sleep").arg("1000"));
+    taskdiag_test_support::process::wait_exec(sleeper.pid(), "sleep");
+    let me = sleeper.pid().to_string();
     let args = [
         "dump",
         "--pid",

@@ -408,9 +408,23 @@ fn a_full_ring_buffer_loses_and_repeats_no_task() {
 /// cannot tell which directory `/` is and says 0 (unknown); the program reads the id itself.
 #[test]
 fn cgroup_paths_follow_the_readers_cgroup_namespace() {
+    /// The cgroup, removed on drop (also when an assertion fails) once its tasks are gone.
+    struct Dir(std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            for _ in 0..100 {
+                if std::fs::remove_dir(&self.0).is_ok() || !self.0.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
     let base = tasks::cgroup2_mount().expect("a cgroup2 mount");
-    let dir = base.join(format!("taskdiag-cgns-{}", std::process::id()));
-    std::fs::create_dir(&dir).expect("mkdir");
+    let guard = Dir(base.join(format!("taskdiag-cgns-{}", std::process::id())));
+    let dir = &guard.0;
+    std::fs::create_dir(dir).expect("mkdir");
+    // Declared after the guard: dropped (killed) before the cgroup is removed.
     let sleeper = Spawned::spawn(Command::new("sleep").arg("1000"));
     std::fs::write(dir.join("cgroup.procs"), sleeper.pid().to_string()).expect("move sleeper");
     let dump = |backend: &str| {
@@ -456,11 +470,4 @@ fn cgroup_paths_follow_the_readers_cgroup_namespace() {
             .any(|c| c["path"].as_str().is_some_and(|p| p.starts_with("/.."))),
         "no task outside the reader's cgroup namespace"
     );
-    drop(sleeper);
-    for _ in 0..100 {
-        if std::fs::remove_dir(&dir).is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
 }

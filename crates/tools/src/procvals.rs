@@ -350,46 +350,6 @@ fn parse_rollup(buf: &[u8]) -> Rollup {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rollup_pss_and_uss_are_libproc2s() {
-        let b = b"55a-7ff [rollup]\nRss:                3000 kB\nPss:                1234 kB\n\
-                  Pss_Dirty:           100 kB\nPrivate_Clean:        40 kB\n\
-                  Private_Dirty:       60 kB\nPrivate_Hugetlb:      8 kB\n";
-        let r = parse_rollup(b);
-        assert_eq!((r.rss, r.pss, r.pss_anon, r.uss), (3000, 1234, 0, 100));
-        assert_eq!(parse_rollup(b""), Rollup::default());
-    }
-
-    #[test]
-    fn cgroup_strings_follow_libproc2() {
-        let hybrid =
-            b"12:pids:/user.slice\n3:cpu:/\n1:name=systemd:/user.slice/s\x01.scope\n0::/\n";
-        let cg = cgroup(hybrid, true);
-        assert_eq!(
-            cg,
-            b"12:pids:/user.slice,1:name=systemd:/user.slice/s?.scope"
-        );
-        assert_eq!(cgname(cg), b"systemd:/user.slice/s?.scope");
-        assert_eq!(lxc(hybrid), b"-");
-        assert_eq!(cgroup(b"0::/\n", false), b"-");
-        assert_eq!(cgroup(b"", false), b"-");
-        let nested = b"0::/lxc.payload.outer/lxc.payload.inner/init.scope\n";
-        assert_eq!(lxc(nested), b"inner");
-        assert_eq!(cgname(cgroup(nested, false)), nested[..nested.len() - 1]);
-        assert_eq!(
-            environ(Some(b"A=1\0B=2\0"), true, false),
-            Some(b"A=1 B=2".to_vec())
-        );
-        assert_eq!(environ(None, true, false), Some(b"-".to_vec()));
-        assert_eq!(environ(None, false, false), None);
-        assert_eq!(wchan(u32::MAX - 1), "?");
-    }
-}
-
 /// /proc/PID/io's counters as libproc2 keeps them: 0 where the file could not be read (the
 /// group fetched, no record); `None` where IO was not fetched.
 pub fn io(io: Option<IoRec>, fetched: bool) -> Option<IoRec> {
@@ -432,4 +392,44 @@ pub fn sched_numbers(sched: Option<&Sched>, fetched: bool) -> Option<SchedNumber
         ag_nice: if in_group { r.autogroup_nice.into() } else { 0 },
         luid: (r.loginuid as i32).into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rollup_pss_and_uss_are_libproc2s() {
+        let b = b"55a-7ff [rollup]\nRss:                3000 kB\nPss:                1234 kB\n\
+                  Pss_Dirty:           100 kB\nPrivate_Clean:        40 kB\n\
+                  Private_Dirty:       60 kB\nPrivate_Hugetlb:      8 kB\n";
+        let r = parse_rollup(b);
+        assert_eq!((r.rss, r.pss, r.pss_anon, r.uss), (3000, 1234, 0, 100));
+        assert_eq!(parse_rollup(b""), Rollup::default());
+    }
+
+    #[test]
+    fn cgroup_strings_follow_libproc2() {
+        let hybrid =
+            b"12:pids:/user.slice\n3:cpu:/\n1:name=systemd:/user.slice/s\x01.scope\n0::/\n";
+        let cg = cgroup(hybrid, true);
+        assert_eq!(
+            cg,
+            b"12:pids:/user.slice,1:name=systemd:/user.slice/s?.scope"
+        );
+        assert_eq!(cgname(cg), b"systemd:/user.slice/s?.scope");
+        assert_eq!(lxc(hybrid), b"-");
+        assert_eq!(cgroup(b"0::/\n", false), b"-");
+        assert_eq!(cgroup(b"", false), b"-");
+        let nested = b"0::/lxc.payload.outer/lxc.payload.inner/init.scope\n";
+        assert_eq!(lxc(nested), b"inner");
+        assert_eq!(cgname(cgroup(nested, false)), nested[..nested.len() - 1]);
+        assert_eq!(
+            environ(Some(b"A=1\0B=2\0"), true, false),
+            Some(b"A=1 B=2".to_vec())
+        );
+        assert_eq!(environ(None, true, false), Some(b"-".to_vec()));
+        assert_eq!(environ(None, false, false), None);
+        assert_eq!(wchan(u32::MAX - 1), "?");
+    }
 }

@@ -320,12 +320,22 @@ pub struct Ctx {
     max_rightward: i32,
     /// procps' lines_to_next_header when a line is printed (its test columns cycle with it).
     lines_to_next_header: i32,
+    /// smaps_rollup by task, read once for its pss, uss and sort key, as procps reads it once.
+    rollups: std::collections::HashMap<u32, crate::procvals::Rollup>,
 }
 
 /// Largest forest depth (procps' buffer size).
 pub const FOREST_MAX: usize = 4 * 32 * 1024 + 100;
 
 impl Ctx {
+    /// /proc/TID/smaps_rollup's sizes, read on first use and kept for the run.
+    fn rollup(&mut self, tid: u32) -> crate::procvals::Rollup {
+        *self
+            .rollups
+            .entry(tid)
+            .or_insert_with(|| crate::procvals::smaps_rollup(tid))
+    }
+
     /// A context.
     #[allow(clippy::too_many_arguments)]
     pub fn new(m: Machine, boot_tics: u64, now: i64, utf8: bool) -> Ctx {
@@ -347,6 +357,7 @@ impl Ctx {
             forest_prefix: vec![0; FOREST_MAX],
             max_rightward: OUTBUF_SIZE - 1,
             lines_to_next_header: 0,
+            rollups: std::collections::HashMap::new(),
         }
     }
 
@@ -677,19 +688,13 @@ impl Ctx {
             }
             Pr::Sched => w!("{}", r.policy()?),
             // snprintf("%s") into COLWID bytes: not escaped.
-            Pr::SdSession
-            | Pr::SdMachine
-            | Pr::SdOwnerUid
-            | Pr::SdSeat
-            | Pr::SdSlice
-            | Pr::SdUnit
-            | Pr::SdUserUnit => {
-                let v = crate::procvals::sd_login_field(r.tid(), pr.sd_field()?);
+            Pr::Sd(f) => {
+                let v = crate::procvals::sd_login_field(r.tid(), f);
                 out.extend_from_slice(&v[..v.len().min(COLWID - 1)]);
                 Some((out.len() - start) as i32)
             }
-            Pr::Pss => w!("{}", crate::procvals::smaps_rollup(r.tid()).pss),
-            Pr::Uss => w!("{}", crate::procvals::smaps_rollup(r.tid()).uss),
+            Pr::Pss => w!("{}", self.rollup(r.tid()).pss),
+            Pr::Uss => w!("{}", self.rollup(r.tid()).uss),
             Pr::Wchan => {
                 let name = wchan(r.tid());
                 let len = name.len().min(self.max_rightward.max(0) as usize);
@@ -1025,15 +1030,9 @@ impl Ctx {
             Sr::VmLock => U(r.sm()?.locked >> 10),
             Sr::VmStack => U(r.sm()?.stack >> 10),
             Sr::WchanName => S(wchan(r.tid()).into_bytes()),
-            Sr::SdSession
-            | Sr::SdMachine
-            | Sr::SdOwnerUid
-            | Sr::SdSeat
-            | Sr::SdSlice
-            | Sr::SdUnit
-            | Sr::SdUserUnit => S(crate::procvals::sd_login_field(r.tid(), sr.sd_field()?)),
-            Sr::SmapPss => U(crate::procvals::smaps_rollup(r.tid()).pss),
-            Sr::SmapPrvTotal => U(crate::procvals::smaps_rollup(r.tid()).uss),
+            Sr::Sd(f) => S(crate::procvals::sd_login_field(r.tid(), f)),
+            Sr::SmapPss => U(self.rollup(r.tid()).pss),
+            Sr::SmapPrvTotal => U(self.rollup(r.tid()).uss),
         })
     }
 }

@@ -110,13 +110,8 @@ pub enum Pr {
     Wchan,
     Pss,
     Uss,
-    SdSession,
-    SdMachine,
-    SdOwnerUid,
-    SdSeat,
-    SdSlice,
-    SdUnit,
-    SdUserUnit,
+    /// A systemd column (sd-login).
+    Sd(crate::procvals::SdField),
     Supgid,
     Supgrp,
     /// Pending for the process (status ShdPnd), as procps' `pr_sig`.
@@ -252,13 +247,8 @@ pub enum Sr {
     WchanName,
     SmapPss,
     SmapPrvTotal,
-    SdSession,
-    SdMachine,
-    SdOwnerUid,
-    SdSeat,
-    SdSlice,
-    SdUnit,
-    SdUserUnit,
+    /// A systemd column (sd-login).
+    Sd(crate::procvals::SdField),
     Signals,
     SigPending,
     SigBlocked,
@@ -335,13 +325,7 @@ impl Pr {
             | Pr::Wchan
             | Pr::Pss
             | Pr::Uss
-            | Pr::SdSession
-            | Pr::SdMachine
-            | Pr::SdOwnerUid
-            | Pr::SdSeat
-            | Pr::SdSlice
-            | Pr::SdUnit
-            | Pr::SdUserUnit
+            | Pr::Sd(_)
             | Pr::TestLeft
             | Pr::TestLeft2
             | Pr::TestRight
@@ -442,40 +426,7 @@ impl Pr {
     }
 }
 
-impl Pr {
-    /// The sd-login answer a systemd column shows (`lsession`, `machine`, `ouid`, `seat`,
-    /// `slice`, `unit`, `uunit`).
-    pub fn sd_field(self) -> Option<crate::procvals::SdField> {
-        use crate::procvals::SdField as F;
-        Some(match self {
-            Pr::SdSession => F::Session,
-            Pr::SdMachine => F::Machine,
-            Pr::SdOwnerUid => F::OwnerUid,
-            Pr::SdSeat => F::Seat,
-            Pr::SdSlice => F::Slice,
-            Pr::SdUnit => F::Unit,
-            Pr::SdUserUnit => F::UserUnit,
-            _ => return None,
-        })
-    }
-}
-
 impl Sr {
-    /// The sd-login answer a systemd column sorts by.
-    pub fn sd_field(self) -> Option<crate::procvals::SdField> {
-        use crate::procvals::SdField as F;
-        Some(match self {
-            Sr::SdSession => F::Session,
-            Sr::SdMachine => F::Machine,
-            Sr::SdOwnerUid => F::OwnerUid,
-            Sr::SdSeat => F::Seat,
-            Sr::SdSlice => F::Slice,
-            Sr::SdUnit => F::Unit,
-            Sr::SdUserUnit => F::UserUnit,
-            _ => return None,
-        })
-    }
-
     /// The attribute groups this sort key reads (`Group::flag` bits); every variant listed,
     /// as for [`Pr::groups`].
     pub fn groups(self) -> u64 {
@@ -486,13 +437,7 @@ impl Sr {
             | Sr::WchanName
             | Sr::SmapPss
             | Sr::SmapPrvTotal
-            | Sr::SdSession
-            | Sr::SdMachine
-            | Sr::SdOwnerUid
-            | Sr::SdSeat
-            | Sr::SdSlice
-            | Sr::SdUnit
-            | Sr::SdUserUnit => 0,
+            | Sr::Sd(_) => 0,
             Sr::Cmdline => BASE | CMDLINE,
             Sr::Cmd
             | Sr::TicsBegan
@@ -593,13 +538,14 @@ pub struct Spec {
     pub flags: u32,
 }
 
+use crate::procvals::SdField;
 use cf::*;
 use taskdiag_proto::Group;
 
 macro_rules! specs {
-    ($( ($name:literal, $head:literal, $pr:ident, $sr:ident, $w:literal, $fl:expr) ),* $(,)?) => {
+    ($( ($name:literal, $head:literal, $pr:ident $(($pa:expr))?, $sr:ident $(($sa:expr))?, $w:literal, $fl:expr) ),* $(,)?) => {
         /// The table, sorted by name.
-        pub static SPECS: &[Spec] = &[ $( Spec { name: $name, head: $head, pr: Pr::$pr, sr: Sr::$sr, width: $w, flags: $fl } ),* ];
+        pub static SPECS: &[Spec] = &[ $( Spec { name: $name, head: $head, pr: Pr::$pr $(($pa))?, sr: Sr::$sr $(($sa))?, width: $w, flags: $fl } ),* ];
     };
 }
 
@@ -740,8 +686,8 @@ specs![
     (
         "lsession",
         "SESSION",
-        SdSession,
-        SdSession,
+        Sd(SdField::Session),
+        Sd(SdField::Session),
         11,
         EVERY | LEFT
     ),
@@ -758,7 +704,14 @@ specs![
     ("m_size", "SIZE", Size, VsizeBytes, 5, PROCESS | RIGHT),
     ("m_swap", "SWAP", Nop, Noop, 5, PROCESS | RIGHT),
     ("m_trs", "TRS", Trs, VsizeBytes, 5, PROCESS | RIGHT),
-    ("machine", "MACHINE", SdMachine, SdMachine, 31, EVERY | LEFT),
+    (
+        "machine",
+        "MACHINE",
+        Sd(SdField::Machine),
+        Sd(SdField::Machine),
+        31,
+        EVERY | LEFT
+    ),
     ("maj_flt", "MAJFL", Majflt, FltMaj, 6, NEEDED | RIGHT),
     ("majflt", "MAJFLT", Majflt, FltMaj, 6, NEEDED | RIGHT),
     ("min_flt", "MINFL", Minflt, FltMin, 6, NEEDED | RIGHT),
@@ -784,7 +737,14 @@ specs![
     ("osz", "SZ", Nop, Noop, 2, PROCESS | RIGHT),
     ("oublk", "OUBLK", Nop, Noop, 5, NEEDED | RIGHT),
     ("oublock", "OUBLK", Nop, Noop, 5, NEEDED | RIGHT),
-    ("ouid", "OWNER", SdOwnerUid, SdOwnerUid, 5, EVERY | LEFT),
+    (
+        "ouid",
+        "OWNER",
+        Sd(SdField::OwnerUid),
+        Sd(SdField::OwnerUid),
+        5,
+        EVERY | LEFT
+    ),
     ("p_ru", "P_RU", Nop, Noop, 6, NEEDED | RIGHT),
     ("paddr", "PADDR", Nop, Noop, 6, NEEDED | RIGHT),
     ("pagein", "PAGEIN", Majflt, FltMaj, 6, NEEDED | RIGHT),
@@ -830,7 +790,14 @@ specs![
     ("sched", "SCH", Sched, SchedClass, 3, THREAD | RIGHT),
     ("scnt", "SCNT", Nop, Noop, 4, NEEDED | RIGHT),
     ("scount", "SC", Nop, Noop, 4, NEEDED | RIGHT),
-    ("seat", "SEAT", SdSeat, SdSeat, 11, EVERY | LEFT),
+    (
+        "seat",
+        "SEAT",
+        Sd(SdField::Seat),
+        Sd(SdField::Seat),
+        11,
+        EVERY | LEFT
+    ),
     ("sess", "SESS", Sess, IdSession, 5, PROCESS | PIDMAX | RIGHT),
     (
         "session",
@@ -891,7 +858,14 @@ specs![
     ),
     ("size", "SIZE", Swapable, VsizeBytes, 5, PROCESS | RIGHT),
     ("sl", "SL", Nop, Noop, 3, NEEDED | RIGHT),
-    ("slice", "SLICE", SdSlice, SdSlice, 31, EVERY | LEFT),
+    (
+        "slice",
+        "SLICE",
+        Sd(SdField::Slice),
+        Sd(SdField::Slice),
+        31,
+        EVERY | LEFT
+    ),
     ("spid", "SPID", Tid, IdPid, 5, THREAD | PIDMAX | RIGHT),
     (
         "stackp",
@@ -970,7 +944,14 @@ specs![
     ("uid_hack", "UID", Euser, IdEuser, 8, EVERY | USER),
     ("umask", "UMASK", Nop, Noop, 5, NEEDED | RIGHT),
     ("uname", "USER", Euser, IdEuser, 8, EVERY | USER),
-    ("unit", "UNIT", SdUnit, SdUnit, 31, EVERY | LEFT),
+    (
+        "unit",
+        "UNIT",
+        Sd(SdField::Unit),
+        Sd(SdField::Unit),
+        31,
+        EVERY | LEFT
+    ),
     ("upr", "UPR", Nop, Noop, 3, THREAD | RIGHT),
     ("uprocp", "UPROCP", Nop, Noop, 8, NEEDED | RIGHT),
     ("user", "USER", Euser, IdEuser, 8, EVERY | USER),
@@ -981,7 +962,14 @@ specs![
     ("util", "C", C, Utilization, 2, EVERY | RIGHT),
     ("utime", "UTIME", Nop, TicsUser, 6, EVERY | RIGHT),
     ("utsns", "UTSNS", NsUts, NsUts, 10, EVERY | RIGHT),
-    ("uunit", "UUNIT", SdUserUnit, SdUserUnit, 31, EVERY | LEFT),
+    (
+        "uunit",
+        "UUNIT",
+        Sd(SdField::UserUnit),
+        Sd(SdField::UserUnit),
+        31,
+        EVERY | LEFT
+    ),
     ("vm_data", "DATA", Nop, VmData, 5, PROCESS | RIGHT),
     ("vm_exe", "EXE", Nop, VmExe, 5, PROCESS | RIGHT),
     ("vm_lib", "LIB", Nop, VmLib, 5, PROCESS | RIGHT),

@@ -256,6 +256,9 @@ pub struct RowCtx<'a> {
     pub cumulative: bool,
     /// The locale is UTF-8.
     pub utf8: bool,
+    /// smaps_rollup by task, read once per frame for all of RSS, PSS, PSan, PSfd, PSsh, USS
+    /// and the sort key, as procps reads it once ([`RowCtx::rollup`]).
+    pub rollups: std::cell::RefCell<std::collections::HashMap<u32, procvals::Rollup>>,
 }
 
 /// A text cell: `s` fitted into `w` cells (`+` marks a cut).
@@ -266,6 +269,15 @@ fn text_cell(s: &[u8], w: usize, utf8: bool) -> Vec<u8> {
 }
 
 impl RowCtx<'_> {
+    /// /proc/PID/smaps_rollup's sizes of task `pid`, read on its first field of the frame.
+    fn rollup(&self, pid: u32) -> procvals::Rollup {
+        *self
+            .rollups
+            .borrow_mut()
+            .entry(pid)
+            .or_insert_with(|| procvals::smaps_rollup(pid))
+    }
+
     /// %CPU of a row, capped as procps caps it; `None` without STAT.
     pub fn pcpu(&self, r: &Row) -> Option<f32> {
         let cpu = r.cpu?;
@@ -418,9 +430,8 @@ impl RowCtx<'_> {
             Col::Nth => self.stat(r)?.threads as f64,
             Col::Cpun => self.stat(r)?.processor as f64,
             Col::Numa => procvals::numa_node_of_cpu(self.stat(r)?.processor) as f64,
-            // smaps_rollup, read per task as procps reads it.
             Col::SmapRss | Col::Pss | Col::PssAnon | Col::PssFile | Col::PssShmem | Col::Uss => {
-                let x = procvals::smaps_rollup(r.pid);
+                let x = self.rollup(r.pid);
                 (match c {
                     Col::SmapRss => x.rss,
                     Col::Pss => x.pss,
@@ -798,6 +809,7 @@ mod tests {
             cmdline: false,
             cumulative: false,
             utf8: true,
+            rollups: Default::default(),
         };
         frame
             .rows
@@ -945,6 +957,7 @@ mod tests {
             cmdline: false,
             cumulative: false,
             utf8: true,
+            rollups: Default::default(),
         };
         let r = &frame.rows[0];
         let cell = |c: Col| {

@@ -758,6 +758,7 @@ fn write_frame(
         cmdline: o.cmdline,
         cumulative: o.cumulative,
         utf8,
+        rollups: Default::default(),
     };
     let order = select_and_sort(f, o, &ctx, |_| true);
     // With -w and $LINES, only what fits a screen that high.

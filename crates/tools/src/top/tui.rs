@@ -247,6 +247,7 @@ impl App {
             cmdline: self.o.cmdline,
             cumulative: self.o.cumulative,
             utf8: self.utf8,
+            rollups: Default::default(),
         }
     }
 

@@ -286,8 +286,6 @@ typedef struct {
 	unsigned long __mm_flags[1];
 } mm_flags_t;
 
-struct file;
-
 /* Since 6.2 (f1a7941243c1 "mm: convert mm's rss stats into percpu_counter"). */
 struct mm_struct {
 	unsigned long total_vm, locked_vm, data_vm, exec_vm, stack_vm;
@@ -300,7 +298,6 @@ struct mm_struct {
 	struct user_namespace *user_ns;
 	mm_flags_t flags;
 	unsigned long start_brk, brk, start_stack;
-	struct file *exe_file;
 };
 
 /* Before 6.18 ("mm: convert mm->flags to a bitmap") mm->flags was one word. The dumpable bits
@@ -442,7 +439,7 @@ struct path {
 };
 
 struct fs_struct {
-	struct path root, pwd;
+	struct path root;
 };
 
 /* What d_path() walks (task_root()): a dentry's parent, name and hash linkage (unhashed: deleted),

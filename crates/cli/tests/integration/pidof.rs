@@ -18,7 +18,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use taskdiag_test_support::compare::agree;
+use taskdiag_test_support::compare::{agree, agree_by};
 use taskdiag_test_support::dir::TempDir;
 use taskdiag_test_support::process::{output_within, wait_exec, wait_for, Spawned};
 use taskdiag_test_support::tasks;
@@ -105,12 +105,50 @@ fn ours(args: &[String], backend: &str) -> Shown {
 
 const BACKENDS: [&str; 2] = ["procfs", "bpf"];
 
-/// Both tools must agree on `args`, on both backends; returns procps' answer.
+/// Whether `ours` shows what `reference` does, but for pids of tasks that are gone now.
+///
+/// A task can live only during our read: a concurrent test's process between losing its
+/// memory at exit and being reaped has an empty argv[0], which `nothing/` and kernel-thread
+/// names match. procps read before and after ours cannot see it, so the extra pid is accepted
+/// when /proc has no such task any more; a listed live task, or a missing one, still differs.
+fn same_but_vanished(reference: &Shown, ours: &Shown) -> bool {
+    if reference == ours {
+        return true;
+    }
+    if (reference.status, &reference.stderr) != (ours.status, &ours.stderr) {
+        return false;
+    }
+    let words = |t: &[u8]| -> Vec<Vec<u8>> {
+        t.split(u8::is_ascii_whitespace)
+            .filter(|w| !w.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect()
+    };
+    let want = words(&reference.stdout);
+    let gone = |w: &[u8]| {
+        !want.iter().any(|r| r == w)
+            && std::str::from_utf8(w).is_ok_and(|pid| {
+                pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists()
+            })
+    };
+    let kept: Vec<_> = words(&ours.stdout)
+        .into_iter()
+        .filter(|w| !gone(w))
+        .collect();
+    kept == want
+}
+
+/// Both tools must agree on `args`, on both backends (but for tasks that lived only during
+/// our read: `same_but_vanished`); returns procps' answer.
 fn check(pidof: &str, args: &[String]) -> Shown {
     let mut got = None;
     for backend in BACKENDS {
-        let r = agree(|| procps(pidof, args), || ours(args, backend))
-            .unwrap_or_else(|m| panic!("pidof {args:?} on {backend}: {m}"));
+        let r = agree_by(
+            || procps(pidof, args),
+            || ours(args, backend),
+            same_but_vanished,
+        )
+        .unwrap_or_else(|m| panic!("pidof {args:?} on {backend}: {m}"));
         got = Some(r);
     }
     got.expect("a backend")

@@ -257,7 +257,7 @@ pub struct RowCtx<'a> {
     /// The locale is UTF-8.
     pub utf8: bool,
     /// smaps_rollup by task, read once per frame for all of RSS, PSS, PSan, PSfd, PSsh, USS
-    /// and the sort key, as procps reads it once ([`RowCtx::rollup`]).
+    /// and the sort key, as procps reads it once (`RowCtx::rollup`).
     pub rollups: std::cell::RefCell<std::collections::HashMap<u32, procvals::Rollup>>,
 }
 

@@ -23,6 +23,7 @@ const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
     | Group::Files.flag()
     | Group::Cgroup.flag()
     | Group::Io.flag()
+    | Group::Paths.flag()
     | Group::Environ.flag()
     | Group::Security.flag()
     | Group::Delay.flag();
@@ -70,8 +71,12 @@ impl TaskIter {
         if !self.features.cmdline {
             have &= !USER_MEMORY_GROUPS;
         }
-        if self.cgroup.v1 && self.features.task == crate::TaskFlavour::Bounded {
-            have &= !Group::Cgroup.flag();
+        if self.features.task == crate::TaskFlavour::Bounded {
+            // PATHS's walk needs bpf_loop(); so does CGROUP's of the v1 hierarchies.
+            have &= !Group::Paths.flag();
+            if self.cgroup.v1 {
+                have &= !Group::Cgroup.flag();
+            }
         }
         if self.lsm_labels {
             have &= !Group::Security.flag();
@@ -124,8 +129,9 @@ impl TaskIter {
             b.cfg_cgroup_v1 = u32::from(self.cgroup.v1);
             b.cfg_cgroup_no_unified = u32::from(!self.cgroup.unified);
             b.cfg_lsm_no_label = u32::from(!self.lsm_labels);
-            // A new walk: CGROUP's texts are read again (the program's cache is per walk).
-            b.cfg_cgroup_gen = b.cfg_cgroup_gen.wrapping_add(1).max(1);
+            // A new walk: CGROUP's and PATHS' texts are read again (the program keeps them
+            // per walk).
+            b.cfg_walk_gen = b.cfg_walk_gen.wrapping_add(1).max(1);
             b.cfg_proc_up = self.view.proc_up;
         }
     }

@@ -79,9 +79,12 @@ fn groups_not_loaded_are_reported_missing() {
     } else {
         Group::Cmdline.flag() | Group::Environ.flag()
     };
-    // The groups the programs do not write (yet), and SECURITY with labels (the default):
-    // read from /proc by the library.
-    let from_proc = Group::Paths.flag() | Group::Sched.flag() | Group::Security.flag();
+    // The groups the programs do not write (yet), SECURITY with labels (the default), and
+    // PATHS in the bounded flavour: read from /proc by the library.
+    let mut from_proc = Group::Sched.flag() | Group::Security.flag();
+    if all.features().task == TaskFlavour::Bounded {
+        from_proc |= Group::Paths.flag();
+    }
     assert_eq!(
         all.missing_groups(SHOW_SUPPORTED) & !taskdiag_proto::SHOW_MAPS,
         user_memory | from_proc

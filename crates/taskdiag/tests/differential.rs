@@ -967,6 +967,181 @@ fn the_programs_cgroup_text_agrees_with_proc() {
     drop(f);
 }
 
+/// readlink of /proc/PID/{exe,cwd,root}: the text, or the errno.
+fn links(pid: u32) -> Option<[Result<Vec<u8>, u8>; 3]> {
+    use std::os::unix::ffi::OsStrExt;
+    let link = |name: &str| match std::fs::read_link(format!("/proc/{pid}/{name}")) {
+        Ok(l) => Ok(l.as_os_str().as_bytes().to_vec()),
+        Err(e) => Err(e.raw_os_error().unwrap_or(0) as u8),
+    };
+    let got = [link("exe"), link("cwd"), link("root")];
+    // Gone meanwhile (every link ENOENT and no /proc/PID): nothing to compare.
+    std::path::Path::new(&format!("/proc/{pid}"))
+        .exists()
+        .then_some(got)
+}
+
+/// PATHS as the task program writes it, against readlink of /proc/PID/{exe,cwd,root} read
+/// before and after the walk (tasks whose links changed meanwhile are skipped), for every
+/// task: kernel threads (no exe), a zombie (no link at all), two deleted copies of the fixture
+/// run from a deleted directory that is their working directory, a chrooted process (its root and
+/// working directory elsewhere than /), and one whose working directory is on a file system
+/// mounted in its own mount namespace only. The program must have written it (not left it to
+/// /proc) for each of these.
+#[test]
+fn the_programs_paths_agree_with_the_links() {
+    use taskdiag_test_support::process::wait_exec;
+    let show = Group::Base.flag() | Group::Paths.flag();
+    let mut it = taskdiag_bpf::TaskIter::load_for(show).expect("load (run as root)");
+    if it.missing_groups(show) != 0 {
+        // The bounded flavour (kernels without bpf_loop()) leaves PATHS to /proc.
+        eprintln!("PATHS from /proc here: {:?}", it.features());
+        return;
+    }
+    let dir = TempDir::new("paths");
+    let gone = dir.join("gone dir");
+    std::fs::create_dir(&gone).expect("mkdir");
+    let exe = gone.join("td fixture\ncopy");
+    std::fs::copy(env!("CARGO_BIN_EXE_td_fixture"), &exe).expect("copy the fixture");
+    // Two: the second's texts come from what the program kept of the first's.
+    let start = || {
+        let mut cmd = Command::new(&exe);
+        cmd.arg("sleep").current_dir(&gone).stdout(Stdio::piped());
+        let mut f = Spawned::spawn_group(&mut cmd);
+        f.expect_line("ready");
+        f
+    };
+    let (deleted, deleted2) = (start(), start());
+    std::fs::remove_file(&exe).expect("remove the copy");
+    std::fs::remove_dir(&gone).expect("remove its directory");
+
+    let jail = dir.join("jail");
+    std::fs::create_dir_all(jail.join("inner")).expect("mkdir jail");
+    let mut cmd = Command::new("python3");
+    cmd.args([
+        "-c",
+        "import os, sys, time\nos.chroot(sys.argv[1])\nos.chdir('/inner')\n\
+         print('ready', flush=True)\ntime.sleep(1000)\n",
+    ])
+    .arg(&jail)
+    .stdout(Stdio::piped());
+    let mut chrooted = Spawned::spawn_group(&mut cmd);
+    chrooted.expect_line("ready");
+
+    let mnt = dir.join("mnt");
+    std::fs::create_dir(&mnt).expect("mkdir mnt");
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(
+            "mount -t tmpfs taskdiag-paths \"$1\" && mkdir \"$1/sub\" && cd \"$1/sub\" && \
+             echo ready && exec sleep 1000",
+        )
+        .args(["sh"])
+        .arg(&mnt)
+        .stdout(Stdio::piped());
+    let mut mounted = Spawned::spawn_group(&mut cmd);
+    mounted.expect_line("ready");
+    wait_exec(mounted.pid(), "sleep");
+
+    let mut zombie = Command::new("sleep").arg("1000").spawn().expect("sleep");
+    let zpid = zombie.id();
+    zombie.kill().expect("kill");
+    taskdiag_test_support::process::wait_for("the zombie", || {
+        std::fs::read_to_string(format!("/proc/{zpid}/stat"))
+            .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
+    });
+
+    let read_all = || -> BTreeMap<u32, [Result<Vec<u8>, u8>; 3]> {
+        tasks::pids()
+            .into_iter()
+            .filter_map(|p| Some((p, links(p)?)))
+            .collect()
+    };
+    let before = read_all();
+    let mut buf = Vec::new();
+    it.dump(&Request::new(Strategy::All, 0, show), &mut |b| {
+        buf.extend_from_slice(b);
+        Ok(())
+    })
+    .expect("dump");
+    let after = read_all();
+    let mut asm = taskdiag_proto::task::TaskAssembler::new();
+    let (mut written, mut compared, mut kthreads) = (0, 0, 0);
+    let mut seen = Vec::new();
+    for m in Messages::new(&buf) {
+        let Some(t) = asm.push(&m.expect("message")).expect("decode") else {
+            continue;
+        };
+        let (Some(b), Some(a)) = (before.get(&t.pid), after.get(&t.pid)) else {
+            continue;
+        };
+        if a != b {
+            continue;
+        }
+        compared += 1;
+        let Some(p) = &t.paths else {
+            assert!(
+                t.errors
+                    .iter()
+                    .any(|e| e.group == Group::Paths as u16
+                        && e.errno == taskdiag_proto::ERRNO_NEEDS_PROCFS),
+                "pid {}: neither paths nor a /proc fix-up: {t:?}",
+                t.pid
+            );
+            continue;
+        };
+        written += 1;
+        let show = |r: &Result<Vec<u8>, u8>| match r {
+            Ok(v) => String::from_utf8_lossy(v).into_owned(),
+            Err(e) => format!("errno {e}"),
+        };
+        for (k, (got, want)) in [&p.exe, &p.cwd, &p.root].into_iter().zip(b).enumerate() {
+            assert_eq!(
+                show(got),
+                show(want),
+                "pid {}: {}",
+                t.pid,
+                ["exe", "cwd", "root"][k]
+            );
+        }
+        let kthread = t
+            .base
+            .as_ref()
+            .is_some_and(|b| b.rec.flags & taskdiag_proto::BASE_F_KTHREAD != 0);
+        if kthread {
+            kthreads += 1;
+        }
+        seen.push(t.pid);
+    }
+    eprintln!("{written} of {compared} tasks' paths written by the program");
+    for (what, pid) in [
+        ("the deleted copy", deleted.pid()),
+        ("the second deleted copy", deleted2.pid()),
+        ("the chrooted process", chrooted.pid()),
+        ("the process in its own mount namespace", mounted.pid()),
+        ("the zombie", zpid),
+    ] {
+        assert!(seen.contains(&pid), "{what} ({pid}) was not written by the program");
+    }
+    assert!(kthreads > 0, "no kernel thread was written by the program");
+    // Spot checks of what the links say (the comparison above is the test; these make sure
+    // the fixtures are what they claim).
+    let l = links(deleted.pid()).expect("the deleted copy");
+    assert!(
+        l[0].as_ref().is_ok_and(|e| e.ends_with(b"copy (deleted)")),
+        "{l:?}"
+    );
+    let l = links(chrooted.pid()).expect("the chrooted process");
+    assert!(
+        l[2].as_ref().is_ok_and(|r| r.ends_with(b"/jail")),
+        "{l:?}"
+    );
+    let l = links(zpid).expect("the zombie");
+    assert_eq!(l, [Err(2), Err(2), Err(2)]);
+    zombie.wait().expect("reap");
+    drop((deleted, deleted2, chrooted, mounted));
+}
+
 /// SECURITY on a fixture with no_new_privs and two seccomp filters, per process and per
 /// thread: both backends agree (the task program writes it where no security module gives
 /// labels, as on a host without AppArmor or SELinux), and agree with status and attr/current.

@@ -5,15 +5,16 @@
  *
  * Three programs share one body, emit():
  *   dump_task          iter/task    BASE, CRED, STAT, STATM, SIGNAL, NS, FILES, CGROUP, IO,
- *                                   SECURITY, DELAY, with bpf_loop() (5.17+),
+ *                                   PATHS, SECURITY, DELAY, with bpf_loop() (5.17+),
  *                                   bpf_map_lookup_percpu_elem() (5.19+) and
  *                                   bpf_get_current_task_btf() (5.11+)
  *   dump_task_bounded  iter/task    the same groups for older kernels (5.8+): bounded
  *                                   loops instead of bpf_loop(), probe reads of the current
  *                                   task; a process with more threads than its loop covers
  *                                   gets its STAT and IO from /proc (TD_MSG_F_FIXUP), and so
- *                                   does CGROUP where cgroup v1 hierarchies are mounted. User
- *                                   space loads it only where the kernel rejects dump_task.
+ *                                   does CGROUP where cgroup v1 hierarchies are mounted, and
+ *                                   PATHS always. User space loads it only where the kernel
+ *                                   rejects dump_task.
  *   dump_task_cmdline  iter.s/task  the same as dump_task plus CMDLINE and ENVIRON, which need
  *                                   bpf_copy_from_user_task() and therefore a sleepable
  *                                   program (Linux 5.18+)
@@ -42,14 +43,15 @@
  * (dump_vma) may be read while a task walk runs, so it has buffers of its own (vma_pend,
  * vma_scratch) and reads only globals the task walk does not change.
  *
- * PATHS (exe, cwd, root) is not written here, though iterators may call bpf_d_path(): d_path()
- * follows the path it is given without fault protection, and another task's fs_struct and
- * mm_struct are freed at its exit without waiting for RCU (SLUB then writes its free pointer
- * over fs->root), so a d_path() of a task that exits meanwhile can walk freed memory. /proc
- * holds task_lock and takes references; a task iterator can do neither. (A kernel 6.1 guest
- * ran into a soft lockup in taskdiag with it.) The file names of a memory-map walk are safe:
- * the walk holds the address space's lock, which pins each mapping's file. A task's root
- * (task_root) is walked with probe reads instead.
+ * PATHS (exe, cwd, root) is written without bpf_d_path(), though iterators may call it:
+ * d_path() follows the path it is given without fault protection, and another task's fs_struct
+ * and mm_struct are freed at its exit without waiting for RCU (SLUB then writes its free
+ * pointer over fs->root), so a d_path() of a task that exits meanwhile can walk freed memory.
+ * /proc holds task_lock and takes references; a task iterator can do neither. (A kernel 6.1
+ * guest ran into a soft lockup in taskdiag with it.) path_text() does d_path()'s walk with
+ * probe reads instead, and the text is dropped when the task changed under it (see
+ * put_paths_attr()). The file names of a memory-map walk are safe with bpf_d_path(): the walk
+ * holds the address space's lock, which pins each mapping's file.
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -73,7 +75,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* CGROUP's walk up the cgroup tree, and a kernfs name's size with its NUL (NAME_MAX + 1). */
 #define TD_CGROUP_DEPTH 32
 #define TD_KERNFS_NAME 256
-/* task_root()'s walk: the components of a root directory's path (a power of two). */
+/* path_text()'s walk: the components of a path (a power of two). */
 #define TD_ROOT_DEPTH 64
 /* Room for everything but the command line and the environment: header + BASE + name + ACCESS +
  * CRED + groups + STAT + STATM + SIGNAL + NS + FILES + IO + DELAY + SECURITY (at most ~2,900
@@ -201,7 +203,7 @@ struct cg_state {
 /*
  * The last CGROUP text written, by css_set: tasks share a few css_sets (a css_set is one
  * tuple of cgroups, one per hierarchy), so most texts are copies of the one before. Only
- * within one walk (cfg_cgroup_gen): a cgroup renamed or removed shows from the next walk on, as
+ * within one walk (cfg_walk_gen): a cgroup renamed or removed shows from the next walk on, as
  * for a /proc read made just before. Not for exiting tasks, whose v1 lines differ.
  */
 #define TD_CG_CACHE_MAX 2048
@@ -210,6 +212,20 @@ struct cg_cache {
 	__u32 gen, len;
 	__u64 cset, ns_cset, id;
 	__u8 text[TD_CG_CACHE_MAX];
+};
+
+/*
+ * PATHS' texts by path (dentry and mount), without " (deleted)", which is looked at each time:
+ * most tasks share their root, many their working directory and executable. Direct-mapped
+ * by the dentry's address; only within one walk (cfg_walk_gen), as struct cg_cache.
+ */
+#define TD_PW_CACHE 32
+#define TD_PW_CACHE_TEXT 256
+
+struct pw_cache {
+	__u64 dentry, mnt;
+	__u32 gen, len;
+	__u8 text[TD_PW_CACHE_TEXT];
 };
 
 struct scratch {
@@ -231,11 +247,18 @@ struct scratch {
 	__u64 kn_chain[TD_CGROUP_DEPTH];
 	struct cg_state cg;
 	struct cg_cache cg_cache;
-	/* task_root(): the dentries from a task's root up to the reader's, and the walk's state. */
+	/* path_text() (PATHS, task_root()): the dentries from a path up to the reader's root, the
+	 * parent each had, the reader's root, the paths of PATHS, and the walk's state. */
 	__u64 root_chain[TD_ROOT_DEPTH];
+	__u64 parent_chain[TD_ROOT_DEPTH];
+	struct path pw_root;
+	struct path pw_paths[4];
+	__u32 pw_len[4];
+	__u64 pw_mm, pw_fs, pw_exec_id;
+	struct pw_cache pw_cache[TD_PW_CACHE];
 	struct {
 		__u64 dentry, mnt;
-		__u32 n;
+		__u32 n, at;
 		int end;
 	} rw;
 	/* put_signal(): a copy of the 64 signal actions. */
@@ -1536,8 +1559,8 @@ static __always_inline bool put_delay(struct out *o, struct task_struct *t)
  */
 __u32 cfg_cgroup_v1 = 0;
 __u32 cfg_cgroup_no_unified = 0;
-/* Numbers the walks, for the text cache (struct cg_cache). */
-__u32 cfg_cgroup_gen = 0;
+/* Numbers the walks, for the texts kept within one walk (struct cg_cache, struct pw_cache). */
+__u32 cfg_walk_gen = 0;
 
 #define TD_CGROUP_ROOTS 32
 #define TD_CGROUP_SUBSYS 16
@@ -1784,7 +1807,7 @@ static __always_inline int cgroup_attr(__u64 task, __u32 off, bool bounded)
 		return 0;
 	exiting = BPF_CORE_READ(t, flags) & PF_EXITING;
 	dst = sc->buf + room_mask(off);
-	if (!exiting && sc->cg_cache.gen == cfg_cgroup_gen && sc->cg_cache.cset == (__u64)cset &&
+	if (!exiting && sc->cg_cache.gen == cfg_walk_gen && sc->cg_cache.cset == (__u64)cset &&
 	    sc->cg_cache.ns_cset == (__u64)ns_cset) {
 		len = sc->cg_cache.len;
 		if (len > TD_CG_CACHE_MAX - 1 || off + sizeof(a) + sizeof(rec) + len > TD_FIXED_ROOM)
@@ -1836,7 +1859,7 @@ static __always_inline int cgroup_attr(__u64 task, __u32 off, bool bounded)
 	/* Remembered for the next task of this css_set. */
 	text = len - sizeof(a) - sizeof(rec);
 	if (!exiting && text < TD_CG_CACHE_MAX) {
-		sc->cg_cache.gen = cfg_cgroup_gen;
+		sc->cg_cache.gen = cfg_walk_gen;
 		sc->cg_cache.cset = (__u64)cset;
 		sc->cg_cache.ns_cset = (__u64)ns_cset;
 		sc->cg_cache.id = rec.id;
@@ -1855,6 +1878,341 @@ __noinline int put_cgroup_attr_loop(__u64 task, __u32 off)
 __noinline int put_cgroup_attr_bounded(__u64 task, __u32 off)
 {
 	return cgroup_attr(task, off, true);
+}
+
+/* The sequence count of @fs, odd while its root or working directory changes. */
+static __always_inline __u32 fs_seq(struct fs_struct *fs)
+{
+	struct fs_struct___seqlock *fs2 = (void *)fs;
+
+	if (bpf_core_field_exists(fs2->seq.seqcount.seqcount.sequence))
+		return BPF_CORE_READ(fs2, seq.seqcount.seqcount.sequence);
+	return BPF_CORE_READ(fs, seq.seqcount.sequence);
+}
+
+/* The reader's root directory, read with probe reads of the current task. */
+static __always_inline bool reader_root(struct path *r)
+{
+	struct task_struct *cur = (void *)bpf_get_current_task();
+	struct fs_struct *fs = BPF_CORE_READ(cur, fs);
+
+	return fs && !bpf_probe_read_kernel(r, sizeof(*r), __builtin_preserve_access_index(&fs->root));
+}
+
+/* path_text()'s callbacks' context (bpf_loop() takes a stack pointer). */
+struct pw_ctx {
+	struct scratch *sc;
+};
+
+/* Where the text goes next, masked for the verifier (see cg_at()). */
+static __always_inline __u32 pw_at(struct scratch *sc)
+{
+	__u32 at = sc->rw.at;
+
+	barrier_var(at);
+	return at & (2 * TD_FIXED_ROOM - 1);
+}
+
+/*
+ * One step of __prepend_path()'s walk up: from a mount's root to its mountpoint in the parent
+ * mount, else from a dentry to its parent (remembered, with the parent it had). Ends at the
+ * reader's root, at the top of the mount tree (where d_path() stops too), at a dentry that is
+ * its own parent (escaped), or past TD_ROOT_DEPTH components (-1: /proc's answer is wanted).
+ */
+static long pw_up(__u64 i, struct pw_ctx *c)
+{
+	struct scratch *sc = c->sc;
+	struct dentry *dentry = (void *)sc->rw.dentry, *parent;
+	struct mount *mnt = (void *)sc->rw.mnt, *up;
+	__u64 mnt_off = bpf_core_field_offset(struct mount, mnt);
+
+	if ((void *)dentry == sc->pw_root.dentry && (void *)mnt + mnt_off == sc->pw_root.mnt)
+		goto done;
+	if (dentry == BPF_CORE_READ(mnt, mnt.mnt_root)) {
+		up = BPF_CORE_READ(mnt, mnt_parent);
+		if (up == mnt || !up)
+			goto done;
+		sc->rw.dentry = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
+		sc->rw.mnt = (__u64)up;
+		return 0;
+	}
+	parent = BPF_CORE_READ(dentry, d_parent);
+	if (parent == dentry)
+		goto done;
+	if (!parent || sc->rw.n >= TD_ROOT_DEPTH) {
+		sc->rw.end = -1;
+		return 1;
+	}
+	sc->root_chain[sc->rw.n & (TD_ROOT_DEPTH - 1)] = (__u64)dentry;
+	sc->parent_chain[sc->rw.n & (TD_ROOT_DEPTH - 1)] = (__u64)parent;
+	sc->rw.n++;
+	sc->rw.dentry = (__u64)parent;
+	return 0;
+done:
+	sc->rw.end = 1;
+	return 1;
+}
+
+/*
+ * One component on the way back down: "/" and its name. A dentry moved (another parent) or
+ * renamed (another name or hash) since the walk up ends the walk with -1, where d_path()
+ * would have retried under rename_lock: /proc's answer is wanted then.
+ */
+static long pw_down(__u64 i, struct pw_ctx *c)
+{
+	struct scratch *sc = c->sc;
+	const unsigned char *name;
+	struct dentry *dentry;
+	__u32 j, hash;
+	long r;
+
+	if (i >= sc->rw.n) {
+		sc->rw.end = 1;
+		return 1;
+	}
+	j = (sc->rw.n - 1 - i) & (TD_ROOT_DEPTH - 1);
+	dentry = (void *)sc->root_chain[j];
+	name = BPF_CORE_READ(dentry, d_name.name);
+	hash = BPF_CORE_READ(dentry, d_name.hash);
+	if ((__u64)BPF_CORE_READ(dentry, d_parent) != sc->parent_chain[j])
+		goto fail;
+	sc->buf[pw_at(sc)] = '/';
+	sc->rw.at++;
+	r = bpf_probe_read_kernel_str(sc->buf + pw_at(sc), TD_KERNFS_NAME, name);
+	if (r <= 0 || BPF_CORE_READ(dentry, d_name.name) != name ||
+	    BPF_CORE_READ(dentry, d_name.hash) != hash)
+		goto fail;
+	sc->rw.at += r - 1;
+	if (sc->rw.at >= 2 * TD_FIXED_ROOM - TD_KERNFS_NAME - 16)
+		goto fail;
+	return 0;
+fail:
+	sc->rw.end = -1;
+	return 1;
+}
+
+/*
+ * d_path() of the path (@dentry_n, @vfsmnt_n) for the reader (relative to sc->pw_root, its root
+ * directory), appended at sc->rw.at: __prepend_path() done with probe reads, which cannot
+ * fault — from the dentry up through parents and mountpoints, the names back down (the caller
+ * adds " (deleted)": pw_deleted()). Returns the length, or -1 where /proc's answer is wanted:
+ * a name made up by the file system (d_dname: pipes, sockets, anonymous files), a path deeper
+ * than TD_ROOT_DEPTH components or longer than the room, a rename during the walk. On freed
+ * memory (see the top of this file) a wrong path at worst, which the caller discards when the
+ * task's fs_struct or mm_struct changed meanwhile. @bounded: loops instead of bpf_loop().
+ */
+static __always_inline int path_text(struct pw_ctx *c, __u64 dentry_n, __u64 vfsmnt_n,
+				     bool bounded)
+{
+	struct scratch *sc = c->sc;
+	struct dentry *start = (void *)dentry_n;
+	const struct dentry_operations *op;
+	__u32 begin = sc->rw.at, i;
+
+	if (!dentry_n || !vfsmnt_n)
+		return -1;
+	op = BPF_CORE_READ(start, d_op);
+	if (op && BPF_CORE_READ(op, d_dname))
+		return -1;
+	/* The walk's state is in map memory, which the verifier does not track: its states at the
+	 * loop's head then differ by the counter alone (on the stack, each branch taken made new
+	 * ones, past the verifier's limit). */
+	sc->rw.dentry = dentry_n;
+	sc->rw.mnt = vfsmnt_n - bpf_core_field_offset(struct mount, mnt);
+	sc->rw.n = 0;
+	sc->rw.end = 0;
+	if (bounded) {
+		for (i = 0; i < 2 * TD_ROOT_DEPTH && !sc->rw.end; i++)
+			pw_up(i, c);
+	} else {
+		bpf_loop(2 * TD_ROOT_DEPTH, pw_up, c, 0);
+	}
+	if (sc->rw.end != 1)
+		return -1;
+	if (!sc->rw.n) {
+		sc->buf[pw_at(sc)] = '/';
+		sc->rw.at++;
+	}
+	sc->rw.end = 0;
+	if (bounded) {
+		for (i = 0; i < TD_ROOT_DEPTH + 1 && !sc->rw.end; i++)
+			pw_down(i, c);
+	} else {
+		bpf_loop(TD_ROOT_DEPTH + 1, pw_down, c, 0);
+	}
+	if (sc->rw.end != 1)
+		return -1;
+	return sc->rw.at - begin;
+}
+
+/* Appends " (deleted)" after the path of @dentry_n if it is unlinked (d_unlinked(): hashed out
+ * of the dcache but not a root); returns the bytes added. */
+static __always_inline int pw_deleted(struct scratch *sc, __u64 dentry_n)
+{
+	struct dentry *d = (void *)dentry_n;
+
+	if (BPF_CORE_READ(d, d_parent) == d || BPF_CORE_READ(d, d_hash.pprev))
+		return 0;
+	__builtin_memcpy(sc->buf + pw_at(sc), " (deleted)", 10);
+	sc->rw.at += 10;
+	return 10;
+}
+
+/* The text of PATHS's path @k (0 exe, 1 cwd, 2 root) into scratch_map: from struct pw_cache,
+ * else by path_text() with bpf_loop(); its length is also left in pw_len. Global: verified
+ * once. */
+__noinline int path_text_loop(__u32 k)
+{
+	struct pw_ctx c = {};
+	struct pw_cache *e;
+	struct scratch *sc;
+	__u64 dentry, mnt;
+	__u32 zero = 0, begin, len;
+	int n;
+
+	sc = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!sc)
+		return -1;
+	c.sc = sc;
+	k &= 3;
+	dentry = (__u64)sc->pw_paths[k].dentry;
+	mnt = (__u64)sc->pw_paths[k].mnt;
+	e = &sc->pw_cache[((dentry >> 6) ^ (dentry >> 12)) & (TD_PW_CACHE - 1)];
+	begin = sc->rw.at;
+	if (e->gen == cfg_walk_gen && e->dentry == dentry && e->mnt == mnt) {
+		len = e->len & (TD_PW_CACHE_TEXT - 1);
+		bpf_probe_read_kernel(sc->buf + pw_at(sc), len, e->text);
+		sc->rw.at += len;
+		n = len;
+	} else {
+		n = path_text(&c, dentry, mnt, false);
+		if (n < 0)
+			return -1;
+		if (n < TD_PW_CACHE_TEXT) {
+			e->gen = cfg_walk_gen;
+			e->dentry = dentry;
+			e->mnt = mnt;
+			e->len = n;
+			len = n;
+			barrier_var(len);
+			bpf_probe_read_kernel(e->text, len & (TD_PW_CACHE_TEXT - 1),
+					      sc->buf + (begin & (2 * TD_FIXED_ROOM - 1)));
+		}
+	}
+	n += pw_deleted(sc, dentry);
+	sc->pw_len[k] = n;
+	return n;
+}
+
+/*
+ * PATHS: exe, cwd and root as readlink() of /proc/PID/{exe,cwd,root} returns them
+ * (proc_exe_link(), proc_cwd_link(), proc_root_link(): ENOENT for a kernel thread's exe, and
+ * without an address space or fs_struct, i.e. for a zombie), relative to the reader's root.
+ * Written by path_text() with probe reads, not bpf_d_path(): the fs_struct and mm_struct are
+ * read without the locks and references /proc takes (see the top of this file).
+ *
+ * paths_begin() takes the three paths, the working directory and root under fs_struct's
+ * sequence count as get_fs_pwd() takes them under its lock, and returns which the task has
+ * (bit 0 exe, bit 1 cwd and root), or -1 where /proc must say it; path_text_loop() writes each
+ * after the attribute's header at @off; paths_end() keeps the text only if the task still has
+ * the same fs_struct, address space and exec count (a task exiting, executing or unsharing
+ * meanwhile: /proc says what is true now), writes the header and returns the attribute's
+ * length, or 0. Three global functions called one after the other from emit(): nested,
+ * their frames and the walk's on top of emit()'s passed the verifier's 512 bytes of stack.
+ */
+#define TD_ENOENT 2
+
+__noinline int paths_begin(__u64 task, __u32 off)
+{
+	struct task_struct *t = (void *)task;
+	struct mm_struct *mm;
+	struct fs_struct *fs;
+	struct scratch *sc;
+	struct file *f = 0;
+	__u32 zero = 0, seq;
+
+	sc = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!sc || off > TD_FIXED_ROOM || !reader_root(&sc->pw_root))
+		return -1;
+	__builtin_memset(sc->pw_paths, 0, sizeof(sc->pw_paths));
+	sc->pw_exec_id = BPF_CORE_READ(t, self_exec_id);
+	mm = BPF_CORE_READ(t, mm);
+	fs = BPF_CORE_READ(t, fs);
+	sc->pw_mm = (__u64)mm;
+	sc->pw_fs = (__u64)fs;
+	if (mm && !(BPF_CORE_READ(t, flags) & TD_PF_KTHREAD))
+		f = BPF_CORE_READ(mm, exe_file);
+	if (f && bpf_probe_read_kernel(&sc->pw_paths[0], sizeof(struct path),
+				       __builtin_preserve_access_index(&f->f_path)))
+		return -1;
+	if (fs) {
+		seq = fs_seq(fs);
+		if ((seq & 1) ||
+		    bpf_probe_read_kernel(&sc->pw_paths[1], sizeof(struct path),
+					  __builtin_preserve_access_index(&fs->pwd)) ||
+		    bpf_probe_read_kernel(&sc->pw_paths[2], sizeof(struct path),
+					  __builtin_preserve_access_index(&fs->root)) ||
+		    fs_seq(fs) != seq)
+			return -1;
+	}
+	sc->rw.at = off + sizeof(struct td_attr) + sizeof(struct td_paths);
+	return (f ? 1 : 0) | (fs ? 2 : 0);
+}
+
+__noinline int paths_end(__u64 task, __u32 off, __u32 has)
+{
+	struct task_struct *t = (void *)task;
+	struct td_attr a = { .attr_type = TD_GROUP_PATHS };
+	struct td_paths rec = {
+		.exe_errno = TD_ENOENT, .cwd_errno = TD_ENOENT, .root_errno = TD_ENOENT
+	};
+	struct scratch *sc;
+	__u32 zero = 0, len;
+
+	sc = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!sc || off > TD_FIXED_ROOM)
+		return 0;
+	if ((__u64)BPF_CORE_READ(t, mm) != sc->pw_mm || (__u64)BPF_CORE_READ(t, fs) != sc->pw_fs ||
+	    BPF_CORE_READ(t, self_exec_id) != sc->pw_exec_id)
+		return 0;
+	if (has & 1) {
+		rec.exe_len = sc->pw_len[0];
+		rec.exe_errno = 0;
+	}
+	if (has & 2) {
+		rec.cwd_len = sc->pw_len[1];
+		rec.root_len = sc->pw_len[2];
+		rec.cwd_errno = rec.root_errno = 0;
+	}
+	len = sc->rw.at - off;
+	if (sc->rw.at > TD_FIXED_ROOM || len > TD_FIXED_ROOM)
+		return 0;
+	a.len = len;
+	__builtin_memcpy(sc->buf + room_mask(off), &a, sizeof(a));
+	__builtin_memcpy(sc->buf + room_mask(off) + sizeof(a), &rec, sizeof(rec));
+	return len;
+}
+
+/* PATHS (see paths_begin()); from /proc on kernels without bpf_loop(). */
+static __always_inline bool put_paths(struct out *o, struct task_struct *t, bool bounded)
+{
+	int has, n;
+
+	if (bounded)
+		return needs_procfs(o, TD_GROUP_PATHS);
+	has = paths_begin(as_number(o, t), o->off);
+	if (has < 0)
+		return needs_procfs(o, TD_GROUP_PATHS);
+	if ((has & 1) && path_text_loop(0) < 0)
+		return needs_procfs(o, TD_GROUP_PATHS);
+	if ((has & 2) && (path_text_loop(1) < 0 || path_text_loop(2) < 0))
+		return needs_procfs(o, TD_GROUP_PATHS);
+	n = paths_end(as_number(o, t), o->off, has);
+	if (n <= 0)
+		return needs_procfs(o, TD_GROUP_PATHS);
+	o->off += n;
+	pad4(o);
+	return true;
 }
 
 /* CGROUP (see cgroup_attr()). */
@@ -2291,6 +2649,9 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	if ((show & (1 << TD_GROUP_CGROUP)) && !put_cgroup(&o, t, bounded))
 		return 0;
 	forget_off(&o);
+	if ((show & (1 << TD_GROUP_PATHS)) && !put_paths(&o, t, bounded))
+		return 0;
+	forget_off(&o);
 	if (with_cmdline && (show & (1 << TD_GROUP_CMDLINE)) && mm && !put_cmdline(&o, task, mm))
 		return 0;
 	forget_off(&o);
@@ -2636,11 +2997,10 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
  *
  * Not with bpf_d_path(): the task's fs_struct is read without its lock, and a task exiting
  * meanwhile frees it (see the top of this file), so d_path() could be handed freed memory.
- * This is __prepend_path() done with probe reads, which cannot fault: from the task's root
- * up through parents and mountpoints to the reader's root (or the top of the mount tree, as
- * d_path() stops there), then the names back down, " (deleted)" after an unlinked directory.
- * On freed memory it writes a wrong path at worst, never loops (bounded) or faults; a
- * path of more than TD_ROOT_DEPTH components is not written (the caller takes none).
+ * path_text() walks it with probe reads, which cannot fault, in bounded loops; the root is
+ * taken under fs_struct's sequence count and the text kept only if the task still has that
+ * fs_struct afterwards. A path path_text() does not write (too deep, a rename meanwhile) is
+ * not written: the caller takes none.
  */
 __u32 cfg_root_tid = 0;
 
@@ -2648,17 +3008,14 @@ SEC("iter/task")
 int task_root(struct bpf_iter__task *ctx)
 {
 	struct task_struct *task = ctx->task, *t, *cur;
-	struct dentry *dentry, *parent, *start;
-	struct mount *mnt, *up;
-	struct path p = {}, r = {};
+	struct pw_ctx c = {};
 	struct ns_ctx ns = {};
 	struct fs_struct *fs;
 	struct scratch *sc;
 	struct out o = {};
-	__u64 mnt_off = bpf_core_field_offset(struct mount, mnt);
-	__u32 zero = 0, n = 0, pos = 0, i;
-	bool done = false;
-	long len;
+	struct path p = {};
+	__u32 zero = 0, seq;
+	int n;
 
 	if (!task)
 		return 0;
@@ -2666,6 +3023,7 @@ int task_root(struct bpf_iter__task *ctx)
 	if (!sc)
 		return 0;
 	o.buf = (void *)sc;
+	c.sc = sc;
 	t = untrusted(&o, task);
 	cur = untrusted(&o, bpf_get_current_task_btf());
 	if (!t || !cur)
@@ -2676,74 +3034,22 @@ int task_root(struct bpf_iter__task *ctx)
 			return 0;
 	}
 	fs = BPF_CORE_READ(t, fs);
-	if (!fs || bpf_probe_read_kernel(&p, sizeof(p), __builtin_preserve_access_index(&fs->root)))
+	if (!fs || !reader_root(&sc->pw_root))
 		return 0;
-	fs = BPF_CORE_READ(cur, fs);
-	if (!fs || bpf_probe_read_kernel(&r, sizeof(r), __builtin_preserve_access_index(&fs->root)))
+	seq = fs_seq(fs);
+	if ((seq & 1) ||
+	    bpf_probe_read_kernel(&p, sizeof(p), __builtin_preserve_access_index(&fs->root)) ||
+	    fs_seq(fs) != seq)
 		return 0;
-	/* The walk's state is in map memory, which the verifier does not track: its states at the
-	 * loop's head then differ by the counter alone (on the stack, each branch taken made new
-	 * ones, past the verifier's limit). */
-	start = p.dentry;
-	sc->rw.dentry = (__u64)p.dentry;
-	sc->rw.mnt = (__u64)p.mnt - mnt_off;
-	sc->rw.n = 0;
-	sc->rw.end = 0;
-	for (i = 0; i < 2 * TD_ROOT_DEPTH && !sc->rw.end; i++) {
-		dentry = (void *)sc->rw.dentry;
-		mnt = (void *)sc->rw.mnt;
-		if ((void *)dentry == r.dentry && (void *)mnt + mnt_off == r.mnt) {
-			sc->rw.end = 1;
-		} else if (dentry == BPF_CORE_READ(mnt, mnt.mnt_root)) {
-			up = BPF_CORE_READ(mnt, mnt_parent);
-			if (up == mnt || !up) {
-				/* The top of the mount tree, not under the reader's root. */
-				sc->rw.end = 1;
-			} else {
-				sc->rw.dentry = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
-				sc->rw.mnt = (__u64)up;
-			}
-		} else {
-			parent = BPF_CORE_READ(dentry, d_parent);
-			if (parent == dentry) {
-				/* Escaped: a root of its own. */
-				sc->rw.end = 1;
-			} else if (!parent || sc->rw.n >= TD_ROOT_DEPTH) {
-				/* Deeper than this walk goes. */
-				sc->rw.end = -1;
-			} else {
-				sc->root_chain[sc->rw.n & (TD_ROOT_DEPTH - 1)] = (__u64)dentry;
-				sc->rw.n++;
-				sc->rw.dentry = (__u64)parent;
-			}
-		}
-	}
-	done = sc->rw.end == 1;
-	n = sc->rw.n;
-	if (!done)
+	/* Bounded: this program loads on kernels without bpf_loop() too (5.12+). */
+	sc->rw.at = 0;
+	n = path_text(&c, (__u64)p.dentry, (__u64)p.mnt, true);
+	if (n > 0)
+		n += pw_deleted(sc, (__u64)p.dentry);
+	if (n <= 0 || n >= TD_FIXED_ROOM || BPF_CORE_READ(t, fs) != fs)
 		return 0;
-	if (!n) {
-		sc->buf[0] = '/';
-		pos = 1;
-	}
-	for (i = 0; i < TD_ROOT_DEPTH; i++) {
-		if (i >= n)
-			break;
-		dentry = (void *)sc->root_chain[(n - 1 - i) & (TD_ROOT_DEPTH - 1)];
-		sc->buf[pos & (TD_VMA_NAME_MAX - 1)] = '/';
-		len = bpf_probe_read_kernel_str(sc->buf + ((pos + 1) & (TD_VMA_NAME_MAX - 1)),
-						TD_KERNFS_NAME, BPF_CORE_READ(dentry, d_name.name));
-		if (len <= 0)
-			return 0;
-		pos += len;
-		if (pos >= TD_VMA_NAME_MAX - TD_KERNFS_NAME - 16)
-			return 0;
-	}
-	/* d_unlinked(): hashed out of the dcache but not a root. */
-	if (BPF_CORE_READ(start, d_parent) != start && !BPF_CORE_READ(start, d_hash.pprev)) {
-		__builtin_memcpy(sc->buf + (pos & (TD_VMA_NAME_MAX - 1)), " (deleted)", 10);
-		pos += 10;
-	}
-	bpf_seq_write(ctx->meta->seq, sc->buf, pos & (TD_VMA_NAME_MAX - 1));
+	/* (The barrier keeps clang from dropping the mask the verifier needs.) */
+	barrier_var(n);
+	bpf_seq_write(ctx->meta->seq, sc->buf, n & (TD_FIXED_ROOM - 1));
 	return 0;
 }

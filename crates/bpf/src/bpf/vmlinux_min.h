@@ -298,6 +298,7 @@ struct mm_struct {
 	struct user_namespace *user_ns;
 	mm_flags_t flags;
 	unsigned long start_brk, brk, start_stack;
+	struct file *exe_file;
 };
 
 /* Before 6.18 ("mm: convert mm->flags to a bitmap") mm->flags was one word. The dumpable bits
@@ -438,12 +439,36 @@ struct path {
 	void *dentry;
 };
 
+/* fs_struct.seq's sequence (a seqcount_spinlock_t since 5.10): odd while root or pwd change. */
+typedef struct seqcount {
+	unsigned sequence;
+} seqcount_t;
+
+typedef struct seqcount_spinlock {
+	seqcount_t seqcount;
+} seqcount_spinlock_t;
+
 struct fs_struct {
-	struct path root;
+	seqcount_spinlock_t seq;
+	struct path root, pwd;
 };
 
-/* What d_path() walks (task_root()): a dentry's parent, name and hash linkage (unhashed: deleted),
- * and a mount's parent, mountpoint and root. */
+/* Later kernels (6.18 has it) make it a seqlock_t. */
+typedef struct {
+	seqcount_spinlock_t seqcount;
+} seqlock_t;
+
+struct fs_struct___seqlock {
+	seqlock_t seq;
+};
+
+/* What d_path() walks (path_text()): a dentry's parent, name, hash linkage (unhashed: deleted)
+ * and operations (d_dname: a name made up, not walked), and a mount's parent, mountpoint and
+ * root. */
+struct dentry_operations {
+	void *d_dname;
+};
+
 struct qstr {
 	u32 hash;
 	u32 len;
@@ -458,6 +483,7 @@ struct dentry {
 	struct hlist_bl_node d_hash;
 	struct dentry *d_parent;
 	struct qstr d_name;
+	const struct dentry_operations *d_op;
 };
 
 struct vfsmount {

@@ -24,6 +24,7 @@ const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
     | Group::Cgroup.flag()
     | Group::Io.flag()
     | Group::Paths.flag()
+    | Group::Sched.flag()
     | Group::Environ.flag()
     | Group::Security.flag()
     | Group::Delay.flag();
@@ -81,6 +82,9 @@ impl TaskIter {
         if self.lsm_labels {
             have &= !Group::Security.flag();
         }
+        if !self.features.sched {
+            have &= !Group::Sched.flag();
+        }
         show_flags & !have
     }
 
@@ -133,6 +137,9 @@ impl TaskIter {
             // per walk).
             b.cfg_walk_gen = b.cfg_walk_gen.wrapping_add(1).max(1);
             b.cfg_proc_up = self.view.proc_up;
+            if show & Group::Sched.flag() != 0 {
+                b.cfg_oom_totalpages = oom_totalpages();
+            }
         }
     }
 
@@ -399,4 +406,23 @@ fn no_link() -> BpfError {
 enum LinkRef<'a> {
     Owned(&'a IterLink),
     Shared(bool),
+}
+
+/// RAM + swap in pages, as proc_oom_score() divides by (totalram_pages() + total_swap_pages):
+/// sysinfo(2) gives both, in bytes on 64-bit kernels (mem_unit 1) or in mem_unit units. 0
+/// (SCHED then from /proc) if it fails.
+fn oom_totalpages() -> u64 {
+    // SAFETY: sysinfo only writes the struct it is given; zeroes are a valid sysinfo.
+    let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: `si` is a valid, writable sysinfo.
+    if unsafe { libc::sysinfo(&mut si) } != 0 {
+        return 0;
+    }
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if page <= 0 {
+        return 0;
+    }
+    let unit = u64::from(si.mem_unit.max(1));
+    (si.totalram as u64 * unit + si.totalswap as u64 * unit) / page as u64
 }

@@ -25,6 +25,7 @@ use crate::btf_min;
 use crate::pin;
 use crate::probe::{
     disable_from_env, env_disables_loop, is_perm, kernel_btf_present, may_load_bpf, possible_cpus,
+    possible_nodes,
 };
 use crate::progs::{IterLink, Programs};
 use crate::skel::{TaskdiagSkel, TaskdiagSkelBuilder};
@@ -100,6 +101,9 @@ pub(crate) struct Plan {
     pub(crate) cmdline: bool,
     /// `dump_vma` and `task_root` (memory maps and the root directory they are named from).
     pub(crate) maps: bool,
+    /// `sched_text_bounds`, the system-call program that finds the scheduler's text for SCHED's
+    /// wchan (needs BPF_PROG_TYPE_SYSCALL and bpf_kallsyms_lookup_name(), 5.16+).
+    pub(crate) sched: bool,
     /// CO-RE against the reduced copy of the kernel's BTF (`btf_min`).
     pub(crate) reduced_btf: bool,
 }
@@ -111,6 +115,7 @@ impl Plan {
             task: TaskFlavour::Loop,
             cmdline: groups & crate::dump::USER_MEMORY_GROUPS != 0,
             maps: groups & taskdiag_proto::SHOW_MAPS != 0,
+            sched: groups & Group::Sched.flag() != 0,
             reduced_btf,
         }
     }
@@ -127,6 +132,7 @@ impl Plan {
             }
             Some("dump_task_cmdline") if self.cmdline => next.cmdline = false,
             Some("dump_vma" | "task_root") if self.maps => next.maps = false,
+            Some("sched_text_bounds") if self.sched => next.sched = false,
             _ if self.reduced_btf => next.reduced_btf = false,
             _ => return None,
         }
@@ -143,6 +149,7 @@ impl Plan {
             },
             cmdline: self.cmdline && !rejected.cmdline,
             maps: self.maps && !rejected.maps,
+            sched: self.sched && !rejected.sched,
             reduced_btf: self.reduced_btf && !rejected.reduced_btf,
         }
     }
@@ -154,6 +161,7 @@ impl Plan {
         }
         rejected.cmdline |= first.cmdline && !self.cmdline;
         rejected.maps |= first.maps && !self.maps;
+        rejected.sched |= first.sched && !self.sched;
         rejected.reduced_btf |= first.reduced_btf && !self.reduced_btf;
     }
 }
@@ -165,6 +173,7 @@ static REJECTED: Mutex<Plan> = Mutex::new(Plan {
     task: TaskFlavour::Loop,
     cmdline: false,
     maps: false,
+    sched: false,
     reduced_btf: false,
 });
 
@@ -225,6 +234,10 @@ fn open_skel_inner(
     open.progs.dump_task_cmdline.set_autoload(plan.cmdline);
     open.progs.task_root.set_autoload(plan.maps);
     open.progs.dump_vma.set_autoload(plan.maps);
+    // SCHED is written by the bpf_loop() flavour only.
+    open.progs
+        .sched_text_bounds
+        .set_autoload(plan.sched && plan.task == TaskFlavour::Loop);
     // Test hook: a small ring exercises the full-ring/retry path with few tasks.
     if let Some(size) = std::env::var("TASKDIAG_BPF_RINGBUF_SIZE")
         .ok()
@@ -250,6 +263,7 @@ fn open_skel_inner(
             12
         };
         d.cfg_nr_cpus = possible_cpus();
+        d.cfg_nr_nodes = possible_nodes();
     }
     if let Some(b) = open.maps.bss_data.as_deref_mut() {
         // Reading the kernel's BTF for its facts is not worth it for a caller the kernel will
@@ -266,7 +280,26 @@ fn open_skel_inner(
         b.cfg_rss_percpu = u32::from(facts.rss_percpu);
         b.cfg_wq_full_id = u32::from(facts.wq_worker_full_id);
     }
-    open.load()
+    let mut skel = open.load()?;
+    if plan.sched && plan.task == TaskFlavour::Loop {
+        find_sched_text(&mut skel);
+    }
+    Ok(skel)
+}
+
+/// Runs `sched_text_bounds` once: it leaves the scheduler's text sections in the programs'
+/// globals (or zeros, and SCHED then comes from /proc: kallsyms hides addresses, say).
+fn find_sched_text(skel: &mut TaskdiagSkel<'static>) {
+    let ran = skel
+        .progs
+        .sched_text_bounds
+        .test_run(libbpf_rs::ProgramInput::default());
+    let found = matches!(ran, Ok(ref out) if out.return_value == 0);
+    if !found {
+        if let Some(b) = skel.maps.bss_data.as_deref_mut() {
+            b.sched_text = [0; 4];
+        }
+    }
 }
 
 impl TaskIter {
@@ -362,6 +395,7 @@ impl TaskIter {
                 task_params: true,
                 ringbuf: true,
                 reduced_btf,
+                sched: false,
             },
             link_all: None,
             link_all_cmdline: None,
@@ -372,6 +406,10 @@ impl TaskIter {
             },
             lsm_labels: true,
         };
+        // Found when these programs were loaded (by this process or the one that pinned them).
+        it.features.sched = task == TaskFlavour::Loop
+            && groups & Group::Sched.flag() != 0
+            && it.progs.bss().is_some_and(|b| b.sched_text[0] != 0);
         it.features.task_params = it.probe_task_params();
         disable_from_env(&mut it.features);
         it
@@ -541,6 +579,7 @@ mod tests {
                 task: TaskFlavour::Loop,
                 cmdline: true,
                 maps: true,
+                sched: true,
                 reduced_btf: true
             }
         );
@@ -568,6 +607,13 @@ mod tests {
                 Some(Plan { maps: false, ..all })
             );
         }
+        assert_eq!(
+            all.after_failure(Some("sched_text_bounds")),
+            Some(Plan {
+                sched: false,
+                ..all
+            })
+        );
         // A failure no program is to blame for (or a program named twice): once more without
         // the reduced BTF, then nothing is left to try.
         let full = no_cmdline.after_failure(None).unwrap();
@@ -581,10 +627,15 @@ mod tests {
         assert_eq!(full.after_failure(None), None);
         assert_eq!(full.after_failure(Some("dump_task_cmdline")), None);
         assert_eq!(full.after_failure(Some("dump_task_bounded")), None);
-        // The 5.10 sequence for every group: four attempts, ending with the bounded task
+        // The 5.10 sequence for every group: five attempts, ending with the bounded task
         // program alone.
         let mut p = all;
-        for failed in ["dump_task", "dump_task_cmdline", "dump_vma"] {
+        for failed in [
+            "sched_text_bounds",
+            "dump_task",
+            "dump_task_cmdline",
+            "dump_vma",
+        ] {
             p = p.after_failure(Some(failed)).unwrap();
         }
         assert_eq!(
@@ -593,6 +644,7 @@ mod tests {
                 task: TaskFlavour::Bounded,
                 cmdline: false,
                 maps: false,
+                sched: false,
                 reduced_btf: true
             }
         );
@@ -610,6 +662,7 @@ mod tests {
             task: TaskFlavour::Loop,
             cmdline: false,
             maps: false,
+            sched: false,
             reduced_btf: false,
         };
         loaded.note_rejected(all, &mut rejected);

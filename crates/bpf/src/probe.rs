@@ -68,6 +68,15 @@ pub(crate) fn possible_cpus() -> u32 {
         .unwrap_or(1)
 }
 
+/// The kernel's nr_node_ids: highest possible memory node + 1 (1 without NUMA, where the
+/// file is missing).
+pub(crate) fn possible_nodes() -> u32 {
+    std::fs::read_to_string("/sys/devices/system/node/possible")
+        .ok()
+        .and_then(|s| cpu_list_len(&s))
+        .unwrap_or(1)
+}
+
 /// Highest CPU id + 1 of a sysfs CPU list ("0-3,8-11", "0").
 fn cpu_list_len(list: &str) -> Option<u32> {
     list.trim()
@@ -159,6 +168,7 @@ mod tests {
             task_params: true,
             ringbuf: true,
             reduced_btf: true,
+            sched: true,
         };
         let mut f = all;
         apply_disable("cmdline, ringbuf,bogus", &mut f);

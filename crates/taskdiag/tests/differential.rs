@@ -1142,6 +1142,203 @@ fn the_programs_paths_agree_with_the_links() {
     drop((deleted, deleted2, chrooted, mounted));
 }
 
+/// SCHED as /proc shows it for one task (`dir` is /proc/PID or /proc/PID/task/TID): the
+/// numbers, the autogroup line, wchan, syscall and status's two lists, as one text per field.
+fn sched_files(dir: &str) -> Option<BTreeMap<&'static str, String>> {
+    let read = |name: &str| -> Option<String> {
+        match std::fs::read_to_string(format!("{dir}/{name}")) {
+            Ok(t) => Some(t.trim_end_matches('\n').to_owned()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && name == "autogroup" => {
+                Some("none".into())
+            }
+            Err(_) => None,
+        }
+    };
+    let status = read("status")?;
+    let line = |k: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(":\t"))
+            .map(str::to_owned)
+    };
+    let mut m = BTreeMap::new();
+    for name in [
+        "oom_score",
+        "oom_score_adj",
+        "loginuid",
+        "sessionid",
+        "autogroup",
+        "wchan",
+        "syscall",
+    ] {
+        m.insert(name, read(name)?);
+    }
+    m.insert("cpus", line("Cpus_allowed_list")?);
+    m.insert("mems", line("Mems_allowed_list")?);
+    Some(m)
+}
+
+/// The same fields of a SCHED record, as the files print them.
+fn sched_texts(s: &taskdiag_proto::task::Sched) -> BTreeMap<&'static str, String> {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let r = &s.rec;
+    let autogroup = if r.flags & taskdiag_proto::SCHED_F_NO_AUTOGROUP != 0 {
+        "none".to_owned()
+    } else if r.autogroup == 0 {
+        String::new()
+    } else {
+        format!("/autogroup-{} nice {}", r.autogroup, r.autogroup_nice)
+    };
+    BTreeMap::from([
+        ("oom_score", r.oom_score.to_string()),
+        ("oom_score_adj", r.oom_score_adj.to_string()),
+        ("loginuid", r.loginuid.to_string()),
+        ("sessionid", r.sessionid.to_string()),
+        ("autogroup", autogroup),
+        ("wchan", text(&s.wchan)),
+        ("syscall", text(&s.syscall)),
+        ("cpus", text(&s.cpus_allowed)),
+        ("mems", text(&s.mems_allowed)),
+    ])
+}
+
+/// SCHED as the task program writes it, against the files read before and after the walk,
+/// for every process and every thread: a fixture with oom_score_adj 123 and a thread pinned
+/// to CPU 0 (both in pause()), a process the OOM killer picks first (1000; -1000 needs
+/// CAP_SYS_RESOURCE, which these machines' root lacks), one in an autogroup of its own with
+/// nice 5, one pinned to the last CPU, a zombie, kernel
+/// threads. A field that read the same before and after must be the program's; wchan and
+/// syscall only for the fixtures, which sleep throughout (a task of the system may wait
+/// elsewhere during the walk and come back).
+#[test]
+fn the_programs_sched_agrees_with_proc() {
+    use taskdiag_test_support::process::wait_for;
+    let show = Group::Base.flag() | Group::Sched.flag();
+    let mut it = taskdiag_bpf::TaskIter::load_for(show).expect("load (run as root)");
+    if it.missing_groups(show) != 0 {
+        eprintln!("SCHED from /proc here: {:?}", it.features());
+        return;
+    }
+    let pinned = spawn(&["sched"], None);
+    let mut cmd = Command::new("choom");
+    cmd.args(["-n", "1000", "--", "sh", "-c", "echo ready; exec sleep 1000"])
+        .stdout(Stdio::piped());
+    let mut first_pick = Spawned::spawn_group(&mut cmd);
+    first_pick.expect_line("ready");
+    let mut cmd = Command::new("setsid");
+    cmd.args(["sh", "-c", "echo ready; exec sleep 1000"])
+        .stdout(Stdio::piped());
+    let mut grouped = Spawned::spawn(&mut cmd);
+    grouped.expect_line("ready");
+    std::fs::write(format!("/proc/{}/autogroup", grouped.pid()), "5").expect("autogroup nice");
+    let last = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", &last.to_string(), "sh", "-c", "echo ready; exec sleep 1000"])
+        .stdout(Stdio::piped());
+    let mut on_last = Spawned::spawn_group(&mut cmd);
+    on_last.expect_line("ready");
+    let mut zombie = Command::new("sleep").arg("1000").spawn().expect("sleep");
+    let zpid = zombie.id();
+    zombie.kill().expect("kill");
+    let fixtures = [
+        pinned.pid(),
+        first_pick.pid(),
+        grouped.pid(),
+        on_last.pid(),
+        zpid,
+    ];
+    // Every fixture asleep (or dead) in its final program before the walk.
+    for &pid in &fixtures[1..4] {
+        taskdiag_test_support::process::wait_exec(pid, "sleep");
+    }
+    for pid in fixtures {
+        for tid in threads_of(pid) {
+            wait_for("the fixtures to sleep", || {
+                std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"))
+                    .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, r)| !r.starts_with('R')))
+            });
+        }
+    }
+
+    let mut checked = BTreeMap::new();
+    for threads in [false, true] {
+        let read_all = || -> BTreeMap<u32, BTreeMap<&'static str, String>> {
+            let mut all = BTreeMap::new();
+            for pid in tasks::pids() {
+                if threads {
+                    for tid in threads_of(pid) {
+                        if let Some(f) = sched_files(&format!("/proc/{pid}/task/{tid}")) {
+                            all.insert(tid, f);
+                        }
+                    }
+                } else if let Some(f) = sched_files(&format!("/proc/{pid}")) {
+                    all.insert(pid, f);
+                }
+            }
+            all
+        };
+        let strategy = if threads {
+            Strategy::AllThread
+        } else {
+            Strategy::All
+        };
+        let before = read_all();
+        let mut buf = Vec::new();
+        it.dump(&Request::new(strategy, 0, show), &mut |b| {
+            buf.extend_from_slice(b);
+            Ok(())
+        })
+        .expect("dump");
+        let after = read_all();
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() } as u32;
+        let mut asm = taskdiag_proto::task::TaskAssembler::new();
+        for m in Messages::new(&buf) {
+            let Some(t) = asm.push(&m.expect("message")).expect("decode") else {
+                continue;
+            };
+            let (Some(b), Some(a)) = (before.get(&t.pid), after.get(&t.pid)) else {
+                continue;
+            };
+            let s = t
+                .sched
+                .as_ref()
+                .unwrap_or_else(|| panic!("task {}: no sched: {t:?}", t.pid));
+            let ours = sched_texts(s);
+            let fixture = fixtures.contains(&t.tgid);
+            for (k, want) in b {
+                if a[k] != *want || (t.pid == me && *k == "syscall") {
+                    assert!(!fixture, "fixture {} changed its {k}", t.pid);
+                    continue;
+                }
+                // Where a task of the system waits changes and comes back (a thread of a
+                // pool waking and waiting again, on another futex): only the fixtures', which
+                // wait throughout, are compared.
+                if !fixture && (*k == "syscall" || *k == "wchan") {
+                    continue;
+                }
+                let got = &ours[k];
+                assert!(
+                    got == want,
+                    "task {} (threads: {threads}): {k} {got:?}, /proc {want:?}",
+                    t.pid
+                );
+            }
+            if fixture {
+                *checked.entry((t.pid, threads)).or_insert(0) += 1;
+            }
+        }
+    }
+    // Every fixture task, per process and per thread (the pinned fixture has two threads).
+    assert_eq!(checked.len(), 2 * fixtures.len() + 1, "{checked:?}");
+    let s = sched_files(&format!("/proc/{}", grouped.pid())).expect("grouped");
+    assert!(s["autogroup"].ends_with(" nice 5"), "{s:?}");
+    let s = sched_files(&format!("/proc/{}", first_pick.pid())).expect("first pick");
+    assert_eq!(s["oom_score_adj"], "1000");
+    zombie.wait().expect("reap");
+    drop((pinned, first_pick, grouped, on_last));
+}
+
 /// SECURITY on a fixture with no_new_privs and two seccomp filters, per process and per
 /// thread: both backends agree (the task program writes it where no security module gives
 /// labels, as on a host without AppArmor or SELinux), and agree with status and attr/current.

@@ -228,6 +228,25 @@ struct pw_cache {
 	__u8 text[TD_PW_CACHE_TEXT];
 };
 
+/*
+ * SCHED's Cpus_allowed_list and Mems_allowed_list by bitmap: tasks share a few masks, so the
+ * last list of each is kept with its bitmap and copied when the next task has the same (within
+ * one walk, as struct cg_cache). Bitmaps of up to TD_MASK_WORDS words (1,024 CPUs or nodes);
+ * a list longer than TD_MASK_TEXT, or a larger bitmap, comes from /proc.
+ */
+#define TD_MASK_WORDS 16
+#define TD_MASK_TEXT 512
+/* The kernel stack frames SCHED's wchan looks at. */
+#define TD_SCHED_STACK 32
+/* The most a wchan or syscall text takes (KSYM_NAME_LEN is 512, but no wchan is that long). */
+#define TD_SCHED_TEXT 256
+
+struct mask_cache {
+	__u32 gen, nbits, len, reserved;
+	__u64 words[TD_MASK_WORDS];
+	__u8 text[TD_MASK_TEXT];
+};
+
 struct scratch {
 	__u8 buf[SCRATCH_SIZE];
 	/* Where forget_u32() and as_number() park values (see there). */
@@ -263,6 +282,17 @@ struct scratch {
 	} rw;
 	/* put_signal(): a copy of the 64 signal actions. */
 	__u8 sigact[64 * TD_KSIGACTION_SIZE];
+	/* SCHED (sched_attr()): the task's kernel stack, bpf_snprintf()'s arguments, the bitmap
+	 * being written as a list, the texts' cursor, and the last list of each bitmap. */
+	__u64 sched_stack[TD_SCHED_STACK];
+	__u64 sched_args[12];
+	__s64 oom_rss[4];
+	__u64 mask_words[TD_MASK_WORDS];
+	struct {
+		__u32 at, begin, nbits, start, in_run, found;
+		int end;
+	} ms;
+	struct mask_cache mask_cache[2];
 };
 
 struct {
@@ -2263,6 +2293,424 @@ static __always_inline bool put_security(struct out *o, struct task_struct *t)
 	return true;
 }
 
+/*
+ * SCHED: what /proc/PID/{oom_score,oom_score_adj,loginuid,sessionid,autogroup,wchan,syscall}
+ * and status's Cpus_allowed_list and Mems_allowed_list say, computed as those files compute
+ * it (fs/proc/base.c, mm/oom_kill.c oom_badness(), kernel/sched/autogroup.c,
+ * arch/x86/kernel/process.c get_wchan(), lib/syscall.c task_current_syscall()). Only in the
+ * bpf_loop() flavour, and only where sched_text_bounds() found the scheduler's text sections
+ * (wchan skips the frames in them): else SCHED comes from /proc.
+ *
+ * cfg_oom_totalpages is RAM + swap in pages (totalram_pages() + total_swap_pages, which
+ * user space reads with sysinfo(2) before each walk); cfg_nr_nodes is nr_node_ids (the
+ * bitmap's length in Mems_allowed_list; cfg_nr_cpus is nr_cpu_ids).
+ */
+__u64 cfg_oom_totalpages = 0;
+__u32 cfg_nr_nodes = 1;
+/* in_sched_functions()'s sections: __sched_text_start, __sched_text_end, __lock_text_start,
+ * __lock_text_end (0 until sched_text_bounds() ran). */
+__u64 sched_text[4] = {};
+
+/* Run once by user space after the load (BPF_PROG_RUN): the four symbols' addresses from
+ * kallsyms. Returns 0 when all four were found. */
+SEC("syscall")
+int sched_text_bounds(void *ctx)
+{
+	static const char s0[] = "__sched_text_start", s1[] = "__sched_text_end",
+			  s2[] = "__lock_text_start", s3[] = "__lock_text_end";
+	long r = 0;
+
+	r |= bpf_kallsyms_lookup_name(s0, sizeof(s0), 0, &sched_text[0]);
+	r |= bpf_kallsyms_lookup_name(s1, sizeof(s1), 0, &sched_text[1]);
+	r |= bpf_kallsyms_lookup_name(s2, sizeof(s2), 0, &sched_text[2]);
+	r |= bpf_kallsyms_lookup_name(s3, sizeof(s3), 0, &sched_text[3]);
+	return r || !sched_text[0] || !sched_text[1] || !sched_text[2] || !sched_text[3];
+}
+
+#define TD_TASK_WAKING 0x0200
+#define TD_TS_COMPAT 0x0002
+#define TD_MMF_OOM_SKIP 21
+#define TD_OOM_SCORE_ADJ_MIN (-1000)
+
+/* Where SCHED's texts go next, masked for the verifier (see cg_at()). */
+static __always_inline __u32 ms_at(struct scratch *sc)
+{
+	__u32 at = sc->ms.at;
+
+	barrier_var(at);
+	return at & (2 * TD_FIXED_ROOM - 1);
+}
+
+static __always_inline void ms_put_char(struct scratch *sc, char c)
+{
+	sc->buf[ms_at(sc)] = c;
+	sc->ms.at++;
+}
+
+/* A bit number (below 100,000), in decimal. */
+static __always_inline void ms_put_num(struct scratch *sc, __u32 n)
+{
+	__u32 div = 10000;
+	bool started = false;
+
+	for (int i = 0; i < 5; i++) {
+		__u32 d = n / div % 10;
+
+		if (d || started || div == 1) {
+			ms_put_char(sc, '0' + d);
+			started = true;
+		}
+		div /= 10;
+	}
+}
+
+/* One bit of bitmap_list_string() ("%*pbl"): a run of set bits is written when it ends, as
+ * "N" or "N-M", comma-separated; the call past the last bit ends the last run. */
+static long mask_bit(__u64 i, struct pw_ctx *c)
+{
+	struct scratch *sc = c->sc;
+	bool bit = false;
+
+	if (i < sc->ms.nbits)
+		bit = (sc->mask_words[(i >> 6) & (TD_MASK_WORDS - 1)] >> (i & 63)) & 1;
+	if (bit && !sc->ms.in_run) {
+		sc->ms.in_run = 1;
+		sc->ms.start = i;
+	} else if (!bit && sc->ms.in_run) {
+		sc->ms.in_run = 0;
+		if (sc->ms.at != sc->ms.begin)
+			ms_put_char(sc, ',');
+		ms_put_num(sc, sc->ms.start);
+		if (i - 1 > sc->ms.start) {
+			ms_put_char(sc, '-');
+			ms_put_num(sc, i - 1);
+		}
+		if (sc->ms.at - sc->ms.begin > TD_MASK_TEXT - 16) {
+			sc->ms.end = -1;
+			return 1;
+		}
+	}
+	return i >= sc->ms.nbits;
+}
+
+/* The list of the @nbits-bit kernel bitmap at @bits, appended at ms.at (kept in
+ * mask_cache[@k]); its length, or -1 where /proc must say it. */
+static __always_inline int sched_mask(struct scratch *sc, const void *bits, __u32 nbits, __u32 k)
+{
+	struct mask_cache *mc = &sc->mask_cache[k & 1];
+	struct pw_ctx c = { .sc = sc };
+	__u32 words = (nbits + 63) / 64, len, i;
+	bool same;
+
+	if (!bits || words > TD_MASK_WORDS)
+		return -1;
+	__builtin_memset(sc->mask_words, 0, sizeof(sc->mask_words));
+	len = words * 8;
+	barrier_var(len);
+	if (bpf_probe_read_kernel(sc->mask_words, len & (2 * TD_MASK_WORDS * 8 - 1), bits))
+		return -1;
+	same = mc->gen == cfg_walk_gen && mc->nbits == nbits;
+	for (i = 0; i < TD_MASK_WORDS; i++)
+		same = same && mc->words[i] == sc->mask_words[i];
+	if (same) {
+		len = mc->len & (TD_MASK_TEXT - 1);
+		bpf_probe_read_kernel(sc->buf + ms_at(sc), len, mc->text);
+		sc->ms.at += len;
+		return len;
+	}
+	sc->ms.begin = sc->ms.at;
+	sc->ms.nbits = nbits;
+	sc->ms.in_run = 0;
+	sc->ms.end = 0;
+	bpf_loop(TD_MASK_WORDS * 64 + 1, mask_bit, &c, 0);
+	if (sc->ms.end < 0)
+		return -1;
+	len = sc->ms.at - sc->ms.begin;
+	if (len >= TD_MASK_TEXT)
+		return -1;
+	mc->gen = cfg_walk_gen;
+	mc->nbits = nbits;
+	mc->len = len;
+	bpf_probe_read_kernel(mc->words, sizeof(mc->words), sc->mask_words);
+	barrier_var(len);
+	bpf_probe_read_kernel(mc->text, len & (TD_MASK_TEXT - 1),
+			      sc->buf + (sc->ms.begin & (2 * TD_FIXED_ROOM - 1)));
+	return len;
+}
+
+/* The first ' ' of the text at ms.at (a module symbol's " [module]"), up to ms.nbits bytes. */
+static long find_space(__u64 i, struct pw_ctx *c)
+{
+	struct scratch *sc = c->sc;
+
+	if (i >= sc->ms.nbits)
+		return 1;
+	if (sc->buf[(sc->ms.at + i) & (2 * TD_FIXED_ROOM - 1)] == ' ') {
+		sc->ms.found = i;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * /proc/PID/wchan: the symbol of the first return address on the task's kernel stack (the
+ * @nframes in sched_stack) outside the scheduler's and the locks' text, as get_wchan() and
+ * lookup_symbol_name() give it (%ps adds " [module]" for a module's symbol: cut), or "0" for a
+ * task that runs (@zero), has no stack, or whose address has no symbol.
+ */
+static __always_inline int sched_wchan(struct scratch *sc, __s64 nframes, bool zero)
+{
+	static const char fmt[] = "%ps";
+	struct pw_ctx c = { .sc = sc };
+	__u64 ip = 0;
+	long n;
+	__u32 i;
+
+	for (i = 0; i < TD_SCHED_STACK && !zero; i++) {
+		if (i >= nframes)
+			break;
+		ip = sc->sched_stack[i];
+		if (!ip)
+			break;
+		if ((ip >= sched_text[0] && ip < sched_text[1]) ||
+		    (ip >= sched_text[2] && ip < sched_text[3]))
+			continue;
+		break;
+	}
+	if (zero || !ip)
+		goto none;
+	sc->sched_args[0] = ip;
+	n = bpf_snprintf((char *)sc->buf + ms_at(sc), TD_SCHED_TEXT, fmt, sc->sched_args, 8);
+	if (n <= 1 || n >= TD_SCHED_TEXT)
+		return -1;
+	n--;
+	if (sc->buf[ms_at(sc)] == '0' && sc->buf[(ms_at(sc) + 1) & (2 * TD_FIXED_ROOM - 1)] == 'x')
+		goto none;
+	if (sc->buf[(ms_at(sc) + n - 1) & (2 * TD_FIXED_ROOM - 1)] == ']') {
+		sc->ms.nbits = n;
+		sc->ms.found = n;
+		bpf_loop(TD_SCHED_TEXT, find_space, &c, 0);
+		n = sc->ms.found;
+	}
+	sc->ms.at += n;
+	return n;
+none:
+	ms_put_char(sc, '0');
+	return 1;
+}
+
+/* /proc/PID/syscall without its newline (x86-64): "running", or the number, the six
+ * arguments, the stack pointer and the instruction pointer of the task's saved user
+ * registers at @regs_n, as collect_syscall() takes them; "-1 0x0 0x0" without a stack. A
+ * 32-bit system call (other registers): -1, for /proc. */
+static __always_inline int sched_syscall(struct scratch *sc, struct task_struct *t, __u64 regs_n,
+					 bool running)
+{
+	static const char fmt3[] = "%d 0x%llx 0x%llx";
+	static const char fmt9[] = "%d 0x%llx 0x%llx 0x%llx 0x%llx 0x%llx 0x%llx 0x%llx 0x%llx";
+	struct pt_regs *regs = (void *)regs_n;
+	int nr = -1;
+	long n;
+
+	if (running) {
+		__builtin_memcpy(sc->buf + ms_at(sc), "running", 7);
+		sc->ms.at += 7;
+		return 7;
+	}
+	__builtin_memset(sc->sched_args, 0, sizeof(sc->sched_args));
+	if (BPF_CORE_READ(t, stack)) {
+		if (!regs || !bpf_core_field_exists(regs->orig_ax))
+			return -1;
+		if (bpf_core_field_exists(t->thread_info.status) &&
+		    (BPF_CORE_READ(t, thread_info.status) & TD_TS_COMPAT))
+			return -1;
+		nr = BPF_CORE_READ(regs, orig_ax);
+		if (nr != -1) {
+			sc->sched_args[1] = BPF_CORE_READ(regs, di);
+			sc->sched_args[2] = BPF_CORE_READ(regs, si);
+			sc->sched_args[3] = BPF_CORE_READ(regs, dx);
+			sc->sched_args[4] = BPF_CORE_READ(regs, r10);
+			sc->sched_args[5] = BPF_CORE_READ(regs, r8);
+			sc->sched_args[6] = BPF_CORE_READ(regs, r9);
+		}
+		sc->sched_args[7] = BPF_CORE_READ(regs, sp);
+		sc->sched_args[8] = BPF_CORE_READ(regs, ip);
+	}
+	sc->sched_args[0] = (__u64)(__s64)nr;
+	if (nr < 0) {
+		sc->sched_args[1] = sc->sched_args[7];
+		sc->sched_args[2] = sc->sched_args[8];
+		n = bpf_snprintf((char *)sc->buf + ms_at(sc), TD_SCHED_TEXT, fmt3, sc->sched_args,
+				 3 * 8);
+	} else {
+		n = bpf_snprintf((char *)sc->buf + ms_at(sc), TD_SCHED_TEXT, fmt9, sc->sched_args,
+				 9 * 8);
+	}
+	if (n <= 1 || n >= TD_SCHED_TEXT)
+		return -1;
+	sc->ms.at += n - 1;
+	return n - 1;
+}
+
+/* mm->flags' first word (a bitmap since 6.18), read with a probe read. */
+static __always_inline unsigned long mm_flags_probed(struct mm_struct *mm)
+{
+	if (bpf_core_field_exists(mm->flags.__mm_flags))
+		return BPF_CORE_READ(mm, flags.__mm_flags[0]);
+	return BPF_CORE_READ((struct mm_struct___word_flags *)mm, flags);
+}
+
+/* /proc/PID/oom_score: oom_badness() scaled to 0..2000 as proc_oom_score() does; -1 where
+ * /proc must say it (a process whose thread with an address space is not this one). */
+static __always_inline long oom_score(struct scratch *sc, struct task_struct *t,
+				       struct signal_struct *sig)
+{
+	struct mm_struct *mm = BPF_CORE_READ(t, mm);
+	__u64 total = cfg_oom_totalpages, q;
+	__s64 adj, badness;
+
+	if (!total)
+		return -1;
+	if ((BPF_CORE_READ(t, flags) & TD_PF_KTHREAD) || BPF_CORE_READ(t, tgid) == 1)
+		return 0;
+	if (!mm)
+		return BPF_CORE_READ(sig, live.counter) ? -1 : 0;
+	adj = BPF_CORE_READ(sig, oom_score_adj);
+	if (adj == TD_OOM_SCORE_ADJ_MIN || ((mm_flags_probed(mm) >> TD_MMF_OOM_SKIP) & 1))
+		return 0;
+	/* in_vfork() */
+	if (BPF_CORE_READ(t, vfork_done) && BPF_CORE_READ(t, real_parent, mm) == mm)
+		return 0;
+	/* get_mm_counter(): the counters' approximate totals, never the per-CPU sums. */
+	if (bpf_core_type_exists(struct mm_rss_stat___pre62)) {
+		bpf_probe_read_kernel(sc->oom_rss, sizeof(sc->oom_rss),
+				      __builtin_preserve_access_index(
+					      &((struct mm_struct___pre62 *)mm)->rss_stat));
+	} else {
+		void *rss = (void *)mm + bpf_core_field_offset(struct mm_struct, rss_stat);
+		__u64 size = bpf_core_type_size(struct percpu_counter);
+
+		for (int i = 0; i < 4; i++)
+			bpf_probe_read_kernel(&sc->oom_rss[i], sizeof(sc->oom_rss[i]),
+					      &((struct percpu_counter *)(rss + i * size))->count);
+	}
+	badness = ((__u64)BPF_CORE_READ(mm, pgtables_bytes.counter) >> (cfg_page_shift & 31));
+	for (int i = 0; i < 4; i++)
+		badness += sc->oom_rss[i] > 0 ? sc->oom_rss[i] : 0;
+	badness += adj * (__s64)(total / 1000);
+	/* (1000 + badness * 1000 / totalpages) * 2 / 3, in signed arithmetic (BPF's division is
+	 * unsigned: by magnitude, then the sign). */
+	q = (badness < 0 ? -badness : badness) * 1000 / total;
+	badness = 1000 + (badness < 0 ? -(__s64)q : (__s64)q);
+	if (badness < 0)
+		return -1;
+	return (__u64)badness * 2 / 3;
+}
+
+/*
+ * Writes SCHED for task @task at @off (the record, then the wchan, syscall, Cpus and Mems
+ * texts) and returns the attribute's length, or 0 where /proc must say it. @nframes: the
+ * frames bpf_get_task_stack() left in sched_stack (<= 0: none); @regs: the task's saved user
+ * registers (bpf_task_pt_regs()); both taken by emit(), which has the task's trusted pointer.
+ * Global: verified once.
+ */
+__noinline int put_sched_attr(__u64 task, __u32 off, __s64 nframes, __u64 regs)
+{
+	struct task_struct *t = (void *)task;
+	struct signal_struct *sig = BPF_CORE_READ(t, signal);
+	struct td_sched *rec;
+	struct td_attr *a;
+	struct autogroup *ag;
+	struct scratch *sc;
+	__u32 zero = 0, state, len;
+	bool current, running;
+	long score;
+	int n;
+
+	/* The header and record are written in place (this frame comes on top of emit()'s). */
+	sc = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!sc || off > TD_FIXED_ROOM || !sig || !sched_text[0])
+		return 0;
+	a = (void *)(sc->buf + room_mask(off));
+	rec = (void *)(sc->buf + room_mask(off) + sizeof(*a));
+	__builtin_memset(rec, 0, sizeof(*rec));
+	current = (__u64)t == bpf_get_current_task();
+	state = BPF_CORE_READ(t, __state);
+	running = !current && state == 0;
+	score = oom_score(sc, t, sig);
+	if (score < 0)
+		return 0;
+	rec->oom_score = score;
+	rec->oom_score_adj = BPF_CORE_READ(sig, oom_score_adj);
+	rec->loginuid = rec->sessionid = 0xffffffff;
+	if (bpf_core_field_exists(t->loginuid)) {
+		rec->loginuid = BPF_CORE_READ(t, loginuid.val);
+		rec->sessionid = BPF_CORE_READ(t, sessionid);
+	}
+	/* A thread's directory (task/TID) has no autogroup file, as a kernel without autogroups. */
+	if (!bpf_core_field_exists(sig->autogroup) || cfg_strategy == TD_STRATEGY_THREAD ||
+	    cfg_strategy == TD_STRATEGY_ALL_THREAD) {
+		rec->flags |= TD_SCHED_F_NO_AUTOGROUP;
+	} else {
+		ag = BPF_CORE_READ(sig, autogroup);
+		if (ag && BPF_CORE_READ(ag, tg, autogroup)) {
+			rec->autogroup = BPF_CORE_READ(ag, id);
+			rec->autogroup_nice = BPF_CORE_READ(ag, nice);
+		}
+	}
+	sc->ms.at = off + sizeof(*a) + sizeof(*rec);
+	/* get_wchan(): 0 for the reader itself, a task that runs, wakes or is queued to run. */
+	n = sched_wchan(sc, nframes,
+			current || state == 0 || (state & TD_TASK_WAKING) || BPF_CORE_READ(t, on_rq));
+	if (n < 0)
+		return 0;
+	rec->wchan_len = n;
+	n = sched_syscall(sc, t, regs, running);
+	if (n < 0)
+		return 0;
+	rec->syscall_len = n;
+	n = sched_mask(sc, BPF_CORE_READ(t, cpus_ptr), cfg_nr_cpus, 0);
+	if (n < 0)
+		return 0;
+	rec->cpus_len = n;
+	n = sched_mask(sc, __builtin_preserve_access_index(&t->mems_allowed), cfg_nr_nodes, 1);
+	if (n < 0)
+		return 0;
+	rec->mems_len = n;
+	len = sc->ms.at - off;
+	if (sc->ms.at > TD_FIXED_ROOM || len > TD_FIXED_ROOM)
+		return 0;
+	a->len = len;
+	a->attr_type = TD_GROUP_SCHED;
+	return len;
+}
+
+/* SCHED (see put_sched_attr()); the kernel stack and registers are taken here, with the
+ * task's trusted pointer, for a task that may have them (not running, with a stack). */
+static __always_inline bool put_sched(struct out *o, struct task_struct *task,
+				      struct task_struct *t, bool bounded)
+{
+	struct scratch *sc = (void *)o->buf;
+	__s64 nframes = 0;
+	__u64 regs = 0;
+	int n;
+
+	if (bounded)
+		return needs_procfs(o, TD_GROUP_SCHED);
+	if (t->stack && t->__state) {
+		nframes = bpf_get_task_stack(task, sc->sched_stack, sizeof(sc->sched_stack), 0);
+		nframes = nframes > 0 ? (__u64)nframes / 8 : 0;
+	}
+	if (t->stack)
+		regs = as_number(o, (void *)bpf_task_pt_regs(task));
+	n = put_sched_attr(as_number(o, t), o->off, nframes, regs);
+	if (n <= 0)
+		return needs_procfs(o, TD_GROUP_SCHED);
+	o->off += n;
+	pad4(o);
+	return true;
+}
+
 static __always_inline bool put_statm(struct out *o, struct mm_struct *mm, bool bounded)
 {
 	struct td_statm *m = rec_at(o, o->off + sizeof(struct td_attr));
@@ -2650,6 +3098,9 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 		return 0;
 	forget_off(&o);
 	if ((show & (1 << TD_GROUP_PATHS)) && !put_paths(&o, t, bounded))
+		return 0;
+	forget_off(&o);
+	if ((show & (1 << TD_GROUP_SCHED)) && !put_sched(&o, task, t, bounded))
 		return 0;
 	forget_off(&o);
 	if (with_cmdline && (show & (1 << TD_GROUP_CMDLINE)) && mm && !put_cmdline(&o, task, mm))

@@ -262,6 +262,36 @@ struct signal_struct {
 	struct rlimit rlim[16];
 	/* The I/O of the process's dead threads. */
 	struct task_io_accounting ioac;
+	/* SCHED: threads not yet exited, the autogroup (CONFIG_SCHED_AUTOGROUP), the OOM
+	 * adjustment. */
+	atomic_t live;
+	struct autogroup *autogroup;
+	short oom_score_adj;
+};
+
+/* SCHED's autogroup (kernel/sched/autogroup.h): an autogroup's task group points back at it. */
+struct task_group {
+	struct autogroup *autogroup;
+};
+
+struct autogroup {
+	struct task_group *tg;
+	unsigned long id;
+	int nice;
+};
+
+/* The bitmaps of SCHED's Cpus_allowed_list and Mems_allowed_list (sized by the kernel). */
+struct cpumask {
+	unsigned long bits[1];
+};
+
+typedef struct {
+	unsigned long bits[1];
+} nodemask_t;
+
+/* SCHED's system call (x86-64's saved user registers). */
+struct pt_regs {
+	unsigned long r10, r9, r8, dx, si, di, orig_ax, ip, sp;
 };
 
 struct group_info {
@@ -338,6 +368,8 @@ struct task_delay_info {
 /* Since 5.16 (bcf9033e5449 "sched: move CPU field back into thread_info"), x86 keeps cpu here. */
 struct thread_info {
 	u32 cpu;
+	/* TS_COMPAT: a 32-bit system call (x86). */
+	u32 status;
 };
 
 struct kthread {
@@ -412,6 +444,16 @@ struct task_struct {
 	struct task_delay_info *delays;
 	unsigned long atomic_flags;
 	struct seccomp seccomp;
+	/* SCHED: the kernel stack (NULL once freed at exit), a vfork child's completion, the
+	 * audit login uid and session (CONFIG_AUDIT), the CPUs and memory nodes allowed. */
+	void *stack;
+	int on_rq;
+	int tgid;
+	void *vfork_done;
+	kuid_t loginuid;
+	unsigned int sessionid;
+	const struct cpumask *cpus_ptr;
+	nodemask_t mems_allowed;
 };
 
 /* Before 5.14 (2f064a59a11f "sched: Change task_struct::state"). */

@@ -143,8 +143,9 @@ GROUPS:
   security seccomp mode and filters, no_new_privs (status lines) and the security module's
            label as /proc/PID/attr/current returns it (label_error says why there is none)
   delay    time on a CPU and waiting for one, and timeslices (/proc/PID/schedstat), block I/O
-           delay ticks (stat field 42); from BPF also the delay-accounting totals and counts
-           (block I/O, swap-in, reclaim, thrashing, compaction, write-protect copies, IRQs)
+           delay ticks (stat field 42); and the delay-accounting totals and counts (block I/O,
+           swap-in, reclaim, thrashing, compaction, write-protect copies, IRQs) where
+           accounted: from BPF, or as root from the taskstats interface (counters says which)
   vma      memory mappings: start, end, permissions, flags, offset, device, inode, name as
            /proc/PID/maps prints it (for threads: on the thread-group leader only)
   vma_stat vma plus each mapping's smaps counters (Rss, Pss, ..., costs what smaps costs)

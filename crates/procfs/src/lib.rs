@@ -21,11 +21,13 @@
 //! | CMDLINE | cmdline (status to tell "no address space" from "empty") |
 //! | VMA     | maps (of the thread-group leader) |
 //! | VMA_STAT| smaps (of the thread-group leader) |
+//! | DELAY   | stat, schedstat; the delay-accounting pairs from [`taskstats`] (netlink) |
 
 pub mod maps;
 pub mod parse;
 pub mod reader;
 mod scan;
 pub mod system;
+pub mod taskstats;
 
 pub use reader::{clock_ticks, CpuTime, ProcReader, ProcfsError};

@@ -11,6 +11,15 @@
 //! Namespaces: ids in /proc are those of the pid namespace /proc was mounted for. [`ProcReader::open`]
 //! refuses a /proc that belongs to another namespace than the caller's (the seed-002 pitfall:
 //! `unshare --pid --fork` without `--mount-proc`), rather than answer with the wrong numbers.
+//!
+//! DELAY's delay-accounting pairs come from no file but from the kernel's taskstats interface
+//! ([`crate::taskstats`]), which names tasks by their ids in the caller's pid namespace: only a
+//! reader [`ProcReader::open`] made (its /proc is the caller's namespace's) asks it. Each reader
+//! thread of a dump opens its own socket at its first DELAY task (none without DELAY), asked
+//! after the task's status file is opened and before it is read, so that a pid reused meanwhile
+//! is caught as above. Where the kernel refuses (no CAP_NET_ADMIN) or has no taskstats, the pairs
+//! stay 0 and [`taskdiag_proto::DELAY_F_COUNTERS`] clear, as for a task gone meanwhile and one
+//! with nothing accounted (see [`crate::taskstats`] for why).
 
 use std::collections::BTreeMap;
 use std::ffi::CStr;
@@ -27,6 +36,8 @@ use taskdiag_proto::{
     PathsRec, Request, SchedRec, SecurityRec, SignalRec, StatRec, StatmRec, Strategy,
     BASE_F_KTHREAD, BASE_F_LEADER, FILES_F_FDS_HIDDEN, FILES_NLIMITS, NS_F_HIDDEN, PF_KTHREAD,
 };
+
+use crate::taskstats::{Delays, Taskstats, TaskstatsError};
 
 use crate::parse::{
     parse_children, parse_limits, parse_stat, parse_status, parse_status_until, status_value,
@@ -76,6 +87,10 @@ pub enum ProcfsError {
     /// The consumer of the output failed (a closed pipe, say).
     #[error("writing the output: {0}")]
     Sink(#[source] io::Error),
+    /// The taskstats interface failed in an unexpected way for a task (not for a task that is
+    /// gone, nor for a caller it refuses: those leave DELAY's pairs unread).
+    #[error(transparent)]
+    Taskstats(#[from] TaskstatsError),
 }
 
 type Result<T> = std::result::Result<T, ProcfsError>;
@@ -284,6 +299,18 @@ struct Scratch {
     link: Vec<u8>,
     /// CGROUP: the ids of the cgroups seen so far, by path.
     cgroup_ids: own_files::CgroupIds,
+    /// DELAY: this thread's taskstats socket, opened at its first DELAY task.
+    taskstats: TaskstatsUse,
+}
+
+/// Whether a reader thread asks taskstats for DELAY's pairs.
+enum TaskstatsUse {
+    /// Not yet: no DELAY task so far.
+    Untried,
+    /// Through this socket.
+    Open(Taskstats),
+    /// Not in this dump: refused, unavailable, or not this reader's to ask.
+    Off,
 }
 
 impl Scratch {
@@ -302,6 +329,7 @@ impl Scratch {
             own: Vec::new(),
             link: Vec::new(),
             cgroup_ids: own_files::CgroupIds::default(),
+            taskstats: TaskstatsUse::Untried,
         }
     }
 }
@@ -368,6 +396,11 @@ pub struct ProcReader {
     workers: usize,
     /// The cgroup2 mount that gives CGROUP its ids, looked up on first use.
     cgroup2: std::sync::OnceLock<Option<own_files::Cgroup2>>,
+    /// Whether DELAY asks taskstats for its pairs: /proc is the caller's pid namespace's,
+    /// whose ids taskstats takes ([`ProcReader::open`]).
+    taskstats: bool,
+    /// The TASKSTATS generic netlink family's id, once a socket looked it up.
+    taskstats_family: std::sync::OnceLock<u16>,
 }
 
 /// Number of processes one unit of parallel work covers.
@@ -376,12 +409,14 @@ const CHUNK: usize = 128;
 impl ProcReader {
     /// Opens `/proc`, checking that it belongs to the caller's pid namespace.
     pub fn open() -> Result<Self> {
-        let r = Self::open_unchecked(Path::new("/proc"))?;
+        let mut r = Self::open_unchecked(Path::new("/proc"))?;
         r.check_namespace()?;
+        r.taskstats = true;
         Ok(r)
     }
 
-    /// Opens a procfs (or a captured copy of one, for tests) without the namespace check.
+    /// Opens a procfs (or a captured copy of one, for tests) without the namespace check. Its
+    /// DELAY records have no delay-accounting pairs: taskstats would name other tasks by its ids.
     pub fn open_unchecked(root: &Path) -> Result<Self> {
         let io_err = |source| ProcfsError::Io {
             path: root.to_path_buf(),
@@ -399,6 +434,8 @@ impl ProcReader {
             ns_per_tick: 1_000_000_000 / clock_ticks(),
             workers,
             cgroup2: std::sync::OnceLock::new(),
+            taskstats: false,
+            taskstats_family: std::sync::OnceLock::new(),
         })
     }
 
@@ -852,6 +889,11 @@ impl ProcReader {
         let sched = want(Group::Sched).then(|| self.sched(s)).transpose()?;
         let label = want(Group::Security).then(|| self.label(s)).transpose()?;
         let schedstat = want(Group::Delay).then(|| self.schedstat(s)).transpose()?;
+        // The delay-accounting pairs of the task the directory is (a process: its leader).
+        let delays = match schedstat {
+            Some(Got::Read(_)) => self.delay_totals(s, tid.unwrap_or(pid))?,
+            _ => None,
+        };
         // status was opened first and is read only now, after every other open: if the pid was
         // reused in between, status belongs to the dead task and this read fails with ESRCH.
         if !read(s, &status_fd, 1, b"status")? {
@@ -1077,13 +1119,16 @@ impl ProcReader {
         }
         match (schedstat, &stat) {
             (Some(Got::Read([run_ns, wait_ns, timeslices])), Some(st)) => {
-                let rec = DelayRec {
+                let mut rec = DelayRec {
                     run_ns,
                     wait_ns,
                     timeslices,
                     blkio_ticks: st.blkio_ticks,
                     ..DelayRec::default()
                 };
+                if let Some(d) = delays {
+                    d.apply(&mut rec);
+                }
                 w.attr(Group::Delay as u16, &rec.to_bytes());
             }
             (Some(Got::Refused(errno)), _) => w.group_error(Group::Delay, errno),
@@ -1131,6 +1176,46 @@ impl ProcReader {
         }
         w.finish();
         Ok(true)
+    }
+
+    /// DELAY's delay-accounting pairs of task `id` from taskstats, on this reader thread's
+    /// socket (opened now if this is its first DELAY task). `None` where they are not to be had:
+    /// the reader may not ask ([`ProcReader::open_unchecked`]), the kernel refuses (no
+    /// CAP_NET_ADMIN: then not asked again in this dump) or shows nothing accounted, the task
+    /// is gone (the read of its status file then skips it).
+    fn delay_totals(&self, s: &mut Scratch, id: u32) -> Result<Option<Delays>> {
+        if let TaskstatsUse::Untried = s.taskstats {
+            s.taskstats = self.open_taskstats();
+        }
+        let TaskstatsUse::Open(ts) = &mut s.taskstats else {
+            return Ok(None);
+        };
+        match ts.delays(id) {
+            Ok(d) => Ok(d),
+            Err(e) if e.is_gone() => Ok(None),
+            Err(e) if e.is_refused() => {
+                s.taskstats = TaskstatsUse::Off;
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn open_taskstats(&self) -> TaskstatsUse {
+        if !self.taskstats {
+            return TaskstatsUse::Off;
+        }
+        match Taskstats::open(self.taskstats_family.get().copied()) {
+            Ok(ts) => {
+                let _ = self.taskstats_family.set(ts.family());
+                TaskstatsUse::Open(ts)
+            }
+            // No netlink (EAFNOSUPPORT; EPERM under a seccomp filter, as taskdiagd's), no
+            // taskstats in this kernel or network namespace: the pairs cannot be had here, and
+            // DELAY_F_COUNTERS says so. Not the dump's failure. (A caller without CAP_NET_ADMIN
+            // opens the socket and is refused at its first query, above.)
+            Err(_) => TaskstatsUse::Off,
+        }
     }
 
     /// FILES of the task in `s.path`'s directory: the entries of its fd directory (withheld,

@@ -118,8 +118,9 @@ pub const SCHED_F_SYSCALL_HIDDEN: u32 = 1;
 pub const SCHED_F_NO_AUTOGROUP: u32 = 2;
 
 /// [`DelayRec`] flag: the delay-accounting totals and counts were read (from the task's
-/// `task_delay_info`); without it they are 0 because the backend could not read them (the
-/// procfs backend has no file for them).
+/// `task_delay_info`); without it they are 0 because the backend could not read them (no /proc
+/// file has them: the procfs backend asks the taskstats interface, which answers only callers
+/// with CAP_NET_ADMIN, and sets the flag where a pair is nonzero).
 pub const DELAY_F_COUNTERS: u32 = 1;
 
 /// The resource limits a FILES record carries: RLIM_NLIMITS.

@@ -137,6 +137,7 @@ impl TaskIter {
             // per walk).
             b.cfg_walk_gen = b.cfg_walk_gen.wrapping_add(1).max(1);
             b.cfg_proc_up = self.view.proc_up;
+            b.cfg_boottime_off = self.view.boottime_offset_ns;
             if show & Group::Sched.flag() != 0 {
                 b.cfg_oom_totalpages = oom_totalpages();
             }

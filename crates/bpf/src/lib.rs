@@ -179,6 +179,9 @@ pub struct View {
     /// (`unshare --pid` without `--mount-proc`), so records can be completed from that /proc.
     /// 0: the reader's own namespace.
     pub proc_up: u32,
+    /// Start times as a reader in a time namespace with this boottime offset sees them in
+    /// /proc (ns; time_namespaces(7)): the reader's own offset, or a server's caller's.
+    pub boottime_offset_ns: i64,
 }
 
 /// The loaded task iterator programs. Load once, dump many times.

@@ -38,6 +38,7 @@ use taskdiag::proto::task::Task;
 use taskdiag::proto::AccessRec;
 use taskdiag::view::{HidePid, IdMap, ProcMount, Viewer};
 use taskdiag::PidNs;
+use taskdiag_procfs::parse::timens_boottime_offset;
 use taskdiag_procfs::system::parse_mountinfo;
 
 /// SO_PEERGROUPS (asm-generic/socket.h), in case libc lacks it.
@@ -276,6 +277,12 @@ impl Peer {
             Ok((!m.is_identity()).then_some(m))
         };
         let (uid_map, gid_map) = (map("uid_map")?, map("gid_map")?);
+        // The caller's /proc shows start times in its time namespace: ours are shifted by the
+        // difference of the two namespaces' boottime offsets.
+        let path = format!("/proc/{}/timens_offsets", self.pid);
+        let boottime_shift_ns = boottime_offset(&path)
+            .map_err(|source| PeerError::Proc { path, source })?
+            - own.boottime_offset_ns;
         if !self.alive() {
             return Err(PeerError::Gone { pid: self.pid });
         }
@@ -299,6 +306,7 @@ impl Peer {
             uid_map,
             gid_map,
             foreign_cgroupns: Some(cgroupns_of(me)).filter(|&c| c != own.cgroupns),
+            boottime_shift_ns,
         })
     }
 }
@@ -420,6 +428,9 @@ pub struct OwnNamespaces {
     pub cgroupns: u32,
     /// Device (major, minor) of the procfs instance on the daemon's /proc, if any.
     pub proc_dev: Option<(u32, u32)>,
+    /// The boottime offset of its time namespace (ns; 0 in the initial one, or without time
+    /// namespaces): its answers' start times have it added, as its /proc shows them.
+    pub boottime_offset_ns: i64,
 }
 
 impl OwnNamespaces {
@@ -433,7 +444,19 @@ impl OwnNamespaces {
             userns: ino("/proc/self/ns/user")?,
             cgroupns: ino("/proc/self/ns/cgroup")?,
             proc_dev: topmost_proc(&mountinfo).and_then(|(_, dev)| dev),
+            boottime_offset_ns: boottime_offset("/proc/self/timens_offsets")?,
         })
+    }
+}
+
+/// The boottime offset in a timens_offsets file; 0 where there is none (a kernel without time
+/// namespaces).
+fn boottime_offset(path: &str) -> io::Result<i64> {
+    match fs::read(path) {
+        Ok(text) => timens_boottime_offset(&text)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{path}: {e}"))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(e),
     }
 }
 

@@ -626,6 +626,26 @@ pub fn cgroup_hierarchies(buf: &[u8]) -> CgroupHierarchies {
     }
 }
 
+/// The boottime offset of /proc/PID/timens_offsets ("boottime SECS NSECS" among its lines,
+/// time_namespaces(7)), in nanoseconds: what /proc adds to a task's start time for a reader in
+/// that time namespace. 0 without the line.
+pub fn timens_boottime_offset(buf: &[u8]) -> Result<i64, ParseError> {
+    for line in buf.split(|&c| c == b'\n') {
+        let mut w = words(line);
+        if w.next() != Some(&b"boottime"[..]) {
+            continue;
+        }
+        return match (w.next().and_then(int), w.next().and_then(int), w.next()) {
+            (Some(secs), Some(nsecs), None) => secs
+                .checked_mul(1_000_000_000)
+                .and_then(|n| n.checked_add(nsecs))
+                .ok_or(err_in("out of range", "boottime")),
+            _ => Err(err_in("malformed line", "boottime")),
+        };
+    }
+    Ok(0)
+}
+
 /// One line of /proc/PID/uid_map or gid_map (user_namespaces(7)): ids `inside ..
 /// inside + count` of the namespace are `outside ..` in its parent's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -674,6 +694,16 @@ pub fn proc_mount_options(opts: &[u8]) -> Result<(Option<&[u8]>, Option<u32>), P
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_boottime_offset_is_read_in_nanoseconds() {
+        let text = b"monotonic           0         0\nboottime        86400       500\n";
+        assert_eq!(timens_boottime_offset(text), Ok(86_400_000_000_500));
+        let negative = b"boottime      -3600         0\nmonotonic 0 0\n";
+        assert_eq!(timens_boottime_offset(negative), Ok(-3_600_000_000_000));
+        assert_eq!(timens_boottime_offset(b""), Ok(0));
+        assert!(timens_boottime_offset(b"boottime 1\n").is_err());
+        assert!(timens_boottime_offset(b"boottime x 0\n").is_err());
+    }
 
     #[test]
     fn wchan_is_read_as_procps_reads_it() {

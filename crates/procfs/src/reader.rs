@@ -401,6 +401,8 @@ pub struct ProcReader {
     taskstats: bool,
     /// The TASKSTATS generic netlink family's id, once a socket looked it up.
     taskstats_family: std::sync::OnceLock<u16>,
+    /// Our own time namespace's boottime offset, once read ([`ProcReader::own_boottime_offset`]).
+    own_boottime: std::sync::OnceLock<i64>,
 }
 
 /// Number of processes one unit of parallel work covers.
@@ -436,6 +438,7 @@ impl ProcReader {
             cgroup2: std::sync::OnceLock::new(),
             taskstats: false,
             taskstats_family: std::sync::OnceLock::new(),
+            own_boottime: std::sync::OnceLock::new(),
         })
     }
 
@@ -490,6 +493,31 @@ impl ProcReader {
         let fd = openat(self.dir.as_raw_fd(), c"self/cgroup", libc::O_RDONLY).ok()?;
         read_all(&fd, &mut buf).ok()?;
         Some(crate::parse::cgroup_hierarchies(&buf))
+    }
+
+    /// The boottime offset of the time namespace of task `pid` (`None`: our own), from its
+    /// /proc/PID/timens_offsets ([`crate::parse::timens_boottime_offset`]): what /proc adds to
+    /// start times for a reader there. 0 on a kernel without time namespaces (no such file);
+    /// `None` when it cannot be read (the task is gone, say).
+    pub fn boottime_offset(&self, pid: Option<u32>) -> Option<i64> {
+        let path = match pid {
+            Some(p) => std::ffi::CString::new(format!("{p}/timens_offsets")).ok()?,
+            None => c"self/timens_offsets".to_owned(),
+        };
+        let mut buf = Vec::with_capacity(128);
+        match openat(self.dir.as_raw_fd(), &path, libc::O_RDONLY) {
+            Ok(fd) => read_all(&fd, &mut buf).ok()?,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && pid.is_none() => return Some(0),
+            Err(_) => return None,
+        }
+        crate::parse::timens_boottime_offset(&buf).ok()
+    }
+
+    /// [`ProcReader::boottime_offset`] of our own time namespace, read once (0 if it cannot be).
+    pub fn own_boottime_offset(&self) -> i64 {
+        *self
+            .own_boottime
+            .get_or_init(|| self.boottime_offset(None).unwrap_or(0))
     }
 
     /// Whether a security module gives tasks labels: our own /proc/PID/attr/current reads

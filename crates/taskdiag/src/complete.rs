@@ -516,6 +516,10 @@ fn fill_from_procfs(
         p.pid == pid
             && match (&p.base, started) {
                 (Some(a), Some(s)) if exact => {
+                    // ACCESS's start is the kernel's; /proc's has our time namespace's
+                    // boottime offset added.
+                    let off = procfs.map_or(0, ProcReader::own_boottime_offset);
+                    let s = s.wrapping_add_signed(off);
                     let tick = ns_per_tick();
                     a.rec.start_time_ns == s / tick * tick
                 }

@@ -74,6 +74,9 @@ pub struct Dumper {
     procfs: Option<ProcReader>,
     /// See `procfs`.
     proc_up: u32,
+    /// The boottime offset of our time namespace (from our /proc, when we complete from it):
+    /// BPF's start times are written with it, as our /proc shows them.
+    boottime_offset_ns: i64,
     /// Why BPF was not used under `Auto`, if it was not.
     bpf_unavailable: Option<String>,
     /// Why the last request went to /proc after `Auto`'s daemon declined it, if it did.
@@ -175,10 +178,13 @@ impl Dumper {
                 calibrate::rss_rule(it, p.root(), proc_up == 0);
             }
         }
+        // Start times as our /proc shows them: in our time namespace.
+        let boottime_offset_ns = procfs.as_ref().map_or(0, ProcReader::own_boottime_offset);
         let mut d = Dumper {
             backend,
             procfs,
             proc_up,
+            boottime_offset_ns,
             bpf_unavailable: None,
             daemon_declined: None,
         };
@@ -193,6 +199,7 @@ impl Dumper {
             pidns: None,
             access: self.proc_up > 0,
             proc_up: self.proc_up,
+            boottime_offset_ns: self.boottime_offset_ns,
         }
     }
 
@@ -398,6 +405,7 @@ impl Dumper {
             pidns: viewer.pidns,
             access: viewer.needs_access() || req.show_flags & crate::view::SHOW_GUARDED != 0,
             proc_up: 0,
+            boottime_offset_ns: self.boottime_offset_ns,
         });
         let r = self.viewed_tasks(req, viewer, out);
         self.reset_view();
@@ -450,6 +458,7 @@ impl Dumper {
             pidns: None,
             access: true,
             proc_up: 0,
+            boottime_offset_ns: self.boottime_offset_ns,
         });
         // NS: the caller's namespaces as the kernel has them (its cgroup namespace decides
         // whose paths CGROUP would show).

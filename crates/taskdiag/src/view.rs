@@ -211,6 +211,11 @@ pub struct Viewer {
     /// The inode of the caller's cgroup namespace when it is not the server's own (0 when
     /// unknown): the paths the server's /proc shows are then not the caller's.
     pub foreign_cgroupns: Option<u32>,
+    /// What to add to the server's start times for this caller (ns): the boottime offset of
+    /// the caller's time namespace less the server's (its /proc adds its own; 0 where both
+    /// are in the same namespace). Exact to the clock tick where the difference is a whole
+    /// number of ticks (offsets are set in seconds and nanoseconds).
+    pub boottime_shift_ns: i64,
 }
 
 impl Viewer {
@@ -221,7 +226,10 @@ impl Viewer {
 
     /// Whether records must be rewritten for this caller at all (else they pass unchanged).
     pub fn rewrites(&self) -> bool {
-        self.needs_access() || self.uid_map.is_some() || self.gid_map.is_some()
+        self.needs_access()
+            || self.uid_map.is_some()
+            || self.gid_map.is_some()
+            || self.boottime_shift_ns != 0
     }
 
     fn in_group(&self, gid: u32) -> bool {
@@ -445,6 +453,13 @@ impl Viewer {
                     *l = rest.to_vec();
                 }
             }
+        }
+        // Start times as the caller's /proc shows them, in its time namespace.
+        if let Some(b) = &mut t.base {
+            b.rec.start_time_ns = b
+                .rec
+                .start_time_ns
+                .wrapping_add_signed(self.boottime_shift_ns);
         }
         if let Some(c) = &mut t.cred {
             if let Some(m) = &self.uid_map {

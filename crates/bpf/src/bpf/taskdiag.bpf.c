@@ -135,6 +135,9 @@ __u32 cfg_rss_known = 0;
  * format_worker_id(), whose presence in the kernel's BTF user space looks for), not comm. */
 __u32 cfg_wq_full_id = 0;
 __u32 cfg_nr_cpus = 1;
+/* The boottime offset of the time namespace the answer is for (the reader's, or a server's
+ * caller's), in ns: what /proc adds to a task's start time for a reader there. */
+__s64 cfg_boottime_off = 0;
 /*
  * The pid namespace to answer in, for a server answering a caller in another namespace
  * (taskdiagd): its inode number and level. 0: the reader's own namespace. Tasks without a pid
@@ -710,7 +713,9 @@ ids_done:
 	b->state = state_index(t);
 	b->flags = ((flags & TD_PF_KTHREAD) ? TD_BASE_F_KTHREAD : 0) | (leader ? TD_BASE_F_LEADER : 0);
 	b->comm_len = name_len;
-	b->start_time_ns = t->start_boottime / cfg_ns_per_tick * cfg_ns_per_tick;
+	/* As /proc/PID/stat shows it to the reader: in its time namespace (timens_add_boottime_ns()),
+	 * at clock-tick resolution. */
+	b->start_time_ns = (t->start_boottime + cfg_boottime_off) / cfg_ns_per_tick * cfg_ns_per_tick;
 
 	o->off = hdr;
 	if (!put_attr_hdr(o, sizeof(*b) + name_len, TD_GROUP_BASE))

@@ -198,6 +198,39 @@ fn bpf_answers_in_a_new_pid_namespace() {
     assert_eq!(json_lines(&o)[0]["pid"], 1);
 }
 
+/// In a time namespace whose boot time is a day later, start times are those its /proc shows
+/// (the offset added), from every backend: BPF's records with it, and ps's start and elapsed
+/// columns as procps prints them there.
+#[test]
+fn start_times_follow_the_readers_time_namespace() {
+    let in_timens = |cmd: &[&str]| -> Output {
+        let o = Command::new("unshare")
+            .args(["--time", "--fork", "--boottime", "86400"])
+            .args(cmd)
+            .output()
+            .expect("unshare");
+        assert!(o.status.success(), "{cmd:?}: {}", stderr(&o));
+        o
+    };
+    // kthreadd (pid 2) started with the kernel: its start time is the offset plus a moment.
+    let start = |backend: &str| {
+        let o = in_timens(&[
+            BIN, "dump", "-b", backend, "-g", "base", "--pid", "2", "-f", "json",
+        ]);
+        json_lines(&o)[0]["base"]["start_time_ns"]
+            .as_u64()
+            .expect("start_time_ns")
+    };
+    let (bpf, procfs) = (start("bpf"), start("procfs"));
+    assert_eq!(bpf, procfs);
+    assert!(bpf >= 86_400_000_000_000, "{bpf}");
+    let ps = |prog: &[&str]| {
+        let cmd = [prog, &["-o", "pid,lstart", "-p", "2"]].concat();
+        stdout(&in_timens(&cmd))
+    };
+    assert_eq!(ps(&[BIN, "ps"]), ps(&["ps"]));
+}
+
 #[test]
 fn procfs_refuses_a_proc_of_another_pid_namespace() {
     let o = Command::new("unshare")

@@ -399,6 +399,56 @@ fn one_and_thread_with_maps_answer_in_a_child_pid_namespace() {
     }
 }
 
+/// A client in a time namespace whose boot time is a day later gets start times as its /proc
+/// shows them (the daemon adds the client's boottime offset, read from its timens_offsets),
+/// for every process: the same as the procfs backend's from that client.
+#[test]
+fn start_times_follow_the_clients_time_namespace() {
+    let d = Daemon::start(&[]);
+    let socket = d.socket.display().to_string();
+    let cli = cli().display().to_string();
+    let sp = as_user_sh(USER);
+    let script = format!(
+        "{sp} {cli} dump --groups base --format json --backend daemon --socket {socket}; \
+         echo ---; {sp} {cli} dump --groups base --format json --backend procfs\n"
+    );
+    let o = output(Command::new("unshare").args([
+        "--time",
+        "--fork",
+        "--boottime",
+        "86400",
+        "sh",
+        "-c",
+        &script,
+    ]));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let (daemon, procfs) = text.split_once("---\n").expect("two answers");
+    let starts = |answer: &str| -> std::collections::BTreeMap<u64, u64> {
+        answer
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| Some((v["pid"].as_u64()?, v["base"]["start_time_ns"].as_u64()?)))
+            .collect()
+    };
+    let (from_daemon, from_proc) = (starts(daemon), starts(procfs));
+    // kthreadd started with the kernel: a day and a moment in this namespace.
+    assert!(
+        from_daemon
+            .get(&2)
+            .is_some_and(|&s| s >= 86_400_000_000_000),
+        "{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut same = 0;
+    for (pid, s) in &from_daemon {
+        if let Some(p) = from_proc.get(pid) {
+            assert_eq!(s, p, "pid {pid}");
+            same += 1;
+        }
+    }
+    assert!(same > 1, "{text}");
+}
+
 #[test]
 fn maps_of_a_client_in_a_chroot_name_files_from_its_root() {
     let d = Daemon::start(&[]);

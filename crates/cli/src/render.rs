@@ -304,22 +304,7 @@ pub(crate) fn delay_fields(d: &DelayRec) -> Fields<'static> {
     let counters = d.flags & taskdiag_proto::DELAY_F_COUNTERS != 0;
     v.push(("counters", Val::Bool(counters)));
     if counters {
-        for (k, n) in [
-            ("blkio_delay_ns", d.blkio_delay_ns),
-            ("blkio_count", d.blkio_count),
-            ("swapin_delay_ns", d.swapin_delay_ns),
-            ("swapin_count", d.swapin_count),
-            ("freepages_delay_ns", d.freepages_delay_ns),
-            ("freepages_count", d.freepages_count),
-            ("thrashing_delay_ns", d.thrashing_delay_ns),
-            ("thrashing_count", d.thrashing_count),
-            ("compact_delay_ns", d.compact_delay_ns),
-            ("compact_count", d.compact_count),
-            ("wpcopy_delay_ns", d.wpcopy_delay_ns),
-            ("wpcopy_count", d.wpcopy_count),
-            ("irq_delay_ns", d.irq_delay_ns),
-            ("irq_count", d.irq_count),
-        ] {
+        for (k, n) in d.named_pairs() {
             v.push((k, Val::Int(n.into())));
         }
     }

@@ -175,6 +175,27 @@ impl IoRec {
 }
 
 impl crate::DelayRec {
+    /// The seven delay-accounting pairs by name, in the record's order (the totals in ns and
+    /// the counts: what taskstats reports).
+    pub fn named_pairs(&self) -> [(&'static str, u64); 14] {
+        [
+            ("blkio_delay_ns", self.blkio_delay_ns),
+            ("blkio_count", self.blkio_count),
+            ("swapin_delay_ns", self.swapin_delay_ns),
+            ("swapin_count", self.swapin_count),
+            ("freepages_delay_ns", self.freepages_delay_ns),
+            ("freepages_count", self.freepages_count),
+            ("thrashing_delay_ns", self.thrashing_delay_ns),
+            ("thrashing_count", self.thrashing_count),
+            ("compact_delay_ns", self.compact_delay_ns),
+            ("compact_count", self.compact_count),
+            ("wpcopy_delay_ns", self.wpcopy_delay_ns),
+            ("wpcopy_count", self.wpcopy_count),
+            ("irq_delay_ns", self.irq_delay_ns),
+            ("irq_count", self.irq_count),
+        ]
+    }
+
     /// The record without its delay-accounting pairs (and [`crate::DELAY_F_COUNTERS`]): what
     /// /proc shows of it, schedstat's numbers and the block I/O ticks.
     pub fn without_counters(&self) -> Self {

@@ -1564,26 +1564,6 @@ fn delay_by_task(kind: BackendKind, req: &Request) -> DelayByTask {
         .collect()
 }
 
-/// The delay-accounting pairs, DELAY's order: the totals and counts only grow.
-fn delay_pairs(d: &taskdiag_proto::DelayRec) -> [(&'static str, u64); 14] {
-    [
-        ("blkio_delay_ns", d.blkio_delay_ns),
-        ("blkio_count", d.blkio_count),
-        ("swapin_delay_ns", d.swapin_delay_ns),
-        ("swapin_count", d.swapin_count),
-        ("freepages_delay_ns", d.freepages_delay_ns),
-        ("freepages_count", d.freepages_count),
-        ("thrashing_delay_ns", d.thrashing_delay_ns),
-        ("thrashing_count", d.thrashing_count),
-        ("compact_delay_ns", d.compact_delay_ns),
-        ("compact_count", d.compact_count),
-        ("wpcopy_delay_ns", d.wpcopy_delay_ns),
-        ("wpcopy_count", d.wpcopy_count),
-        ("irq_delay_ns", d.irq_delay_ns),
-        ("irq_count", d.irq_count),
-    ]
-}
-
 /// Whether the file system holding `dir` is on a block device (not tmpfs, 9p, overlay...):
 /// there fsync and O_DIRECT wait for block I/O.
 fn on_block_device(dir: &std::path::Path) -> bool {
@@ -1619,7 +1599,7 @@ fn delay_counters_from_taskstats_lie_between_the_programs_reads() {
     let block = on_block_device(dir.path());
     let show = Group::Base.flag() | Group::Delay.flag();
     let counters = |d: &taskdiag_proto::DelayRec| d.flags & taskdiag_proto::DELAY_F_COUNTERS != 0;
-    let accounted = |d: &taskdiag_proto::DelayRec| delay_pairs(d).iter().any(|&(_, v)| v != 0);
+    let accounted = |d: &taskdiag_proto::DelayRec| d.named_pairs().iter().any(|&(_, v)| v != 0);
     for strategy in [Strategy::All, Strategy::AllThread] {
         let req = Request::new(strategy, 0, show);
         for (outer, inner) in [
@@ -1657,9 +1637,10 @@ fn delay_counters_from_taskstats_lie_between_the_programs_reads() {
                     bpf.iter().all(|x| counters(x) == by_bpf),
                     "{what}: {b:?} / {d:?} / {a:?}"
                 );
-                for ((name, lo), ((_, mid), (_, hi))) in delay_pairs(b)
+                for ((name, lo), ((_, mid), (_, hi))) in b
+                    .named_pairs()
                     .into_iter()
-                    .zip(delay_pairs(d).into_iter().zip(delay_pairs(a)))
+                    .zip(d.named_pairs().into_iter().zip(a.named_pairs()))
                 {
                     assert!(
                         lo <= mid && mid <= hi,
@@ -1726,7 +1707,7 @@ fn delay_as_this_user() {
     }
     let req = Request::new(Strategy::All, 0, Group::Base.flag() | Group::Delay.flag());
     for (pid, (_, d)) in delay_by_task(BackendKind::Procfs, &req) {
-        let sum: u64 = delay_pairs(&d).iter().map(|(_, v)| v).sum();
+        let sum: u64 = d.named_pairs().iter().map(|(_, v)| v).sum();
         println!("td-delay {pid} {} {sum}", d.flags);
     }
 }

@@ -38,9 +38,19 @@ impl Spawned {
     }
 
     fn start(cmd: &mut Command, group: bool) -> Spawned {
-        let child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+        // A program a test has just written (a copy of a fixture) can fail with ETXTBSY for a
+        // moment: another test's child forked meanwhile holds the writer's descriptor until
+        // it executes (O_CLOEXEC closes it only then). Tried again a few times.
+        let mut tries = 0;
+        let child = loop {
+            match cmd.spawn() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                r => break r.unwrap_or_else(|e| panic!("starting {cmd:?}: {e}")),
+            }
+        };
         Spawned {
             child,
             group,

@@ -849,6 +849,20 @@ fn cgroup_io_paths_and_environ_agree_with_their_files() {
     drop(f);
 }
 
+/// A dump of `req` by the task program alone (no completion from /proc), decoded.
+fn program_tasks(it: &mut taskdiag_bpf::TaskIter, req: &Request) -> Vec<Task> {
+    let mut buf = Vec::new();
+    it.dump(req, &mut |b| {
+        buf.extend_from_slice(b);
+        Ok(())
+    })
+    .expect("dump");
+    let mut asm = taskdiag_proto::task::TaskAssembler::new();
+    Messages::new(&buf)
+        .filter_map(|m| asm.push(&m.expect("message")).expect("decode"))
+        .collect()
+}
+
 /// The `0::` line of /proc/PID/cgroup, with its newline.
 fn unified_line(text: &[u8]) -> Option<Vec<u8>> {
     let line = text
@@ -908,19 +922,10 @@ fn the_programs_cgroup_text_agrees_with_proc() {
             continue;
         }
         let before = read_all();
-        let mut buf = Vec::new();
-        it.dump(&Request::new(Strategy::All, 0, show), &mut |b| {
-            buf.extend_from_slice(b);
-            Ok(())
-        })
-        .expect("dump");
+        let tasks = program_tasks(&mut it, &Request::new(Strategy::All, 0, show));
         let after = read_all();
-        let mut asm = taskdiag_proto::task::TaskAssembler::new();
         let mut checked = 0;
-        for m in Messages::new(&buf) {
-            let Some(t) = asm.push(&m.expect("message")).expect("decode") else {
-                continue;
-            };
+        for t in tasks {
             let (Some(b), Some(a)) = (before.get(&t.pid), after.get(&t.pid)) else {
                 continue;
             };
@@ -1060,20 +1065,11 @@ fn the_programs_paths_agree_with_the_links() {
             .collect()
     };
     let before = read_all();
-    let mut buf = Vec::new();
-    it.dump(&Request::new(Strategy::All, 0, show), &mut |b| {
-        buf.extend_from_slice(b);
-        Ok(())
-    })
-    .expect("dump");
+    let tasks = program_tasks(&mut it, &Request::new(Strategy::All, 0, show));
     let after = read_all();
-    let mut asm = taskdiag_proto::task::TaskAssembler::new();
     let (mut written, mut compared, mut kthreads) = (0, 0, 0);
     let mut seen = Vec::new();
-    for m in Messages::new(&buf) {
-        let Some(t) = asm.push(&m.expect("message")).expect("decode") else {
-            continue;
-        };
+    for t in tasks {
         let (Some(b), Some(a)) = (before.get(&t.pid), after.get(&t.pid)) else {
             continue;
         };
@@ -1206,10 +1202,10 @@ fn sched_texts(s: &taskdiag_proto::task::Sched) -> BTreeMap<&'static str, String
 /// for every process and every thread: a fixture with oom_score_adj 123 and a thread pinned
 /// to CPU 0 (both in pause()), a process the OOM killer picks first (1000; -1000 needs
 /// CAP_SYS_RESOURCE, which these machines' root lacks), one in an autogroup of its own with
-/// nice 5, one pinned to the last CPU, a zombie, kernel
-/// threads. A field that read the same before and after must be the program's; wchan,
-/// syscall and oom_score only for the fixtures, which wait throughout (a task of the system
-/// may wait elsewhere or map memory during the walk and come back).
+/// nice 5, one pinned to the last CPU, a zombie, kernel threads. A field that read the same
+/// before and after must be the program's; wchan, syscall and oom_score only for the
+/// fixtures, which wait throughout (a task of the system may wait elsewhere or map memory
+/// during the walk and come back).
 #[test]
 fn the_programs_sched_agrees_with_proc() {
     use taskdiag_test_support::process::wait_for;
@@ -1301,20 +1297,11 @@ fn the_programs_sched_agrees_with_proc() {
             Strategy::All
         };
         let before = read_all();
-        let mut buf = Vec::new();
-        it.dump(&Request::new(strategy, 0, show), &mut |b| {
-            buf.extend_from_slice(b);
-            Ok(())
-        })
-        .expect("dump");
+        let tasks = program_tasks(&mut it, &Request::new(strategy, 0, show));
         let after = read_all();
         // SAFETY: gettid has no preconditions.
         let me = unsafe { libc::gettid() } as u32;
-        let mut asm = taskdiag_proto::task::TaskAssembler::new();
-        for m in Messages::new(&buf) {
-            let Some(t) = asm.push(&m.expect("message")).expect("decode") else {
-                continue;
-            };
+        for t in tasks {
             let (Some(b), Some(a)) = (before.get(&t.pid), after.get(&t.pid)) else {
                 continue;
             };

@@ -202,20 +202,28 @@ fn read_into(fd: &OwnedFd, buf: &mut Vec<u8>, to_eof: bool) -> io::Result<()> {
         let room = buf.spare_capacity_mut();
         // SAFETY: `room` is writable memory of `room.len()` bytes owned by `buf`; read() writes
         // at most that many bytes into it.
-        let n = unsafe { libc::read(fd.as_raw_fd(), room.as_mut_ptr().cast(), room.len()) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        let n = n as usize;
+        let n = retry_eintr(|| unsafe {
+            libc::read(fd.as_raw_fd(), room.as_mut_ptr().cast(), room.len())
+        })?;
         let full = n == room.len();
         // SAFETY: read() initialized the first `n` bytes of the spare capacity.
         unsafe { buf.set_len(buf.len() + n) };
         if n == 0 || (!to_eof && !full) {
             return Ok(());
+        }
+    }
+}
+
+/// The byte count a system call `call` returns, made again while a signal interrupts it.
+pub(crate) fn retry_eintr(mut call: impl FnMut() -> isize) -> io::Result<usize> {
+    loop {
+        let n = call();
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
         }
     }
 }
@@ -495,29 +503,18 @@ impl ProcReader {
         Some(crate::parse::cgroup_hierarchies(&buf))
     }
 
-    /// The boottime offset of the time namespace of task `pid` (`None`: our own), from its
-    /// /proc/PID/timens_offsets ([`crate::parse::timens_boottime_offset`]): what /proc adds to
-    /// start times for a reader there. 0 on a kernel without time namespaces (no such file);
-    /// `None` when it cannot be read (the task is gone, say).
-    pub fn boottime_offset(&self, pid: Option<u32>) -> Option<i64> {
-        let path = match pid {
-            Some(p) => std::ffi::CString::new(format!("{p}/timens_offsets")).ok()?,
-            None => c"self/timens_offsets".to_owned(),
-        };
-        let mut buf = Vec::with_capacity(128);
-        match openat(self.dir.as_raw_fd(), &path, libc::O_RDONLY) {
-            Ok(fd) => read_all(&fd, &mut buf).ok()?,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && pid.is_none() => return Some(0),
-            Err(_) => return None,
-        }
-        crate::parse::timens_boottime_offset(&buf).ok()
-    }
-
-    /// [`ProcReader::boottime_offset`] of our own time namespace, read once (0 if it cannot be).
+    /// The boottime offset of our time namespace, from /proc/self/timens_offsets
+    /// ([`crate::parse::timens_boottime_offset`]): what /proc adds to the start times it shows
+    /// us. Read once; 0 without time namespaces (no such file) or if it cannot be read.
     pub fn own_boottime_offset(&self) -> i64 {
-        *self
-            .own_boottime
-            .get_or_init(|| self.boottime_offset(None).unwrap_or(0))
+        *self.own_boottime.get_or_init(|| {
+            let mut buf = Vec::with_capacity(128);
+            openat(self.dir.as_raw_fd(), c"self/timens_offsets", libc::O_RDONLY)
+                .and_then(|fd| read_all(&fd, &mut buf))
+                .ok()
+                .and_then(|()| crate::parse::timens_boottime_offset(&buf).ok())
+                .unwrap_or(0)
+        })
     }
 
     /// Whether a security module gives tasks labels: our own /proc/PID/attr/current reads

@@ -32,6 +32,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use taskdiag_proto::{DelayRec, DELAY_F_COUNTERS};
 
+use crate::reader::retry_eintr;
+
 /// Errors of the taskstats interface.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -335,36 +337,21 @@ impl Taskstats {
     fn ask(&mut self, req: &mut [u8]) -> io::Result<std::ops::Range<usize>> {
         self.seq = self.seq.wrapping_add(1);
         req[8..12].copy_from_slice(&self.seq.to_ne_bytes());
-        loop {
-            // SAFETY: `req` is readable for its length; send() does not keep the pointer.
-            let n = unsafe { libc::send(self.fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
-            if n >= 0 {
-                break;
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
+        // SAFETY: `req` is readable for its length; send() does not keep the pointer.
+        retry_eintr(|| unsafe {
+            libc::send(self.fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0)
+        })?;
         loop {
             // SAFETY: `self.buf` is writable for its length; recv() writes at most that many
             // bytes and keeps no pointer.
-            let n = unsafe {
+            let n = retry_eintr(|| unsafe {
                 libc::recv(
                     self.fd.as_raw_fd(),
                     self.buf.as_mut_ptr().cast(),
                     self.buf.len(),
                     libc::MSG_TRUNC,
                 )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            let n = n as usize;
+            })?;
             if n > self.buf.len() {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,

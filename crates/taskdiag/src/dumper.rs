@@ -74,9 +74,6 @@ pub struct Dumper {
     procfs: Option<ProcReader>,
     /// See `procfs`.
     proc_up: u32,
-    /// The boottime offset of our time namespace (from our /proc, when we complete from it):
-    /// BPF's start times are written with it, as our /proc shows them.
-    boottime_offset_ns: i64,
     /// Why BPF was not used under `Auto`, if it was not.
     bpf_unavailable: Option<String>,
     /// Why the last request went to /proc after `Auto`'s daemon declined it, if it did.
@@ -178,18 +175,23 @@ impl Dumper {
                 calibrate::rss_rule(it, p.root(), proc_up == 0);
             }
         }
-        // Start times as our /proc shows them: in our time namespace.
-        let boottime_offset_ns = procfs.as_ref().map_or(0, ProcReader::own_boottime_offset);
         let mut d = Dumper {
             backend,
             procfs,
             proc_up,
-            boottime_offset_ns,
             bpf_unavailable: None,
             daemon_declined: None,
         };
         d.reset_view();
         d
+    }
+
+    /// The boottime offset of our time namespace (from our /proc, which BPF's records are
+    /// completed from): BPF's start times are written with it, as that /proc shows them.
+    fn boottime_offset(&self) -> i64 {
+        self.procfs
+            .as_ref()
+            .map_or(0, ProcReader::own_boottime_offset)
     }
 
     /// The view our own requests are answered in: ours, with ids for /proc when it is of a
@@ -199,7 +201,7 @@ impl Dumper {
             pidns: None,
             access: self.proc_up > 0,
             proc_up: self.proc_up,
-            boottime_offset_ns: self.boottime_offset_ns,
+            boottime_offset_ns: self.boottime_offset(),
         }
     }
 
@@ -395,6 +397,7 @@ impl Dumper {
         viewer: &Viewer,
         out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> Result<u64, Error> {
+        let boottime_offset_ns = self.boottime_offset();
         let Backend::Bpf(it) = &mut self.backend else {
             return Err(Error::Unsupported(
                 "answering for a process in another namespace or behind hidepid needs the BPF \
@@ -405,7 +408,7 @@ impl Dumper {
             pidns: viewer.pidns,
             access: viewer.needs_access() || req.show_flags & crate::view::SHOW_GUARDED != 0,
             proc_up: 0,
-            boottime_offset_ns: self.boottime_offset_ns,
+            boottime_offset_ns,
         });
         let r = self.viewed_tasks(req, viewer, out);
         self.reset_view();
@@ -449,6 +452,7 @@ impl Dumper {
     /// ACCESS attribute: what a server needs to know about a client (its namespaces, its
     /// capabilities). Needs the BPF backend.
     pub fn identify(&mut self, pid: u32) -> Result<Task, Error> {
+        let boottime_offset_ns = self.boottime_offset();
         let Backend::Bpf(it) = &mut self.backend else {
             return Err(Error::Unsupported(
                 "identifying a client needs the BPF backend",
@@ -458,7 +462,7 @@ impl Dumper {
             pidns: None,
             access: true,
             proc_up: 0,
-            boottime_offset_ns: self.boottime_offset_ns,
+            boottime_offset_ns,
         });
         // NS: the caller's namespaces as the kernel has them (its cgroup namespace decides
         // whose paths CGROUP would show).

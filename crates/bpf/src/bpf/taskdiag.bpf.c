@@ -1629,26 +1629,25 @@ struct cg_ctx {
 	struct scratch *sc;
 };
 
-/* Where the text goes next, masked for the verifier (the barrier keeps clang from dropping the
- * mask where it knows the value). */
-static __always_inline __u32 cg_at(struct scratch *sc)
+/* Where text goes next at cursor @at of the scratch buffer (CGROUP's, PATHS', SCHED's), masked
+ * for the verifier (the barrier keeps clang from dropping the mask where it knows the value). */
+static __always_inline __u32 text_at(__u32 at)
 {
-	__u32 at = sc->cg.at;
-
 	barrier_var(at);
 	return at & (2 * TD_FIXED_ROOM - 1);
 }
 
-static __always_inline void cg_put_char(struct scratch *sc, char c)
+/* Appends @c at cursor @at. */
+static __always_inline void text_put_char(struct scratch *sc, __u32 *at, char c)
 {
-	sc->buf[cg_at(sc)] = c;
-	sc->cg.at++;
+	sc->buf[text_at(*at)] = c;
+	(*at)++;
 }
 
 /* Appends a NUL-terminated kernel string of at most @max bytes; false if the text is full. */
 static __always_inline bool cg_put_str(struct scratch *sc, const char *str, __u32 max)
 {
-	long r = bpf_probe_read_kernel_str(sc->buf + cg_at(sc), max, str);
+	long r = bpf_probe_read_kernel_str(sc->buf + text_at(sc->cg.at), max, str);
 
 	if (r <= 0)
 		return false;
@@ -1685,7 +1684,7 @@ static long cg_down(__u64 i, struct cg_ctx *c)
 		return 1;
 	}
 	if (i)
-		cg_put_char(sc, '/');
+		text_put_char(sc, &sc->cg.at, '/');
 	kn = (void *)sc->kn_chain[(sc->cg.depth - 1 - i) & (TD_CGROUP_DEPTH - 1)];
 	if (!cg_put_str(sc, BPF_CORE_READ(kn, name), TD_KERNFS_NAME)) {
 		sc->cg.end = -1;
@@ -1700,7 +1699,7 @@ static __always_inline bool cg_path(struct cg_ctx *c, bool bounded)
 	struct scratch *sc = c->sc;
 	__u32 i;
 
-	cg_put_char(sc, '/');
+	text_put_char(sc, &sc->cg.at, '/');
 	sc->cg.end = 0;
 	if (bounded) {
 		for (i = 0; i < TD_CGROUP_DEPTH + 1 && !sc->cg.end; i++)
@@ -1735,7 +1734,7 @@ static long cg_subsys(__u64 i, struct cg_ctx *c)
 			      (void *)sc->cg.cset + bpf_core_field_offset(struct css_set, subsys) + i * 8);
 	ss = BPF_CORE_READ(css, ss);
 	if (sc->buf[(sc->cg.at - 1) & (2 * TD_FIXED_ROOM - 1)] != ':')
-		cg_put_char(sc, ',');
+		text_put_char(sc, &sc->cg.at, ',');
 	if (!ss || !cg_put_str(sc, BPF_CORE_READ(ss, legacy_name), 32)) {
 		sc->cg.end = -1;
 		return 1;
@@ -1774,11 +1773,11 @@ static long cg_line(__u64 i, struct cg_ctx *c)
 		goto fail;
 	n = id;
 	if (n >= 100)
-		cg_put_char(sc, '0' + n / 100);
+		text_put_char(sc, &sc->cg.at, '0' + n / 100);
 	if (n >= 10)
-		cg_put_char(sc, '0' + n / 10 % 10);
-	cg_put_char(sc, '0' + n % 10);
-	cg_put_char(sc, ':');
+		text_put_char(sc, &sc->cg.at, '0' + n / 10 % 10);
+	text_put_char(sc, &sc->cg.at, '0' + n % 10);
+	text_put_char(sc, &sc->cg.at, ':');
 	if (id) {
 		sc->cg.mask = BPF_CORE_READ(root, subsys_mask);
 		sc->cg.end = 0;
@@ -1787,19 +1786,19 @@ static long cg_line(__u64 i, struct cg_ctx *c)
 			goto fail;
 		if (BPF_CORE_READ(root, name[0])) {
 			if (sc->cg.mask)
-				cg_put_char(sc, ',');
-			cg_put_char(sc, 'n');
-			cg_put_char(sc, 'a');
-			cg_put_char(sc, 'm');
-			cg_put_char(sc, 'e');
-			cg_put_char(sc, '=');
+				text_put_char(sc, &sc->cg.at, ',');
+			text_put_char(sc, &sc->cg.at, 'n');
+			text_put_char(sc, &sc->cg.at, 'a');
+			text_put_char(sc, &sc->cg.at, 'm');
+			text_put_char(sc, &sc->cg.at, 'e');
+			text_put_char(sc, &sc->cg.at, '=');
 			if (!cg_put_str(sc, (void *)root + bpf_core_field_offset(struct cgroup_root, name), 64))
 				goto fail;
 		}
 	}
-	cg_put_char(sc, ':');
+	text_put_char(sc, &sc->cg.at, ':');
 	if (id && sc->cg.exiting) {
-		cg_put_char(sc, '/');
+		text_put_char(sc, &sc->cg.at, '/');
 	} else {
 		sc->cg.kn = (__u64)BPF_CORE_READ(cg, kn);
 		sc->cg.stop = (__u64)BPF_CORE_READ(ns_cg, kn);
@@ -1807,10 +1806,10 @@ static long cg_line(__u64 i, struct cg_ctx *c)
 			goto fail;
 	}
 	if (id == 0 && !(BPF_CORE_READ(cg, self.flags) & CSS_ONLINE)) {
-		__builtin_memcpy(sc->buf + cg_at(sc), " (deleted)", 10);
+		__builtin_memcpy(sc->buf + text_at(sc->cg.at), " (deleted)", 10);
 		sc->cg.at += 10;
 	}
-	cg_put_char(sc, '\n');
+	text_put_char(sc, &sc->cg.at, '\n');
 	return 0;
 fail:
 	sc->cg.end = -1;
@@ -1873,17 +1872,17 @@ static __always_inline int cgroup_attr(__u64 task, __u32 off, bool bounded)
 	} else if (cfg_cgroup_v1) {
 		return 0;
 	} else if (!cfg_cgroup_no_unified) {
-		__builtin_memcpy(sc->buf + cg_at(sc), "0::", 3);
+		__builtin_memcpy(sc->buf + text_at(sc->cg.at), "0::", 3);
 		sc->cg.at += 3;
 		sc->cg.kn = (__u64)BPF_CORE_READ(cg, kn);
 		sc->cg.stop = (__u64)BPF_CORE_READ(ns_cset, dfl_cgrp, kn);
 		if (!sc->cg.kn || !sc->cg.stop || !cg_path(&c, bounded))
 			return 0;
 		if (rec.id == 0) {
-			__builtin_memcpy(sc->buf + cg_at(sc), " (deleted)", 10);
+			__builtin_memcpy(sc->buf + text_at(sc->cg.at), " (deleted)", 10);
 			sc->cg.at += 10;
 		}
-		cg_put_char(sc, '\n');
+		text_put_char(sc, &sc->cg.at, '\n');
 	}
 	len = sc->cg.at - off;
 	if (sc->cg.at > TD_FIXED_ROOM || len > TD_FIXED_ROOM)
@@ -1938,15 +1937,6 @@ static __always_inline bool reader_root(struct path *r)
 struct pw_ctx {
 	struct scratch *sc;
 };
-
-/* Where the text goes next, masked for the verifier (see cg_at()). */
-static __always_inline __u32 pw_at(struct scratch *sc)
-{
-	__u32 at = sc->rw.at;
-
-	barrier_var(at);
-	return at & (2 * TD_FIXED_ROOM - 1);
-}
 
 /*
  * One step of __prepend_path()'s walk up: from a mount's root to its mountpoint in the parent
@@ -2011,9 +2001,9 @@ static long pw_down(__u64 i, struct pw_ctx *c)
 	hash = BPF_CORE_READ(dentry, d_name.hash);
 	if ((__u64)BPF_CORE_READ(dentry, d_parent) != sc->parent_chain[j])
 		goto fail;
-	sc->buf[pw_at(sc)] = '/';
+	sc->buf[text_at(sc->rw.at)] = '/';
 	sc->rw.at++;
-	r = bpf_probe_read_kernel_str(sc->buf + pw_at(sc), TD_KERNFS_NAME, name);
+	r = bpf_probe_read_kernel_str(sc->buf + text_at(sc->rw.at), TD_KERNFS_NAME, name);
 	if (r <= 0 || BPF_CORE_READ(dentry, d_name.name) != name ||
 	    BPF_CORE_READ(dentry, d_name.hash) != hash)
 		goto fail;
@@ -2065,7 +2055,7 @@ static __always_inline int path_text(struct pw_ctx *c, __u64 dentry_n, __u64 vfs
 	if (sc->rw.end != 1)
 		return -1;
 	if (!sc->rw.n) {
-		sc->buf[pw_at(sc)] = '/';
+		sc->buf[text_at(sc->rw.at)] = '/';
 		sc->rw.at++;
 	}
 	sc->rw.end = 0;
@@ -2088,7 +2078,7 @@ static __always_inline int pw_deleted(struct scratch *sc, __u64 dentry_n)
 
 	if (BPF_CORE_READ(d, d_parent) == d || BPF_CORE_READ(d, d_hash.pprev))
 		return 0;
-	__builtin_memcpy(sc->buf + pw_at(sc), " (deleted)", 10);
+	__builtin_memcpy(sc->buf + text_at(sc->rw.at), " (deleted)", 10);
 	sc->rw.at += 10;
 	return 10;
 }
@@ -2116,7 +2106,7 @@ __noinline int path_text_loop(__u32 k)
 	begin = sc->rw.at;
 	if (e->gen == cfg_walk_gen && e->dentry == dentry && e->mnt == mnt) {
 		len = e->len & (TD_PW_CACHE_TEXT - 1);
-		bpf_probe_read_kernel(sc->buf + pw_at(sc), len, e->text);
+		bpf_probe_read_kernel(sc->buf + text_at(sc->rw.at), len, e->text);
 		sc->rw.at += len;
 		n = len;
 	} else {
@@ -2337,21 +2327,6 @@ int sched_text_bounds(void *ctx)
 #define TD_MMF_OOM_SKIP 21
 #define TD_OOM_SCORE_ADJ_MIN (-1000)
 
-/* Where SCHED's texts go next, masked for the verifier (see cg_at()). */
-static __always_inline __u32 ms_at(struct scratch *sc)
-{
-	__u32 at = sc->ms.at;
-
-	barrier_var(at);
-	return at & (2 * TD_FIXED_ROOM - 1);
-}
-
-static __always_inline void ms_put_char(struct scratch *sc, char c)
-{
-	sc->buf[ms_at(sc)] = c;
-	sc->ms.at++;
-}
-
 /* A bit number (below 100,000), in decimal. */
 static __always_inline void ms_put_num(struct scratch *sc, __u32 n)
 {
@@ -2362,7 +2337,7 @@ static __always_inline void ms_put_num(struct scratch *sc, __u32 n)
 		__u32 d = n / div % 10;
 
 		if (d || started || div == 1) {
-			ms_put_char(sc, '0' + d);
+			text_put_char(sc, &sc->ms.at, '0' + d);
 			started = true;
 		}
 		div /= 10;
@@ -2384,10 +2359,10 @@ static long mask_bit(__u64 i, struct pw_ctx *c)
 	} else if (!bit && sc->ms.in_run) {
 		sc->ms.in_run = 0;
 		if (sc->ms.at != sc->ms.begin)
-			ms_put_char(sc, ',');
+			text_put_char(sc, &sc->ms.at, ',');
 		ms_put_num(sc, sc->ms.start);
 		if (i - 1 > sc->ms.start) {
-			ms_put_char(sc, '-');
+			text_put_char(sc, &sc->ms.at, '-');
 			ms_put_num(sc, i - 1);
 		}
 		if (sc->ms.at - sc->ms.begin > TD_MASK_TEXT - 16) {
@@ -2419,7 +2394,7 @@ static __always_inline int sched_mask(struct scratch *sc, const void *bits, __u3
 		same = same && mc->words[i] == sc->mask_words[i];
 	if (same) {
 		len = mc->len & (TD_MASK_TEXT - 1);
-		bpf_probe_read_kernel(sc->buf + ms_at(sc), len, mc->text);
+		bpf_probe_read_kernel(sc->buf + text_at(sc->ms.at), len, mc->text);
 		sc->ms.at += len;
 		return len;
 	}
@@ -2485,13 +2460,13 @@ static __always_inline int sched_wchan(struct scratch *sc, __s64 nframes, bool z
 	if (zero || !ip)
 		goto none;
 	sc->sched_args[0] = ip;
-	n = bpf_snprintf((char *)sc->buf + ms_at(sc), TD_SCHED_TEXT, fmt, sc->sched_args, 8);
+	n = bpf_snprintf((char *)sc->buf + text_at(sc->ms.at), TD_SCHED_TEXT, fmt, sc->sched_args, 8);
 	if (n <= 1 || n >= TD_SCHED_TEXT)
 		return -1;
 	n--;
-	if (sc->buf[ms_at(sc)] == '0' && sc->buf[(ms_at(sc) + 1) & (2 * TD_FIXED_ROOM - 1)] == 'x')
+	if (sc->buf[text_at(sc->ms.at)] == '0' && sc->buf[(text_at(sc->ms.at) + 1) & (2 * TD_FIXED_ROOM - 1)] == 'x')
 		goto none;
-	if (sc->buf[(ms_at(sc) + n - 1) & (2 * TD_FIXED_ROOM - 1)] == ']') {
+	if (sc->buf[(text_at(sc->ms.at) + n - 1) & (2 * TD_FIXED_ROOM - 1)] == ']') {
 		sc->ms.nbits = n;
 		sc->ms.found = n;
 		bpf_loop(TD_SCHED_TEXT, find_space, &c, 0);
@@ -2500,7 +2475,7 @@ static __always_inline int sched_wchan(struct scratch *sc, __s64 nframes, bool z
 	sc->ms.at += n;
 	return n;
 none:
-	ms_put_char(sc, '0');
+	text_put_char(sc, &sc->ms.at, '0');
 	return 1;
 }
 
@@ -2518,7 +2493,7 @@ static __always_inline int sched_syscall(struct scratch *sc, struct task_struct 
 	long n;
 
 	if (running) {
-		__builtin_memcpy(sc->buf + ms_at(sc), "running", 7);
+		__builtin_memcpy(sc->buf + text_at(sc->ms.at), "running", 7);
 		sc->ms.at += 7;
 		return 7;
 	}
@@ -2545,10 +2520,10 @@ static __always_inline int sched_syscall(struct scratch *sc, struct task_struct 
 	if (nr < 0) {
 		sc->sched_args[1] = sc->sched_args[7];
 		sc->sched_args[2] = sc->sched_args[8];
-		n = bpf_snprintf((char *)sc->buf + ms_at(sc), TD_SCHED_TEXT, fmt3, sc->sched_args,
+		n = bpf_snprintf((char *)sc->buf + text_at(sc->ms.at), TD_SCHED_TEXT, fmt3, sc->sched_args,
 				 3 * 8);
 	} else {
-		n = bpf_snprintf((char *)sc->buf + ms_at(sc), TD_SCHED_TEXT, fmt9, sc->sched_args,
+		n = bpf_snprintf((char *)sc->buf + text_at(sc->ms.at), TD_SCHED_TEXT, fmt9, sc->sched_args,
 				 9 * 8);
 	}
 	if (n <= 1 || n >= TD_SCHED_TEXT)

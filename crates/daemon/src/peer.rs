@@ -449,9 +449,13 @@ impl OwnNamespaces {
     }
 }
 
-/// The boottime offset in a timens_offsets file; 0 where there is none (a kernel without time
-/// namespaces).
+/// The boottime offset in a timens_offsets file: what /proc adds to the start times it shows
+/// a reader in that namespace. 0 where there is none (a kernel without time namespaces) or
+/// where the kernel's /proc does not add it (before 5.11).
 fn boottime_offset(path: &str) -> io::Result<i64> {
+    if !taskdiag_procfs::timens_shifts_start_times() {
+        return Ok(0);
+    }
     match fs::read(path) {
         Ok(text) => timens_boottime_offset(&text)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{path}: {e}"))),

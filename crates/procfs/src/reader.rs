@@ -350,6 +350,20 @@ pub fn clock_ticks() -> u64 {
     u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
 }
 
+/// Whether the running kernel's /proc adds the reader's time namespace boottime offset to the
+/// start times it shows ([`crate::system::timens_shifts_start_times`]), from
+/// /proc/sys/kernel/osrelease, read once. A release that cannot be read or parsed counts as
+/// a current kernel's (it does).
+pub fn timens_shifts_start_times() -> bool {
+    static SHIFTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SHIFTS.get_or_init(|| {
+        std::fs::read("/proc/sys/kernel/osrelease")
+            .ok()
+            .and_then(|b| crate::system::kernel_version(&b))
+            .is_none_or(crate::system::timens_shifts_start_times)
+    })
+}
+
 /// A task's CPU time and identity, from its stat file alone ([`ProcReader::cpu_times`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CpuTime {
@@ -503,11 +517,15 @@ impl ProcReader {
         Some(crate::parse::cgroup_hierarchies(&buf))
     }
 
-    /// The boottime offset of our time namespace, from /proc/self/timens_offsets
-    /// ([`crate::parse::timens_boottime_offset`]): what /proc adds to the start times it shows
-    /// us. Read once; 0 without time namespaces (no such file) or if it cannot be read.
+    /// What /proc adds to the start times it shows us: the boottime offset of our time
+    /// namespace, from /proc/self/timens_offsets ([`crate::parse::timens_boottime_offset`]),
+    /// where the kernel adds it ([`timens_shifts_start_times`]). Read once; 0 without time
+    /// namespaces (no such file) or if it cannot be read.
     pub fn own_boottime_offset(&self) -> i64 {
         *self.own_boottime.get_or_init(|| {
+            if !timens_shifts_start_times() {
+                return 0;
+            }
             let mut buf = Vec::with_capacity(128);
             openat(self.dir.as_raw_fd(), c"self/timens_offsets", libc::O_RDONLY)
                 .and_then(|fd| read_all(&fd, &mut buf))

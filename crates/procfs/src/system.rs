@@ -8,6 +8,7 @@
 //! | `uptime`                  | [`parse_uptime`]                         | ps, top, pgrep, ... |
 //! | `loadavg`                 | [`parse_loadavg`]                        | top                 |
 //! | `sys/kernel/pid_max`      | [`parse_pid_max`], [`pid_length`]        | ps, top             |
+//! | `sys/kernel/osrelease`    | [`kernel_version`]                       | time namespaces     |
 //! | `tty/drivers`             | [`parse_tty_drivers`]                    | ps, pgrep, top      |
 //! | `PID/mountinfo`           | [`parse_mountinfo`]                      | taskdiagd           |
 //!
@@ -150,6 +151,29 @@ pub fn parse_pid_max(buf: &[u8]) -> Result<u32, ParseError> {
         (Some(v), None) => Ok(v),
         _ => Err(err("not a number")),
     }
+}
+
+/// The version (major, minor) at the start of /proc/sys/kernel/osrelease ("6.1.0-56-amd64":
+/// (6, 1)); `None` if it does not start with one.
+pub fn kernel_version(buf: &[u8]) -> Option<(u32, u32)> {
+    let mut parts = buf.splitn(3, |&c| c == b'.');
+    let major = parts.next().and_then(uint32)?;
+    let minor = parts.next().map(|m| {
+        let end = m
+            .iter()
+            .position(|c| !c.is_ascii_digit())
+            .unwrap_or(m.len());
+        &m[..end]
+    });
+    Some((major, minor.and_then(uint32)?))
+}
+
+/// Whether a kernel of `version` adds the reader's time namespace boottime offset to the start
+/// times /proc/PID/stat shows (and takes it from /proc/stat's `btime`): since Linux 5.11
+/// ("fs/proc: apply the time namespace offset to /proc/stat btime"); 5.6 to 5.10 have time
+/// namespaces but show start times as the initial namespace sees them.
+pub fn timens_shifts_start_times(version: (u32, u32)) -> bool {
+    version >= (5, 11)
 }
 
 /// How many characters the largest pid can have, counted the way procps does it
@@ -309,6 +333,19 @@ mod tests {
         ($name:literal) => {
             include_bytes!(concat!("../fixtures/linux-6.18/", $name)).as_slice()
         };
+    }
+
+    #[test]
+    fn kernel_versions() {
+        assert_eq!(kernel_version(b"6.1.0-56-amd64\n"), Some((6, 1)));
+        assert_eq!(kernel_version(b"5.10.0-46-amd64\n"), Some((5, 10)));
+        assert_eq!(kernel_version(b"6.18\n"), Some((6, 18)));
+        assert_eq!(kernel_version(b"6.12.117+deb12-amd64"), Some((6, 12)));
+        assert_eq!(kernel_version(b"7\n"), None);
+        assert_eq!(kernel_version(b"x.1"), None);
+        assert!(!timens_shifts_start_times((5, 10)));
+        assert!(timens_shifts_start_times((5, 11)));
+        assert!(timens_shifts_start_times((6, 1)));
     }
 
     #[test]

@@ -182,11 +182,8 @@ pub fn missing_pid() -> u32 {
 
 /// Whether the running kernel is at least `major.minor` (from /proc/sys/kernel/osrelease).
 pub fn kernel_at_least(major: u32, minor: u32) -> bool {
-    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut it = rel
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|p| p.parse::<u32>().ok());
-    (it.next().unwrap_or(0), it.next().unwrap_or(0)) >= (major, minor)
+    let rel = std::fs::read("/proc/sys/kernel/osrelease").expect("/proc/sys/kernel/osrelease");
+    taskdiag_procfs::system::kernel_version(&rel).expect("a kernel version") >= (major, minor)
 }
 
 /// Where the unified cgroup hierarchy is mounted whole (a cgroup2 mount whose root is the

@@ -135,7 +135,10 @@ fn run(a: Args) -> anyhow::Result<()> {
     // Everything privileged first, while this is the only thread.
     let user = privs::default_user(a.user.as_deref())?;
     // The host's /proc first (its device tells clients' /proc apart), then our own.
-    let own = OwnNamespaces::read().context("reading /proc/self/ns")?;
+    let mut own = OwnNamespaces::read().context("reading /proc/self/ns")?;
+    if let Some(shifts) = privs::timens_shifts_start_times(own.boottime_offset_ns) {
+        own.shifts_start_times = shifts;
+    }
     let private_proc = privs::private_proc().context("mounting a /proc of our own")?;
     if a.verbose && !private_proc {
         eprintln!(

@@ -277,12 +277,15 @@ impl Peer {
             Ok((!m.is_identity()).then_some(m))
         };
         let (uid_map, gid_map) = (map("uid_map")?, map("gid_map")?);
-        // The caller's /proc shows start times in its time namespace: ours are shifted by the
-        // difference of the two namespaces' boottime offsets.
-        let path = format!("/proc/{}/timens_offsets", self.pid);
-        let boottime_shift_ns = boottime_offset(&path)
-            .map_err(|source| PeerError::Proc { path, source })?
-            - own.boottime_offset_ns;
+        // The caller's /proc shows start times in its time namespace (where the kernel's does):
+        // ours are shifted by the difference of the two namespaces' boottime offsets.
+        let boottime_shift_ns = if own.shifts_start_times {
+            let path = format!("/proc/{}/timens_offsets", self.pid);
+            boottime_offset(&path).map_err(|source| PeerError::Proc { path, source })?
+                - own.boottime_offset_ns
+        } else {
+            0
+        };
         if !self.alive() {
             return Err(PeerError::Gone { pid: self.pid });
         }
@@ -431,6 +434,10 @@ pub struct OwnNamespaces {
     /// The boottime offset of its time namespace (ns; 0 in the initial one, or without time
     /// namespaces): its answers' start times have it added, as its /proc shows them.
     pub boottime_offset_ns: i64,
+    /// Whether the kernel's /proc adds a reader's boottime offset to the start times it shows
+    /// (since 5.11): by its release here; the daemon asks the kernel itself at start-up, while
+    /// it may ([`crate::privs::timens_shifts_start_times`]).
+    pub shifts_start_times: bool,
 }
 
 impl OwnNamespaces {
@@ -445,17 +452,14 @@ impl OwnNamespaces {
             cgroupns: ino("/proc/self/ns/cgroup")?,
             proc_dev: topmost_proc(&mountinfo).and_then(|(_, dev)| dev),
             boottime_offset_ns: boottime_offset("/proc/self/timens_offsets")?,
+            shifts_start_times: taskdiag_procfs::release_shifts_start_times(),
         })
     }
 }
 
-/// The boottime offset in a timens_offsets file: what /proc adds to the start times it shows
-/// a reader in that namespace. 0 where there is none (a kernel without time namespaces) or
-/// where the kernel's /proc does not add it (before 5.11).
+/// The boottime offset in a timens_offsets file; 0 where there is none (a kernel without time
+/// namespaces).
 fn boottime_offset(path: &str) -> io::Result<i64> {
-    if !taskdiag_procfs::timens_shifts_start_times() {
-        return Ok(0);
-    }
     match fs::read(path) {
         Ok(text) => timens_boottime_offset(&text)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{path}: {e}"))),

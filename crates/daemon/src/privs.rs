@@ -21,6 +21,9 @@
 //! * [`default_user`]: the daemon switches to a dedicated user unless told otherwise
 //!   (`taskdiag`, else `nobody`): one that kept uid 0 without capabilities could still read
 //!   /etc/shadow and write root's files if it were compromised.
+//! * [`timens_shifts_start_times`]: whether the kernel's /proc shows a client in a time
+//!   namespace start times with its offset added (since 5.11), asked of the kernel itself by
+//!   a child in a time namespace of its own (CAP_SYS_ADMIN).
 //! * [`confine`] last: a seccomp filter that leaves the system calls serving needs and refuses
 //!   the rest with EPERM (executing programs, new processes, mounts, ptrace, namespaces,
 //!   sockets of any other kind, ...).
@@ -102,6 +105,74 @@ pub fn close_inherited_fds(keep: Option<i32>) {
             // SAFETY: as above; the directory's own descriptor is already closed.
             unsafe { libc::close(fd) };
         }
+    }
+}
+
+/// Whether the kernel's /proc adds a reader's time namespace boottime offset to the start
+/// times it shows (and takes it from /proc/stat's `btime`; one change, Linux 5.11), asked of
+/// the kernel: a child enters a new time namespace whose boot time is a day later than ours
+/// (`own_offset_ns`, our own namespace's offset, plus a day) and compares /proc/stat's `btime`
+/// there with ours. `None` if it cannot tell: no time namespaces, or no privilege to make one.
+/// The child allocates nothing (its buffers are made before the fork), so any process may call
+/// this.
+pub fn timens_shifts_start_times(own_offset_ns: i64) -> Option<bool> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    const DAY: u64 = 86_400;
+    let stat = std::fs::read("/proc/stat").ok()?;
+    let ours = taskdiag_procfs::system::boot_time(&stat).ok()?;
+    let mut buf = vec![0u8; 2 * stat.len() + 65536];
+    let secs = own_offset_ns.div_euclid(1_000_000_000) + DAY as i64;
+    let nsecs = own_offset_ns.rem_euclid(1_000_000_000);
+    let offsets = format!("boottime {secs} {nsecs}");
+    // SAFETY: the child makes system calls only (no allocation, no lock another thread of
+    // ours could hold) and ends with _exit without returning.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return None;
+    }
+    if pid == 0 {
+        let mut enter = || -> io::Result<u64> {
+            // SAFETY: unshare with a flag; the child has one thread.
+            if unsafe { libc::unshare(libc::CLONE_NEWTIME) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            std::fs::write("/proc/self/timens_offsets", &offsets)?;
+            let ns = std::fs::File::open("/proc/self/ns/time_for_children")?;
+            // SAFETY: setns with a namespace descriptor we hold; the child has one thread.
+            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWTIME) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let mut f = std::fs::File::open("/proc/stat")?;
+            let mut len = 0;
+            while len < buf.len() {
+                match f.read(&mut buf[len..])? {
+                    0 => break,
+                    n => len += n,
+                }
+            }
+            taskdiag_procfs::system::boot_time(&buf[..len])
+                .map_err(|_| io::ErrorKind::InvalidData.into())
+        };
+        let code = match enter() {
+            Ok(theirs) if ours.abs_diff(theirs) <= 1 => 1,
+            Ok(theirs) if ours.abs_diff(theirs + DAY) <= 1 => 0,
+            _ => 2,
+        };
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked, into a local.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return None;
+        }
+    }
+    match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
+        Some(0) => Some(true),
+        Some(1) => Some(false),
+        _ => None,
     }
 }
 
@@ -386,6 +457,14 @@ pub fn confine() -> Result<(), PrivError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernel's answer, as root (which the tests run as, in the initial time namespace):
+    /// its /proc shifts start times since 5.11, where the change was made.
+    #[test]
+    fn the_kernel_says_whether_it_shifts_start_times() {
+        let since = taskdiag_test_support::tasks::kernel_at_least(5, 11);
+        assert_eq!(timens_shifts_start_times(0), Some(since));
+    }
 
     /// Forks a child that confines itself and reports what it could do, as an exit code.
     #[test]

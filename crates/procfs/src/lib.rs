@@ -30,4 +30,4 @@ mod scan;
 pub mod system;
 pub mod taskstats;
 
-pub use reader::{clock_ticks, timens_shifts_start_times, CpuTime, ProcReader, ProcfsError};
+pub use reader::{clock_ticks, release_shifts_start_times, CpuTime, ProcReader, ProcfsError};

@@ -350,11 +350,12 @@ pub fn clock_ticks() -> u64 {
     u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
 }
 
-/// Whether the running kernel's /proc adds the reader's time namespace boottime offset to the
-/// start times it shows ([`crate::system::timens_shifts_start_times`]), from
-/// /proc/sys/kernel/osrelease, read once. A release that cannot be read or parsed counts as
-/// a current kernel's (it does).
-pub fn timens_shifts_start_times() -> bool {
+/// Whether the running kernel's /proc adds a reader's time namespace boottime offset to the
+/// start times it shows, judged by its release ([`crate::system::timens_shifts_start_times`]):
+/// for where its answers cannot tell ([`crate::system::btime_shifted`]: no offset of one's
+/// own to look at). Read once; a release that cannot be read or parsed counts as a current
+/// kernel's (it does).
+pub fn release_shifts_start_times() -> bool {
     static SHIFTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *SHIFTS.get_or_init(|| {
         std::fs::read("/proc/sys/kernel/osrelease")
@@ -362,6 +363,21 @@ pub fn timens_shifts_start_times() -> bool {
             .and_then(|b| crate::system::kernel_version(&b))
             .is_none_or(crate::system::timens_shifts_start_times)
     })
+}
+
+/// CLOCK_REALTIME − CLOCK_BOOTTIME now, ns: the boot's epoch time as this time namespace sees
+/// it.
+fn boot_epoch_ns() -> i128 {
+    let ns = |clock| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the timespec it is given.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+    };
+    ns(libc::CLOCK_REALTIME) - ns(libc::CLOCK_BOOTTIME)
 }
 
 /// A task's CPU time and identity, from its stat file alone ([`ProcReader::cpu_times`]).
@@ -519,19 +535,34 @@ impl ProcReader {
 
     /// What /proc adds to the start times it shows us: the boottime offset of our time
     /// namespace, from /proc/self/timens_offsets ([`crate::parse::timens_boottime_offset`]),
-    /// where the kernel adds it ([`timens_shifts_start_times`]). Read once; 0 without time
-    /// namespaces (no such file) or if it cannot be read.
+    /// where the kernel adds it (since 5.11): told from its `btime`
+    /// ([`crate::system::btime_shifted`]), else from its release
+    /// ([`release_shifts_start_times`]). Read once; 0 without time namespaces (no such file)
+    /// or if it cannot be read.
     pub fn own_boottime_offset(&self) -> i64 {
         *self.own_boottime.get_or_init(|| {
-            if !timens_shifts_start_times() {
+            let read = |name: &CStr, buf: &mut Vec<u8>| {
+                openat(self.dir.as_raw_fd(), name, libc::O_RDONLY)
+                    .and_then(|fd| read_all(&fd, buf))
+                    .ok()
+            };
+            let mut buf = Vec::with_capacity(128);
+            let offset = read(c"self/timens_offsets", &mut buf)
+                .and_then(|()| crate::parse::timens_boottime_offset(&buf).ok())
+                .unwrap_or(0);
+            if offset == 0 {
                 return 0;
             }
-            let mut buf = Vec::with_capacity(128);
-            openat(self.dir.as_raw_fd(), c"self/timens_offsets", libc::O_RDONLY)
-                .and_then(|fd| read_all(&fd, &mut buf))
-                .ok()
-                .and_then(|()| crate::parse::timens_boottime_offset(&buf).ok())
-                .unwrap_or(0)
+            buf.clear();
+            let shifted = read(c"stat", &mut buf)
+                .and_then(|()| crate::system::boot_time(&buf).ok())
+                .and_then(|btime| crate::system::btime_shifted(btime, boot_epoch_ns(), offset))
+                .unwrap_or_else(release_shifts_start_times);
+            if shifted {
+                offset
+            } else {
+                0
+            }
         })
     }
 

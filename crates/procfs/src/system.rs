@@ -171,9 +171,27 @@ pub fn kernel_version(buf: &[u8]) -> Option<(u32, u32)> {
 /// Whether a kernel of `version` adds the reader's time namespace boottime offset to the start
 /// times /proc/PID/stat shows (and takes it from /proc/stat's `btime`): since Linux 5.11
 /// ("fs/proc: apply the time namespace offset to /proc/stat btime"); 5.6 to 5.10 have time
-/// namespaces but show start times as the initial namespace sees them.
+/// namespaces but show start times as the initial namespace sees them. The fallback where the
+/// kernel's answers cannot tell ([`btime_shifted`]).
 pub fn timens_shifts_start_times(version: (u32, u32)) -> bool {
     version >= (5, 11)
+}
+
+/// Whether /proc/stat's `btime` (`btime`, seconds), as a reader in a time namespace of
+/// boottime offset `offset_ns` sees it, has the offset taken off — and so /proc/PID/stat's
+/// start times have it added, the same kernel change made both. Told against that reader's
+/// CLOCK_REALTIME − CLOCK_BOOTTIME (`boot_epoch_ns`; CLOCK_BOOTTIME has the offset in every
+/// kernel with time namespaces): the boot's epoch time minus the offset. `None` for an offset
+/// under 2 s, which `btime`'s resolution cannot tell apart.
+pub fn btime_shifted(btime: u64, boot_epoch_ns: i128, offset_ns: i64) -> Option<bool> {
+    const TELLS: i64 = 2_000_000_000;
+    if offset_ns.unsigned_abs() < TELLS.unsigned_abs() {
+        return None;
+    }
+    let shown = i128::from(btime) * 1_000_000_000;
+    let shifted = (shown - boot_epoch_ns).abs();
+    let unshifted = (shown - (boot_epoch_ns + i128::from(offset_ns))).abs();
+    Some(shifted < unshifted)
 }
 
 /// How many characters the largest pid can have, counted the way procps does it
@@ -346,6 +364,20 @@ mod tests {
         assert!(!timens_shifts_start_times((5, 10)));
         assert!(timens_shifts_start_times((5, 11)));
         assert!(timens_shifts_start_times((6, 1)));
+    }
+
+    #[test]
+    fn btime_shifted_or_not() {
+        let day = 86_400_000_000_000_i64;
+        // Booted at 1,000,000.5 s; a reader a day later sees the boot a day earlier.
+        let boot = 1_000_000_500_000_000_i128 - i128::from(day);
+        assert_eq!(btime_shifted(1_000_000 - 86_400, boot, day), Some(true));
+        assert_eq!(btime_shifted(1_000_000, boot, day), Some(false));
+        let back = -3_600_000_000_000_i64;
+        let boot = 1_000_000_500_000_000_i128 + 3_600_000_000_000;
+        assert_eq!(btime_shifted(1_003_600, boot, back), Some(true));
+        assert_eq!(btime_shifted(1_000_000, boot, back), Some(false));
+        assert_eq!(btime_shifted(1_000_000, boot, 1_000_000_000), None);
     }
 
     #[test]

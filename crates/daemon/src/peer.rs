@@ -239,6 +239,12 @@ impl Peer {
         own: &OwnNamespaces,
     ) -> Result<Viewer, PeerError> {
         let access = me.access.ok_or(PeerError::Gone { pid: self.pid })?;
+        if Identity::of(me, access).unsettled {
+            return Err(PeerError::Changed {
+                pid: self.pid,
+                what: "began executing a program",
+            });
+        }
         // The capabilities of the process now are those it connected with only if it has not
         // executed a set-user-ID or set-group-ID program meanwhile (see the module doc). Without
         // a CRED record, no capabilities.
@@ -310,6 +316,7 @@ impl Peer {
             gid_map,
             foreign_cgroupns: Some(cgroupns_of(me)).filter(|&c| c != own.cgroupns),
             boottime_shift_ns,
+            attach_as_read: attach_as_read()?,
         })
     }
 }
@@ -334,6 +341,9 @@ struct Identity {
     /// The credentials in ACCESS (always there, CRED or not).
     ids: [u32; 6],
     cap_permitted: u64,
+    /// The process was executing a program, or changed while its record was read
+    /// (ACCESS_F_EXEC, ACCESS_F_CHANGED): its credentials and program may not belong together.
+    unsettled: bool,
 }
 
 impl Identity {
@@ -348,6 +358,9 @@ impl Identity {
             groups: t.cred.as_ref().map_or_else(Vec::new, |c| c.groups.clone()),
             ids: [a.uid, a.euid, a.suid, a.gid, a.egid, a.sgid],
             cap_permitted: a.cap_permitted,
+            unsettled: a.flags
+                & (taskdiag::proto::ACCESS_F_EXEC | taskdiag::proto::ACCESS_F_CHANGED)
+                != 0,
         }
     }
 
@@ -355,6 +368,8 @@ impl Identity {
     fn change(&self, now: &Identity) -> Option<&'static str> {
         if now.tg_start_ns != self.tg_start_ns {
             Some("exited (its pid now names another process)")
+        } else if now.unsettled {
+            Some("began executing a program")
         } else if now.exec_id != self.exec_id {
             Some("executed a program")
         } else if now.cred != self.cred
@@ -454,6 +469,20 @@ impl OwnNamespaces {
             boottime_offset_ns: boottime_offset("/proc/self/timens_offsets")?,
             shifts_start_times: taskdiag_procfs::release_shifts_start_times(),
         })
+    }
+}
+
+/// Whether ptrace-attach is decided as ptrace-read is: without Yama (no such file) or with its
+/// ptrace_scope 0. Read for each caller: root may raise the scope at any time.
+fn attach_as_read() -> Result<bool, PeerError> {
+    const PATH: &str = "/proc/sys/kernel/yama/ptrace_scope";
+    match fs::read(PATH) {
+        Ok(text) => Ok(taskdiag_procfs::system::parse_sysctl_number(&text) == Ok(0)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
+        Err(source) => Err(PeerError::Proc {
+            path: PATH.into(),
+            source,
+        }),
     }
 }
 

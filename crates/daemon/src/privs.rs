@@ -367,6 +367,8 @@ const SERVING_SYSCALLS: &[libc::c_long] = &[
     libc::SYS_nanosleep,
     libc::SYS_clock_nanosleep,
     libc::SYS_clock_gettime,
+    // SCHED's oom_score divides by RAM + swap, which sysinfo tells, once a walk.
+    libc::SYS_sysinfo,
     libc::SYS_poll,
     libc::SYS_ppoll,
     libc::SYS_epoll_create1,

@@ -8,6 +8,7 @@
 //! | `uptime`                  | [`parse_uptime`]                         | ps, top, pgrep, ... |
 //! | `loadavg`                 | [`parse_loadavg`]                        | top                 |
 //! | `sys/kernel/pid_max`      | [`parse_pid_max`], [`pid_length`]        | ps, top             |
+//! | `sys/kernel/yama/ptrace_scope` | [`parse_sysctl_number`]             | taskdiagd           |
 //! | `sys/kernel/osrelease`    | [`kernel_version`]                       | time namespaces     |
 //! | `tty/drivers`             | [`parse_tty_drivers`]                    | ps, pgrep, top      |
 //! | `PID/mountinfo`           | [`parse_mountinfo`]                      | taskdiagd           |
@@ -146,6 +147,11 @@ pub fn parse_loadavg_tasks(buf: &[u8]) -> Result<u32, ParseError> {
 
 /// The value of /proc/sys/kernel/pid_max: pids are below it.
 pub fn parse_pid_max(buf: &[u8]) -> Result<u32, ParseError> {
+    parse_sysctl_number(buf)
+}
+
+/// The value of a /proc/sys file of one number (kernel/pid_max, kernel/yama/ptrace_scope).
+pub fn parse_sysctl_number(buf: &[u8]) -> Result<u32, ParseError> {
     let mut w = words(buf);
     match (w.next().and_then(uint32), w.next()) {
         (Some(v), None) => Ok(v),

@@ -75,6 +75,12 @@ pub const ACCESS_F_EXEC: u32 = 1;
 /// no longer the task's (it executed a program meanwhile).
 pub const ACCESS_F_MM_CHANGED: u32 = 2;
 
+/// [`AccessRec`] flag, in a task record's ACCESS: taken again once the task's groups were
+/// read, it no longer matched (the task executed a program, changed credentials or
+/// dumpability meanwhile), or an exec was under way then. The groups /proc guards per reader
+/// were read in a state the record does not describe: a server decides nothing on it.
+pub const ACCESS_F_CHANGED: u32 = 4;
+
 /// Attribute type of a DONE message's optional text: why a request failed, in UTF-8 (netlink's
 /// extended ack, NLMSGERR_ATTR_MSG). Follows the [`Done`] payload.
 pub const ATTR_MESSAGE: u16 = 66;
@@ -421,6 +427,7 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_ATTR_ACCESS", ATTR_ACCESS as i64),
     ("TD_ACCESS_F_EXEC", ACCESS_F_EXEC as i64),
     ("TD_ACCESS_F_MM_CHANGED", ACCESS_F_MM_CHANGED as i64),
+    ("TD_ACCESS_F_CHANGED", ACCESS_F_CHANGED as i64),
     ("TD_GROUP_BASE", Group::Base as i64),
     ("TD_GROUP_CRED", Group::Cred as i64),
     ("TD_GROUP_VMA", Group::Vma as i64),

@@ -1,8 +1,8 @@
 //! Completion from /proc: what the BPF programs could not put in a message, filled per task
 //! and per group after checking that /proc still shows the same task (same start time).
 //!
-//! Also, for a daemon's answers, the groups a client reads from its own /proc
-//! ([`CallerGroups`]). For BPF, three cases: a group this kernel or this load cannot produce at all
+//! Also, for a daemon's answers, the groups of a task a client reads from its own /proc where
+//! the daemon's programs could not write them ([`CallerGroups`]). For BPF, three cases: a group this kernel or this load cannot produce at all
 //! ([`taskdiag_bpf::DumpReport::missing_groups`]), a record that did not fit the iterator's buffer
 //! (a GROUP_ERROR with [`ERRNO_NEEDS_PROCFS`] on a message flagged [`MSG_F_FIXUP`]), and tasks the
 //! iterator never shows (pid 1 on some hosts, see [`init_if_hidden`]), merged into the stream in
@@ -333,8 +333,8 @@ fn complete(
         }
         // For another caller (a server): a group whose file /proc guards per reader is not read
         // with the server's rights where the programs could not write it (IO of a process of
-        // many threads, on kernels without bpf_loop()): its client reads it from its own /proc
-        // ([`CallerGroups`]).
+        // many threads on kernels without bpf_loop(), PATHS of a memfd executable, ...): its
+        // client reads it from its own /proc ([`CallerGroups`]).
         if task.access.is_some() {
             groups.retain(|&g| {
                 let theirs = SHOW_SERVER_DEFERS & g.flag() != 0;
@@ -356,27 +356,27 @@ fn complete(
 
 /// Groups a server answers from its programs but, where they could not write one for a task,
 /// leaves to its client (a GROUP_ERROR with EOPNOTSUPP) rather than read /proc with its own
-/// rights: what /proc guards with the reader's identity as well as ptrace-read (IO: mode 0400).
-pub const SHOW_SERVER_DEFERS: u64 = Group::Io.flag();
+/// rights: what /proc guards with the reader's identity (ptrace-read, the owner of a file of
+/// mode 0400, a security module's policy): IO, PATHS, ENVIRON, SCHED (wchan and syscall) and
+/// SECURITY (the label). taskdiagd, without capabilities and with a security context of its
+/// own, could only read them from /proc with its own rights; its clients read them from their
+/// own /proc (the library does it for them), which shows them exactly what
+/// they may see. Where the programs wrote them, the server's view of the caller decides
+/// ([`crate::view`]).
+pub const SHOW_SERVER_DEFERS: u64 = Group::Io.flag()
+    | Group::Paths.flag()
+    | Group::Environ.flag()
+    | Group::Sched.flag()
+    | Group::Security.flag();
 
-/// Groups a server answering for other processes cannot read for them: what /proc guards
-/// (with ptrace-read, or a security module's policy on the reader) and the BPF programs do not
-/// produce: PATHS, ENVIRON, SCHED's wchan and syscall, SECURITY's label. taskdiagd, without
-/// capabilities and with a security context of its own, could only read them from /proc with
-/// its own rights. Its clients read them from their own /proc (the library does it for them),
-/// which shows them exactly what they may see.
-pub const SHOW_CALLER_READS: u64 =
-    Group::Paths.flag() | Group::Environ.flag() | Group::Sched.flag() | Group::Security.flag();
-
-/// Completes a daemon's answer with the groups the caller reads from its own /proc
-/// ([`SHOW_CALLER_READS`]): the daemon was asked without them (and with BASE, whose start time
-/// tells a reused pid), each task gets them from this process's /proc if /proc still shows
-/// the same task, else a GROUP_ERROR (ESRCH; EOPNOTSUPP without a /proc of our own pid
-/// namespace), and the START message names the groups of the caller's request again. The
-/// same for a group the daemon deferred for one task ([`SHOW_SERVER_DEFERS`]: EOPNOTSUPP).
+/// Completes a daemon's answer with the groups it deferred to the caller for some tasks
+/// ([`SHOW_SERVER_DEFERS`]: a GROUP_ERROR with EOPNOTSUPP): the daemon is asked with BASE too
+/// (its start time tells a reused pid), each such task gets them from this process's /proc if
+/// /proc still shows the same task, else a GROUP_ERROR (ESRCH; EOPNOTSUPP without a /proc of
+/// our own pid namespace), and the START message names the groups of the caller's request
+/// again.
 pub(crate) struct CallerGroups<'a> {
     req: Request,
-    groups: Vec<Group>,
     strip_base: bool,
     reader: Option<&'a ProcReader>,
     asm: TaskAssembler,
@@ -387,16 +387,10 @@ impl<'a> CallerGroups<'a> {
     /// For the caller's request `req`, read from `reader`; with the request to send the
     /// daemon instead.
     pub(crate) fn new(req: &Request, reader: Option<&'a ProcReader>) -> (Self, Request) {
-        let own = req.show_flags & SHOW_CALLER_READS;
-        let groups = Group::SUPPORTED
-            .into_iter()
-            .filter(|g| own & g.flag() != 0)
-            .collect();
         let mut sent = *req;
-        sent.show_flags = (req.show_flags & !own) | Group::Base.flag();
+        sent.show_flags |= Group::Base.flag();
         let c = CallerGroups {
             req: *req,
-            groups,
             strip_base: !req.wants(Group::Base),
             reader,
             asm: TaskAssembler::new(),
@@ -435,13 +429,12 @@ impl<'a> CallerGroups<'a> {
                                 && Group::from_u16(e.group)
                                     .is_some_and(|g| SHOW_SERVER_DEFERS & g.flag() != 0)
                         };
-                        let mut groups = self.groups.clone();
-                        groups.extend(
-                            t.errors
-                                .iter()
-                                .filter(|e| deferred(e))
-                                .filter_map(|e| Group::from_u16(e.group)),
-                        );
+                        let groups: Vec<Group> = t
+                            .errors
+                            .iter()
+                            .filter(|e| deferred(e))
+                            .filter_map(|e| Group::from_u16(e.group))
+                            .collect();
                         t.errors.retain(|e| !deferred(e));
                         fill_from_procfs(&mut t, ids, &groups, per_thread, self.reader);
                         if self.strip_base {

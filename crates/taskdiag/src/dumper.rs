@@ -18,9 +18,7 @@ use taskdiag_proto::{
 
 use crate::calibrate;
 use crate::client::{self, DaemonClient};
-use crate::complete::{
-    bpf_tasks, CallerGroups, Naming, ProcSource, SHOW_CALLER_READS, SHOW_SERVER_DEFERS,
-};
+use crate::complete::{bpf_tasks, CallerGroups, Naming, ProcSource, SHOW_SERVER_DEFERS};
 use crate::filter::ViewFilter;
 use crate::view::Viewer;
 use crate::{vma_walk, BackendKind, Error};
@@ -281,8 +279,8 @@ impl Dumper {
         let req = Request::parse(&req.to_bytes())?;
         self.daemon_declined = None;
         if let Backend::Daemon(c) = &mut self.backend {
-            // The groups the daemon cannot read for us come from our own /proc, task by task.
-            let own = req.show_flags & (SHOW_CALLER_READS | SHOW_SERVER_DEFERS) != 0;
+            // The groups the daemon could not read for us come from our own /proc, task by task.
+            let own = req.show_flags & SHOW_SERVER_DEFERS != 0;
             let reader = own.then(|| ProcReader::open().ok()).flatten();
             let (mut caller, sent) = CallerGroups::new(&req, reader.as_ref());
             let sent = if own { sent } else { req };

@@ -46,7 +46,7 @@ pub mod view;
 mod vma_walk;
 
 pub use backend::{BackendKind, UnknownBackend};
-pub use complete::SHOW_CALLER_READS;
+pub use complete::SHOW_SERVER_DEFERS;
 pub use dumper::{Dumper, AUTO_PROCFS_BELOW};
 use taskdiag_bpf::BpfError;
 pub use taskdiag_bpf::{may_load_bpf, Changes, PidNs, Tracker};

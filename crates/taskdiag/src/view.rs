@@ -35,8 +35,9 @@
 //!   with CAP_NET_ADMIN, as the taskstats interface; schedstat's numbers and stat's block I/O
 //!   ticks to anyone who sees the task.
 //! * **wchan and syscall** (SCHED): wchan only where ptrace-read passes, else `0` as
-//!   /proc/PID/wchan prints it; syscall (ptrace-attach) only for the caller's own thread
-//!   group, else withheld.
+//!   /proc/PID/wchan prints it; syscall (ptrace-attach, a file of mode 0400) where ptrace-read
+//!   passes and the caller may open the file, if Yama does not restrict attaching (else only
+//!   for the caller's own thread group), else withheld.
 //! * **ids** are shown as the caller's user namespace maps them (`from_kuid_munged`): an id
 //!   without a mapping is the overflow id (65534).
 //!
@@ -74,6 +75,39 @@ pub const SHOW_GUARDED: u64 = taskdiag_proto::SHOW_MAPS
     | taskdiag_proto::Group::Environ.flag()
     | taskdiag_proto::Group::Sched.flag()
     | taskdiag_proto::Group::Delay.flag();
+
+/// Takes out of `t` the groups a server leaves to its client's own /proc
+/// ([`crate::SHOW_SERVER_DEFERS`]), each replaced by a GROUP_ERROR with EOPNOTSUPP.
+fn defer_guarded(t: &mut Task) {
+    use taskdiag_proto::Group;
+    let mut deferred = Vec::new();
+    if t.io.take().is_some() {
+        deferred.push(Group::Io);
+    }
+    if t.paths.take().is_some() {
+        deferred.push(Group::Paths);
+    }
+    if t.environ.take().is_some() {
+        deferred.push(Group::Environ);
+    }
+    if t.sched.take().is_some() {
+        deferred.push(Group::Sched);
+    }
+    if t.security.take().is_some() {
+        deferred.push(Group::Security);
+    }
+    debug_assert!(deferred
+        .iter()
+        .all(|g| crate::SHOW_SERVER_DEFERS & g.flag() != 0));
+    t.errors.extend(
+        deferred
+            .into_iter()
+            .map(|g| taskdiag_proto::task::GroupError {
+                group: g as u16,
+                errno: libc::EOPNOTSUPP,
+            }),
+    );
+}
 
 /// The `hidepid=` option of a procfs mount.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -216,6 +250,11 @@ pub struct Viewer {
     /// are in the same namespace). Exact to the clock tick where the difference is a whole
     /// number of ticks (offsets are set in seconds and nanoseconds).
     pub boottime_shift_ns: i64,
+    /// Whether ptrace-attach is decided as ptrace-read is: no Yama, or Yama's ptrace_scope 0
+    /// (`/proc/sys/kernel/yama/ptrace_scope`). Otherwise Yama limits attaching to descendants,
+    /// declared tracers or CAP_SYS_PTRACE, which is not modelled: only the caller's own thread
+    /// group counts (it passes every scope but 3).
+    pub attach_as_read: bool,
 }
 
 impl Viewer {
@@ -350,10 +389,9 @@ impl Viewer {
         // it is when its maps are read: the record the map walk took then (VMA_ACCESS), and
         // the task walk's, whose image the library checked it to be. A task without both (one
         // /proc had to supply) is not readable by anyone here.
-        // Every ptrace-read field below is decided on the same ACCESS, taken with the record.
-        let readable = access.as_ref().is_some_and(|a| self.may_ptrace_read(a));
+        let ptrace_read = access.as_ref().is_some_and(|a| self.may_ptrace_read(a));
         let vma_access = t.vma_access.take();
-        let maps_ok = readable && vma_access.as_ref().is_some_and(|m| self.may_ptrace_read(m));
+        let maps_ok = ptrace_read && vma_access.as_ref().is_some_and(|m| self.may_ptrace_read(m));
         if t.vmas.is_some() && !maps_ok {
             t.vmas = None;
             t.errors.push(taskdiag_proto::task::GroupError {
@@ -361,6 +399,18 @@ impl Viewer {
                 errno: libc::EACCES,
             });
         }
+        // Every guarded field below is decided on the same ACCESS, taken with the record, if
+        // the task was still in that state once its groups were read (no exec, no change of
+        // credentials or dumpability meanwhile: ACCESS_F_CHANGED, ACCESS_F_EXEC). Otherwise
+        // the groups the client can read from its own /proc are left to it (EOPNOTSUPP, as for
+        // a group the programs could not write), and the other guarded fields withheld.
+        let settled = access.as_ref().is_some_and(|a| {
+            a.flags & (taskdiag_proto::ACCESS_F_CHANGED | taskdiag_proto::ACCESS_F_EXEC) == 0
+        });
+        if access.is_some() && !settled {
+            defer_guarded(t);
+        }
+        let readable = settled && ptrace_read;
         if !readable {
             // Namespace links: readlink /proc/PID/ns/* needs ptrace-read (proc_ns_get_link()).
             // The ids of nested pid namespaces are status lines, readable by anyone who sees
@@ -407,14 +457,21 @@ impl Viewer {
                 s.rec.flags |= taskdiag_proto::SCHED_F_SYSCALL_HIDDEN;
             }
         }
-        // /proc/PID/io is also mode 0400, owned by the task's owner (task_dump_owner()): its
-        // open needs that uid or a capability to override file permissions.
-        if readable && t.io.is_some() {
-            if let Some(a) = &access {
-                if !self.may_open_owner_only(a) {
-                    t.io = None;
+        // /proc/PID/io and environ are also mode 0400, owned by the task's owner
+        // (task_dump_owner()): their open needs that uid or a capability to override file
+        // permissions.
+        if readable
+            && access
+                .as_ref()
+                .is_some_and(|a| !self.may_open_owner_only(a))
+        {
+            for (gone, g) in [
+                (t.io.take().is_some(), taskdiag_proto::Group::Io),
+                (t.environ.take().is_some(), taskdiag_proto::Group::Environ),
+            ] {
+                if gone {
                     t.errors.push(taskdiag_proto::task::GroupError {
-                        group: taskdiag_proto::Group::Io as u16,
+                        group: g as u16,
                         errno: libc::EACCES,
                     });
                 }
@@ -428,10 +485,12 @@ impl Viewer {
                 *d = d.without_counters();
             }
         }
-        // /proc/PID/syscall needs ptrace-attach, which Linux security modules (Yama) restrict
-        // beyond ptrace-read: shown only to the task's own thread group.
+        // /proc/PID/syscall (mode 0400, like io) needs ptrace-attach: ptrace-read's checks
+        // unless Yama restricts attaching further; then only the task's own thread group.
         if let (Some(s), Some(a)) = (&mut t.sched, &access) {
-            if !self.is_own(a) {
+            let attach =
+                self.is_own(a) || (self.attach_as_read && readable && self.may_open_owner_only(a));
+            if !attach {
                 s.syscall.clear();
                 s.rec.flags |= taskdiag_proto::SCHED_F_SYSCALL_HIDDEN;
             }
@@ -669,6 +728,53 @@ pub(crate) mod tests {
         let mut none = t(Some(mine), None);
         assert!(v.filter_task(&mut none));
         assert!(none.vmas.is_none());
+    }
+
+    /// A task that executed a program, changed credentials or dumpability while its groups
+    /// were read (or was executing one): nothing is decided on its ACCESS. The groups the
+    /// client can read from its own /proc are left to it, the other guarded fields withheld,
+    /// though the caller could read the task as ACCESS first described it.
+    #[test]
+    fn a_task_that_changed_while_it_was_read_is_left_to_the_client() {
+        use taskdiag_proto::task::{Ns, Task};
+        use taskdiag_proto::Group;
+        use taskdiag_proto::IoRec;
+        let v = user(1000);
+        for flag in [
+            taskdiag_proto::ACCESS_F_CHANGED,
+            taskdiag_proto::ACCESS_F_EXEC,
+            0,
+        ] {
+            let mut a = task(1000);
+            a.flags = flag;
+            let mut t = Task {
+                pid: 7,
+                tgid: 7,
+                io: Some(IoRec::default()),
+                environ: Some(b"A=1".to_vec()),
+                ns: Some(Ns::default()),
+                access: Some(a),
+                ..Task::default()
+            };
+            assert!(v.filter_task(&mut t));
+            let errno = |g: Group| {
+                t.errors
+                    .iter()
+                    .find(|e| e.group == g as u16)
+                    .map(|e| e.errno)
+            };
+            let hidden =
+                t.ns.as_ref()
+                    .is_some_and(|n| n.rec.flags & taskdiag_proto::NS_F_HIDDEN != 0);
+            if flag == 0 {
+                assert!(t.io.is_some() && t.environ.is_some() && !hidden, "{t:?}");
+                assert!(t.errors.is_empty(), "{t:?}");
+            } else {
+                assert!(t.io.is_none() && t.environ.is_none() && hidden, "{t:?}");
+                assert_eq!(errno(Group::Io), Some(libc::EOPNOTSUPP));
+                assert_eq!(errno(Group::Environ), Some(libc::EOPNOTSUPP));
+            }
+        }
     }
 
     #[test]

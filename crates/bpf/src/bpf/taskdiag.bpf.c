@@ -277,6 +277,9 @@ struct scratch {
 	struct path pw_paths[4];
 	__u32 pw_len[4];
 	__u64 pw_mm, pw_fs, pw_exec_id;
+	/* recheck_access(): where the message's ACCESS is, and the task's state taken again. */
+	__u32 access_off;
+	struct td_access access_after;
 	struct pw_cache pw_cache[TD_PW_CACHE];
 	struct {
 		__u64 dentry, mnt;
@@ -842,11 +845,41 @@ static __always_inline bool put_access(struct out *o, struct task_struct *t, str
 
 	if (!a)
 		return false;
+	sc->access_off = o->off + sizeof(struct td_attr);
 	fill_access(a, t, mm, reader_pid, reader_tgid, &sc->addr_slot);
 	if (!put_attr_hdr(o, sizeof(*a), TD_ATTR_ACCESS))
 		return false;
 	o->off += sizeof(*a);
 	return true;
+}
+
+/*
+ * ACCESS taken again once the task's groups are read. They are read without the locks procfs
+ * takes (cred_guard_mutex, exec_update_lock) while the task runs on: an exec of a set-user-ID
+ * program, a change of credentials or of dumpability in between would pair data of one state
+ * with another's permission. If the task is no longer as the message's ACCESS describes it, or
+ * an exec was under way now, that ACCESS is flagged TD_ACCESS_F_CHANGED: a server decides
+ * nothing on it (procfs would have waited for the exec, or checked the new state).
+ */
+static __always_inline void recheck_access(struct out *o, struct task_struct *t)
+{
+	struct scratch *sc = (void *)o->buf;
+	struct td_access *before = rec_at(o, sc->access_off);
+	struct td_access *after = &sc->access_after;
+	struct mm_struct *mm = (t->flags & TD_PF_KTHREAD) ? 0 : t->mm;
+	__u64 *x = (__u64 *)before, *y = (__u64 *)after;
+
+	_Static_assert(sizeof(*after) % 8 == 0, "td_access compared in 8-byte words");
+	if (!before)
+		return;
+	fill_access(after, t, mm, before->reader_pid, before->reader_tgid, &sc->addr_slot);
+#pragma unroll
+	for (int i = 0; i < sizeof(*after) / 8; i++) {
+		if (x[i] != y[i]) {
+			before->flags |= TD_ACCESS_F_CHANGED;
+			return;
+		}
+	}
 }
 
 /*
@@ -3088,6 +3121,8 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	forget_off(&o);
 	if (with_cmdline && (show & (1 << TD_GROUP_ENVIRON)) && !put_environ(&o, task, mm))
 		return 0;
+	if (cfg_access)
+		recheck_access(&o, t);
 
 	h.len = o.off;
 	h.flags = o.fixup ? TD_MSG_F_FIXUP : 0;

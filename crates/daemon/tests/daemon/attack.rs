@@ -323,11 +323,16 @@ fn count(line: &str, key: &str) -> u64 {
 }
 
 /// More misbehaviour for the mixed load: set-user-ID exec races. Processes of [`USER`] keep
-/// executing a set-user-ID program while USER's connections dump every process's BASE and
-/// VMA: no answer may name the program in a memory map (its `leaks` count must stay 0, checked
-/// by the caller). The identity module tests the other exec races one by one.
+/// executing a set-user-ID program while USER's connections dump every process's BASE, PATHS
+/// and VMA: no answer may name the program (in a memory map, or as an executable; its `leaks`
+/// count must stay 0, checked by the caller). The identity module tests the other exec races
+/// one by one.
 fn more_attackers(d: &Daemon, suid: &SetuidSleep) -> Vec<Script> {
-    let req = Request::new(Strategy::All, 0, Group::Base.flag() | Group::Vma.flag());
+    let req = Request::new(
+        Strategy::All,
+        0,
+        Group::Base.flag() | Group::Paths.flag() | Group::Vma.flag(),
+    );
     let program = suid.path().display().to_string();
     vec![Script::start(USER, &on("setuid", d, &req, &["2", &program])).0]
 }

@@ -173,7 +173,8 @@ def setuid_execs(program):
 
 
 def setuid_reader(path, req, program):
-    """Asks REQ (BASE and VMA: the program's path can only be in a memory map's name)."""
+    """Asks REQ (BASE, PATHS and VMA: the program's path can only be in a memory map's name or
+    an executable link's)."""
     s = None
     name = program.encode()
     while not stop.is_set():

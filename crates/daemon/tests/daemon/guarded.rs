@@ -2,6 +2,8 @@
 //! unprivileged user, each must show what that user's /proc shows (read here by the procfs
 //! backend as that user) for its own process, another user's and its own non-dumpable one.
 
+use std::process::Command;
+
 use crate::harness::*;
 
 /// The `group` objects of `pids` in a JSON dump as `user` with `args`, by pid.
@@ -104,12 +106,13 @@ fn cgroup_is_shown_as_the_users_proc_shows_it() {
     }
 }
 
-/// IO, PATHS and ENVIRON come from files the daemon, without capabilities, may not read for
-/// its callers: the client library asks the daemon for the rest and reads these from the
-/// caller's own /proc, task by task, so they follow ptrace-read exactly as that /proc does.
+/// IO, PATHS, ENVIRON, SCHED and SECURITY come from files /proc guards per reader: the daemon
+/// serves them from its programs under the same rules, and leaves a task's to the caller's own
+/// /proc where its programs could not write them (the client library reads them there). Either
+/// way each shows exactly what the user's /proc shows.
 #[test]
-fn io_paths_and_environ_through_the_daemon_are_the_callers_proc() {
-    for group in ["io", "paths", "environ"] {
+fn guarded_groups_through_the_daemon_are_the_callers_proc() {
+    for group in ["io", "paths", "environ", "sched", "security"] {
         let (pids, daemon, procfs) = through_both(group);
         for (i, what) in WHO.iter().enumerate() {
             assert_eq!(daemon[i], procfs[i], "{what} process {}: {group}", pids[i]);
@@ -123,14 +126,93 @@ fn io_paths_and_environ_through_the_daemon_are_the_callers_proc() {
                     assert!(d["exe_error"].is_string(), "{d:?}");
                 }
             }
+            "sched" => {
+                assert_ne!(daemon[0]["wchan"], "0", "{:?}", daemon[0]);
+                for d in &daemon[1..] {
+                    assert_eq!(d["wchan"], "0", "{d:?}");
+                    assert_eq!(d["syscall_hidden"], true, "{d:?}");
+                }
+            }
+            "security" => assert!(daemon.iter().all(|d| d.is_object()), "{daemon:?}"),
             _ => assert!(daemon[0].is_array(), "{:?}", daemon[0]),
         }
-        if group != "paths" {
+        if group == "io" || group == "environ" {
             for d in &daemon[1..] {
                 assert!(d.is_null(), "{group}: {d:?}");
             }
         }
     }
+}
+
+/// Whether the kernel's programs write `group` for process `pid` (as root: the BPF backend's
+/// summary names the groups it completed from /proc).
+fn programs_write(group: &str, pid: u32) -> bool {
+    let o = output(Command::new(cli()).args([
+        "dump",
+        "-b",
+        "bpf",
+        "-s",
+        "-g",
+        group,
+        "--pid",
+        &pid.to_string(),
+    ]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    !String::from_utf8_lossy(&o.stderr).contains(&format!("from /proc: {group}"))
+}
+
+/// Where the programs write the guarded groups, the daemon serves them itself: a client whose
+/// /proc is hidden (an empty file system over it, in a mount namespace of its own), which could
+/// complete nothing, still gets them, equal to what its /proc shows it when not hidden.
+#[test]
+fn guarded_groups_are_served_by_the_daemon_where_its_programs_write_them() {
+    let d = Daemon::start(&[]);
+    let kids = [
+        user_sleeper(USER, false),
+        user_sleeper(OTHER, false),
+        user_sleeper(USER, true),
+    ];
+    let pids: Vec<u32> = kids.iter().map(|k| k.pid()).collect();
+    let sp = as_user_sh(USER);
+    let mut served = Vec::new();
+    for group in ["io", "paths", "environ", "sched", "security"] {
+        if !programs_write(group, pids[0]) {
+            eprintln!("{group}: not written by this kernel's programs, left to the client");
+            continue;
+        }
+        let args = d
+            .dump_args(&["--groups", group, "--format", "json"])
+            .join(" ");
+        let o = in_private_mounts(&format!(
+            "mount -t tmpfs none /proc || exit 90\n{sp} {} {args}\n",
+            cli().display()
+        ));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let hidden: Vec<serde_json::Value> = o
+            .stdout
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).expect("json"))
+            .collect();
+        let mut procfs_args: Vec<String> = vec!["dump".into(), "-b".into(), "procfs".into()];
+        procfs_args.extend(["--groups", group, "--format", "json"].map(String::from));
+        let procfs = group_of(USER, &procfs_args, group, &pids);
+        for (i, what) in WHO.iter().enumerate() {
+            let t = hidden
+                .iter()
+                .find(|t| t["pid"] == pids[i])
+                .unwrap_or_else(|| panic!("{what}: no task"));
+            let want = procfs[i]
+                .as_ref()
+                .unwrap_or_else(|| panic!("{what}: not in /proc"));
+            assert_eq!(&t[group], want, "{what} process {}: {group}\n{t}", pids[i]);
+        }
+        served.push(group);
+    }
+    assert!(
+        served.contains(&"io"),
+        "the programs write IO on every kernel: {served:?}"
+    );
 }
 
 /// DELAY: schedstat's numbers and the block I/O ticks as the user's /proc shows them; the

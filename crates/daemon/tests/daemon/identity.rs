@@ -4,7 +4,6 @@
 //! set-user-ID program while its memory maps are being read, and pid 0. Each decision must be
 //! made against the target as it is when its data is read, and the caller as it is now.
 
-use std::collections::BTreeSet;
 use std::io::BufRead;
 use std::process::{Command, Stdio};
 
@@ -247,27 +246,30 @@ fn exec_racer(suid: &SetuidSleep, secs: f64) -> Spawned {
     racer
 }
 
-#[test]
-fn maps_read_across_a_setuid_exec_are_never_served() {
-    let d = Daemon::start(&[]);
-    if !d.serves_maps() {
-        return;
-    }
+/// Dumps `groups` (with BASE) as USER through `d` 150 times while processes of USER keep
+/// executing the set-user-ID program: every process's, and in turn one racing process's (ONE:
+/// a short walk, the window as wide as the exec). Of each record of the program (its comm),
+/// `leaked` tells a leak and `refused` a refusal. Returns the number of records of the program,
+/// the leaks, and the refusals.
+fn across_setuid_execs(
+    d: &Daemon,
+    groups: &str,
+    leaked: impl Fn(&serde_json::Value) -> bool,
+    refused: impl Fn(&serde_json::Value) -> bool,
+) -> (usize, Vec<String>, usize) {
     let suid = SetuidSleep::new();
     let racer = exec_racer(&suid, 60.0);
     let socket = d.socket.display().to_string();
-    let (mut seen, mut leaks, mut refused) = (0, Vec::new(), 0);
+    let (mut seen, mut leaks, mut refusals) = (0, Vec::new(), 0);
+    let groups = format!("base,{groups}");
     for i in 0..150 {
-        // Every process's maps, and in turn one racing process's (ONE: the walks are short, the
-        // window between them as wide as the exec).
-        let args: Vec<String> = if i % 2 == 0 {
-            vec!["--groups".into(), "base,vma".into()]
-        } else {
+        let mut args = vec!["--groups".to_string(), groups.clone()];
+        if i % 2 == 1 {
             let Some(k) = tasks::children(racer.pid()).first().map(u32::to_string) else {
                 continue;
             };
-            vec!["--groups".into(), "base,vma".into(), "--pid".into(), k]
-        };
+            args.extend(["--pid".into(), k]);
+        }
         let mut c = as_user(USER, cli());
         c.args([
             "dump",
@@ -292,20 +294,55 @@ fn maps_read_across_a_setuid_exec_are_never_served() {
                 continue;
             }
             seen += 1;
-            let names: BTreeSet<String> = v["vma"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|m| m["name"].as_str().map(str::to_string))
-                .collect();
-            if names.iter().any(|n| n.contains("setuid-sleep")) {
+            if leaked(&v) {
                 leaks.push(v.to_string());
-            } else if v["errors"]["vma"].is_string() {
-                refused += 1;
+            } else if refused(&v) {
+                refusals += 1;
             }
         }
     }
     drop(racer);
+    (seen, leaks, refusals)
+}
+
+#[test]
+fn maps_read_across_a_setuid_exec_are_never_served() {
+    let d = Daemon::start(&[]);
+    if !d.serves_maps() {
+        return;
+    }
+    let names_it = |v: &serde_json::Value| {
+        v["vma"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["name"].as_str())
+            .any(|n| n.contains("setuid-sleep"))
+    };
+    let (seen, leaks, refused) =
+        across_setuid_execs(&d, "vma", names_it, |v| v["errors"]["vma"].is_string());
+    assert!(leaks.is_empty(), "{} leaks: {}", leaks.len(), leaks[0]);
+    assert!(
+        seen > 0 && refused > 0,
+        "the race was never run: {seen} seen"
+    );
+}
+
+/// The groups taskdiagd serves from one walk under ptrace-read (PATHS, SCHED's syscall,
+/// ENVIRON, IO), across set-user-ID execs: the program's executable is never shown to USER,
+/// nor its system call, whether the daemon served the record (ACCESS taken again after the
+/// groups were read, ACCESS_F_CHANGED where the exec came between) or left it to USER's /proc.
+#[test]
+fn guarded_groups_read_across_a_setuid_exec_are_never_served() {
+    let d = Daemon::start(&[]);
+    let leaked = |v: &serde_json::Value| {
+        v["paths"]["exe"]
+            .as_str()
+            .is_some_and(|e| e.contains("setuid-sleep"))
+            || v["sched"]["syscall"].is_string()
+    };
+    let refused = |v: &serde_json::Value| v["paths"]["exe_error"].is_string();
+    let (seen, leaks, refused) = across_setuid_execs(&d, "paths,sched,environ,io", leaked, refused);
     assert!(leaks.is_empty(), "{} leaks: {}", leaks.len(), leaks[0]);
     assert!(
         seen > 0 && refused > 0,

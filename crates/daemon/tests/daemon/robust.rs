@@ -27,15 +27,18 @@ use taskdiag_proto::msg::{done_text, message_len, Messages};
 use taskdiag_proto::task::{Event, StreamDecoder, Task};
 use taskdiag_proto::{BackendId, Done, Group, MsgHeader, MsgType, Request, Strategy};
 
-/// Every group the daemon answers from its programs: all but VMA_STAT (its counters only smaps
-/// has), the groups its clients read from their own /proc, and CGROUP, which it reads from
-/// /proc task by task (these tests measure the daemon's scheduling and buffers under load, not
-/// the cost of /proc: at 6,000 threads CGROUP alone costs ~66,000 system calls a request). VMA,
-/// many records per task, is left out of these tests' requests too.
+/// The groups these tests ask the daemon for: all but VMA_STAT (its counters only smaps has),
+/// VMA (many records per task), and those that cost a walk or a copy per task or, on older
+/// kernels, /proc task by task: CGROUP, PATHS, ENVIRON, SCHED, SECURITY (these tests measure
+/// the daemon's scheduling and buffers under load, not the cost of /proc: at 6,000 threads
+/// CGROUP alone costs ~66,000 system calls a request).
 const SERVED: u64 = taskdiag_proto::SHOW_SUPPORTED
     & !taskdiag_proto::SHOW_MAPS
-    & !taskdiag::SHOW_CALLER_READS
-    & !Group::Cgroup.flag();
+    & !Group::Cgroup.flag()
+    & !Group::Paths.flag()
+    & !Group::Environ.flag()
+    & !Group::Sched.flag()
+    & !Group::Security.flag();
 
 use crate::harness::*;
 

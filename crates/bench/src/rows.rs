@@ -488,7 +488,7 @@ fn loop_label(files: &[&(&str, Access)]) -> String {
 }
 
 /// The new groups and the files each replaces.
-pub const NEW_GROUPS: [NewGroup; 10] = [
+pub const NEW_GROUPS: [NewGroup; 11] = [
     // Pending (thread, shared), blocked, ignored, caught: status's Sig* lines.
     NewGroup {
         name: "signal",
@@ -566,6 +566,11 @@ pub const NEW_GROUPS: [NewGroup; 10] = [
     NewGroup {
         name: "delay",
         files: &[("schedstat", Access::Read), ("stat", Access::Read)],
+    },
+    // stack (root only).
+    NewGroup {
+        name: "kstack",
+        files: &[("stack", Access::Read)],
     },
 ];
 
@@ -746,13 +751,14 @@ pub fn daemon_rows(p: &Programs, per_thread: bool, socket: &str) -> Vec<Row> {
     let (bench, exe) = (p.bench.as_str(), p.taskdiag.as_str());
     let as_nobody = |v: &[&str]| as_nobody(v.iter().map(|x| x.to_string()).collect());
     let all = if per_thread { " --all-threads" } else { "" };
-    let dump = |backend: &str| {
-        let mut v = dump_argv(exe, per_thread, "base,cred", backend);
+    let dump_groups = |groups: &str, backend: &str| {
+        let mut v = dump_argv(exe, per_thread, groups, backend);
         if backend == "daemon" {
             v.extend(["--socket".to_string(), socket.to_string()]);
         }
         as_nobody(&v.iter().map(String::as_str).collect::<Vec<_>>())
     };
+    let dump = |backend: &str| dump_groups("base,cred", backend);
     let clients = |n: &str| {
         as_nobody(&[
             bench,
@@ -806,6 +812,27 @@ pub fn daemon_rows(p: &Programs, per_thread: bool, socket: &str) -> Vec<Row> {
             Some("S1"),
         ),
     ]
+    .into_iter()
+    // The groups /proc guards per reader, which the daemon serves under its rules (`SG<name>`)
+    // where the client used to read its own /proc (as `UG<name>`, the procfs backend, does).
+    .chain(["paths", "sched", "environ"].into_iter().flat_map(|g| {
+        let groups = format!("base,{g}");
+        [
+            row(
+                &format!("UG{g}"),
+                &format!("taskdiag procfs {groups}{all}, as nobody"),
+                dump_groups(&groups, "procfs"),
+                None,
+            ),
+            row(
+                &format!("SG{g}"),
+                &format!("taskdiag daemon {groups}{all}, as nobody"),
+                dump_groups(&groups, "daemon"),
+                Some(&format!("UG{g}")),
+            ),
+        ]
+    }))
+    .collect()
 }
 
 /// Rows of the scaling curves unless --rows says otherwise: the floor loops, taskdiag, and ps

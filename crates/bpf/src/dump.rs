@@ -27,7 +27,8 @@ const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
     | Group::Sched.flag()
     | Group::Environ.flag()
     | Group::Security.flag()
-    | Group::Delay.flag();
+    | Group::Delay.flag()
+    | Group::Kstack.flag();
 
 /// The groups only the sleepable program writes (it reads the task's memory): a request for
 /// any of them walks with it.
@@ -73,8 +74,9 @@ impl TaskIter {
             have &= !USER_MEMORY_GROUPS;
         }
         if self.features.task == crate::TaskFlavour::Bounded {
-            // PATHS's walk needs bpf_loop(); so does CGROUP's of the v1 hierarchies.
-            have &= !Group::Paths.flag();
+            // PATHS's walk and KSTACK's lines need bpf_loop(); so does CGROUP's of the v1
+            // hierarchies.
+            have &= !(Group::Paths.flag() | Group::Kstack.flag());
             if self.cgroup.v1 {
                 have &= !Group::Cgroup.flag();
             }

@@ -149,7 +149,10 @@ GROUPS:
   vma      memory mappings: start, end, permissions, flags, offset, device, inode, name as
            /proc/PID/maps prints it (for threads: on the thread-group leader only)
   vma_stat vma plus each mapping's smaps counters (Rss, Pss, ..., costs what smaps costs)
-  all      every group above except vma and vma_stat
+  kstack   the kernel stack as /proc/PID/stack shows it, a frame a line (symbol+off/size,
+           innermost first; none for a task running on another CPU); root only, like that
+           file (CAP_SYS_ADMIN)
+  all      every group above except vma, vma_stat and kstack
 
 BACKENDS:
   auto     bpf when this process may load BPF programs (root, or CAP_BPF+CAP_PERFMON),
@@ -190,7 +193,7 @@ struct DumpArgs {
     children_of: Option<u32>,
     /// Comma-separated groups: base, cred, stat, statm, cmdline, signal, ns, files, cgroup,
     /// io, paths, environ, sched, security, delay, vma,
-    /// vma_stat, all (see GROUPS below).
+    /// vma_stat, kstack, all (see GROUPS below).
     #[arg(long, short = 'g', value_name = "LIST", default_value = "base")]
     groups: String,
     /// Which backend answers.
@@ -244,17 +247,18 @@ fn parse_groups(list: &str) -> anyhow::Result<u64> {
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if name == "all" {
             // Memory maps are many records per task and VMA_STAT costs a page-table walk per
-            // mapping: asked for by name only.
-            flags |= taskdiag_proto::SHOW_SUPPORTED & !taskdiag_proto::SHOW_MAPS;
+            // mapping; KSTACK an unwind per task, for root only: asked for by name only.
+            flags |=
+                taskdiag_proto::SHOW_SUPPORTED & !taskdiag_proto::SHOW_MAPS & !Group::Kstack.flag();
             continue;
         }
         match Group::from_name(name) {
             Some(g) if taskdiag_proto::SHOW_SUPPORTED & g.flag() != 0 => flags |= g.flag(),
             Some(_) => bail!("group '{name}' is not implemented yet"),
-            None => bail!(
-                "unknown group '{name}' (known: base, cred, stat, statm, cmdline, signal, ns, \
-                 files, vma, vma_stat, all)"
-            ),
+            None => {
+                let known: Vec<&str> = Group::SUPPORTED.iter().map(|g| g.name()).collect();
+                bail!("unknown group '{name}' (known: {}, all)", known.join(", "))
+            }
         }
     }
     Ok(flags)

@@ -14,6 +14,7 @@ use std::io::{self, Write};
 
 use base64::Engine as _;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use taskdiag_procfs::parse::stack_frames;
 use taskdiag_proto::task::{
     Base, Cgroup, Cred, Event, Files, Ns, Paths, Sched, Security, Task, Vma,
 };
@@ -529,6 +530,14 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
         }
         writeln!(w)?;
     }
+    if let Some(k) = &t.kstack {
+        write!(w, "  kstack:")?;
+        for frame in stack_frames(k) {
+            w.write_all(b" ")?;
+            escape_text(w, frame)?;
+        }
+        writeln!(w)?;
+    }
     for e in &t.errors {
         let g = Group::from_u16(e.group).map_or("?", |g| g.name());
         writeln!(w, "  {g}: unavailable: {}", errno_text(e.errno))?;
@@ -616,6 +625,19 @@ impl Serialize for JsonArgv<'_> {
     }
 }
 
+/// A /proc/PID/stack text as a JSON array of its frames (`symbol+off/size`, innermost first).
+struct JsonFrames<'a>(&'a [u8]);
+
+impl Serialize for JsonFrames<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(None)?;
+        for frame in stack_frames(self.0) {
+            seq.serialize_element(&JsonBytes(frame))?;
+        }
+        seq.end()
+    }
+}
+
 /// A task as one JSON object: `pid`, `tgid`, then one member per group present (`base`,
 /// `cred`, `stat`, `statm` objects; `vma` an array of objects; `cmdline` an array of
 /// arguments) and `errors` (group name → message) when a group could not be read.
@@ -675,6 +697,9 @@ impl Serialize for JsonTask<'_> {
         }
         if let Some(e) = &t.environ {
             m.serialize_entry("environ", &JsonArgv(e))?;
+        }
+        if let Some(k) = &t.kstack {
+            m.serialize_entry("kstack", &JsonFrames(k))?;
         }
         if !t.errors.is_empty() {
             let errors: Vec<(&str, String)> = t
@@ -851,6 +876,7 @@ mod tests {
                 root: Ok(b"/".to_vec()),
             }),
             environ: Some(b"A=1\0B=\xfe\0".to_vec()),
+            kstack: Some(b"[<0>] do_nanosleep+0x6b/0x190\n[<0>] x+0x1/0x2 [m\xff]\n".to_vec()),
             sched: Some(Sched {
                 rec: taskdiag_proto::SchedRec {
                     oom_score: 666,
@@ -987,6 +1013,9 @@ mod tests {
         assert_eq!(v["paths"]["cwd_error"], "Permission denied (os error 13)");
         assert!(text.contains(" exe /usr/bin/x\\x20(deleted) "));
         assert_eq!(v["environ"][0], "A=1");
+        assert_eq!(v["kstack"][0], "do_nanosleep+0x6b/0x190");
+        assert!(v["kstack"][1]["bytes"].is_string(), "{}", v["kstack"]);
+        assert!(text.contains("  kstack: do_nanosleep+0x6b/0x190 x+0x1/0x2\\x20[m\\xff]\n"));
         assert!(text.contains("  environ: A=1 B=\\xfe\n"));
         assert_eq!(v["sched"]["loginuid"], 4294967295u32);
         assert_eq!(v["sched"]["syscall"], "7 0x3 0x7ffd");

@@ -1,4 +1,4 @@
-//! Pure parsers for a task's own files, /proc/PID/{stat,status,children,cgroup}: bytes in,
+//! Pure parsers for a task's own files, /proc/PID/{stat,status,children,cgroup,stack,...}: bytes in,
 //! fields out. No I/O, no allocation except the supplementary group list, which goes into a
 //! caller-owned `Vec`. (Memory maps are parsed in [`crate::maps`], machine-wide files in
 //! [`crate::system`].)
@@ -385,6 +385,14 @@ pub fn status_value<'a>(buf: &'a [u8], key: &str) -> Option<&'a [u8]> {
     })
 }
 
+/// The frames of a /proc/PID/stack text (proc_pid_stack(): `[<0>] %pB` a line): each line
+/// without its `[<0>] ` (the address the kernel no longer shows) and newline, innermost first.
+pub fn stack_frames(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    buf.split(|&c| c == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| l.strip_prefix(b"[<0>] ").unwrap_or(l))
+}
+
 /// /proc/PID/schedstat: nanoseconds on a CPU, nanoseconds waiting on a run queue, and the
 /// number of timeslices run.
 pub fn parse_schedstat(buf: &[u8]) -> Result<[u64; 3], ParseError> {
@@ -720,6 +728,24 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn stack_frames_drop_the_hidden_address() {
+        let text = b"[<0>] do_nanosleep+0x6b/0x190\n[<0>] hrtimer_nanosleep+0xa1/0x160\n";
+        let frames: Vec<&[u8]> = stack_frames(text).collect();
+        assert_eq!(
+            frames,
+            [
+                &b"do_nanosleep+0x6b/0x190"[..],
+                b"hrtimer_nanosleep+0xa1/0x160"
+            ]
+        );
+        assert_eq!(stack_frames(b"").count(), 0);
+        assert_eq!(
+            stack_frames(b"x+0x1/0x2 [m]\n").collect::<Vec<_>>(),
+            [&b"x+0x1/0x2 [m]"[..]]
+        );
+    }
 
     #[test]
     fn schedstat() {

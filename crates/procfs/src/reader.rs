@@ -963,6 +963,7 @@ impl ProcReader {
         let sched = want(Group::Sched).then(|| self.sched(s)).transpose()?;
         let label = want(Group::Security).then(|| self.label(s)).transpose()?;
         let schedstat = want(Group::Delay).then(|| self.schedstat(s)).transpose()?;
+        let kstack = want(Group::Kstack).then(|| self.kstack(s)).transpose()?;
         // The delay-accounting pairs of the task the directory is (a process: its leader).
         let delays = match schedstat {
             Some(Got::Read(_)) => self.delay_totals(s, tid.unwrap_or(pid))?,
@@ -1176,6 +1177,11 @@ impl ProcReader {
         match environ {
             Some(Got::Read(env)) => w.attr(Group::Environ as u16, &env),
             Some(Got::Refused(errno)) => w.group_error(Group::Environ, errno),
+            None => {}
+        }
+        match kstack {
+            Some(Got::Read(k)) => w.attr(Group::Kstack as u16, &k),
+            Some(Got::Refused(errno)) => w.group_error(Group::Kstack, errno),
             None => {}
         }
         match sched {

@@ -255,11 +255,15 @@ pub enum Group {
     /// Where the task's time went: run-queue waits, timeslices, delay accounting
     /// ([`DelayRec`]).
     Delay = 16,
+    /// The kernel stack, bytes as /proc/PID/stack returns them (`[<0>] symbol+off/size`, a
+    /// line a frame; empty for a task running on another CPU); refused (EACCES) like that
+    /// file to a reader without CAP_SYS_ADMIN.
+    Kstack = 17,
 }
 
 impl Group {
     /// The groups this version produces, in emission order.
-    pub const SUPPORTED: [Group; 17] = [
+    pub const SUPPORTED: [Group; 18] = [
         Group::Base,
         Group::Cred,
         Group::Vma,
@@ -277,6 +281,7 @@ impl Group {
         Group::Sched,
         Group::Security,
         Group::Delay,
+        Group::Kstack,
     ];
 
     /// The group for an attribute type, if known.
@@ -299,6 +304,7 @@ impl Group {
             14 => Some(Self::Sched),
             15 => Some(Self::Security),
             16 => Some(Self::Delay),
+            17 => Some(Self::Kstack),
             _ => None,
         }
     }
@@ -328,6 +334,7 @@ impl Group {
             Self::Sched => "sched",
             Self::Security => "security",
             Self::Delay => "delay",
+            Self::Kstack => "kstack",
         }
     }
 
@@ -354,7 +361,8 @@ pub const SHOW_SUPPORTED: u64 = (1 << Group::Base as u16)
     | (1 << Group::Environ as u16)
     | (1 << Group::Sched as u16)
     | (1 << Group::Security as u16)
-    | (1 << Group::Delay as u16);
+    | (1 << Group::Delay as u16)
+    | (1 << Group::Kstack as u16);
 
 /// Show flags of the memory-map groups (VMA, VMA_STAT): many records per task, read under the
 /// ptrace-read rule, and left out of "all".
@@ -451,6 +459,7 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_SCHED_F_NO_AUTOGROUP", SCHED_F_NO_AUTOGROUP as i64),
     ("TD_GROUP_SECURITY", Group::Security as i64),
     ("TD_GROUP_DELAY", Group::Delay as i64),
+    ("TD_GROUP_KSTACK", Group::Kstack as i64),
     ("TD_DELAY_F_COUNTERS", DELAY_F_COUNTERS as i64),
     ("TD_STRATEGY_ALL", Strategy::All as i64),
     ("TD_STRATEGY_ONE", Strategy::One as i64),

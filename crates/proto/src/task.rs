@@ -450,6 +450,8 @@ pub struct Task {
     pub security: Option<Security>,
     /// DELAY, if requested and available.
     pub delay: Option<DelayRec>,
+    /// KSTACK, if requested and available (refused with EACCES where /proc refuses it).
+    pub kstack: Option<Vec<u8>>,
     /// VMA (with VMA_STAT inside each entry when requested), if requested and the task has an
     /// address space; with thread strategies only on the thread-group leader.
     pub vmas: Option<Vec<Vma>>,
@@ -553,6 +555,9 @@ impl Task {
         }
         if let Some(d) = &self.delay {
             w.attr(Group::Delay as u16, &d.to_bytes());
+        }
+        if let Some(k) = &self.kstack {
+            w.attr(Group::Kstack as u16, k);
         }
         if let Some(s) = &self.security {
             let mut rec = s.rec;
@@ -777,6 +782,9 @@ impl TaskAssembler {
             let p = &self.parts[Group::Delay as usize];
             t.delay = Some(DelayRec::read_from(p).ok_or(bad(Group::Delay, "short record"))?);
         }
+        if self.has(Group::Kstack) {
+            t.kstack = Some(std::mem::take(&mut self.parts[Group::Kstack as usize]));
+        }
         if self.has(Group::Security) {
             let p = &self.parts[Group::Security as usize];
             let rec = SecurityRec::read_from(p).ok_or(bad(Group::Security, "short record"))?;
@@ -985,6 +993,7 @@ mod tests {
                 root: Ok(b"/".to_vec()),
             }),
             environ: Some((0..cmd_len).map(|i| (i % 13) as u8).collect()),
+            kstack: Some(b"[<0>] do_nanosleep+0x6b/0x190\n".to_vec()),
             sched: Some(Sched {
                 rec: SchedRec {
                     oom_score: 666,

@@ -148,7 +148,9 @@ fn task() -> impl Strategy<Value = Task> {
                     flags: (id & 1) as u32,
                     ..Default::default()
                 }),
-                environ: more.map(|(.., env)| env),
+                environ: more.as_ref().map(|(.., env)| env.clone()),
+                // KSTACK: bytes in one attribute, like the environment (a slice of it).
+                kstack: more.map(|(.., env)| env[..env.len().min(3000)].to_vec()),
                 errors: vec![],
                 access: None,
                 vma_access: None,

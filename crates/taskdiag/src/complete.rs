@@ -357,8 +357,8 @@ fn complete(
 /// Groups a server answers from its programs but, where they could not write one for a task,
 /// leaves to its client (a GROUP_ERROR with EOPNOTSUPP) rather than read /proc with its own
 /// rights: what /proc guards with the reader's identity (ptrace-read, the owner of a file of
-/// mode 0400, a security module's policy): IO, PATHS, ENVIRON, SCHED (wchan and syscall) and
-/// SECURITY (the label). taskdiagd, without capabilities and with a security context of its
+/// mode 0400, a security module's policy, CAP_SYS_ADMIN): IO, PATHS, ENVIRON, SCHED (wchan and
+/// syscall), SECURITY (the label) and KSTACK. taskdiagd, without capabilities and with a security context of its
 /// own, could only read them from /proc with its own rights; its clients read them from their
 /// own /proc (the library does it for them), which shows them exactly what
 /// they may see. Where the programs wrote them, the server's view of the caller decides
@@ -367,7 +367,8 @@ pub const SHOW_SERVER_DEFERS: u64 = Group::Io.flag()
     | Group::Paths.flag()
     | Group::Environ.flag()
     | Group::Sched.flag()
-    | Group::Security.flag();
+    | Group::Security.flag()
+    | Group::Kstack.flag();
 
 /// Completes a daemon's answer with the groups it deferred to the caller for some tasks
 /// ([`SHOW_SERVER_DEFERS`]: a GROUP_ERROR with EOPNOTSUPP): the daemon is asked with BASE too
@@ -539,6 +540,7 @@ fn fill_from_procfs(
                     Group::Sched => task.sched = p.sched.clone(),
                     Group::Security => task.security = p.security.clone(),
                     Group::Delay => task.delay = p.delay,
+                    Group::Kstack => task.kstack = p.kstack.clone(),
                     Group::Vma | Group::VmaStat => task.vmas = p.vmas.clone(),
                     Group::Base => {}
                 }

@@ -74,7 +74,8 @@ pub const SHOW_GUARDED: u64 = taskdiag_proto::SHOW_MAPS
     | taskdiag_proto::Group::Paths.flag()
     | taskdiag_proto::Group::Environ.flag()
     | taskdiag_proto::Group::Sched.flag()
-    | taskdiag_proto::Group::Delay.flag();
+    | taskdiag_proto::Group::Delay.flag()
+    | taskdiag_proto::Group::Kstack.flag();
 
 /// Takes out of `t` the groups a server leaves to its client's own /proc
 /// ([`crate::SHOW_SERVER_DEFERS`]), each replaced by a GROUP_ERROR with EOPNOTSUPP.
@@ -95,6 +96,9 @@ fn defer_guarded(t: &mut Task) {
     }
     if t.security.take().is_some() {
         deferred.push(Group::Security);
+    }
+    if t.kstack.take().is_some() {
+        deferred.push(Group::Kstack);
     }
     debug_assert!(deferred
         .iter()
@@ -493,6 +497,22 @@ impl Viewer {
             if !attach {
                 s.syscall.clear();
                 s.rec.flags |= taskdiag_proto::SCHED_F_SYSCALL_HIDDEN;
+            }
+        }
+        // /proc/PID/stack: only to a reader with CAP_SYS_ADMIN in the initial user namespace
+        // (proc_pid_stack()), and then as syscall (lock_trace(): ptrace-attach).
+        if t.kstack.is_some() {
+            const CAP_SYS_ADMIN: u32 = 21;
+            let admin = self.init_userns && self.cap_effective & (1u64 << CAP_SYS_ADMIN) != 0;
+            let attach = access.as_ref().is_some_and(|a| {
+                self.is_own(a) || (self.attach_as_read && readable && self.may_open_owner_only(a))
+            });
+            if !(admin && attach) {
+                t.kstack = None;
+                t.errors.push(taskdiag_proto::task::GroupError {
+                    group: taskdiag_proto::Group::Kstack as u16,
+                    errno: libc::EACCES,
+                });
             }
         }
         if let (Some(root), Some(vmas)) = (&self.root, &mut t.vmas) {

@@ -1781,3 +1781,108 @@ fn a_path_longer_than_path_max_is_that_links_error() {
     );
     drop(f);
 }
+
+/// KSTACK as the task program writes it, against /proc/PID/stack read before and after the walk
+/// (a task whose stack changed meanwhile is skipped: it woke), per process and per thread.
+/// Among them fixtures that wait throughout in known places (nanosleep, pause()), a zombie
+/// (no stack), and kernel threads; every fixture must be compared, and most other tasks too.
+#[test]
+fn the_programs_kstack_agrees_with_proc() {
+    let show = Group::Base.flag() | Group::Kstack.flag();
+    let mut it = taskdiag_bpf::TaskIter::load_for(show).expect("load (run as root)");
+    if it.missing_groups(show) != 0 {
+        eprintln!("KSTACK from /proc here: {:?}", it.features());
+        return;
+    }
+    let pinned = spawn(&["sched"], None);
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "echo ready; exec sleep 1000"])
+        .stdout(Stdio::piped());
+    let mut sleeper = Spawned::spawn_group(&mut cmd);
+    sleeper.expect_line("ready");
+    taskdiag_test_support::process::wait_exec(sleeper.pid(), "sleep");
+    let mut zombie = Command::new("sleep").arg("1000").spawn().expect("sleep");
+    let zpid = zombie.id();
+    zombie.kill().expect("kill");
+    let fixtures = [pinned.pid(), sleeper.pid(), zpid];
+    let stack = |dir: &str| std::fs::read(format!("{dir}/stack")).ok();
+    // Waiting where they stay: a stack that reads the same twice, some time apart.
+    for pid in &fixtures {
+        for tid in threads_of(*pid) {
+            let dir = format!("/proc/{pid}/task/{tid}");
+            taskdiag_test_support::process::wait_for("the fixtures to settle", || {
+                let s = stack(&dir);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                s.is_some() && s == stack(&dir)
+            });
+        }
+    }
+    let mut checked = BTreeMap::new();
+    let (mut same, mut total) = (0, 0);
+    for threads in [false, true] {
+        let read_all = || -> BTreeMap<u32, Vec<u8>> {
+            let mut all = BTreeMap::new();
+            for pid in tasks::pids() {
+                if threads {
+                    for tid in threads_of(pid) {
+                        if let Some(s) = stack(&format!("/proc/{pid}/task/{tid}")) {
+                            all.insert(tid, s);
+                        }
+                    }
+                } else if let Some(s) = stack(&format!("/proc/{pid}")) {
+                    all.insert(pid, s);
+                }
+            }
+            all
+        };
+        let strategy = if threads {
+            Strategy::AllThread
+        } else {
+            Strategy::All
+        };
+        let before = read_all();
+        let tasks = program_tasks(&mut it, &Request::new(strategy, 0, show));
+        let after = read_all();
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() } as u32;
+        for t in tasks {
+            let (Some(b), Some(a)) = (before.get(&t.pid), after.get(&t.pid)) else {
+                continue;
+            };
+            let fixture = fixtures.contains(&t.tgid);
+            if a != b || t.pid == me {
+                assert!(!fixture, "fixture {} changed its stack", t.pid);
+                continue;
+            }
+            total += 1;
+            let ours = t
+                .kstack
+                .as_ref()
+                .unwrap_or_else(|| panic!("task {}: no kstack: {:?}", t.pid, t.errors));
+            if ours == b {
+                same += 1;
+            } else {
+                // A task of the system that woke and slept again in the same place between
+                // the reads: only the fixtures must agree.
+                assert!(
+                    !fixture,
+                    "task {} (threads: {threads}): {:?}, /proc {:?}",
+                    t.pid,
+                    String::from_utf8_lossy(ours),
+                    String::from_utf8_lossy(b)
+                );
+                continue;
+            }
+            if fixture {
+                *checked.entry((t.pid, threads)).or_insert(0) += 1;
+            }
+        }
+    }
+    // Every fixture task, per process and per thread (the pinned fixture has two threads).
+    assert_eq!(checked.len(), 2 * fixtures.len() + 1, "{checked:?}");
+    assert!(same * 10 >= total * 9, "{same} of {total} stacks agree");
+    let sleeping = std::fs::read(format!("/proc/{}/stack", sleeper.pid())).expect("stack");
+    assert!(!sleeping.is_empty(), "a sleeping task shows its stack");
+    zombie.wait().expect("reap");
+    drop((pinned, sleeper));
+}

@@ -243,6 +243,8 @@ struct pw_cache {
 #define TD_SCHED_STACK 32
 /* The most a wchan or syscall text takes (KSYM_NAME_LEN is 512, but no wchan is that long). */
 #define TD_SCHED_TEXT 256
+/* The frames /proc/PID/stack shows at most (MAX_STACK_TRACE_DEPTH). */
+#define TD_KSTACK_DEPTH 64
 
 struct mask_cache {
 	__u32 gen, nbits, len, reserved;
@@ -277,9 +279,9 @@ struct scratch {
 	struct path pw_paths[4];
 	__u32 pw_len[4];
 	__u64 pw_mm, pw_fs, pw_exec_id;
-	/* recheck_access(): where the message's ACCESS is, and the task's state taken again. */
+	/* recheck_access(): where the message's ACCESS is, and the credentials it describes. */
 	__u32 access_off;
-	struct td_access access_after;
+	__u64 access_cred;
 	struct pw_cache pw_cache[TD_PW_CACHE];
 	struct {
 		__u64 dentry, mnt;
@@ -291,6 +293,8 @@ struct scratch {
 	/* SCHED (sched_attr()): the task's kernel stack, bpf_snprintf()'s arguments, the bitmap
 	 * being written as a list, the texts' cursor, and the last list of each bitmap. */
 	__u64 sched_stack[TD_SCHED_STACK];
+	/* KSTACK (put_kstack_attr()): the task's kernel stack, as /proc/PID/stack takes it. */
+	__u64 kstack[TD_KSTACK_DEPTH];
 	__u64 sched_args[12];
 	__s64 oom_rss[4];
 	__u64 mask_words[TD_MASK_WORDS];
@@ -847,6 +851,7 @@ static __always_inline bool put_access(struct out *o, struct task_struct *t, str
 		return false;
 	sc->access_off = o->off + sizeof(struct td_attr);
 	fill_access(a, t, mm, reader_pid, reader_tgid, &sc->addr_slot);
+	sc->access_cred = addr_of(&sc->addr_slot, t->real_cred);
 	if (!put_attr_hdr(o, sizeof(*a), TD_ATTR_ACCESS))
 		return false;
 	o->off += sizeof(*a);
@@ -854,32 +859,29 @@ static __always_inline bool put_access(struct out *o, struct task_struct *t, str
 }
 
 /*
- * ACCESS taken again once the task's groups are read. They are read without the locks procfs
- * takes (cred_guard_mutex, exec_update_lock) while the task runs on: an exec of a set-user-ID
- * program, a change of credentials or of dumpability in between would pair data of one state
- * with another's permission. If the task is no longer as the message's ACCESS describes it, or
- * an exec was under way now, that ACCESS is flagged TD_ACCESS_F_CHANGED: a server decides
- * nothing on it (procfs would have waited for the exec, or checked the new state).
+ * ACCESS checked again once the task's groups are read. They are read without the locks procfs
+ * takes (cred_guard_mutex, exec_update_lock) while the task runs on: an exec (of a set-user-ID
+ * program), a change of credentials or of dumpability in between would pair data of one state
+ * with another's permission. Credentials are never changed in place (commit_creds() installs
+ * new ones), and an address space's user namespace and a task's pid namespace and start never
+ * change, so what ACCESS describes is the same if the task still has the same credentials,
+ * address space, exec count and dumpability, and is not executing now. Otherwise that ACCESS is
+ * flagged TD_ACCESS_F_CHANGED: a server decides nothing on it (procfs would have waited for
+ * the exec, or checked the new state).
  */
 static __always_inline void recheck_access(struct out *o, struct task_struct *t)
 {
 	struct scratch *sc = (void *)o->buf;
-	struct td_access *before = rec_at(o, sc->access_off);
-	struct td_access *after = &sc->access_after;
+	struct td_access *a = rec_at(o, sc->access_off);
 	struct mm_struct *mm = (t->flags & TD_PF_KTHREAD) ? 0 : t->mm;
-	__u64 *x = (__u64 *)before, *y = (__u64 *)after;
+	struct signal_struct *sig = t->signal;
 
-	_Static_assert(sizeof(*after) % 8 == 0, "td_access compared in 8-byte words");
-	if (!before)
+	if (!a)
 		return;
-	fill_access(after, t, mm, before->reader_pid, before->reader_tgid, &sc->addr_slot);
-#pragma unroll
-	for (int i = 0; i < sizeof(*after) / 8; i++) {
-		if (x[i] != y[i]) {
-			before->flags |= TD_ACCESS_F_CHANGED;
-			return;
-		}
-	}
+	if (addr_of(&sc->addr_slot, t->real_cred) != sc->access_cred ||
+	    (mm ? addr_of(&sc->addr_slot, mm) : 0) != a->mm_id || t->self_exec_id != a->exec_id ||
+	    (mm && mm_dumpable(mm) != a->dumpable) || (sig && sig->cred_guard_mutex.owner.counter))
+		a->flags |= TD_ACCESS_F_CHANGED;
 }
 
 /*
@@ -2724,6 +2726,83 @@ static __always_inline bool put_sched(struct out *o, struct task_struct *task,
 	return true;
 }
 
+/* bpf_loop() callback of put_kstack_attr(): frame @i's line at ms.at. */
+static long kstack_line(__u64 i, struct pw_ctx *c)
+{
+	static const char fmt[] = "[<0>] %pB\n";
+	struct scratch *sc = c->sc;
+	long n;
+
+	if (i >= sc->ms.nbits || i >= TD_KSTACK_DEPTH || sc->ms.at > TD_FIXED_ROOM) {
+		sc->ms.found = i < sc->ms.nbits;
+		return 1;
+	}
+	sc->sched_args[0] = sc->kstack[i & (TD_KSTACK_DEPTH - 1)];
+	n = bpf_snprintf((char *)sc->buf + text_at(sc->ms.at), TD_SCHED_TEXT, fmt, sc->sched_args, 8);
+	if (n <= 1 || n >= TD_SCHED_TEXT) {
+		sc->ms.found = 1;
+		return 1;
+	}
+	sc->ms.at += n - 1;
+	return 0;
+}
+
+/*
+ * Writes KSTACK at @off: /proc/PID/stack (proc_pid_stack()), "[<0>] %pB\n" for each of the
+ * @nframes return addresses bpf_get_task_stack() left in kstack, which takes them as the file
+ * does (stack_trace_save_tsk(): none for a task running on another CPU, whose stack the
+ * unwinder refuses). Returns the attribute's length, or 0 where /proc must say it (a text that
+ * does not fit). Global: verified once.
+ */
+__noinline int put_kstack_attr(__u32 off, __s64 nframes)
+{
+	struct scratch *sc;
+	struct td_attr *a;
+	__u32 zero = 0, len;
+	struct pw_ctx c;
+
+	sc = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!sc || off > TD_FIXED_ROOM)
+		return 0;
+	c.sc = sc;
+	a = (void *)(sc->buf + room_mask(off));
+	sc->ms.at = off + sizeof(*a);
+	sc->ms.nbits = nframes > 0 ? nframes : 0;
+	sc->ms.found = 0;
+	bpf_loop(TD_KSTACK_DEPTH, kstack_line, &c, 0);
+	len = sc->ms.at - off;
+	if (sc->ms.found || sc->ms.at > TD_FIXED_ROOM || len > TD_FIXED_ROOM)
+		return 0;
+	a->len = len;
+	a->attr_type = TD_GROUP_KSTACK;
+	return len;
+}
+
+/* KSTACK (see put_kstack_attr()); the stack is taken here, with the task's trusted pointer.
+ * The reader's own stack would be this walk's, not what its /proc/PID/stack reads: /proc. */
+static __always_inline bool put_kstack(struct out *o, struct task_struct *task,
+				       struct task_struct *t, bool bounded)
+{
+	struct scratch *sc = (void *)o->buf;
+	__s64 nframes = 0;
+	int n;
+
+	if (bounded || (__u64)t == bpf_get_current_task())
+		return needs_procfs(o, TD_GROUP_KSTACK);
+	if (t->stack) {
+		nframes = bpf_get_task_stack(task, sc->kstack, sizeof(sc->kstack), 0);
+		if (nframes < 0)
+			return needs_procfs(o, TD_GROUP_KSTACK);
+		nframes = (__u64)nframes / 8;
+	}
+	n = put_kstack_attr(o->off, nframes);
+	if (n <= 0)
+		return needs_procfs(o, TD_GROUP_KSTACK);
+	o->off += n;
+	pad4(o);
+	return true;
+}
+
 static __always_inline bool put_statm(struct out *o, struct mm_struct *mm, bool bounded)
 {
 	struct td_statm *m = rec_at(o, o->off + sizeof(struct td_attr));
@@ -3114,6 +3193,9 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 		return 0;
 	forget_off(&o);
 	if ((show & (1 << TD_GROUP_SCHED)) && !put_sched(&o, task, t, bounded))
+		return 0;
+	forget_off(&o);
+	if ((show & (1 << TD_GROUP_KSTACK)) && !put_kstack(&o, task, t, bounded))
 		return 0;
 	forget_off(&o);
 	if (with_cmdline && (show & (1 << TD_GROUP_CMDLINE)) && mm && !put_cmdline(&o, task, mm))

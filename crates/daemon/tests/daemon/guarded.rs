@@ -6,6 +6,19 @@ use std::process::Command;
 
 use crate::harness::*;
 
+/// The `group` objects of `pids` in a JSON dump (`stdout`), by pid.
+fn pick(stdout: &[u8], group: &str, pids: &[u32]) -> Vec<Option<serde_json::Value>> {
+    let mut got = vec![None; pids.len()];
+    for line in stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let v: serde_json::Value = serde_json::from_slice(line).expect("json");
+        let pid = v["pid"].as_u64().expect("pid") as u32;
+        if let Some(i) = pids.iter().position(|&p| p == pid) {
+            got[i] = Some(v[group].clone());
+        }
+    }
+    got
+}
+
 /// The `group` objects of `pids` in a JSON dump as `user` with `args`, by pid.
 fn group_of(
     user: &str,
@@ -17,39 +30,64 @@ fn group_of(
     c.args(args);
     let o = output(&mut c);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut got = vec![None; pids.len()];
-    for line in o.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        let v: serde_json::Value = serde_json::from_slice(line).expect("json");
-        let pid = v["pid"].as_u64().expect("pid") as u32;
-        if let Some(i) = pids.iter().position(|&p| p == pid) {
-            got[i] = Some(v[group].clone());
-        }
-    }
-    got
+    pick(&o.stdout, group, pids)
 }
 
-/// Three processes (the user's own, another user's, the user's own non-dumpable one) and the
-/// `group` object of each as `USER` gets it through the daemon and through its own /proc.
+/// A daemon and three processes ([`WHO`]): the user's own, another user's, the user's own
+/// non-dumpable one.
+struct Three {
+    d: Daemon,
+    _kids: [Spawned; 3],
+    pids: Vec<u32>,
+}
+
+impl Three {
+    fn start() -> Three {
+        let d = Daemon::start(&[]);
+        let kids = [
+            user_sleeper(USER, false),
+            user_sleeper(OTHER, false),
+            user_sleeper(USER, true),
+        ];
+        let pids = kids.iter().map(|k| k.pid()).collect();
+        Three {
+            d,
+            _kids: kids,
+            pids,
+        }
+    }
+
+    /// The `group` object of each as USER gets it from its own /proc (the procfs backend).
+    fn procfs(&self, group: &str) -> Vec<serde_json::Value> {
+        let args = [
+            "dump", "-b", "procfs", "--groups", group, "--format", "json",
+        ];
+        let args: Vec<String> = args.map(String::from).to_vec();
+        take(group_of(USER, &args, group, &self.pids))
+    }
+}
+
+/// Each of [`WHO`]'s objects, which must be there.
+fn take(v: Vec<Option<serde_json::Value>>) -> Vec<serde_json::Value> {
+    v.into_iter()
+        .zip(WHO)
+        .map(|(g, what)| g.unwrap_or_else(|| panic!("{what}: no task")))
+        .collect()
+}
+
+/// [`Three`]'s processes and the `group` object of each as `USER` gets it through the daemon
+/// and through its own /proc.
 fn through_both(group: &str) -> (Vec<u32>, Vec<serde_json::Value>, Vec<serde_json::Value>) {
-    let d = Daemon::start(&[]);
-    let kids = [
-        user_sleeper(USER, false),
-        user_sleeper(OTHER, false),
-        user_sleeper(USER, true),
-    ];
-    let pids: Vec<u32> = kids.iter().map(|k| k.pid()).collect();
+    let three = Three::start();
     let flags = ["--groups", group, "--format", "json"];
-    let daemon = group_of(USER, &d.dump_args(&flags), group, &pids);
-    let mut procfs_args: Vec<String> = vec!["dump".into(), "-b".into(), "procfs".into()];
-    procfs_args.extend(flags.iter().map(|s| s.to_string()));
-    let procfs = group_of(USER, &procfs_args, group, &pids);
-    let take = |v: Vec<Option<serde_json::Value>>| -> Vec<serde_json::Value> {
-        v.into_iter()
-            .zip(WHO)
-            .map(|(g, what)| g.unwrap_or_else(|| panic!("{what}: no task")))
-            .collect()
-    };
-    (pids, take(daemon), take(procfs))
+    let daemon = take(group_of(
+        USER,
+        &three.d.dump_args(&flags),
+        group,
+        &three.pids,
+    ));
+    let procfs = three.procfs(group);
+    (three.pids.clone(), daemon, procfs)
 }
 
 /// What each of [`through_both`]'s processes is.
@@ -106,13 +144,13 @@ fn cgroup_is_shown_as_the_users_proc_shows_it() {
     }
 }
 
-/// IO, PATHS, ENVIRON, SCHED and SECURITY come from files /proc guards per reader: the daemon
+/// IO, PATHS, ENVIRON, SCHED, SECURITY and KSTACK come from files /proc guards per reader: the daemon
 /// serves them from its programs under the same rules, and leaves a task's to the caller's own
 /// /proc where its programs could not write them (the client library reads them there). Either
 /// way each shows exactly what the user's /proc shows.
 #[test]
 fn guarded_groups_through_the_daemon_are_the_callers_proc() {
-    for group in ["io", "paths", "environ", "sched", "security"] {
+    for group in ["io", "paths", "environ", "sched", "security", "kstack"] {
         let (pids, daemon, procfs) = through_both(group);
         for (i, what) in WHO.iter().enumerate() {
             assert_eq!(daemon[i], procfs[i], "{what} process {}: {group}", pids[i]);
@@ -134,6 +172,8 @@ fn guarded_groups_through_the_daemon_are_the_callers_proc() {
                 }
             }
             "security" => assert!(daemon.iter().all(|d| d.is_object()), "{daemon:?}"),
+            // The kernel stack only to CAP_SYS_ADMIN, not even the user's own.
+            "kstack" => assert!(daemon.iter().all(|d| d.is_null()), "{daemon:?}"),
             _ => assert!(daemon[0].is_array(), "{:?}", daemon[0]),
         }
         if group == "io" || group == "environ" {
@@ -166,21 +206,16 @@ fn programs_write(group: &str, pid: u32) -> bool {
 /// complete nothing, still gets them, equal to what its /proc shows it when not hidden.
 #[test]
 fn guarded_groups_are_served_by_the_daemon_where_its_programs_write_them() {
-    let d = Daemon::start(&[]);
-    let kids = [
-        user_sleeper(USER, false),
-        user_sleeper(OTHER, false),
-        user_sleeper(USER, true),
-    ];
-    let pids: Vec<u32> = kids.iter().map(|k| k.pid()).collect();
+    let three = Three::start();
     let sp = as_user_sh(USER);
     let mut served = Vec::new();
-    for group in ["io", "paths", "environ", "sched", "security"] {
-        if !programs_write(group, pids[0]) {
+    for group in ["io", "paths", "environ", "sched", "security", "kstack"] {
+        if !programs_write(group, three.pids[0]) {
             eprintln!("{group}: not written by this kernel's programs, left to the client");
             continue;
         }
-        let args = d
+        let args = three
+            .d
             .dump_args(&["--groups", group, "--format", "json"])
             .join(" ");
         let o = in_private_mounts(&format!(
@@ -188,25 +223,8 @@ fn guarded_groups_are_served_by_the_daemon_where_its_programs_write_them() {
             cli().display()
         ));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let hidden: Vec<serde_json::Value> = o
-            .stdout
-            .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-            .map(|l| serde_json::from_slice(l).expect("json"))
-            .collect();
-        let mut procfs_args: Vec<String> = vec!["dump".into(), "-b".into(), "procfs".into()];
-        procfs_args.extend(["--groups", group, "--format", "json"].map(String::from));
-        let procfs = group_of(USER, &procfs_args, group, &pids);
-        for (i, what) in WHO.iter().enumerate() {
-            let t = hidden
-                .iter()
-                .find(|t| t["pid"] == pids[i])
-                .unwrap_or_else(|| panic!("{what}: no task"));
-            let want = procfs[i]
-                .as_ref()
-                .unwrap_or_else(|| panic!("{what}: not in /proc"));
-            assert_eq!(&t[group], want, "{what} process {}: {group}\n{t}", pids[i]);
-        }
+        let hidden = take(pick(&o.stdout, group, &three.pids));
+        assert_eq!(hidden, three.procfs(group), "{group} of {:?}", three.pids);
         served.push(group);
     }
     assert!(

@@ -29,7 +29,7 @@ use taskdiag_proto::{BackendId, Done, Group, MsgHeader, MsgType, Request, Strate
 
 /// The groups these tests ask the daemon for: all but VMA_STAT (its counters only smaps has),
 /// VMA (many records per task), and those that cost a walk or a copy per task or, on older
-/// kernels, /proc task by task: CGROUP, PATHS, ENVIRON, SCHED, SECURITY (these tests measure
+/// kernels, /proc task by task: CGROUP, PATHS, ENVIRON, SCHED, SECURITY, KSTACK (these tests measure
 /// the daemon's scheduling and buffers under load, not the cost of /proc: at 6,000 threads
 /// CGROUP alone costs ~66,000 system calls a request).
 const SERVED: u64 = taskdiag_proto::SHOW_SUPPORTED
@@ -38,7 +38,8 @@ const SERVED: u64 = taskdiag_proto::SHOW_SUPPORTED
     & !Group::Paths.flag()
     & !Group::Environ.flag()
     & !Group::Sched.flag()
-    & !Group::Security.flag();
+    & !Group::Security.flag()
+    & !Group::Kstack.flag();
 
 use crate::harness::*;
 

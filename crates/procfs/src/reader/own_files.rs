@@ -2,8 +2,8 @@
 //! CGROUP (`cgroup`, and the inode of the task's directory in the cgroup2 mount for its id),
 //! IO (`io`), PATHS (the `exe`, `cwd` and `root` links), ENVIRON (`environ`), SCHED
 //! (`wchan`, `syscall`, `oom_score`, `oom_score_adj`, `loginuid`, `sessionid`, `autogroup`; its
-//! affinity lines come from status, read by the caller) and SECURITY's label
-//! (`attr/current`; its seccomp lines come from status too).
+//! affinity lines come from status, read by the caller), SECURITY's label (`attr/current`;
+//! its seccomp lines come from status too) and KSTACK (`stack`).
 //!
 //! [`ProcReader::task`] calls these between opening status and reading it, like NS and FILES:
 //! if the pid was reused meanwhile, the read of status fails and the task is skipped, so no
@@ -208,6 +208,19 @@ impl ProcReader {
         let mut buf = Vec::new();
         Ok(
             match self.own_file(&mut s.path, b"environ", &mut buf, false)? {
+                Got::Read(()) => Got::Read(buf),
+                Got::Refused(libc::ESRCH | libc::ENOENT) => Got::Read(Vec::new()),
+                Got::Refused(e) => Got::Refused(e),
+            },
+        )
+    }
+
+    /// KSTACK: the bytes of the task's stack file, refused (EACCES) to a reader without
+    /// CAP_SYS_ADMIN, as the file is; empty for a task that has no stack to show.
+    pub(super) fn kstack(&self, s: &mut Scratch) -> Result<Got<Vec<u8>>> {
+        let mut buf = Vec::new();
+        Ok(
+            match self.own_file(&mut s.path, b"stack", &mut buf, false)? {
                 Got::Read(()) => Got::Read(buf),
                 Got::Refused(libc::ESRCH | libc::ENOENT) => Got::Read(Vec::new()),
                 Got::Refused(e) => Got::Refused(e),

@@ -1399,11 +1399,16 @@ mod tests {
     use taskdiag_proto::task::{Base, Cred, GroupError, Ns};
     use taskdiag_proto::CredRec;
 
-    /// Every group ps reads: all but the memory maps and DELAY.
+    /// Every group ps reads: all but the memory maps, DELAY and KSTACK.
     fn read_groups() -> Vec<Group> {
         Group::SUPPORTED
             .into_iter()
-            .filter(|g| !matches!(g, Group::Vma | Group::VmaStat | Group::Delay))
+            .filter(|g| {
+                !matches!(
+                    g,
+                    Group::Vma | Group::VmaStat | Group::Delay | Group::Kstack
+                )
+            })
             .collect()
     }
 

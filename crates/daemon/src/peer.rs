@@ -239,7 +239,7 @@ impl Peer {
         own: &OwnNamespaces,
     ) -> Result<Viewer, PeerError> {
         let access = me.access.ok_or(PeerError::Gone { pid: self.pid })?;
-        if Identity::of(me, access).unsettled {
+        if unsettled(&access) {
             return Err(PeerError::Changed {
                 pid: self.pid,
                 what: "began executing a program",
@@ -358,9 +358,7 @@ impl Identity {
             groups: t.cred.as_ref().map_or_else(Vec::new, |c| c.groups.clone()),
             ids: [a.uid, a.euid, a.suid, a.gid, a.egid, a.sgid],
             cap_permitted: a.cap_permitted,
-            unsettled: a.flags
-                & (taskdiag::proto::ACCESS_F_EXEC | taskdiag::proto::ACCESS_F_CHANGED)
-                != 0,
+            unsettled: unsettled(&a),
         }
     }
 
@@ -472,8 +470,14 @@ impl OwnNamespaces {
     }
 }
 
+/// Whether the process was executing a program, or changed while its record was read
+/// (ACCESS_F_EXEC, ACCESS_F_CHANGED): its credentials and program may not belong together.
+fn unsettled(a: &AccessRec) -> bool {
+    a.flags & (taskdiag::proto::ACCESS_F_EXEC | taskdiag::proto::ACCESS_F_CHANGED) != 0
+}
+
 /// Whether ptrace-attach is decided as ptrace-read is: without Yama (no such file) or with its
-/// ptrace_scope 0. Read for each caller: root may raise the scope at any time.
+/// ptrace_scope 0. Read when a caller is identified (root may change the scope at any time).
 fn attach_as_read() -> Result<bool, PeerError> {
     const PATH: &str = "/proc/sys/kernel/yama/ptrace_scope";
     match fs::read(PATH) {

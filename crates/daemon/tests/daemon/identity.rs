@@ -536,3 +536,60 @@ fn maps_of_a_client_in_a_chroot_name_files_from_its_root() {
         "the daemon's maps differ from the chroot's /proc"
     );
 }
+
+/// PATHS for a client in a chroot: as readlink of /proc/PID/{exe,cwd,root} shows them there, for
+/// a process chrooted with it (paths below its root, relative to it) and one outside (paths the
+/// reader's root does not contain, which the kernel prints from the real root).
+#[test]
+fn paths_of_a_client_in_a_chroot_are_as_its_proc_shows_them() {
+    let d = Daemon::start(&[]);
+    let socket = d.socket.display().to_string();
+    let cli = cli().display().to_string();
+    let out = TempDir::new("chroot-out");
+    let croot = TempDir::new("chroot");
+    let (o, r) = (
+        out.path().display().to_string(),
+        croot.path().display().to_string(),
+    );
+    let sp = as_user_sh(USER);
+    let script = format!(
+        "{waits}mount --rbind / {r} || exit 90\n\
+         chroot {r} {sp} sleep 60 & S=$!\n\
+         (cd /tmp && exec {sp} sleep 60) & H=$!\n\
+         wait_comm $S sleep; wait_comm $H sleep\n\
+         for p in $S $H; do\n\
+           for l in exe cwd root; do chroot {r} {sp} readlink /proc/$p/$l; done > {o}/proc.$p\n\
+           chroot {r} {sp} {cli} dump -g paths --pid $p -f json --backend daemon \
+             --socket {socket} > {o}/daemon.$p 2>> {o}/err || echo failed $p\n\
+         done\n\
+         echo pids $S $H\n\
+         kill $S $H; wait\n",
+        waits = sh_waits()
+    );
+    let run = in_private_mounts(&script);
+    let text = String::from_utf8_lossy(&run.stdout);
+    let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap_or_default();
+    let pids: Vec<&str> = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pids "))
+        .unwrap_or_else(|| panic!("{text} {}", String::from_utf8_lossy(&run.stderr)))
+        .split(' ')
+        .collect();
+    assert!(!text.contains("failed"), "{text} {}", read("err"));
+    for (pid, inside) in pids.iter().zip([true, false]) {
+        let links: Vec<String> = read(&format!("proc.{pid}"))
+            .lines()
+            .map(String::from)
+            .collect();
+        let v: serde_json::Value =
+            serde_json::from_str(read(&format!("daemon.{pid}")).trim()).expect("json");
+        let shown: Vec<String> = ["exe", "cwd", "root"]
+            .iter()
+            .map(|l| v["paths"][l].as_str().unwrap_or("-").to_string())
+            .collect();
+        assert_eq!(shown, links, "process {pid} (in the chroot: {inside}): {v}");
+        // Inside, its directory is the chroot's "/" (chroot(1) changes to it); outside, the
+        // host's /tmp, which the reader's root does not contain.
+        assert_eq!(links[1], if inside { "/" } else { "/tmp" }, "{links:?}");
+    }
+}

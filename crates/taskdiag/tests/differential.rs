@@ -999,12 +999,10 @@ fn links(pid: u32) -> Option<[Result<Vec<u8>, u8>; 3]> {
 fn the_programs_paths_agree_with_the_links() {
     use taskdiag_test_support::process::wait_exec;
     let show = Group::Base.flag() | Group::Paths.flag();
-    let mut it = taskdiag_bpf::TaskIter::load_for(show).expect("load (run as root)");
-    if it.missing_groups(show) != 0 {
-        // The bounded flavour (kernels without bpf_loop()) leaves PATHS to /proc.
-        eprintln!("PATHS from /proc here: {:?}", it.features());
+    // The bounded flavour (kernels without bpf_loop()) leaves PATHS to /proc.
+    let Some(mut it) = programs_writing(Group::Paths) else {
         return;
-    }
+    };
     let dir = TempDir::new("paths");
     let gone = dir.join("gone dir");
     std::fs::create_dir(&gone).expect("mkdir");
@@ -1138,6 +1136,46 @@ fn the_programs_paths_agree_with_the_links() {
     drop((deleted, deleted2, chrooted, mounted));
 }
 
+/// The task programs loaded for BASE and `g`, if they write `g` on this kernel (else it comes
+/// from /proc, which the group's own differential test has nothing to compare with: said so).
+fn programs_writing(g: Group) -> Option<taskdiag_bpf::TaskIter> {
+    let show = Group::Base.flag() | g.flag();
+    let it = taskdiag_bpf::TaskIter::load_for(show).expect("load (run as root)");
+    if it.missing_groups(show) != 0 {
+        eprintln!("{} from /proc here: {:?}", g.name(), it.features());
+        return None;
+    }
+    Some(it)
+}
+
+/// `read` of every task's /proc directory, by id: each process's (`/proc/PID`), or with
+/// `threads` each thread's (`/proc/PID/task/TID`); tasks it gives nothing for (gone) are left
+/// out.
+fn read_each<T>(threads: bool, read: impl Fn(&str) -> Option<T>) -> BTreeMap<u32, T> {
+    let mut all = BTreeMap::new();
+    for pid in tasks::pids() {
+        if threads {
+            for tid in threads_of(pid) {
+                if let Some(v) = read(&format!("/proc/{pid}/task/{tid}")) {
+                    all.insert(tid, v);
+                }
+            }
+        } else if let Some(v) = read(&format!("/proc/{pid}")) {
+            all.insert(pid, v);
+        }
+    }
+    all
+}
+
+/// The walk of every process, or with `threads` every thread.
+fn all_tasks(threads: bool) -> Strategy {
+    if threads {
+        Strategy::AllThread
+    } else {
+        Strategy::All
+    }
+}
+
 /// SCHED as /proc shows it for one task (`dir` is /proc/PID or /proc/PID/task/TID): the
 /// numbers, the autogroup line, wchan, syscall and status's two lists, as one text per field.
 fn sched_files(dir: &str) -> Option<BTreeMap<&'static str, String>> {
@@ -1210,11 +1248,9 @@ fn sched_texts(s: &taskdiag_proto::task::Sched) -> BTreeMap<&'static str, String
 fn the_programs_sched_agrees_with_proc() {
     use taskdiag_test_support::process::wait_for;
     let show = Group::Base.flag() | Group::Sched.flag();
-    let mut it = taskdiag_bpf::TaskIter::load_for(show).expect("load (run as root)");
-    if it.missing_groups(show) != 0 {
-        eprintln!("SCHED from /proc here: {:?}", it.features());
+    let Some(mut it) = programs_writing(Group::Sched) else {
         return;
-    }
+    };
     let pinned = spawn(&["sched"], None);
     let mut cmd = Command::new("choom");
     cmd.args([
@@ -1276,28 +1312,9 @@ fn the_programs_sched_agrees_with_proc() {
 
     let mut checked = BTreeMap::new();
     for threads in [false, true] {
-        let read_all = || -> BTreeMap<u32, BTreeMap<&'static str, String>> {
-            let mut all = BTreeMap::new();
-            for pid in tasks::pids() {
-                if threads {
-                    for tid in threads_of(pid) {
-                        if let Some(f) = sched_files(&format!("/proc/{pid}/task/{tid}")) {
-                            all.insert(tid, f);
-                        }
-                    }
-                } else if let Some(f) = sched_files(&format!("/proc/{pid}")) {
-                    all.insert(pid, f);
-                }
-            }
-            all
-        };
-        let strategy = if threads {
-            Strategy::AllThread
-        } else {
-            Strategy::All
-        };
+        let read_all = || read_each(threads, sched_files);
         let before = read_all();
-        let tasks = program_tasks(&mut it, &Request::new(strategy, 0, show));
+        let tasks = program_tasks(&mut it, &Request::new(all_tasks(threads), 0, show));
         let after = read_all();
         // SAFETY: gettid has no preconditions.
         let me = unsafe { libc::gettid() } as u32;
@@ -1789,11 +1806,9 @@ fn a_path_longer_than_path_max_is_that_links_error() {
 #[test]
 fn the_programs_kstack_agrees_with_proc() {
     let show = Group::Base.flag() | Group::Kstack.flag();
-    let mut it = taskdiag_bpf::TaskIter::load_for(show).expect("load (run as root)");
-    if it.missing_groups(show) != 0 {
-        eprintln!("KSTACK from /proc here: {:?}", it.features());
+    let Some(mut it) = programs_writing(Group::Kstack) else {
         return;
-    }
+    };
     let pinned = spawn(&["sched"], None);
     let mut cmd = Command::new("sh");
     cmd.args(["-c", "echo ready; exec sleep 1000"])
@@ -1820,28 +1835,9 @@ fn the_programs_kstack_agrees_with_proc() {
     let mut checked = BTreeMap::new();
     let (mut same, mut total) = (0, 0);
     for threads in [false, true] {
-        let read_all = || -> BTreeMap<u32, Vec<u8>> {
-            let mut all = BTreeMap::new();
-            for pid in tasks::pids() {
-                if threads {
-                    for tid in threads_of(pid) {
-                        if let Some(s) = stack(&format!("/proc/{pid}/task/{tid}")) {
-                            all.insert(tid, s);
-                        }
-                    }
-                } else if let Some(s) = stack(&format!("/proc/{pid}")) {
-                    all.insert(pid, s);
-                }
-            }
-            all
-        };
-        let strategy = if threads {
-            Strategy::AllThread
-        } else {
-            Strategy::All
-        };
+        let read_all = || read_each(threads, stack);
         let before = read_all();
-        let tasks = program_tasks(&mut it, &Request::new(strategy, 0, show));
+        let tasks = program_tasks(&mut it, &Request::new(all_tasks(threads), 0, show));
         let after = read_all();
         // SAFETY: gettid has no preconditions.
         let me = unsafe { libc::gettid() } as u32;

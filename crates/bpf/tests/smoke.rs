@@ -181,10 +181,12 @@ fn the_task_program_verifies_in_linear_work() {
         "dump task program ({:?}): {n} instructions verified",
         it.features().task
     );
-    // 57,856 on 6.18 and 80,706 on 6.1 with FILES and NS (NS's levels a global function:
-    // inline they cost 6.1's verifier 120,000 more); 30,491 on 6.18 with SIGNAL, 20,271
-    // before it; 137,690 on 6.18 with the regression this test was written for.
-    assert!(n < 100_000, "{n} instructions verified");
+    // 75,238 on 6.18 and 100,619 on 6.1 with every group to KSTACK; 57,856 on 6.18 and
+    // 80,706 on 6.1 with FILES and NS (NS's levels a global function: inline they cost 6.1's
+    // verifier 120,000 more); 30,491 on 6.18 with SIGNAL, 20,271 before it; 137,690 on 6.18
+    // with the regression this test was written for (6.8x the program of then: today's would
+    // walk some 500,000).
+    assert!(n < 150_000, "{n} instructions verified");
 }
 
 /// Whether kallsyms shows this process addresses (root, kptr_restrict below 2): what SCHED's

@@ -79,11 +79,11 @@ fn groups_not_loaded_are_reported_missing() {
     } else {
         Group::Cmdline.flag() | Group::Environ.flag()
     };
-    // SECURITY with labels (the default), PATHS and SCHED in the bounded flavour, and SCHED
-    // where the scheduler's text was not found: read from /proc by the library.
+    // SECURITY with labels (the default), PATHS, KSTACK and SCHED in the bounded flavour, and
+    // SCHED where the scheduler's text was not found: read from /proc by the library.
     let mut from_proc = Group::Security.flag();
     if all.features().task == TaskFlavour::Bounded {
-        from_proc |= Group::Paths.flag();
+        from_proc |= Group::Paths.flag() | Group::Kstack.flag();
     }
     if !all.features().sched {
         assert!(

@@ -164,8 +164,10 @@ fn guarded_groups_through_the_daemon_are_the_callers_proc() {
                     assert!(d["exe_error"].is_string(), "{d:?}");
                 }
             }
+            // The own process's wchan is as its /proc shows it, compared above (a function;
+            // "0" for every task on 5.10, whose x86 get_wchan() needs frame pointers, which
+            // Debian's kernels do without); the others' are withheld.
             "sched" => {
-                assert_ne!(daemon[0]["wchan"], "0", "{:?}", daemon[0]);
                 for d in &daemon[1..] {
                     assert_eq!(d["wchan"], "0", "{d:?}");
                     assert_eq!(d["syscall_hidden"], true, "{d:?}");

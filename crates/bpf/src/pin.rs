@@ -553,23 +553,25 @@ mod tests {
         let orphan = key.join("new-4194305");
         std::fs::create_dir_all(&orphan).expect("mkdir");
         let lock = lock_dir(&held.join("1")).expect("lock");
-        // Another test's pinning runs remove_stale() too, holding every slot's lock of `free`
-        // while it looks: then this call skips it (and that one removes it, or skips it for
-        // ours). Either way it goes within a few calls.
-        for _ in 0..50 {
-            remove_stale(key);
-            if !free.exists() {
-                break;
+        // Another test's pinning runs remove_stale() too, holding every slot's lock of a
+        // directory while it looks: then this call skips it (and that one removes it, or skips
+        // it for ours). Either way a free one goes within a few calls.
+        let removed = |dir: &Path| {
+            for _ in 0..50 {
+                remove_stale(key);
+                if !dir.exists() {
+                    return true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
             }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        assert!(!free.exists(), "{free:?} kept");
+            false
+        };
+        assert!(removed(&free), "{free:?} kept");
         assert!(!orphan.exists(), "{orphan:?} kept");
         assert!(held.join("1").exists(), "a held slot was removed");
         assert!(key.exists(), "this build's directory was removed");
         drop(lock);
-        remove_stale(key);
-        assert!(!held.exists(), "{held:?} kept once free");
+        assert!(removed(&held), "{held:?} kept once free");
     }
 
     #[test]

@@ -1167,13 +1167,30 @@ fn read_each<T>(threads: bool, read: impl Fn(&str) -> Option<T>) -> BTreeMap<u32
     all
 }
 
-/// The walk of every process, or with `threads` every thread.
-fn all_tasks(threads: bool) -> Strategy {
-    if threads {
+/// The tasks of one walk of every process (or with `threads` every thread) for `show`, each
+/// with what `read` gave for its /proc directory just before the walk and just after (a task
+/// missing from either is left out).
+fn around_walk<T>(
+    it: &mut taskdiag_bpf::TaskIter,
+    threads: bool,
+    show: u64,
+    read: impl Fn(&str) -> Option<T> + Copy,
+) -> Vec<(Task, T, T)> {
+    let strategy = if threads {
         Strategy::AllThread
     } else {
         Strategy::All
-    }
+    };
+    let mut before = read_each(threads, read);
+    let tasks = program_tasks(it, &Request::new(strategy, 0, show));
+    let mut after = read_each(threads, read);
+    tasks
+        .into_iter()
+        .filter_map(|t| {
+            let (b, a) = (before.remove(&t.pid)?, after.remove(&t.pid)?);
+            Some((t, b, a))
+        })
+        .collect()
 }
 
 /// SCHED as /proc shows it for one task (`dir` is /proc/PID or /proc/PID/task/TID): the
@@ -1311,17 +1328,11 @@ fn the_programs_sched_agrees_with_proc() {
     });
 
     let mut checked = BTreeMap::new();
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() } as u32;
     for threads in [false, true] {
-        let read_all = || read_each(threads, sched_files);
-        let before = read_all();
-        let tasks = program_tasks(&mut it, &Request::new(all_tasks(threads), 0, show));
-        let after = read_all();
-        // SAFETY: gettid has no preconditions.
-        let me = unsafe { libc::gettid() } as u32;
-        for t in tasks {
-            let (Some(b), Some(a)) = (before.get(&t.pid), after.get(&t.pid)) else {
-                continue;
-            };
+        for (t, b, a) in around_walk(&mut it, threads, show, sched_files) {
+            let (b, a) = (&b, &a);
             let s = t
                 .sched
                 .as_ref()
@@ -1834,17 +1845,11 @@ fn the_programs_kstack_agrees_with_proc() {
     }
     let mut checked = BTreeMap::new();
     let (mut same, mut total) = (0, 0);
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() } as u32;
     for threads in [false, true] {
-        let read_all = || read_each(threads, stack);
-        let before = read_all();
-        let tasks = program_tasks(&mut it, &Request::new(all_tasks(threads), 0, show));
-        let after = read_all();
-        // SAFETY: gettid has no preconditions.
-        let me = unsafe { libc::gettid() } as u32;
-        for t in tasks {
-            let (Some(b), Some(a)) = (before.get(&t.pid), after.get(&t.pid)) else {
-                continue;
-            };
+        for (t, b, a) in around_walk(&mut it, threads, show, stack) {
+            let (b, a) = (&b, &a);
             let fixture = fixtures.contains(&t.tgid);
             if a != b || t.pid == me {
                 assert!(!fixture, "fixture {} changed its stack", t.pid);

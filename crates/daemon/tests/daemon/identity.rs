@@ -249,14 +249,14 @@ fn exec_racer(suid: &SetuidSleep, secs: f64) -> Spawned {
 /// Dumps `groups` (with BASE) as USER through `d` 150 times while processes of USER keep
 /// executing the set-user-ID program: every process's, and in turn one racing process's (ONE:
 /// a short walk, the window as wide as the exec). Of each record of the program (its comm),
-/// `leaked` tells a leak and `refused` a refusal. Returns the number of records of the program,
-/// the leaks, and the refusals.
+/// `leaked` tells a leak and `refused` a refusal: there must be no leak, and refusals (the race
+/// was run).
 fn across_setuid_execs(
     d: &Daemon,
     groups: &str,
     leaked: impl Fn(&serde_json::Value) -> bool,
     refused: impl Fn(&serde_json::Value) -> bool,
-) -> (usize, Vec<String>, usize) {
+) {
     let suid = SetuidSleep::new();
     let racer = exec_racer(&suid, 60.0);
     let socket = d.socket.display().to_string();
@@ -302,7 +302,11 @@ fn across_setuid_execs(
         }
     }
     drop(racer);
-    (seen, leaks, refusals)
+    assert!(leaks.is_empty(), "{} leaks: {}", leaks.len(), leaks[0]);
+    assert!(
+        seen > 0 && refusals > 0,
+        "the race was never run: {seen} seen"
+    );
 }
 
 #[test]
@@ -319,13 +323,7 @@ fn maps_read_across_a_setuid_exec_are_never_served() {
             .filter_map(|m| m["name"].as_str())
             .any(|n| n.contains("setuid-sleep"))
     };
-    let (seen, leaks, refused) =
-        across_setuid_execs(&d, "vma", names_it, |v| v["errors"]["vma"].is_string());
-    assert!(leaks.is_empty(), "{} leaks: {}", leaks.len(), leaks[0]);
-    assert!(
-        seen > 0 && refused > 0,
-        "the race was never run: {seen} seen"
-    );
+    across_setuid_execs(&d, "vma", names_it, |v| v["errors"]["vma"].is_string());
 }
 
 /// The groups taskdiagd serves from one walk under ptrace-read (PATHS, SCHED's syscall,
@@ -342,12 +340,7 @@ fn guarded_groups_read_across_a_setuid_exec_are_never_served() {
             || v["sched"]["syscall"].is_string()
     };
     let refused = |v: &serde_json::Value| v["paths"]["exe_error"].is_string();
-    let (seen, leaks, refused) = across_setuid_execs(&d, "paths,sched,environ,io", leaked, refused);
-    assert!(leaks.is_empty(), "{} leaks: {}", leaks.len(), leaks[0]);
-    assert!(
-        seen > 0 && refused > 0,
-        "the race was never run: {seen} seen"
-    );
+    across_setuid_execs(&d, "paths,sched,environ,io", leaked, refused);
 }
 
 #[test]
@@ -489,36 +482,67 @@ fn start_times_follow_the_clients_time_namespace() {
     assert!(same > 1, "{text}");
 }
 
+/// The chroot tests' set-up: the whole file system bound again under `r` (in a mount
+/// namespace of the test's own, by [`Chroot::run`]), a directory `o` for their outputs, the
+/// daemon's socket, the CLI and the shell prefix that runs a command as USER.
+struct Chroot {
+    out: TempDir,
+    _root: TempDir,
+    o: String,
+    r: String,
+    socket: String,
+    cli: String,
+    sp: String,
+}
+
+impl Chroot {
+    fn new(d: &Daemon) -> Chroot {
+        let (out, root) = (TempDir::new("chroot-out"), TempDir::new("chroot"));
+        Chroot {
+            o: out.path().display().to_string(),
+            r: root.path().display().to_string(),
+            out,
+            _root: root,
+            socket: d.socket.display().to_string(),
+            cli: cli().display().to_string(),
+            sp: as_user_sh(USER),
+        }
+    }
+
+    /// Runs `script` (with the wait helpers) once the file system is bound under `r`.
+    fn run(&self, script: &str) -> std::process::Output {
+        in_private_mounts(&format!(
+            "{}mount --rbind / {} || exit 90\n{script}",
+            sh_waits(),
+            self.r
+        ))
+    }
+
+    /// An output file's text (empty if missing).
+    fn read(&self, f: &str) -> String {
+        std::fs::read_to_string(self.out.join(f)).unwrap_or_default()
+    }
+}
+
 #[test]
 fn maps_of_a_client_in_a_chroot_name_files_from_its_root() {
     let d = Daemon::start(&[]);
     if !d.serves_maps() {
         return;
     }
-    let socket = d.socket.display().to_string();
-    let cli = cli().display().to_string();
-    let out = TempDir::new("chroot-out");
-    let croot = TempDir::new("chroot");
-    let (o, r) = (
-        out.path().display().to_string(),
-        croot.path().display().to_string(),
-    );
-    let sp = as_user_sh(USER);
-    // The whole file system again under R, in a mount namespace of the test's own; a process
-    // of USER chrooted there, and USER, chrooted too, reading its maps.
-    let script = format!(
-        "{waits}mount --rbind / {r} || exit 90\n\
-         chroot {r} {sp} sleep 60 & S=$!\n\
+    let c = Chroot::new(&d);
+    let (o, r, sp, cli, socket) = (&c.o, &c.r, &c.sp, &c.cli, &c.socket);
+    // A process of USER chrooted there, and USER, chrooted too, reading its maps.
+    let run = c.run(&format!(
+        "chroot {r} {sp} sleep 60 & S=$!\n\
          wait_comm $S sleep\n\
          chroot {r} {sp} cat /proc/$S/maps > {o}/proc || exit 91\n\
          chroot {r} {sp} {cli} maps $S --backend daemon --socket {socket} > {o}/daemon 2> {o}/err\n\
          echo rc $?\n\
-         kill $S; wait\n",
-        waits = sh_waits()
-    );
-    let run = in_private_mounts(&script);
+         kill $S; wait\n"
+    ));
     let text = String::from_utf8_lossy(&run.stdout);
-    let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap_or_default();
+    let read = |f: &str| c.read(f);
     assert!(
         text.contains("rc 0"),
         "{text} {} {}",
@@ -528,7 +552,7 @@ fn maps_of_a_client_in_a_chroot_name_files_from_its_root() {
     let (proc, daemon) = (read("proc"), read("daemon"));
     assert!(proc.contains("/sleep"), "the fixture's maps: {proc}");
     assert!(
-        !daemon.contains(&r),
+        !daemon.contains(r.as_str()),
         "host paths shown in the chroot:\n{daemon}"
     );
     assert_eq!(
@@ -543,18 +567,10 @@ fn maps_of_a_client_in_a_chroot_name_files_from_its_root() {
 #[test]
 fn paths_of_a_client_in_a_chroot_are_as_its_proc_shows_them() {
     let d = Daemon::start(&[]);
-    let socket = d.socket.display().to_string();
-    let cli = cli().display().to_string();
-    let out = TempDir::new("chroot-out");
-    let croot = TempDir::new("chroot");
-    let (o, r) = (
-        out.path().display().to_string(),
-        croot.path().display().to_string(),
-    );
-    let sp = as_user_sh(USER);
-    let script = format!(
-        "{waits}mount --rbind / {r} || exit 90\n\
-         chroot {r} {sp} sleep 60 & S=$!\n\
+    let c = Chroot::new(&d);
+    let (o, r, sp, cli, socket) = (&c.o, &c.r, &c.sp, &c.cli, &c.socket);
+    let run = c.run(&format!(
+        "chroot {r} {sp} sleep 60 & S=$!\n\
          (cd /tmp && exec {sp} sleep 60) & H=$!\n\
          wait_comm $S sleep; wait_comm $H sleep\n\
          for p in $S $H; do\n\
@@ -563,12 +579,10 @@ fn paths_of_a_client_in_a_chroot_are_as_its_proc_shows_them() {
              --socket {socket} > {o}/daemon.$p 2>> {o}/err || echo failed $p\n\
          done\n\
          echo pids $S $H\n\
-         kill $S $H; wait\n",
-        waits = sh_waits()
-    );
-    let run = in_private_mounts(&script);
+         kill $S $H; wait\n"
+    ));
     let text = String::from_utf8_lossy(&run.stdout);
-    let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap_or_default();
+    let read = |f: &str| c.read(f);
     let pids: Vec<&str> = text
         .lines()
         .find_map(|l| l.strip_prefix("pids "))

@@ -410,6 +410,20 @@ fn split_cmdline(c: &[u8]) -> impl Iterator<Item = &[u8]> {
     c.split(|&b| b == 0).filter(move |_| !empty)
 }
 
+/// One indented line `  name: item item ...`, each item escaped.
+fn text_list<'a>(
+    w: &mut dyn Write,
+    name: &str,
+    items: impl Iterator<Item = &'a [u8]>,
+) -> io::Result<()> {
+    write!(w, "  {name}:")?;
+    for item in items {
+        w.write_all(b" ")?;
+        escape_text(w, item)?;
+    }
+    writeln!(w)
+}
+
 /// The message of a group error.
 fn errno_text(errno: i32) -> String {
     io::Error::from_raw_os_error(errno).to_string()
@@ -515,28 +529,13 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
         }
     }
     if let Some(c) = &t.cmdline {
-        write!(w, "  cmdline:")?;
-        for arg in split_cmdline(c) {
-            w.write_all(b" ")?;
-            escape_text(w, arg)?;
-        }
-        writeln!(w)?;
+        text_list(w, "cmdline", split_cmdline(c))?;
     }
     if let Some(e) = &t.environ {
-        write!(w, "  environ:")?;
-        for var in split_cmdline(e) {
-            w.write_all(b" ")?;
-            escape_text(w, var)?;
-        }
-        writeln!(w)?;
+        text_list(w, "environ", split_cmdline(e))?;
     }
     if let Some(k) = &t.kstack {
-        write!(w, "  kstack:")?;
-        for frame in stack_frames(k) {
-            w.write_all(b" ")?;
-            escape_text(w, frame)?;
-        }
-        writeln!(w)?;
+        text_list(w, "kstack", stack_frames(k))?;
     }
     for e in &t.errors {
         let g = Group::from_u16(e.group).map_or("?", |g| g.name());
@@ -612,27 +611,19 @@ impl Serialize for JsonVma<'_> {
     }
 }
 
-/// The arguments of a command line as a JSON array.
-struct JsonArgv<'a>(&'a [u8]);
+/// Byte strings (the arguments of a command line, the frames of a stack) as a JSON array of
+/// [`JsonBytes`]; the closure gives them anew for each serialization.
+struct JsonList<F>(F);
 
-impl Serialize for JsonArgv<'_> {
+impl<'a, F, I> Serialize for JsonList<F>
+where
+    F: Fn() -> I,
+    I: Iterator<Item = &'a [u8]>,
+{
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(None)?;
-        for arg in split_cmdline(self.0) {
-            seq.serialize_element(&JsonBytes(arg))?;
-        }
-        seq.end()
-    }
-}
-
-/// A /proc/PID/stack text as a JSON array of its frames (`symbol+off/size`, innermost first).
-struct JsonFrames<'a>(&'a [u8]);
-
-impl Serialize for JsonFrames<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(None)?;
-        for frame in stack_frames(self.0) {
-            seq.serialize_element(&JsonBytes(frame))?;
+        for item in (self.0)() {
+            seq.serialize_element(&JsonBytes(item))?;
         }
         seq.end()
     }
@@ -693,13 +684,13 @@ impl Serialize for JsonTask<'_> {
             m.serialize_entry("vma", &v)?;
         }
         if let Some(c) = &t.cmdline {
-            m.serialize_entry("cmdline", &JsonArgv(c))?;
+            m.serialize_entry("cmdline", &JsonList(|| split_cmdline(c)))?;
         }
         if let Some(e) = &t.environ {
-            m.serialize_entry("environ", &JsonArgv(e))?;
+            m.serialize_entry("environ", &JsonList(|| split_cmdline(e)))?;
         }
         if let Some(k) = &t.kstack {
-            m.serialize_entry("kstack", &JsonFrames(k))?;
+            m.serialize_entry("kstack", &JsonList(|| stack_frames(k)))?;
         }
         if !t.errors.is_empty() {
             let errors: Vec<(&str, String)> = t

@@ -2,7 +2,8 @@
 //! and per group after checking that /proc still shows the same task (same start time).
 //!
 //! Also, for a daemon's answers, the groups of a task a client reads from its own /proc where
-//! the daemon's programs could not write them ([`CallerGroups`]). For BPF, three cases: a group this kernel or this load cannot produce at all
+//! the daemon's programs could not write them ([`CallerGroups`]). For BPF, three cases: a
+//! group this kernel or this load cannot produce at all
 //! ([`taskdiag_bpf::DumpReport::missing_groups`]), a record that did not fit the iterator's buffer
 //! (a GROUP_ERROR with [`ERRNO_NEEDS_PROCFS`] on a message flagged [`MSG_F_FIXUP`]), and tasks the
 //! iterator never shows (pid 1 on some hosts, see [`init_if_hidden`]), merged into the stream in
@@ -358,11 +359,11 @@ fn complete(
 /// leaves to its client (a GROUP_ERROR with EOPNOTSUPP) rather than read /proc with its own
 /// rights: what /proc guards with the reader's identity (ptrace-read, the owner of a file of
 /// mode 0400, a security module's policy, CAP_SYS_ADMIN): IO, PATHS, ENVIRON, SCHED (wchan and
-/// syscall), SECURITY (the label) and KSTACK. taskdiagd, without capabilities and with a security context of its
-/// own, could only read them from /proc with its own rights; its clients read them from their
-/// own /proc (the library does it for them), which shows them exactly what
-/// they may see. Where the programs wrote them, the server's view of the caller decides
-/// ([`crate::view`]).
+/// syscall), SECURITY (the label) and KSTACK. taskdiagd, without capabilities and with a
+/// security context of its own, could only read them from /proc with its own rights; its
+/// clients read them from their own /proc (the library does it for them), which shows them
+/// exactly what they may see. Where the programs wrote them, the server's view of the caller
+/// decides ([`crate::view`]).
 pub const SHOW_SERVER_DEFERS: u64 = Group::Io.flag()
     | Group::Paths.flag()
     | Group::Environ.flag()

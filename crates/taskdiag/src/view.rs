@@ -81,36 +81,27 @@ pub const SHOW_GUARDED: u64 = taskdiag_proto::SHOW_MAPS
 /// ([`crate::SHOW_SERVER_DEFERS`]), each replaced by a GROUP_ERROR with EOPNOTSUPP.
 fn defer_guarded(t: &mut Task) {
     use taskdiag_proto::Group;
-    let mut deferred = Vec::new();
-    if t.io.take().is_some() {
-        deferred.push(Group::Io);
+    for (gone, g) in [
+        (t.io.take().is_some(), Group::Io),
+        (t.paths.take().is_some(), Group::Paths),
+        (t.environ.take().is_some(), Group::Environ),
+        (t.sched.take().is_some(), Group::Sched),
+        (t.security.take().is_some(), Group::Security),
+        (t.kstack.take().is_some(), Group::Kstack),
+    ] {
+        debug_assert!(crate::SHOW_SERVER_DEFERS & g.flag() != 0);
+        if gone {
+            group_error(t, g, libc::EOPNOTSUPP);
+        }
     }
-    if t.paths.take().is_some() {
-        deferred.push(Group::Paths);
-    }
-    if t.environ.take().is_some() {
-        deferred.push(Group::Environ);
-    }
-    if t.sched.take().is_some() {
-        deferred.push(Group::Sched);
-    }
-    if t.security.take().is_some() {
-        deferred.push(Group::Security);
-    }
-    if t.kstack.take().is_some() {
-        deferred.push(Group::Kstack);
-    }
-    debug_assert!(deferred
-        .iter()
-        .all(|g| crate::SHOW_SERVER_DEFERS & g.flag() != 0));
-    t.errors.extend(
-        deferred
-            .into_iter()
-            .map(|g| taskdiag_proto::task::GroupError {
-                group: g as u16,
-                errno: libc::EOPNOTSUPP,
-            }),
-    );
+}
+
+/// Records that group `g` of `t` could not be given (`errno`, as /proc's).
+fn group_error(t: &mut Task, g: taskdiag_proto::Group, errno: i32) {
+    t.errors.push(taskdiag_proto::task::GroupError {
+        group: g as u16,
+        errno,
+    });
 }
 
 /// The `hidepid=` option of a procfs mount.
@@ -398,10 +389,7 @@ impl Viewer {
         let maps_ok = ptrace_read && vma_access.as_ref().is_some_and(|m| self.may_ptrace_read(m));
         if t.vmas.is_some() && !maps_ok {
             t.vmas = None;
-            t.errors.push(taskdiag_proto::task::GroupError {
-                group: taskdiag_proto::Group::Vma as u16,
-                errno: libc::EACCES,
-            });
+            group_error(t, taskdiag_proto::Group::Vma, libc::EACCES);
         }
         // Every guarded field below is decided on the same ACCESS, taken with the record, if
         // the task was still in that state once its groups were read (no exec, no change of
@@ -437,17 +425,11 @@ impl Viewer {
             }
             // /proc/PID/io and environ refuse to be read, the exe, cwd and root links to be
             // followed (EACCES).
-            let refuse = |g: taskdiag_proto::Group, t: &mut Task| {
-                t.errors.push(taskdiag_proto::task::GroupError {
-                    group: g as u16,
-                    errno: libc::EACCES,
-                })
-            };
             if t.io.take().is_some() {
-                refuse(taskdiag_proto::Group::Io, t);
+                group_error(t, taskdiag_proto::Group::Io, libc::EACCES);
             }
             if t.environ.take().is_some() {
-                refuse(taskdiag_proto::Group::Environ, t);
+                group_error(t, taskdiag_proto::Group::Environ, libc::EACCES);
             }
             if let Some(p) = &mut t.paths {
                 for l in [&mut p.exe, &mut p.cwd, &mut p.root] {
@@ -474,10 +456,7 @@ impl Viewer {
                 (t.environ.take().is_some(), taskdiag_proto::Group::Environ),
             ] {
                 if gone {
-                    t.errors.push(taskdiag_proto::task::GroupError {
-                        group: g as u16,
-                        errno: libc::EACCES,
-                    });
+                    group_error(t, g, libc::EACCES);
                 }
             }
         }
@@ -509,10 +488,7 @@ impl Viewer {
             });
             if !(admin && attach) {
                 t.kstack = None;
-                t.errors.push(taskdiag_proto::task::GroupError {
-                    group: taskdiag_proto::Group::Kstack as u16,
-                    errno: libc::EACCES,
-                });
+                group_error(t, taskdiag_proto::Group::Kstack, libc::EACCES);
             }
         }
         if let (Some(root), Some(vmas)) = (&self.root, &mut t.vmas) {

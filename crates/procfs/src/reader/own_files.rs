@@ -205,27 +205,24 @@ impl ProcReader {
     /// ENVIRON: the bytes of the task's environ file; empty for a task without an address
     /// space, whose file reads empty (or, on recent kernels, fails with ESRCH).
     pub(super) fn environ(&self, s: &mut Scratch) -> Result<Got<Vec<u8>>> {
-        let mut buf = Vec::new();
-        Ok(
-            match self.own_file(&mut s.path, b"environ", &mut buf, false)? {
-                Got::Read(()) => Got::Read(buf),
-                Got::Refused(libc::ESRCH | libc::ENOENT) => Got::Read(Vec::new()),
-                Got::Refused(e) => Got::Refused(e),
-            },
-        )
+        self.whole_file(s, b"environ")
     }
 
     /// KSTACK: the bytes of the task's stack file, refused (EACCES) to a reader without
     /// CAP_SYS_ADMIN, as the file is; empty for a task that has no stack to show.
     pub(super) fn kstack(&self, s: &mut Scratch) -> Result<Got<Vec<u8>>> {
+        self.whole_file(s, b"stack")
+    }
+
+    /// The bytes of the task's file `name`, read whole; ESRCH or ENOENT (a task with nothing
+    /// to show there) reads as empty.
+    fn whole_file(&self, s: &mut Scratch, name: &[u8]) -> Result<Got<Vec<u8>>> {
         let mut buf = Vec::new();
-        Ok(
-            match self.own_file(&mut s.path, b"stack", &mut buf, false)? {
-                Got::Read(()) => Got::Read(buf),
-                Got::Refused(libc::ESRCH | libc::ENOENT) => Got::Read(Vec::new()),
-                Got::Refused(e) => Got::Refused(e),
-            },
-        )
+        Ok(match self.own_file(&mut s.path, name, &mut buf, false)? {
+            Got::Read(()) => Got::Read(buf),
+            Got::Refused(libc::ESRCH | libc::ENOENT) => Got::Read(Vec::new()),
+            Got::Refused(e) => Got::Refused(e),
+        })
     }
 
     /// SCHED, but for the affinity lines of status (see [`ProcReader::task`]): its small

@@ -290,11 +290,13 @@ struct scratch {
 	} rw;
 	/* put_signal(): a copy of the 64 signal actions. */
 	__u8 sigact[64 * TD_KSIGACTION_SIZE];
-	/* SCHED (sched_attr()): the task's kernel stack, bpf_snprintf()'s arguments, the bitmap
-	 * being written as a list, the texts' cursor, and the last list of each bitmap. */
-	__u64 sched_stack[TD_SCHED_STACK];
-	/* KSTACK (put_kstack_attr()): the task's kernel stack, as /proc/PID/stack takes it. */
+	/* task_stack(): the kernel stack of the task being written (SCHED's wchan, KSTACK), its
+	 * frames (or its error), and whether it was taken for this task yet. */
 	__u64 kstack[TD_KSTACK_DEPTH];
+	__s64 kstack_n;
+	bool kstack_taken;
+	/* SCHED (sched_attr()): bpf_snprintf()'s arguments, the bitmap being written as a list,
+	 * the texts' cursor, and the last list of each bitmap. */
 	__u64 sched_args[12];
 	__s64 oom_rss[4];
 	__u64 mask_words[TD_MASK_WORDS];
@@ -2469,7 +2471,7 @@ static long find_space(__u64 i, struct pw_ctx *c)
 
 /*
  * /proc/PID/wchan: the symbol of the first return address on the task's kernel stack (the
- * @nframes in sched_stack) outside the scheduler's and the locks' text, as get_wchan() and
+ * @nframes in kstack) outside the scheduler's and the locks' text, as get_wchan() and
  * lookup_symbol_name() give it (%ps adds " [module]" for a module's symbol: cut), or "0" for a
  * task that runs (@zero), has no stack, or whose address has no symbol.
  */
@@ -2484,7 +2486,7 @@ static __always_inline int sched_wchan(struct scratch *sc, __s64 nframes, bool z
 	for (i = 0; i < TD_SCHED_STACK && !zero; i++) {
 		if (i >= nframes)
 			break;
-		ip = sc->sched_stack[i];
+		ip = sc->kstack[i];
 		if (!ip)
 			break;
 		if ((ip >= sched_text[0] && ip < sched_text[1]) ||
@@ -2625,7 +2627,7 @@ static __always_inline long oom_score(struct scratch *sc, struct task_struct *t,
 /*
  * Writes SCHED for task @task at @off (the record, then the wchan, syscall, Cpus and Mems
  * texts) and returns the attribute's length, or 0 where /proc must say it. @nframes: the
- * frames bpf_get_task_stack() left in sched_stack (<= 0: none); @regs: the task's saved user
+ * frames task_stack() left in kstack (<= 0: none); @regs: the task's saved user
  * registers (bpf_task_pt_regs()); both taken by emit(), which has the task's trusted pointer.
  * Global: verified once.
  */
@@ -2700,6 +2702,24 @@ __noinline int put_sched_attr(__u64 task, __u32 off, __s64 nframes, __u64 regs)
 	return len;
 }
 
+/*
+ * The kernel stack of @task (its trusted pointer) in kstack, as stack_trace_save_tsk() gives it
+ * (/proc/PID/stack's frames, and get_wchan()'s): the number of frames, or an error. Unwound
+ * once for the task being written, however many of its groups want it (emit() clears
+ * kstack_taken for each task).
+ */
+static __always_inline __s64 task_stack(struct scratch *sc, struct task_struct *task)
+{
+	__s64 n;
+
+	if (sc->kstack_taken)
+		return sc->kstack_n;
+	n = bpf_get_task_stack(task, sc->kstack, sizeof(sc->kstack), 0);
+	sc->kstack_n = n < 0 ? n : (__s64)((__u64)n / 8);
+	sc->kstack_taken = true;
+	return sc->kstack_n;
+}
+
 /* SCHED (see put_sched_attr()); the kernel stack and registers are taken here, with the
  * task's trusted pointer, for a task that may have them (not running, with a stack). */
 static __always_inline bool put_sched(struct out *o, struct task_struct *task,
@@ -2713,8 +2733,8 @@ static __always_inline bool put_sched(struct out *o, struct task_struct *task,
 	if (bounded)
 		return needs_procfs(o, TD_GROUP_SCHED);
 	if (t->stack && t->__state) {
-		nframes = bpf_get_task_stack(task, sc->sched_stack, sizeof(sc->sched_stack), 0);
-		nframes = nframes > 0 ? (__u64)nframes / 8 : 0;
+		nframes = task_stack(sc, task);
+		nframes = nframes > 0 ? nframes : 0;
 	}
 	if (t->stack)
 		regs = as_number(o, (void *)bpf_task_pt_regs(task));
@@ -2790,10 +2810,9 @@ static __always_inline bool put_kstack(struct out *o, struct task_struct *task,
 	if (bounded || (__u64)t == bpf_get_current_task())
 		return needs_procfs(o, TD_GROUP_KSTACK);
 	if (t->stack) {
-		nframes = bpf_get_task_stack(task, sc->kstack, sizeof(sc->kstack), 0);
+		nframes = task_stack(sc, task);
 		if (nframes < 0)
 			return needs_procfs(o, TD_GROUP_KSTACK);
-		nframes = (__u64)nframes / 8;
 	}
 	n = put_kstack_attr(o->off, nframes);
 	if (n <= 0)
@@ -3140,6 +3159,7 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	if (!bounded)
 		warm(t, mm, forget_u32(&o, (__u32)show));
 	o.off = sizeof(h);
+	((struct scratch *)o.buf)->kstack_taken = false;
 	if ((show & (1 << TD_GROUP_BASE)) && !put_base(&o, t, &ns, is_leader))
 		return 0;
 	forget_off(&o);

@@ -228,7 +228,7 @@ impl<'a> TaskWriter<'a> {
         if h.msg_type != MsgType::Task as u16
             || h.flags & MSG_F_CONTINUED != 0
             || h.len as usize != msg.len()
-            || msg.len() % 4 != 0
+            || !msg.len().is_multiple_of(4)
         {
             return None;
         }
@@ -372,7 +372,7 @@ pub fn message_len(buf: &[u8], offset: usize) -> Result<usize, DecodeError> {
         have: buf.len(),
     })?;
     let len = h.len as usize;
-    if len < MsgHeader::SIZE || len % 4 != 0 || len > MSG_MAX {
+    if len < MsgHeader::SIZE || !len.is_multiple_of(4) || len > MSG_MAX {
         return Err(DecodeError::BadLength { offset, len });
     }
     Ok(len)

@@ -389,7 +389,7 @@ impl Vma {
             let rec = VmaRec::read_from(p).ok_or("short vma record")?;
             let len = rec.vma_len as usize;
             let (sl, nl) = (rec.stat_len as usize, rec.name_len as usize);
-            if len < VmaRec::SIZE + sl + nl || len > p.len() || len % 4 != 0 {
+            if len < VmaRec::SIZE + sl + nl || len > p.len() || !len.is_multiple_of(4) {
                 return Err("vma entry length inconsistent with its contents");
             }
             let stat = match sl {

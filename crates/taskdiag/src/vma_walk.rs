@@ -302,7 +302,7 @@ impl Builder {
             let mut rec = VmaRec::read_from(p).ok_or(bad("short vma entry"))?;
             let len = rec.vma_len as usize;
             let nl = rec.name_len as usize;
-            if len < VmaRec::SIZE + nl || len > p.len() || len % 4 != 0 {
+            if len < VmaRec::SIZE + nl || len > p.len() || !len.is_multiple_of(4) {
                 return Err(bad("vma entry length inconsistent with its name"));
             }
             let raw = &p[VmaRec::SIZE..VmaRec::SIZE + nl];

@@ -1414,7 +1414,7 @@ fn clients_vanishing_mid_stream_are_cleaned_up() {
         s.write_all(&[req, req, req].concat()).expect("requests");
         let mut b = vec![0u8; 1 + (i * 37) % 400];
         let _ = s.read(&mut b);
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             let _ = s.shutdown(Shutdown::Both);
         }
     }

@@ -27,6 +27,7 @@ pub mod maps;
 pub mod parse;
 pub mod reader;
 mod scan;
+pub mod syscalls;
 pub mod system;
 pub mod taskstats;
 

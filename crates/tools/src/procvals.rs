@@ -2,8 +2,8 @@
 //! once from decoded taskdiag records: the cgroup string and name (`fill_cgroup_cvt`), the
 //! LXC container name (`lxc_containers`), the environment (`fill_environ_cvt`), the
 //! executable path (`readlink_exe`), namespace inodes as libproc2's stat() of the links gives
-//! them, and the kernel function a task sleeps in (`lookup_wchan`, read from /proc per task as
-//! procps does: taskdiag does not carry it).
+//! them, and the kernel function a task sleeps in (`lookup_wchan`, from SCHED or, for ps, read
+//! from /proc per task as procps does) and the system call it is in (top's SYSCALL).
 //!
 //! Every function takes the record's group as fetched: `None` (the group was not asked for)
 //! gives `None`, so a caller can print `-` instead of a value it never read.
@@ -117,15 +117,57 @@ pub fn ns_inode(ns: Option<&Ns>, absent_ok: bool, tid: u32, name: &str) -> Optio
 /// The kernel function task `tid` sleeps in, as procps' lookup_wchan: "-" when running,
 /// "?" when unreadable.
 pub fn wchan(tid: u32) -> String {
+    wchan_text(crate::snapshot::proc_file(tid, "wchan").as_deref())
+}
+
+/// /proc/PID/wchan's bytes as procps' lookup_wchan shows them: "-" when running, "?" when
+/// unreadable (`None`) or empty.
+pub fn wchan_text(raw: Option<&[u8]>) -> String {
     use taskdiag_procfs::parse::{parse_wchan, Wchan};
-    let Some(raw) = crate::snapshot::proc_file(tid, "wchan") else {
-        return "?".into();
-    };
-    match parse_wchan(&raw) {
-        Wchan::Running => "-".into(),
-        Wchan::Unknown => "?".into(),
-        Wchan::Name(n) => String::from_utf8_lossy(n).into_owned(),
+    match raw.map(parse_wchan) {
+        Some(Wchan::Running) => "-".into(),
+        None | Some(Wchan::Unknown) => "?".into(),
+        Some(Wchan::Name(n)) => String::from_utf8_lossy(n).into_owned(),
     }
+}
+
+/// The kernel function a task sleeps in from SCHED's copy of /proc/PID/wchan, as [`wchan`]
+/// shows the file: "?" where SCHED was fetched but could not be read; `None` when SCHED was
+/// not fetched.
+pub fn sched_wchan(sched: Option<&Sched>, fetched: bool) -> Option<String> {
+    match sched {
+        Some(s) => Some(wchan_text(Some(&s.wchan))),
+        None => fetched.then(|| "?".into()),
+    }
+}
+
+/// The system call a task is in, from SCHED's copy of /proc/PID/syscall (`NR ARGS... SP PC`,
+/// `-1 SP PC` or `running`): its name ([`taskdiag_procfs::syscalls::name`]; the number where
+/// there is none), `running` for a task on a CPU, `-` for one blocked outside a system call,
+/// for a kernel thread (`kthread`: it makes none, and its file reads as system call 0) and
+/// where the file is withheld or could not be read. `None` when SCHED was not fetched.
+pub fn sched_syscall(sched: Option<&Sched>, fetched: bool, kthread: bool) -> Option<String> {
+    let Some(s) = sched else {
+        return fetched.then(|| "-".into());
+    };
+    let text = &s.syscall;
+    if kthread || s.rec.flags & taskdiag_proto::SCHED_F_SYSCALL_HIDDEN != 0 {
+        return Some("-".into());
+    }
+    if text.starts_with(b"running") {
+        return Some("running".into());
+    }
+    let nr = text
+        .split(|&c| c == b' ')
+        .next()
+        .and_then(|w| std::str::from_utf8(w).ok())
+        .and_then(|w| w.parse::<i64>().ok());
+    Some(match nr {
+        Some(nr) if nr >= 0 => taskdiag_procfs::syscalls::name(nr)
+            .map(str::to_string)
+            .unwrap_or_else(|| nr.to_string()),
+        _ => "-".into(),
+    })
 }
 
 /// libnuma's two functions libproc2 asks, where `libnuma.so` or `libnuma.so.1` loads with both.
@@ -431,5 +473,62 @@ mod tests {
         assert_eq!(environ(None, true, false), Some(b"-".to_vec()));
         assert_eq!(environ(None, false, false), None);
         assert_eq!(wchan(u32::MAX - 1), "?");
+    }
+
+    #[test]
+    fn wchan_and_syscall_from_sched() {
+        let sched = |wchan: &[u8], syscall: &[u8], flags: u32| Sched {
+            rec: taskdiag_proto::SchedRec {
+                flags,
+                ..Default::default()
+            },
+            wchan: wchan.to_vec(),
+            syscall: syscall.to_vec(),
+            ..Default::default()
+        };
+        let s = sched(
+            b"hrtimer_nanosleep",
+            b"230 0x0 0x0 0x7ffc 0x7ffd 0x0 0x0 0x7ffc 0x7f00",
+            0,
+        );
+        assert_eq!(
+            sched_wchan(Some(&s), true).as_deref(),
+            Some("hrtimer_nanosleep")
+        );
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(
+            sched_syscall(Some(&s), true, false).as_deref(),
+            Some("clock_nanosleep")
+        );
+        // A kernel thread's file says system call 0 (its registers are zero).
+        let k = sched(b"kthreadd", b"0 0x0 0x0 0x0 0x0 0x0 0x0 0x0 0x0", 0);
+        assert_eq!(sched_syscall(Some(&k), true, true).as_deref(), Some("-"));
+        let run = sched(b"0", b"running", 0);
+        assert_eq!(sched_wchan(Some(&run), true).as_deref(), Some("-"));
+        assert_eq!(
+            sched_syscall(Some(&run), true, false).as_deref(),
+            Some("running")
+        );
+        let blocked = sched(b"do_exit", b"-1 0x7ffc 0x7f00", 0);
+        assert_eq!(
+            sched_syscall(Some(&blocked), true, false).as_deref(),
+            Some("-")
+        );
+        let hidden = sched(b"0", b"", taskdiag_proto::SCHED_F_SYSCALL_HIDDEN);
+        assert_eq!(
+            sched_syscall(Some(&hidden), true, false).as_deref(),
+            Some("-")
+        );
+        let odd = sched(b"", b"999 0x0 0x0", 0);
+        assert_eq!(sched_wchan(Some(&odd), true).as_deref(), Some("?"));
+        assert_eq!(
+            sched_syscall(Some(&odd), true, false).as_deref(),
+            Some("999")
+        );
+        // Fetched without a record (the files could not be read); not fetched.
+        assert_eq!(sched_wchan(None, true).as_deref(), Some("?"));
+        assert_eq!(sched_syscall(None, true, false).as_deref(), Some("-"));
+        assert_eq!(sched_wchan(None, false), None);
+        assert_eq!(sched_syscall(None, false, false), None);
     }
 }

@@ -1116,7 +1116,9 @@ fn batch_frames_with_the_change_tracker_follow_every_change() {
 }
 
 /// A home directory holding a `.toprc` that shows `shown` (field names, in this order) and
-/// sorts by `sort`, written as procps-ng 4.0.2's `W` writes it; removed on drop.
+/// sorts by `sort`, written as procps-ng 4.0.2's `W` writes it; removed on drop. taskdiag's
+/// own field (SYSCALL) is the first of procps' padding values; a file showing it is one for
+/// taskdiag top only.
 struct TopHome(std::path::PathBuf);
 
 impl TopHome {
@@ -1124,8 +1126,9 @@ impl TopHome {
         let dir = std::env::temp_dir().join(format!("taskdiag-top-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("home");
         let names_out = stdout(&procps_top(&["-O"]));
-        let names: Vec<&str> = names_out.lines().collect();
+        let mut names: Vec<&str> = names_out.lines().collect();
         assert_eq!(names.len(), 78, "procps top -O: {names_out}");
+        names.push("SYSCALL");
         let idx = |n: &str| {
             names
                 .iter()
@@ -1139,7 +1142,7 @@ impl TopHome {
         let vals: Vec<usize> = order
             .iter()
             .map(|&i| ((i + 37) << 1) | usize::from(shown.contains(&names[i])))
-            .chain((78..100).map(|i| (i + 37) << 1))
+            .chain((names.len()..100).map(|i| (i + 37) << 1))
             .collect();
         let mut fc = String::new();
         for (j, v) in vals.iter().enumerate() {
@@ -1312,12 +1315,12 @@ fn batch_smaps_and_numa_fields_match_procps_top() {
     }
 }
 
-/// -O lists every field as procps top does; -o takes any of them.
+/// -O lists every field as procps top does, then taskdiag's own; -o takes any of them.
 #[test]
 fn every_field_name_like_procps() {
     let ours = top("procfs", &["-O"]);
     assert!(ours.status.success());
-    assert_eq!(stdout(&ours), stdout(&procps_top(&["-O"])));
+    assert_eq!(stdout(&ours), stdout(&procps_top(&["-O"])) + "SYSCALL\n");
     let s = sleeper();
     let pid = s.pid().to_string();
     for name in stdout(&ours).lines() {
@@ -1354,10 +1357,18 @@ fn interactive_field_management_like_procps() {
         t.keys(&["f"]);
         t.wait_for("the fields screen", |s| s.contains("Fields Management"));
     }
+    // Ours lists taskdiag's SYSCALL after procps' fields: left out of the comparison.
     let fields_screen = |t: &Tmux| {
-        t.wait_for("the fields", |s| {
+        let s = t.wait_for("the fields", |s| {
             s.contains("nsTIME   = TIME namespace Inode")
-        })
+        });
+        s.lines()
+            .map(|l| match l.find(" SYSCALL  = Current System Call") {
+                Some(at) => l[..at.saturating_sub(1)].trim_end(),
+                None => l.trim_end(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     };
     assert_eq!(fields_screen(&ours), fields_screen(&theirs));
     // The cursor starts on the sort field (%CPU). Home, down to NI, turn it off; down to the
@@ -1399,4 +1410,201 @@ fn interactive_field_management_like_procps() {
     for t in [&ours, &theirs] {
         t.keys(&["q"]);
     }
+}
+
+/// WCHAN as procps shows /proc/PID/wchan: `-` for 0, one leading `.` and every leading `_`
+/// dropped, cut to its 10 columns with `+`; `None` when the task vanished.
+fn proc_wchan(pid: u32) -> Option<String> {
+    let raw = tasks::read_string(format!("/proc/{pid}/wchan"))?;
+    let mut w = raw.strip_prefix('.').unwrap_or(&raw);
+    w = w.trim_start_matches('_');
+    Some(match w {
+        "0" => "-".to_string(),
+        w if w.chars().count() > 10 => format!("{}+", w.chars().take(9).collect::<String>()),
+        w => w.to_string(),
+    })
+}
+
+/// The system call number /proc/PID/syscall gives (`None`: running, or the task vanished).
+fn proc_syscall_nr(pid: u32) -> Option<i64> {
+    let s = tasks::read_string(format!("/proc/{pid}/syscall"))?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// WCHAN and SYSCALL, turned on in a toprc, show what /proc/PID/wchan and /proc/PID/syscall
+/// say: a sleeper in `hrtimer_nanosleep` and `clock_nanosleep` (or `nanosleep`, as its number
+/// names it), a kernel thread with no system call, a busy loop on a CPU; and the default fields
+/// read neither.
+#[test]
+fn batch_wchan_and_syscall_fields_match_proc() {
+    let s = sleeper();
+    let b = burner();
+    settle(s.pid());
+    let home = TopHome::new("wchan", &["PID", "S", "WCHAN", "SYSCALL", "COMMAND"], "PID");
+    // kthreadd, where this pid namespace shows the kernel's threads.
+    let kthread = (tasks::comm(2).as_deref() == Some("kthreadd")).then_some(2u32);
+    let mut pids = vec![s.pid(), b.pid()];
+    pids.extend(kthread);
+    let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+    let list = list.join(",");
+    let expect_nr = proc_syscall_nr(s.pid()).expect("the sleeper's system call");
+    let expect_name = match expect_nr {
+        35 => "nanosleep",
+        230 => "clock_nanosleep",
+        nr => panic!("sleep(1) blocked in system call {nr}"),
+    };
+    for backend in BACKENDS {
+        for threads in [false, true] {
+            let mut args = vec!["-b", "-n", "1", "-w", "512", "-p", &list];
+            if threads {
+                args.push("-H");
+            }
+            let o = top_at(&home, backend, &args);
+            assert!(o.status.success(), "{backend}: {}", stderr(&o));
+            let out = stdout(&o);
+            let at = out
+                .rfind("  PID S WCHAN      SYSCALL         COMMAND")
+                .unwrap_or_else(|| panic!("{backend}: heading: {out}"));
+            let rows: Vec<Vec<&str>> = out[at..]
+                .lines()
+                .skip(1)
+                .map(|l| l.split_whitespace().collect())
+                .collect();
+            let row = |pid: u32| {
+                rows.iter()
+                    .find(|r| r[0] == pid.to_string())
+                    .unwrap_or_else(|| panic!("{backend}: no row for {pid}: {out}"))
+            };
+            let r = row(s.pid());
+            assert_eq!(
+                r[1..],
+                [
+                    "S",
+                    proc_wchan(s.pid()).unwrap().as_str(),
+                    expect_name,
+                    "sleep"
+                ]
+            );
+            assert_eq!(
+                proc_syscall_nr(s.pid()),
+                Some(expect_nr),
+                "the sleeper slept on"
+            );
+            // On a CPU, or between two of its turns (outside any system call).
+            let r = row(b.pid());
+            assert_eq!((r[1], r[2]), ("R", "-"), "{backend}: {out}");
+            assert!(["running", "-"].contains(&r[3]), "{backend}: {out}");
+            if let Some(k) = kthread {
+                let r = row(k);
+                assert_eq!(r[2..], [proc_wchan(k).unwrap().as_str(), "-", "kthreadd"]);
+            }
+        }
+        // Default fields: neither heading.
+        let o = top(backend, &["-b", "-n", "1", "-w", "512", "-p", &list]);
+        let out = stdout(&o);
+        assert!(o.status.success() && out.contains("  PID USER"), "{out}");
+        assert!(!out.contains("WCHAN") && !out.contains("SYSCALL"), "{out}");
+    }
+}
+
+/// K shows the kernel stack of the task asked for (the top line by default), a frame a line
+/// as /proc/PID/stack without `[<0>] `, until a key is pressed; to another user than root it
+/// says that the stack is root's only, as /proc/PID/stack is.
+#[test]
+fn interactive_kernel_stack_key_like_proc_stack() {
+    let s = sleeper();
+    settle(s.pid());
+    let pid = s.pid().to_string();
+    // The function names of /proc/PID/stack's frames.
+    let names = |frames: &[&str]| -> Vec<String> {
+        frames
+            .iter()
+            .map(|f| f.split('+').next().unwrap_or(f).to_string())
+            .collect()
+    };
+    let proc_stack = || {
+        let st = tasks::read_string(format!("/proc/{pid}/stack")).expect("the sleeper's stack");
+        let frames: Vec<&str> = st
+            .lines()
+            .map(|l| l.strip_prefix("[<0>] ").unwrap_or(l))
+            .collect();
+        names(&frames)
+    };
+    let expect = proc_stack();
+    assert!(expect.len() > 1, "{expect:?}");
+    for backend in BACKENDS {
+        let (t, _top) = interactive(backend, &format!("kstack-{backend}"));
+        t.keys(&["K"]);
+        t.wait_for("the kernel stack prompt", |s| {
+            s.contains("PID to show kernel stack [default pid = ")
+        });
+        t.type_text(&pid);
+        t.keys(&["Enter"]);
+        let title = format!("Kernel stack of PID {pid} (sleep), state S, wchan ");
+        let scr = t.wait_for("the stack", |s| {
+            s.contains(&title) && s.contains("Type any key to continue")
+        });
+        let lines: Vec<&str> = scr.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with(&title))
+            .expect("title");
+        let frames: Vec<&str> = lines[at + 2..]
+            .iter()
+            .map(|l| l.trim_end())
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert_eq!(names(&frames), expect, "{backend}: {scr}");
+        assert_eq!(proc_stack(), expect, "the sleeper slept on");
+        assert!(
+            lines[at].contains("syscall clock_nanosleep")
+                || lines[at].contains("syscall nanosleep"),
+            "{scr}"
+        );
+        // Any key: the table again, which refreshes as before.
+        t.keys(&["Space"]);
+        t.wait_for("the table again", |s| {
+            s.contains("  PID USER") && !s.contains(&title)
+        });
+        // Enter takes the top line, and a pid that names no task says so.
+        t.keys(&["K", "Enter"]);
+        t.wait_for("the first task's stack", |s| {
+            s.contains("Kernel stack of PID ") && s.contains("Type any key to continue")
+        });
+        t.keys(&["q"]);
+        t.keys(&["K"]);
+        t.type_text(&tasks::missing_pid().to_string());
+        t.keys(&["Enter"]);
+        t.wait_for("no such task", |s| s.contains("no such task"));
+        t.keys(&["q", "q"]);
+        assert_restored(&t);
+    }
+
+    // Another user: its own tasks' stacks are refused too (CAP_SYS_ADMIN), and said so.
+    let us = user_sleeper();
+    let t = Tmux::start(
+        "kstack-user",
+        &format!(
+            "{} {BIN} top -d 0.5",
+            taskdiag_test_support::users::as_user_sh(TEST_USER)
+        ),
+    );
+    t.wait_for("the task table", |s| s.contains("  PID USER"));
+    for p in [s.pid(), us.pid()] {
+        t.keys(&["K"]);
+        t.wait_for("the kernel stack prompt", |s| {
+            s.contains("PID to show kernel stack")
+        });
+        t.type_text(&p.to_string());
+        t.keys(&["Enter"]);
+        let scr = t.wait_for("the refusal", |s| s.contains("Type any key to continue"));
+        assert!(
+            scr.contains(&format!("Kernel stack of PID {p} (sleep)"))
+                && scr.contains("permission denied (root only, like /proc/PID/stack)"),
+            "{scr}"
+        );
+        t.keys(&["Space"]);
+        t.wait_for("the table again", |s| s.contains("  PID USER"));
+    }
+    t.keys(&["q"]);
 }

@@ -5,6 +5,10 @@
 //!
 //! Every field is shown: the smaps_rollup sizes and the NUMA node are read per task as procps
 //! reads them ([`crate::procvals`]). Formatting a field's value is [`super::format`]'s job.
+//!
+//! taskdiag adds one field after procps' 78: SYSCALL, the system call a task is in (from
+//! /proc/PID/syscall, as WCHAN is from /proc/PID/wchan). Its number is the first that procps
+//! 4.0.2's rc file leaves unused, so that file's padding names it, hidden.
 
 use taskdiag_proto::Group;
 
@@ -167,11 +171,13 @@ pub enum Col {
     NsCgroup,
     /// TIME namespace Inode.
     NsTime,
+    /// Current System Call (taskdiag's own).
+    Syscall,
 }
 
 /// Heading, description, width (-1: variable, 0: set at startup) and right justification of
 /// each field, in [`Col::ALL`] order (procps' `Head_nlstab`, `Desc_nlstab`, `Fieldstab`).
-const INFO: [(&str, &str, i8, bool); 78] = [
+const INFO: [(&str, &str, i8, bool); 79] = [
     ("PID", "Process Id", 0, true),
     ("PPID", "Parent Process pid", 0, true),
     ("UID", "Effective User Id", 5, true),
@@ -250,6 +256,7 @@ const INFO: [(&str, &str, i8, bool); 78] = [
     ("%CUC", "Utilization + child", 7, true),
     ("nsCGROUP", "CGRP namespace Inode", 10, true),
     ("nsTIME", "TIME namespace Inode", 10, true),
+    ("SYSCALL", "Current System Call", 15, false),
 ];
 
 /// procps' `FLD_OFFSET`: fieldscur values are `(field + FLD_OFFSET) << 1 | on`.
@@ -257,7 +264,7 @@ const FLD_OFFSET: i32 = b'%' as i32;
 
 impl Col {
     /// Every field, in procps' order.
-    pub const ALL: [Col; 78] = [
+    pub const ALL: [Col; 79] = [
         Col::Pid,
         Col::Ppid,
         Col::Uid,
@@ -336,7 +343,11 @@ impl Col {
         Col::Cuc,
         Col::NsCgroup,
         Col::NsTime,
+        Col::Syscall,
     ];
+
+    /// How many of [`Col::ALL`] are procps top's (the rest are taskdiag's own).
+    pub const PROCPS: usize = 78;
 
     /// The fields top shows by default, in procps order.
     pub const DEFAULT: [Col; 12] = [
@@ -444,7 +455,13 @@ impl Col {
             Col::Cgroups | Col::Cgname | Col::Lxc => g(Group::Cgroup),
             Col::Environ => g(Group::Environ),
             Col::Exe => g(Group::Paths),
-            Col::OomAdj | Col::OomScore | Col::Logid | Col::Agid | Col::Agni => g(Group::Sched),
+            Col::OomAdj
+            | Col::OomScore
+            | Col::Logid
+            | Col::Agid
+            | Col::Agni
+            | Col::Wchan
+            | Col::Syscall => g(Group::Sched),
             Col::NsIpc
             | Col::NsMnt
             | Col::NsNet
@@ -504,19 +521,29 @@ impl Fields {
     }
 
     /// The fields of an rc file's `fieldscur` values (procps' `FLDget`/`FLDviz`); `None` when
-    /// they do not name every field exactly once, as procps requires.
+    /// they do not name every procps field exactly once, as procps requires. The values past
+    /// procps' fields are its padding, which names taskdiag's own fields in order (hidden,
+    /// unless a file turns one on); a taskdiag field a file does not name is added hidden.
     pub fn from_fieldscur(vals: &[i32]) -> Option<Fields> {
-        if vals.len() < Col::ALL.len() {
+        if vals.len() < Col::PROCPS {
             return None;
         }
         let mut list = Vec::with_capacity(Col::ALL.len());
-        let mut seen = [false; 78];
-        for &v in &vals[..Col::ALL.len()] {
+        let mut seen = [false; Col::ALL.len()];
+        for &v in &vals[..Col::ALL.len().min(vals.len())] {
             let col = Col::from_index(usize::try_from((v >> 1) - FLD_OFFSET).ok()?)?;
             if std::mem::replace(&mut seen[col.index()], true) {
                 return None;
             }
             list.push((col, v & 1 == 1));
+        }
+        for c in Col::ALL {
+            if !seen[c.index()] {
+                if c.index() < Col::PROCPS {
+                    return None;
+                }
+                list.push((c, false));
+            }
         }
         Some(Fields { list })
     }
@@ -533,7 +560,8 @@ mod tests {
 
     #[test]
     fn table_is_procps_fieldstab() {
-        assert_eq!(Col::ALL.len(), 78);
+        assert_eq!(Col::ALL.len(), Col::PROCPS + 1);
+        assert_eq!(Col::ALL[Col::PROCPS], Col::Syscall);
         for (i, c) in Col::ALL.iter().enumerate() {
             assert_eq!(c.index(), i);
             assert_eq!(Col::by_name(c.name()), Some(*c));
@@ -543,6 +571,27 @@ mod tests {
         assert_eq!(Col::Command.width(5, 1), None);
         assert_eq!(Col::Tpgid.width(7, 1), Some(7));
         assert_eq!(Col::Flags.width(5, 1), Some(8));
+        assert_eq!(Col::Wchan.width(5, 1), Some(10));
+        assert_eq!(
+            (
+                Col::Syscall.name(),
+                Col::Syscall.width(5, 1),
+                Col::Syscall.right()
+            ),
+            ("SYSCALL", Some(15), false)
+        );
+        // Both read SCHED, and only they and the other SCHED fields do.
+        assert_eq!(Col::Syscall.groups(false), Group::Sched.flag());
+        assert_eq!(Col::Wchan.groups(false), Group::Sched.flag());
+        assert_eq!(
+            Fields::default()
+                .shown()
+                .iter()
+                .map(|c| c.groups(false))
+                .fold(0, |a, g| a | g)
+                & Group::Sched.flag(),
+            0
+        );
     }
 
     #[test]
@@ -561,5 +610,22 @@ mod tests {
         twice[1] = 75;
         assert_eq!(Fields::from_fieldscur(&twice), None);
         assert_eq!(Fields::from_fieldscur(&def[..10]), None);
+        // The padding procps writes after its fields names SYSCALL, hidden; a file that turns
+        // it on shows it, wherever it puts it.
+        let mut padded = def.to_vec();
+        padded.extend((78..100).map(|i| (i + FLD_OFFSET) << 1));
+        assert_eq!(Fields::from_fieldscur(&padded), Some(Fields::default()));
+        padded[78] |= 1;
+        assert_eq!(
+            Fields::from_fieldscur(&padded).map(|f| f.shown().len()),
+            Some(13)
+        );
+        padded.swap(1, 78);
+        let f = Fields::from_fieldscur(&padded).expect("fields");
+        assert_eq!(&f.shown()[..2], [Col::Pid, Col::Syscall]);
+        // Every procps field must be there.
+        let mut short = def;
+        short[77] = (78 + FLD_OFFSET) << 1;
+        assert_eq!(Fields::from_fieldscur(&short), None);
     }
 }

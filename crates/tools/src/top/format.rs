@@ -388,7 +388,15 @@ impl RowCtx<'_> {
                     .into_bytes()
             }
             Col::Command => command(&self.frame.tasks, r, self.cmdline, self.utf8),
-            Col::Wchan => procvals::wchan(r.pid).into_bytes(),
+            Col::Wchan => match procvals::sched_wchan(t.sched.as_ref(), fetched(Group::Sched)) {
+                Some(w) => w.into_bytes(),
+                // Not read with the snapshot: from the file, as procps reads it.
+                None => procvals::wchan(r.pid).into_bytes(),
+            },
+            Col::Syscall => {
+                procvals::sched_syscall(t.sched.as_ref(), fetched(Group::Sched), r.kthread)?
+                    .into_bytes()
+            }
             Col::Flags => hex_flags(u64::from(self.base(r)?.task_flags)),
             Col::Cgroups => procvals::cgroup(cg()?, self.utf8),
             Col::Cgname => procvals::cgname(procvals::cgroup(cg()?, self.utf8)),

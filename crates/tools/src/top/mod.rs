@@ -11,12 +11,13 @@
 //!
 //! This module owns the command line, the help text and the batch loop; the rc file procps
 //! top reads is [`rc`]'s. Machine-wide
-//! figures come from [`sys`], signals and renicing from [`act`]. Reading tasks is
-//! `crate::snapshot`'s job.
+//! figures come from [`sys`], signals and renicing from [`act`], the kernel stack window (`K`)
+//! from [`kstack`]. Reading tasks is `crate::snapshot`'s job.
 
 pub mod act;
 pub mod fields;
 pub mod format;
+pub mod kstack;
 pub mod model;
 pub mod rc;
 pub mod refresh;
@@ -58,8 +59,8 @@ OPTIONS
   -i, --idle-toggle           hide tasks that used no CPU time during the last interval
   -n, --iterations N          stop after N refreshes
   -O, --list-fields           list the column names -o accepts, then exit
-  -o, --sort-override [+|-]FIELD   sort by FIELD (any name -O lists, but those taskdiag
-                              does not read); + highest first (default), - lowest first
+  -o, --sort-override [+|-]FIELD   sort by FIELD (any name -O lists); + highest first
+                              (default), - lowest first
   -p, --pid PID[,PID...]      only these processes (0 means top itself); may be repeated
   -S, --accum-time-toggle     TIME+ includes the time of waited-for children
   -s, --secure-mode           disable the d, k and r commands
@@ -83,8 +84,13 @@ COLUMNS
            another task's time
   %MEM     RES as a share of MemTotal   TIME+    CPU time, minutes:seconds.hundredths
   COMMAND  name, or command line with c
-  Every field of procps top 4.0.2 is known by name; OOMa, OOMs, NU, LOGID, RSS, PSS, PSan,
-  PSfd, PSsh, USS, AGID and AGNI are refused (taskdiag does not read their data).
+  Every field of procps top 4.0.2 is known by name and shown as procps shows it. Two say
+  what a task waits for (both off by default, their data read only while shown):
+  WCHAN    the kernel function the task sleeps in, as /proc/PID/wchan (- when running)
+  SYSCALL  (taskdiag's own, last in the f screen) the system call the task is in, as
+           /proc/PID/syscall's number names it (x86-64: read, futex, clock_nanosleep ...);
+           running for a task on a CPU; - for a kernel thread, a task blocked outside a
+           system call, or where the file is refused (another user's task)
 
 INTERACTIVE COMMANDS
   q               quit (so do Ctrl-C, SIGINT, SIGTERM, SIGHUP and SIGQUIT; the terminal
@@ -109,6 +115,10 @@ INTERACTIVE COMMANDS
   k               send a signal: asks for a pid (default: the top line) and a signal
                   (default SIGTERM); sent through a pidfd after checking the pid still
                   names the task shown, so a reused pid is never hit
+  K               kernel stack: asks for a pid (default: the top line; with H any thread)
+                  and shows that task's kernel stack, a frame a line as /proc/PID/stack
+                  without its [<0>], under its state, WCHAN and SYSCALL, until a key is
+                  pressed; root only, like /proc/PID/stack (others are told so)
   r               renice: asks for a pid and a nice value
   l, t, m         uptime line, task and CPU lines, memory lines on/off
   1               one CPU line per CPU on/off
@@ -123,7 +133,9 @@ DIFFERENCES FROM PROCPS TOP
   window's fields, sort field and c, S, i, y and R settings, the task limit and the memory
   scales; the rest of it is ignored, and nothing is written (W). There are no alternate
   windows (A, a, w, g, G), forest view (V, v), colours (z, Z, b, B, x), searching (L, &),
-  inspection (Y) or bottom panes (Ctrl-G, K, N, P, U); such keys say so. -p takes any number of pids. The uptime line counts users from utmp. The
+  inspection (Y) or bottom panes (Ctrl-G, Ctrl-K, Ctrl-N, Ctrl-P, Ctrl-U); such keys say
+  so. K (kernel stack) and SYSCALL are taskdiag's; procps top uses neither name. -p takes
+  any number of pids. The uptime line counts users from utmp. The
   interactive screen uses the terminal's alternate screen, so the shell's screen comes
   back on exit. A task first seen after the previous refresh counts all its CPU time in
   %CPU only when it started after that refresh (procps counts it whatever its age).

@@ -26,6 +26,7 @@ use ratatui::Terminal;
 
 use super::act::{self, ActError};
 use super::format::{self, layout, RowCtx, Summary};
+use super::kstack::{self, StackView};
 use super::model::{Col, Filter, Frame, UserSel};
 use super::sys::{self, CpuPct, Mem};
 use super::{pcpu_max, select_and_sort, Opts, Sampler, Width};
@@ -97,6 +98,7 @@ enum Then {
     KillSig { pid: u32 },
     RenicePid { def: u32 },
     Nice { pid: u32 },
+    StackPid { def: u32 },
     MaxTasks,
 }
 
@@ -122,6 +124,8 @@ enum Mode {
     Help,
     Prompt(Prompt),
     Fields(FieldsScreen),
+    /// A task's kernel stack (`K`), until a key is pressed.
+    Stack(StackView),
 }
 
 /// What a key asks of the main loop beyond the app's own state.
@@ -421,6 +425,12 @@ impl App {
                     }
                 }
             },
+            Then::StackPid { def } => match pid_answer(int(line), def) {
+                None => self.message("Unacceptable integer"),
+                Some(pid) => {
+                    self.mode = Mode::Stack(kstack::read(&mut self.s.src, pid, self.utf8));
+                }
+            },
             Then::MaxTasks => match int(line) {
                 Err(()) => self.message("Unacceptable integer"),
                 Ok(None) => {}
@@ -536,7 +546,7 @@ impl App {
             }
             return After::Nothing;
         }
-        if matches!(self.mode, Mode::Help) {
+        if matches!(self.mode, Mode::Help | Mode::Stack(_)) {
             self.mode = Mode::Normal;
             if k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL) {
                 return After::Quit;
@@ -700,6 +710,13 @@ impl App {
                     );
                 }
             }
+            'K' => {
+                let def = self.default_pid();
+                self.prompt(
+                    format!("PID to show kernel stack [default pid = {def}]"),
+                    Then::StackPid { def },
+                );
+            }
             'r' => {
                 if !secure(self) {
                     let def = self.default_pid();
@@ -769,6 +786,10 @@ impl App {
                 .map(|l| Line::raw(l.to_string()))
                 .collect();
             fr.render_widget(Paragraph::new(lines), area);
+            return;
+        }
+        if let Mode::Stack(v) = &self.mode {
+            fr.render_widget(Paragraph::new(stack_screen(v, rows)), area);
             return;
         }
         let summary = Summary {
@@ -961,7 +982,7 @@ fn fields_screen(o: &Opts, fs: &FieldsScreen, cols: usize, rows: usize) -> Vec<L
     let n = o.fields.list.len();
     let mxcol = (cols / 11).max(1);
     let rmax = rows.saturating_sub(4);
-    if rmax == 0 || rmax < usize::from(n % mxcol != 0) + n / mxcol {
+    if rmax == 0 || rmax < usize::from(!n.is_multiple_of(mxcol)) + n / mxcol {
         lines.push(Line::raw(""));
         lines.push(Line::raw(
             "even using field names only, window is now too small",
@@ -1009,6 +1030,29 @@ fn fields_screen(o: &Opts, fs: &FieldsScreen, cols: usize, rows: usize) -> Vec<L
     lines
 }
 
+/// The kernel stack window: the heading, the frames (as many as fit `rows`, then how many
+/// more there are) and procps' "any key" line.
+fn stack_screen(v: &StackView, rows: usize) -> Vec<Line<'static>> {
+    let mut lines = vec![
+        Line::styled(v.title.clone(), Style::new().add_modifier(Modifier::BOLD)),
+        Line::raw(""),
+    ];
+    // The heading, a blank line before the frames and one after, and the last line.
+    let room = rows.saturating_sub(4).max(1);
+    let (shown, more) = if v.lines.len() > room {
+        (room - 1, v.lines.len() - (room - 1))
+    } else {
+        (v.lines.len(), 0)
+    };
+    lines.extend(v.lines[..shown].iter().map(|l| Line::raw(l.clone())));
+    if more > 0 {
+        lines.push(Line::raw(format!("... {more} more")));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::raw("Type any key to continue "));
+    lines
+}
+
 /// The `h` screen.
 fn help_text(delay: f32, secure: bool) -> String {
     format!(
@@ -1027,6 +1071,7 @@ Delay {delay:.1} secs; Secure mode {}.
   f,F          fields: show/hide (d, Space), sort by (s), move (Right, Up/Down, Enter)
   n,#          maximum number of tasks shown
   k            send a signal (pid, then signal; default SIGTERM) through a pidfd
+  K            a task's kernel stack (pid; root only, like /proc/PID/stack)
   r            renice (pid, then nice value)
   l,t,m        uptime, task/CPU, memory lines on/off    1  each CPU on/off
   I            Irix mode on/off      E,e  summary / task memory unit

@@ -72,6 +72,7 @@ fn main() {
     println!("cargo:rerun-if-changed={SRC}");
     println!("cargo:rerun-if-changed={TRACK_SRC}");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux_min.h");
+    println!("cargo:rerun-if-changed=src/bpf/task_state.h");
     println!("cargo:rerun-if-changed=find_clang.rs");
     println!("cargo:rerun-if-env-changed=CLANG");
 }

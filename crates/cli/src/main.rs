@@ -12,6 +12,7 @@
 //! 3 any other failure (a backend that cannot be used, an I/O error).
 
 mod maps;
+mod profile;
 mod render;
 
 use std::io::{self, Read, Write};
@@ -66,6 +67,9 @@ enum Cmd {
     /// Display tasks and what they cost, refreshed (procps top options; `top --help`).
     #[command(disable_help_flag = true)]
     Top(ToolArgs),
+    /// Sample what every thread is doing, on and off CPU, as one wall-clock flame graph.
+    #[command(after_help = profile::AFTER_PROFILE)]
+    Profile(profile::ProfileArgs),
 }
 
 /// Arguments of a procps/psmisc-compatible tool, passed through untouched: each tool parses
@@ -291,6 +295,7 @@ fn main() -> ExitCode {
         Cmd::Dump(a) => dump(a),
         Cmd::Decode(a) => decode(a),
         Cmd::Maps(a) => maps::maps(a),
+        Cmd::Profile(a) => profile::profile(a),
         // The tools get their arguments as given (what follows the tool's name): clap would
         // take a first `--` for itself (`taskdiag pgrep -- -name`).
         Cmd::Ps(_) => return run_tool(taskdiag_tools::ps::ps_main, &tool_args()),
@@ -313,6 +318,8 @@ fn main() -> ExitCode {
             eprintln!("taskdiag: {}", error_chain(&e));
             ExitCode::from(if e.downcast_ref::<UsageError>().is_some() {
                 EXIT_USAGE
+            } else if profile::no_such_process(&e) {
+                EXIT_NO_TASK
             } else {
                 EXIT_FAILURE
             })

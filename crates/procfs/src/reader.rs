@@ -1597,6 +1597,7 @@ fn statm_from(st: &Status, line: &StatLine) -> StatmRec {
 }
 
 mod own_files;
+pub use own_files::cgroup2_dir;
 use own_files::Got;
 
 #[cfg(test)]

@@ -677,6 +677,45 @@ wire_structs! {
         /// stat field 28, startstack: the bottom of the main thread's stack.
         stack_start: u64,
     }
+
+    /// `taskdiag profile`'s count key (not on the wire: the key of the profiler's in-kernel
+    /// count map, read by its user space). One per distinct (thread, state, system call,
+    /// stacks); its count is the samples that found the thread so.
+    struct ProfKey = "td_prof_key", size 64 {
+        /// Thread id in the profiled pid namespace.
+        pid: u32,
+        /// Process id (thread-group id) in the profiled pid namespace.
+        tgid: u32,
+        /// Thread id in the pid namespace of the profiler's /proc (0 if it has none there).
+        proc_pid: u32,
+        /// Process id there: the /proc/PID whose address space the user stack is in.
+        proc_tgid: u32,
+        /// A [`crate::prof::ProfState`] value.
+        state: u32,
+        /// The system call the thread is blocked in (its number), -1 if none or unknown.
+        syscall: i32,
+        /// [`crate::prof::PROF_F_KTHREAD`] and the like.
+        flags: u32,
+        /// Reserved; 0.
+        reserved: u32,
+        /// Id of the kernel stack in the stack map, 0 if none.
+        kstack: u64,
+        /// Id of the user stack in the stack map, 0 if none.
+        ustack: u64,
+        /// The thread's name (comm), first 8 bytes.
+        comm_lo: u64,
+        /// Its last 8 bytes (NUL-padded).
+        comm_hi: u64,
+    }
+
+    /// Header of a stack in the profiler's stack map; [`crate::prof::PROF_STACK_DEPTH`]
+    /// addresses (u64) follow it, the first `nr` of them used, innermost first.
+    struct ProfStackHdr = "td_prof_stack_hdr", size 8 {
+        /// Addresses used.
+        nr: u32,
+        /// [`crate::prof::PROF_STACK_TRUNCATED`] and the like.
+        flags: u32,
+    }
 }
 
 /// The C header shared with the BPF programs: constants and every wire struct.

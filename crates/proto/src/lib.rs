@@ -27,13 +27,14 @@
 
 pub mod layout;
 pub mod msg;
+pub mod prof;
 pub mod task;
 pub mod vma_flags;
 
 pub use layout::{
     AccessRec, AttrHeader, BaseRec, CgroupRec, CredRec, DelayRec, Done, FilesRec, GroupErrorRec,
-    IoRec, LimitRec, MsgHeader, NsIdsRec, NsRec, PathsRec, Request, SchedRec, SecurityRec,
-    SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec,
+    IoRec, LimitRec, MsgHeader, NsIdsRec, NsRec, PathsRec, ProfKey, ProfStackHdr, Request,
+    SchedRec, SecurityRec, SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec,
 };
 
 /// Version of the format described here. Carried in requests and START messages.
@@ -472,6 +473,16 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_PF_KTHREAD", PF_KTHREAD as i64),
     ("TD_VMA_NAME_REF", VMA_NAME_REF as i64),
     ("TD_VM_SHARED", vma_flags::KERNEL_VM_SHARED as i64),
+    ("TD_PROF_STACK_DEPTH", prof::PROF_STACK_DEPTH as i64),
+    ("TD_PROF_STACK_TRUNCATED", prof::PROF_STACK_TRUNCATED as i64),
+    ("TD_PROF_STACK_LEAF_SP", prof::PROF_STACK_LEAF_SP as i64),
+    ("TD_PROF_F_KTHREAD", prof::PROF_F_KTHREAD as i64),
+    ("TD_PROF_RUNNING", prof::ProfState::Running as i64),
+    ("TD_PROF_RUNNABLE", prof::ProfState::Runnable as i64),
+    (
+        "TD_PROF_STATE_INDEX",
+        prof::ProfState::STATE_INDEX_BASE as i64,
+    ),
 ];
 
 /// Rounds `n` up to the 4-byte attribute alignment.

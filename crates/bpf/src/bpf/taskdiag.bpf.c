@@ -57,6 +57,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include "taskdiag_wire.h"
+#include "task_state.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -88,12 +89,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define PF_WQ_WORKER 0x00000020
 #define CSS_ONLINE (1 << 1)
-
-#define TASK_REPORT 0x7f
-#define TASK_REPORT_IDLE 0x80
-#define TASK_IDLE 0x402
-#define TASK_RTLOCK_WAIT 0x1000
-#define TASK_FROZEN 0x8000
 
 enum { MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES };
 
@@ -348,11 +343,10 @@ static __always_inline __u32 task_tgid_nr(struct task_struct *t, struct ns_ctx *
 	return pid_nr_ns(t->signal->pids[PIDTYPE_TGID], n->level, n->ns);
 }
 
-/* task_state_index() from include/linux/sched.h. */
+/* task_state_index() of @t (task_state.h). */
 static __always_inline __u8 state_index(struct task_struct *t)
 {
-	__u32 st, state;
-	int i;
+	__u32 st;
 
 	if (bpf_core_field_exists(t->__state)) {
 		st = t->__state;
@@ -360,22 +354,7 @@ static __always_inline __u8 state_index(struct task_struct *t)
 		struct task_struct___pre514 *o = (void *)t;
 		st = (__u32)o->state;
 	}
-	state = (st | (__u32)t->exit_state) & TASK_REPORT;
-	if ((st & TASK_IDLE) == TASK_IDLE)
-		state = TASK_REPORT_IDLE;
-	if ((st & TASK_RTLOCK_WAIT) || (st & TASK_FROZEN))
-		state = 2; /* TASK_UNINTERRUPTIBLE */
-	/* fls() of a value below 0x100, without branches (each would be a verifier path). */
-	i = 0;
-	i += (state >= 0x01);
-	i += (state >= 0x02);
-	i += (state >= 0x04);
-	i += (state >= 0x08);
-	i += (state >= 0x10);
-	i += (state >= 0x20);
-	i += (state >= 0x40);
-	i += (state >= 0x80);
-	return i;
+	return state_index_of(st, (__u32)t->exit_state);
 }
 
 struct div128 {

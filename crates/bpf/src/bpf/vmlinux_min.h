@@ -45,6 +45,7 @@ enum {
 };
 enum {
 	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
 };
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
@@ -139,6 +140,9 @@ struct cgroup_subsys {
 struct cgroup_subsys_state {
 	struct cgroup_subsys *ss;
 	unsigned int flags;
+	/* The parent cgroup's own css (its `self`, at offset 0 of struct cgroup): taskdiag
+	 * profile's --cgroup walks up with it. */
+	struct cgroup_subsys_state *parent;
 };
 
 /* A hierarchy (cgroup v1's; hierarchy_id 0 is the unified one). */
@@ -292,6 +296,8 @@ typedef struct {
 /* SCHED's system call (x86-64's saved user registers). */
 struct pt_regs {
 	unsigned long r10, r9, r8, dx, si, di, orig_ax, ip, sp;
+	/* taskdiag profile's frame-pointer walk of a blocked task's user stack. */
+	unsigned long bp;
 };
 
 struct group_info {
@@ -410,6 +416,8 @@ struct task_struct {
 	struct sighand_struct *sighand;
 	unsigned int __state;
 	unsigned int flags;
+	/* Whether the task is on a CPU (CONFIG_SMP): taskdiag profile leaves those to perf_event. */
+	int on_cpu;
 	unsigned int ptrace;
 	int prio, static_prio;
 	unsigned int rt_priority;

@@ -7,6 +7,7 @@ mod maps;
 mod pgrep;
 mod pidof;
 mod pinned;
+mod profile;
 mod ps;
 mod pstree;
 mod top;

@@ -60,22 +60,29 @@ impl Cgroup2 {
         })
     }
 
-    /// The id of the cgroup at `path` (as /proc/PID/cgroup names it): its directory's inode
-    /// number; 0 if it is not under this mount or no longer exists.
-    fn id(&self, path: &[u8]) -> u64 {
+    /// The directory of the cgroup at `path` (as /proc/PID/cgroup names it) under this mount;
+    /// `None` if it is not under this mount.
+    pub(super) fn dir(&self, path: &[u8]) -> Option<Vec<u8>> {
         let rel = match path.strip_prefix(&self.root[..]) {
             Some(r) if self.root == b"/" || r.is_empty() || r.starts_with(b"/") => r,
-            _ => return 0,
+            _ => return None,
         };
         let rel = rel.strip_prefix(b"/").unwrap_or(rel);
         if rel.split(|&c| c == b'/').any(|c| c == b"..") {
-            return 0;
+            return None;
         }
         let mut full = self.mount_point.clone();
         if !rel.is_empty() {
             full.push(b'/');
             full.extend_from_slice(rel);
         }
+        Some(full)
+    }
+
+    /// The id of the cgroup at `path` (as /proc/PID/cgroup names it): its directory's inode
+    /// number; 0 if it is not under this mount or no longer exists.
+    fn id(&self, path: &[u8]) -> u64 {
+        let Some(full) = self.dir(path) else { return 0 };
         let Ok(c) = CString::new(full) else { return 0 };
         let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
         // SAFETY: `c` is NUL-terminated and `st` is writable for a `struct stat`; the kernel
@@ -94,6 +101,16 @@ impl Cgroup2 {
         // SAFETY: fstatat succeeded, so it filled `st`.
         unsafe { st.assume_init() }.st_ino
     }
+}
+
+/// The directory of the cgroup `path` names (as /proc/PID/cgroup shows it, in this process's
+/// cgroup namespace) on this process's cgroup2 mount (from /proc/self/mountinfo); `None`
+/// without a cgroup2 mount.
+pub fn cgroup2_dir(path: &[u8]) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let mountinfo = std::fs::read("/proc/self/mountinfo").ok()?;
+    let dir = Cgroup2::find(&mountinfo)?.dir(path)?;
+    Some(std::ffi::OsString::from_vec(dir).into())
 }
 
 /// Per-worker memory of cgroup ids by path: most tasks share a few cgroups.

@@ -1,0 +1,662 @@
+//! `taskdiag profile`: the seeds' situations reproduced (a hot function, threads blocked in
+//! known calls, CPU burned in the kernel for a process and by a kernel thread, a program in its
+//! own pid namespace profiled from the host and from a shell inside it), agreement with perf,
+//! every output format, and the errors.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use taskdiag_test_support::process::{ensure_installed, stderr, stdout, Spawned};
+
+use super::{run, run_as_user, BIN};
+
+/// profile_fixture.c, built once per test run with frame pointers.
+fn fixture_exe() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("profile_fixture");
+        let src = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/integration/profile_fixture.c"
+        );
+        let o = Command::new("cc")
+            .args([
+                "-O2",
+                "-g",
+                "-fno-omit-frame-pointer",
+                "-mno-omit-leaf-frame-pointer",
+                "-pthread",
+                "-o",
+            ])
+            .arg(&exe)
+            .arg(src)
+            .output()
+            .expect("running cc (gcc and libc6-dev build the profile fixture)");
+        assert!(o.status.success(), "cc: {}", stderr(&o));
+        exe
+    })
+}
+
+/// The fixture's name as the kernel shows it (comm: 15 bytes).
+const COMM: &str = "profile_fixture";
+
+/// The fixture in `mode`, started by `prefix` (e.g. unshare), ready when it returns.
+fn fixture(prefix: &[&str], mode: &str) -> Spawned {
+    let exe = fixture_exe();
+    let mut cmd = match prefix.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
+    let mut p = Spawned::spawn(cmd.arg(mode).stdout(Stdio::piped()));
+    p.expect_line("ready");
+    p
+}
+
+/// One folded line: frames root first (kernel frames without their `_[k]`, flagged) and the
+/// count.
+#[derive(Debug)]
+struct Line {
+    frames: Vec<(String, bool)>,
+    count: u64,
+}
+
+impl Line {
+    fn state(&self) -> &str {
+        &self.frames[0].0
+    }
+    fn thread(&self) -> &str {
+        &self.frames[1].0
+    }
+    fn user(&self) -> impl Iterator<Item = &str> {
+        self.frames[2..]
+            .iter()
+            .filter(|f| !f.1)
+            .map(|f| f.0.as_str())
+    }
+    fn kernel(&self) -> Vec<&str> {
+        self.frames[2..]
+            .iter()
+            .filter(|f| f.1)
+            .map(|f| f.0.as_str())
+            .collect()
+    }
+    /// The innermost frame, user or kernel.
+    fn leaf(&self) -> &str {
+        &self.frames.last().expect("a frame").0
+    }
+}
+
+fn folded(text: &str) -> Vec<Line> {
+    text.lines()
+        .map(|l| {
+            let (stack, n) = l
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("bad folded line {l:?}"));
+            Line {
+                frames: stack
+                    .split(';')
+                    .map(|f| match f.strip_suffix("_[k]") {
+                        Some(k) => (k.to_owned(), true),
+                        None => (f.to_owned(), false),
+                    })
+                    .collect(),
+                count: n.parse().unwrap_or_else(|_| panic!("bad count in {l:?}")),
+            }
+        })
+        .collect()
+}
+
+/// `taskdiag profile ARGS -f folded`, which must succeed.
+fn profile(args: &[&str]) -> Vec<Line> {
+    let o = run(&[&["profile", "-f", "folded"], args].concat());
+    assert!(o.status.success(), "profile {args:?}: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains(" samples ("),
+        "no summary line: {}",
+        stderr(&o)
+    );
+    folded(&stdout(&o))
+}
+
+/// The function names of a thread's /proc/PID/task/TID/stack, innermost first.
+fn proc_stack(pid: u32, tid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stack")).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| {
+                let f = l.split_once("] ")?.1;
+                Some(f.split(['+', ' ']).next()?.to_owned())
+            })
+            .collect(),
+    )
+}
+
+/// The fixture's threads: tid → name.
+fn threads(pid: u32) -> BTreeMap<u32, String> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).expect("the fixture's threads") {
+        let Ok(e) = e else { continue };
+        let Some(tid) = e.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        if let Ok(c) = std::fs::read_to_string(e.path().join("comm")) {
+            out.insert(tid, c.trim_end().to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn on_cpu_samples_of_a_frame_pointer_program_end_in_its_hot_function() {
+    let p = fixture(&[], "burn");
+    let pid = p.pid().to_string();
+    let lines = profile(&["-p", &pid, "--on-cpu", "-F", "99", "-d", "3"]);
+    let mine: Vec<&Line> = lines.iter().filter(|l| l.thread() == COMM).collect();
+    let total: u64 = mine.iter().map(|l| l.count).sum();
+    assert!(
+        total >= 50,
+        "too few samples of the burning fixture: {lines:?}"
+    );
+    assert!(
+        lines.iter().all(|l| l.thread() == COMM),
+        "another process sampled: {lines:?}"
+    );
+    assert!(mine.iter().all(|l| l.state() == "[running]"), "{mine:?}");
+    // The innermost user frame: interrupts may add kernel frames above it.
+    let hot: u64 = mine
+        .iter()
+        .filter(|l| l.user().last() == Some("hot_function"))
+        .map(|l| l.count)
+        .sum();
+    assert!(
+        hot * 100 >= total * 80,
+        "only {hot} of {total} samples end in hot_function: {mine:?}"
+    );
+    assert!(
+        mine.iter()
+            .any(|l| l.user().last() == Some("cold_function")),
+        "cold_function never sampled: {mine:?}"
+    );
+}
+
+#[test]
+fn off_cpu_samples_show_blocked_threads_with_their_state_wchan_syscall_and_kernel_stack() {
+    let p = fixture(&[], "block");
+    let pid = p.pid();
+    let names = threads(pid);
+    let by_name: HashMap<&str, u32> = names.iter().map(|(t, n)| (n.as_str(), *t)).collect();
+    for n in ["td-pipe", "td-futex", "td-sleep"] {
+        assert!(by_name.contains_key(n), "no thread {n}: {names:?}");
+    }
+    let before: HashMap<u32, Option<Vec<String>>> =
+        names.keys().map(|&t| (t, proc_stack(pid, t))).collect();
+    let lines = profile(&["-p", &pid.to_string(), "--off-cpu", "-d", "1", "--tid"]);
+    let table = run(&[
+        "profile",
+        "-p",
+        &pid.to_string(),
+        "--off-cpu",
+        "-d",
+        "0.5",
+        "-f",
+        "table",
+        "-q",
+    ]);
+    assert!(table.status.success(), "{}", stderr(&table));
+    let table = stdout(&table);
+    for (&tid, name) in &names {
+        let label = format!("{name}-{pid}/{tid}");
+        let mine: Vec<&Line> = lines.iter().filter(|l| l.thread() == label).collect();
+        assert_eq!(
+            mine.len(),
+            1,
+            "one stack for {label}, blocked all along: {lines:?}"
+        );
+        let l = mine[0];
+        assert_eq!(l.state(), "[sleeping]", "{l:?}");
+        // A sample a period: ~49 in a second.
+        assert!(
+            (30..=60).contains(&l.count),
+            "{label}: {} samples in 1 s at 49 Hz",
+            l.count
+        );
+        // The kernel stack is /proc's, which did not change while the thread stayed blocked.
+        let Some(Some(stack)) = before.get(&tid) else {
+            continue;
+        };
+        if proc_stack(pid, tid).as_ref() != Some(stack) {
+            continue;
+        }
+        let mut kernel: Vec<&str> = l.kernel();
+        kernel.reverse();
+        assert_eq!(
+            kernel, *stack,
+            "{label}: kernel frames against /proc/{pid}/task/{tid}/stack"
+        );
+        // The table's wchan and system call are /proc's wchan and syscall.
+        let wchan =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/wchan")).unwrap_or_default();
+        let nr: i64 = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
+            .unwrap_or_default()
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(-1);
+        let syscall = taskdiag_procfs::syscalls::name(nr).expect("a known system call");
+        let row = table
+            .lines()
+            .find(|r| r.split_whitespace().last() == Some(name.as_str()))
+            .unwrap_or_else(|| panic!("no table row for {name}: {table}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols[2..5], ["sleeping", syscall, wchan.as_str()], "{row}");
+    }
+}
+
+/// KSM's settings, restored on drop.
+struct Ksm(Vec<(PathBuf, String)>);
+
+impl Ksm {
+    /// Runs ksmd flat out.
+    fn busy() -> Ksm {
+        let dir = Path::new("/sys/kernel/mm/ksm");
+        let mut saved = Vec::new();
+        for (name, value) in [
+            ("pages_to_scan", "10000"),
+            ("sleep_millisecs", "0"),
+            ("run", "1"),
+        ] {
+            let path = dir.join(name);
+            let old = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+                panic!("{}: {e} (a kernel with KSM is needed)", path.display())
+            });
+            saved.push((path.clone(), old.trim().to_owned()));
+            std::fs::write(&path, value).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+        Ksm(saved)
+    }
+}
+
+impl Drop for Ksm {
+    fn drop(&mut self) {
+        // "run" back first (saved last), then the rates.
+        for (path, old) in self.0.iter().rev() {
+            let _ = std::fs::write(path, old);
+        }
+    }
+}
+
+#[test]
+fn cpu_burned_in_the_kernel_for_a_process_and_by_a_kernel_thread_is_seen() {
+    // Seed 004: a read of /dev/urandom burns CPU in the kernel's random generator, on behalf of
+    // the process.
+    let p = fixture(&[], "urandom");
+    let lines = profile(&["-p", &p.pid().to_string(), "--on-cpu", "-d", "2"]);
+    let total: u64 = lines.iter().map(|l| l.count).sum();
+    let random: u64 = lines
+        .iter()
+        .filter(|l| {
+            l.kernel()
+                .iter()
+                .any(|f| f.contains("random") || f.contains("chacha"))
+        })
+        .map(|l| l.count)
+        .sum();
+    assert!(total >= 30, "too few samples: {lines:?}");
+    assert!(
+        random * 2 >= total,
+        "{random} of {total} samples in the random generator: {lines:?}"
+    );
+    drop(p);
+
+    // And a kernel thread the test makes busy: ksmd merging a region of identical pages.
+    let _ksm = Ksm::busy();
+    let _merge = fixture(&[], "merge");
+    let lines = profile(&["-a", "--on-cpu", "-d", "3", "--tid"]);
+    let ksmd: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.thread().starts_with("ksmd-"))
+        .collect();
+    let n: u64 = ksmd.iter().map(|l| l.count).sum();
+    assert!(
+        n >= 10,
+        "ksmd sampled {n} times in 3 s while busy: {ksmd:?}"
+    );
+    for l in &ksmd {
+        assert_eq!(l.state(), "[running]");
+        assert_eq!(
+            l.user().count(),
+            0,
+            "a kernel thread has no user frames: {l:?}"
+        );
+    }
+    assert!(
+        ksmd.iter()
+            .any(|l| l.kernel().iter().any(|f| f.starts_with("ksm_"))),
+        "no ksm_ function in ksmd's stacks: {ksmd:?}"
+    );
+}
+
+/// The pid of `parent`'s only child.
+fn child_of(parent: u32) -> u32 {
+    let mut pid = None;
+    taskdiag_test_support::process::wait_for("unshare's child", || {
+        pid = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok());
+        pid.is_some()
+    });
+    pid.expect("a child")
+}
+
+#[test]
+fn a_pid_namespace_is_profiled_with_its_own_pids_from_the_host_and_from_inside() {
+    // Seed 002: a program in its own pid namespace (a Nix build sandbox).
+    let sandbox = fixture(
+        &["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"],
+        "burn",
+    );
+    let host_pid = child_of(sandbox.pid());
+    let check = |lines: &[Line], how: &str| {
+        let label = format!("{COMM}-1/1");
+        let mine: Vec<&Line> = lines.iter().filter(|l| l.thread() == label).collect();
+        let total: u64 = mine.iter().map(|l| l.count).sum();
+        let hot: u64 = mine
+            .iter()
+            .filter(|l| l.user().last() == Some("hot_function"))
+            .map(|l| l.count)
+            .sum();
+        assert!(
+            total >= 30,
+            "{how}: the sandbox's pid 1 sampled {total} times: {lines:?}"
+        );
+        assert!(
+            hot * 100 >= total * 80,
+            "{how}: {hot} of {total} in hot_function"
+        );
+        // Only the sandbox's threads, with the sandbox's pids.
+        let host = host_pid.to_string();
+        assert!(
+            lines.iter().all(|l| !l.thread().contains(&host)),
+            "{how}: a host pid shown: {lines:?}"
+        );
+    };
+    // 99 Hz for 3 s: enough samples that 90% is far from 80% even on a busy machine.
+    let from_host = profile(&[
+        "--pidns",
+        &host_pid.to_string(),
+        "--on-cpu",
+        "-F",
+        "99",
+        "-d",
+        "3",
+        "--tid",
+    ]);
+    check(&from_host, "--pidns from the host");
+    // A shell that entered only the pid namespace: /proc is still the host's.
+    let o = Command::new("nsenter")
+        .args(["--target", &host_pid.to_string(), "--pid", "--", BIN])
+        .args([
+            "profile", "-a", "--on-cpu", "-F", "99", "-d", "3", "--tid", "-f", "folded",
+        ])
+        .output()
+        .expect("nsenter");
+    assert!(
+        o.status.success(),
+        "nsenter --pid taskdiag profile: {}",
+        stderr(&o)
+    );
+    check(
+        &folded(&stdout(&o)),
+        "-a inside the namespace with the host's /proc",
+    );
+}
+
+/// perf's samples of process `pid` by innermost function, from `perf script`.
+fn perf_leaves(data: &Path, pid: u32) -> BTreeMap<String, u64> {
+    let o = Command::new("perf")
+        .args(["script", "-F", "pid,ip,sym", "-i"])
+        .arg(data)
+        .output()
+        .expect("perf script");
+    assert!(o.status.success(), "perf script: {}", stderr(&o));
+    let mut out = BTreeMap::new();
+    let mut want = false;
+    let mut first = false;
+    for l in stdout(&o).lines() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        if !l.starts_with('\t') {
+            want = l.trim().parse::<u32>().ok() == Some(pid);
+            first = true;
+            continue;
+        }
+        if want && first {
+            let sym = l.split_whitespace().nth(1).unwrap_or("[unknown]");
+            *out.entry(sym.to_owned()).or_default() += 1;
+        }
+        first = false;
+    }
+    out
+}
+
+/// Each function's share in percent.
+fn shares(counts: &BTreeMap<String, u64>) -> BTreeMap<String, f64> {
+    let total: u64 = counts.values().sum();
+    counts
+        .iter()
+        .map(|(k, &n)| (k.clone(), 100.0 * n as f64 / total.max(1) as f64))
+        .collect()
+}
+
+#[test]
+fn on_cpu_shares_agree_with_perf_record() {
+    ensure_installed("/usr/bin/perf", "linux-perf");
+    let p = fixture(&[], "shares");
+    let pid = p.pid();
+    let dir = taskdiag_test_support::dir::TempDir::new("perf");
+    let data = dir.join("perf.data");
+    // The same workload, sampled by both at once. At 999 Hz rather than 99: the shares of two
+    // independent samplings of ~300 samples each differ by up to 8 points by chance alone
+    // (binomial noise, ~4 points per standard deviation); ~3,000 each bring that to ~1.3.
+    let mut perf = Command::new("perf")
+        .args(["record", "-F", "999", "-a", "-g", "-q", "-o"])
+        .arg(&data)
+        .args(["--", "sleep", "3"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("perf record");
+    let lines = profile(&["-p", &pid.to_string(), "--on-cpu", "-F", "999", "-d", "3"]);
+    assert!(perf.wait().expect("perf record").success());
+    let mut ours = BTreeMap::new();
+    for l in &lines {
+        *ours.entry(l.leaf().to_owned()).or_default() += l.count;
+    }
+    let theirs = perf_leaves(&data, pid);
+    assert!(theirs.values().sum::<u64>() >= 1000, "perf: {theirs:?}");
+    assert!(ours.values().sum::<u64>() >= 1000, "taskdiag: {ours:?}");
+    let (a, b) = (shares(&ours), shares(&theirs));
+    let mut top: Vec<(&String, f64)> = a.iter().chain(&b).map(|(k, v)| (k, *v)).collect();
+    top.sort_by(|x, y| y.1.total_cmp(&x.1));
+    let top: BTreeSet<&String> = top.iter().map(|(k, _)| *k).take(10).collect();
+    for f in top {
+        let (x, y) = (
+            a.get(f).copied().unwrap_or(0.0),
+            b.get(f).copied().unwrap_or(0.0),
+        );
+        assert!(
+            (x - y).abs() <= 5.0,
+            "{f}: taskdiag {x:.1}% perf {y:.1}%\n{a:?}\n{b:?}"
+        );
+    }
+    for f in ["share_a", "share_b", "share_c"] {
+        assert!(a.get(f).copied().unwrap_or(0.0) > 5.0, "{f} missing: {a:?}");
+    }
+}
+
+/// The `go` binary, for `go tool pprof` (installed if missing).
+fn go() -> PathBuf {
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("go"))
+            .find(|g| g.is_file())
+    });
+    on_path.unwrap_or_else(|| {
+        ensure_installed("/usr/bin/go", "golang-go");
+        PathBuf::from("/usr/bin/go")
+    })
+}
+
+#[test]
+fn one_run_renders_as_svg_pprof_and_table() {
+    let p = fixture(&[], "burn");
+    let pid = p.pid().to_string();
+    let dir = taskdiag_test_support::dir::TempDir::new("profile-out");
+    let svg = dir.join("p.svg");
+    let o = run(&[
+        "profile",
+        "-p",
+        &pid,
+        "-d",
+        "1",
+        "-f",
+        "svg",
+        "-o",
+        svg.to_str().expect("utf-8"),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&svg).expect("the svg");
+    assert!(
+        text.starts_with("<?xml") && text.trim_end().ends_with("</svg>"),
+        "{text:.200}"
+    );
+    assert!(
+        text.contains("hot_function") && text.contains("[running]"),
+        "{text:.400}"
+    );
+
+    let pb = dir.join("p.pb.gz");
+    let o = run(&[
+        "profile",
+        "-p",
+        &pid,
+        "-d",
+        "1",
+        "-f",
+        "pprof",
+        "-o",
+        pb.to_str().expect("utf-8"),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = Command::new(go())
+        .args(["tool", "pprof", "-top", "-sample_index=samples"])
+        .arg(&pb)
+        .env("HOME", dir.path())
+        .output()
+        .expect("go tool pprof");
+    assert!(o.status.success(), "go tool pprof: {}", stderr(&o));
+    let top = stdout(&o);
+    assert!(top.contains("hot_function"), "{top}");
+
+    let o = run(&["profile", "-p", &pid, "-d", "1", "-f", "table", "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "SAMPLES",
+            "AVG_THREADS",
+            "STATE",
+            "SYSCALL",
+            "WCHAN",
+            "COMM"
+        ]
+    );
+    // Running, and runnable when another test's work takes its CPU.
+    assert!(table.lines().skip(1).all(|r| r.ends_with(COMM)), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|r| r.split_whitespace().nth(2) == Some("running")),
+        "{table}"
+    );
+    assert!(stderr(&o).is_empty(), "-q: {}", stderr(&o));
+}
+
+#[test]
+fn profile_errors_name_what_is_wrong_with_scripts_exit_codes() {
+    let status = |o: &Output| o.status.code();
+    // A pid that names no process: 1.
+    let o = run(&["profile", "-p", "999999999", "-d", "0.1"]);
+    assert_eq!(status(&o), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no process 999999999"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["profile", "--pidns", "999999999", "-d", "0.1"]);
+    assert_eq!(status(&o), Some(1), "{}", stderr(&o));
+    // Usage: 2.
+    for args in [
+        &["profile", "--on-cpu", "--off-cpu"][..],
+        &["profile", "-F", "0"],
+        &["profile", "-d", "-1"],
+        &["profile", "-f", "dot"],
+    ] {
+        let o = run(args);
+        assert_eq!(status(&o), Some(2), "{args:?}: {}", stderr(&o));
+    }
+    let o = run(&["profile", "--cgroup", "/no/such/cgroup", "-d", "0.1"]);
+    assert_eq!(status(&o), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("/no/such/cgroup"), "{}", stderr(&o));
+    // Without the privilege: a clear refusal, 3.
+    let o = run_as_user(&["profile", "-d", "0.1"]);
+    assert_eq!(status(&o), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("root, or CAP_BPF and CAP_PERFMON"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_cgroup_scope_samples_only_its_threads() {
+    let mount = taskdiag_test_support::tasks::cgroup2_mount().expect("a cgroup2 mount");
+    let dir = mount.join("taskdiag-profile-test");
+    let _ = std::fs::create_dir(&dir);
+    let p = fixture(&[], "burn");
+    std::fs::write(dir.join("cgroup.procs"), p.pid().to_string()).expect("move the fixture");
+    let other = fixture(&[], "burn");
+    let want = format!("{COMM}-{}", p.pid());
+    // By its path as /proc/PID/cgroup shows it, and by its directory.
+    for scope in ["/taskdiag-profile-test", dir.to_str().expect("utf-8")] {
+        let lines = profile(&["--cgroup", scope, "--on-cpu", "-d", "1", "--per-pid"]);
+        assert!(
+            lines.iter().any(|l| l.thread() == want),
+            "{scope}: {lines:?}"
+        );
+        assert!(
+            lines.iter().all(|l| l.thread() == want),
+            "{scope}: outside the cgroup: {lines:?}"
+        );
+    }
+    drop(p);
+    drop(other);
+    // Empty once the fixture is gone (its exit may take a moment to reach the cgroup).
+    taskdiag_test_support::process::wait_for("the test cgroup to empty", || {
+        std::fs::read_to_string(dir.join("cgroup.procs")).is_ok_and(|s| s.trim().is_empty())
+    });
+    let _ = std::fs::remove_dir(&dir);
+}

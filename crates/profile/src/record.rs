@@ -1,0 +1,240 @@
+//! A whole profile: the sampling loop, then the counts turned into named stacks.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use taskdiag_proto::prof::{ProfState, PROF_F_KTHREAD};
+use taskdiag_proto::ProfKey;
+
+use crate::error::ProfileError;
+use crate::model::{Frame, FrameKind, Profile, Stack, StateKey};
+use crate::sampler::{Options, RawStack, Sampler, Stats};
+use crate::symbolize::{Quality, SchedText, Symbols};
+
+/// How threads are labelled under their state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ThreadLabel {
+    /// By name only: threads of the same name are merged.
+    #[default]
+    Name,
+    /// `name-PID` (the process's id in the profiled namespace).
+    Process,
+    /// `name-PID/TID`.
+    Thread,
+}
+
+/// A profile to take.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// What to sample.
+    pub sampler: Options,
+    /// How long; `None` runs until `stop` is set.
+    pub duration: Option<Duration>,
+    /// How threads are labelled.
+    pub label: ThreadLabel,
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct Run {
+    /// The named stacks and the state table.
+    pub profile: Profile,
+    /// The stack-quality counts.
+    pub quality: Quality,
+    /// The programs' counters.
+    pub stats: Stats,
+    /// Periods whose off-CPU walk started late (the previous one overran its period).
+    pub late_periods: u64,
+    /// Whether off-CPU samples carry user stacks on this kernel.
+    pub user_stacks_off_cpu: bool,
+}
+
+/// Takes a profile: samples until the duration has passed or `stop` is set, then resolves and
+/// names every stack.
+pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError> {
+    let mut sampler = Sampler::start(&opts.sampler)?;
+    // New user stacks are symbolized on another thread, so that reading a binary's symbols
+    // never delays a period's walk.
+    let (to_symbolize, stacks_in) = mpsc::channel::<(u64, u32, RawStack)>();
+    let worker = std::thread::Builder::new()
+        .name("symbolize".into())
+        .spawn(move || {
+            let mut symbols = Symbols::new();
+            for (id, pid, stack) in stacks_in {
+                symbols.add_user(id, pid, &stack);
+            }
+            symbols.into_resolved()
+        })
+        .map_err(ProfileError::Iter)?;
+    let send_fresh = |sampler: &Sampler, fresh: Vec<(u64, u32)>| {
+        for (id, pid) in fresh {
+            if let Some(stack) = sampler.stack(id) {
+                let _ = to_symbolize.send((id, pid, stack));
+            }
+        }
+    };
+    let period = Duration::from_nanos(1_000_000_000 / opts.sampler.hz.max(1));
+    let start = Instant::now();
+    let mut next = start;
+    let mut late = 0;
+    loop {
+        let fresh = sampler.tick()?;
+        send_fresh(&sampler, fresh);
+        next += period;
+        let now = Instant::now();
+        let end = opts.duration.map(|d| start + d);
+        if stop.load(Ordering::Relaxed) || end.is_some_and(|e| next > e) {
+            break;
+        }
+        if next > now {
+            std::thread::sleep(next - now);
+        } else {
+            // Overran: the next walk starts now, and the lost ones are counted.
+            let behind = (now - next).as_nanos() / period.as_nanos().max(1);
+            if opts.sampler.off_cpu {
+                late += behind as u64 + 1;
+            }
+            next = now;
+        }
+    }
+    let duration = start.elapsed();
+    // Stacks the last walk found: resolved now (their processes most likely still live).
+    let fresh = sampler.tick_fresh_only();
+    send_fresh(&sampler, fresh);
+    drop(to_symbolize);
+    let mut symbols = Symbols::from_resolved(worker.join().map_err(|_| {
+        ProfileError::Iter(std::io::Error::other("the symbolizing thread panicked"))
+    })?);
+    let counts = sampler.counts();
+    let stats = sampler.stats();
+    let kstacks: HashMap<u64, RawStack> = counts
+        .iter()
+        .map(|(k, _)| k.kstack)
+        .filter(|&id| id != 0)
+        .collect::<HashSet<u64>>()
+        .into_iter()
+        .filter_map(|id| Some((id, sampler.stack(id)?)))
+        .collect();
+    symbols.add_kernel(kstacks.values());
+    let sched = SchedText::read();
+    let profile = build(&counts, &kstacks, &symbols, &sched, opts, duration);
+    Ok(Run {
+        profile,
+        quality: symbols.quality.clone(),
+        stats,
+        late_periods: late,
+        user_stacks_off_cpu: sampler.user_stacks_off_cpu,
+    })
+}
+
+/// A thread's name as a frame shows it: control characters as `?` (as ps shows them).
+fn comm_of(key: &ProfKey) -> String {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&key.comm_lo.to_ne_bytes());
+    b[8..].copy_from_slice(&key.comm_hi.to_ne_bytes());
+    let end = b.iter().position(|&c| c == 0).unwrap_or(16);
+    String::from_utf8_lossy(&b[..end])
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+fn state_name(key: &ProfKey) -> &'static str {
+    ProfState::from_u32(key.state).map_or("unknown", ProfState::name)
+}
+
+/// The system call's name for the table, `-` for none.
+fn syscall_name(nr: i32) -> String {
+    if nr < 0 {
+        return "-".into();
+    }
+    taskdiag_procfs::syscalls::name(i64::from(nr)).map_or_else(|| nr.to_string(), str::to_owned)
+}
+
+/// Turns the counts into named stacks and the state table.
+fn build(
+    counts: &[(ProfKey, u64)],
+    kstacks: &HashMap<u64, RawStack>,
+    symbols: &Symbols,
+    sched: &SchedText,
+    opts: &RunOptions,
+    duration: Duration,
+) -> Profile {
+    let mut stacks: BTreeMap<Vec<Frame>, u64> = BTreeMap::new();
+    let mut states: BTreeMap<StateKey, u64> = BTreeMap::new();
+    let mut kframes_of: HashMap<u64, Vec<Frame>> = HashMap::new();
+    for (key, n) in counts {
+        let comm = comm_of(key);
+        let state = state_name(key);
+        let kernel = key.kstack != 0 && kstacks.contains_key(&key.kstack);
+        let kframes = if kernel {
+            kframes_of
+                .entry(key.kstack)
+                .or_insert_with(|| symbols.kernel(&kstacks[&key.kstack]))
+                .as_slice()
+        } else {
+            &[]
+        };
+        let thread = match opts.label {
+            ThreadLabel::Name => comm.clone(),
+            ThreadLabel::Process => format!("{comm}-{}", key.tgid),
+            ThreadLabel::Thread => format!("{comm}-{}/{}", key.tgid, key.pid),
+        };
+        let mut frames = vec![
+            Frame {
+                kind: FrameKind::State,
+                name: format!("[{state}]"),
+                module: None,
+            },
+            Frame {
+                kind: FrameKind::Thread,
+                name: thread,
+                module: None,
+            },
+        ];
+        if key.ustack != 0 {
+            match symbols.user(key.ustack) {
+                Some(user) => frames.extend(user.iter().rev().cloned()),
+                None => frames.push(Frame {
+                    kind: FrameKind::User,
+                    name: "[unresolved]".into(),
+                    module: None,
+                }),
+            }
+        } else if key.flags & PROF_F_KTHREAD == 0 && !kernel {
+            frames.push(Frame {
+                kind: FrameKind::User,
+                name: "[no stack]".into(),
+                module: None,
+            });
+        }
+        frames.extend(kframes.iter().rev().cloned());
+        *stacks.entry(frames).or_default() += n;
+        // get_wchan() is for blocked tasks only: none for a running or runnable one.
+        let blocked =
+            key.state != ProfState::Running as u32 && key.state != ProfState::Runnable as u32;
+        let wchan = if !blocked || !kernel {
+            "-".to_owned()
+        } else {
+            sched.wchan(&kstacks[&key.kstack], kframes)
+        };
+        let sk = StateKey {
+            state: state.to_owned(),
+            syscall: syscall_name(key.syscall),
+            wchan,
+            comm,
+        };
+        *states.entry(sk).or_default() += n;
+    }
+    Profile {
+        stacks: stacks
+            .into_iter()
+            .map(|(frames, count)| Stack { frames, count })
+            .collect(),
+        states: states.into_iter().collect(),
+        hz: opts.sampler.hz,
+        duration_ns: duration.as_nanos() as u64,
+    }
+}

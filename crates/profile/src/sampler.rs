@@ -1,0 +1,320 @@
+//! Loading the profiler's programs, sampling, and reading what they counted.
+//!
+//! [`Sampler::start`] loads `profile.bpf.c` for a [`Scope`], opens one cpu-clock perf event per
+//! online CPU at the rate (on-CPU samples, counted by the kernel from then on) and attaches the
+//! off-CPU iterator. [`Sampler::tick`] is called once per period: it walks the tasks once (the
+//! off-CPU samples) and returns the user stacks seen for the first time since the last tick,
+//! for symbolizing while their processes live. [`Sampler::counts`] and [`Sampler::stack`]
+//! read the result.
+
+use std::io::{self, Read};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags};
+use taskdiag_proto::prof::PROF_STACK_DEPTH;
+use taskdiag_proto::{ProfKey, ProfStackHdr};
+
+use crate::error::ProfileError;
+use crate::skel::{ProfileSkel, ProfileSkelBuilder};
+
+/// Which threads are sampled and which pids they are shown with.
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    /// The pid namespace (its inode number) whose threads are sampled, shown with its pids.
+    pub ns_inum: u32,
+    /// The profiler's own pid namespace (its inode number): at or above `ns_inum`'s.
+    pub caller_ns_inum: u32,
+    /// How many levels above the profiler's namespace /proc's is: the pids symbolization
+    /// opens are those of /proc's namespace.
+    pub proc_up: u32,
+    /// The profiler's own pid in /proc's namespace: its threads are never sampled.
+    pub self_proc_pid: u32,
+    /// Only these processes (pids in `ns_inum`'s namespace), if not empty.
+    pub tgids: Vec<u32>,
+    /// Only threads in this cgroup v2 (its id, the directory's inode number) or below.
+    pub cgroup_id: Option<u64>,
+}
+
+/// What to sample, how often.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Samples per second, per thread.
+    pub hz: u64,
+    /// Sample threads on a CPU (perf_event).
+    pub on_cpu: bool,
+    /// Sample threads off CPU (the task iterator).
+    pub off_cpu: bool,
+    /// Which threads.
+    pub scope: Scope,
+    /// Room for distinct (thread, state, stacks) keys.
+    pub max_keys: u32,
+    /// Room for distinct stacks.
+    pub max_stacks: u32,
+}
+
+/// A stack read from the stack map.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawStack {
+    /// Addresses, innermost first.
+    pub ips: Vec<u64>,
+    /// `PROF_STACK_*` flags.
+    pub flags: u32,
+}
+
+/// The programs' own counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// Samples of threads on a CPU.
+    pub on_cpu: u64,
+    /// Samples of threads off CPU.
+    pub off_cpu: u64,
+    /// Of those, samples of threads that had not run since their previous one (not unwound).
+    pub reused: u64,
+    /// Samples lost because the count map was full.
+    pub dropped: u64,
+}
+
+/// The loaded programs, their perf events and the iterator.
+pub struct Sampler {
+    skel: ProfileSkel<'static>,
+    _perf: Vec<(OwnedFd, Link)>,
+    iter: Option<Link>,
+    /// Whether off-CPU samples have user stacks (a sleepable iterator, 5.18+).
+    pub user_stacks_off_cpu: bool,
+}
+
+/// A cpu-clock perf event on `cpu` firing `hz` times a second (perf_event_open(2)).
+fn cpu_clock_event(cpu: u32, hz: u64) -> io::Result<OwnedFd> {
+    let mut attr = libbpf_sys::perf_event_attr {
+        type_: libbpf_sys::PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<libbpf_sys::perf_event_attr>() as u32,
+        config: libbpf_sys::PERF_COUNT_SW_CPU_CLOCK as u64,
+        ..Default::default()
+    };
+    // A period in nanoseconds of CPU time, rather than a frequency: every sample then weighs
+    // exactly 1/hz s.
+    attr.__bindgen_anon_1.sample_period = 1_000_000_000 / hz.max(1);
+    // SAFETY: `attr` is a valid perf_event_attr of the size it declares; pid -1 with a CPU
+    // samples everything on that CPU; the returned descriptor is owned below.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const libbpf_sys::perf_event_attr,
+            -1i32,
+            cpu as i32,
+            -1i32,
+            libc::c_ulong::from(libbpf_sys::PERF_FLAG_FD_CLOEXEC),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: perf_event_open returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The online CPUs, from /sys/devices/system/cpu/online ("0-3,8").
+fn online_cpus() -> Result<Vec<u32>, ProfileError> {
+    const PATH: &str = "/sys/devices/system/cpu/online";
+    let text = std::fs::read_to_string(PATH).map_err(|e| ProfileError::path(PATH, e))?;
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let bad = || ProfileError::path(PATH, io::Error::other(format!("bad CPU list {text:?}")));
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+        cpus.extend(a..=b);
+    }
+    Ok(cpus)
+}
+
+impl Sampler {
+    /// Loads the programs for `opts` and starts sampling on CPU (if asked); off-CPU samples are
+    /// taken by [`Sampler::tick`].
+    pub fn start(opts: &Options) -> Result<Self, ProfileError> {
+        // A sleepable iterator with user stacks first; without it (before 5.18, or a verifier
+        // that refuses it), kernel stacks only.
+        let (skel, user) = match Self::load(opts, true) {
+            Ok(s) => (s, true),
+            Err(ProfileError::PermissionDenied(e)) => {
+                return Err(ProfileError::PermissionDenied(e))
+            }
+            Err(_) if opts.off_cpu => (Self::load(opts, false)?, false),
+            Err(e) => return Err(e),
+        };
+        let zero = 0u8;
+        for tgid in &opts.scope.tgids {
+            skel.maps
+                .tgids
+                .update(&tgid.to_ne_bytes(), &[zero + 1], MapFlags::ANY)
+                .map_err(ProfileError::Load)?;
+        }
+        let mut perf = Vec::new();
+        if opts.on_cpu {
+            for cpu in online_cpus()? {
+                let fd = match cpu_clock_event(cpu, opts.hz) {
+                    Ok(fd) => fd,
+                    // Gone offline since the list was read.
+                    Err(e) if e.raw_os_error() == Some(libc::ENODEV) => continue,
+                    Err(source) => return Err(ProfileError::PerfEvent { cpu, source }),
+                };
+                let link = skel
+                    .progs
+                    .on_cpu
+                    .attach_perf_event(fd.as_raw_fd())
+                    .map_err(|e| ProfileError::PerfEvent {
+                        cpu,
+                        source: io::Error::other(e),
+                    })?;
+                perf.push((fd, link));
+            }
+        }
+        let iter = if opts.off_cpu {
+            let prog = if user {
+                &skel.progs.off_cpu_user
+            } else {
+                &skel.progs.off_cpu_kernel
+            };
+            Some(
+                prog.attach()
+                    .map_err(|e| ProfileError::Iter(io::Error::other(e)))?,
+            )
+        } else {
+            None
+        };
+        Ok(Self {
+            skel,
+            _perf: perf,
+            iter,
+            user_stacks_off_cpu: user && opts.off_cpu,
+        })
+    }
+
+    fn load(opts: &Options, user: bool) -> Result<ProfileSkel<'static>, ProfileError> {
+        let err = |e: libbpf_rs::Error| {
+            if matches!(e.kind(), libbpf_rs::ErrorKind::PermissionDenied)
+                && !taskdiag_bpf::may_load_bpf()
+            {
+                ProfileError::PermissionDenied(e)
+            } else {
+                ProfileError::Load(e)
+            }
+        };
+        // The skeleton borrows its object for as long as it lives; one profile per process,
+        // so the object is leaked on purpose (as crates/bpf's loader does).
+        let obj: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open = ProfileSkelBuilder::default().open(obj).map_err(err)?;
+        if let Some(r) = open.maps.rodata_data.as_deref_mut() {
+            r.cfg_ns_inum = opts.scope.ns_inum;
+            r.cfg_caller_ns_inum = opts.scope.caller_ns_inum;
+            r.cfg_proc_up = opts.scope.proc_up;
+            r.cfg_self = opts.scope.self_proc_pid;
+            r.cfg_cgroup_id = opts.scope.cgroup_id.unwrap_or(0);
+            r.cfg_only_tgids = !opts.scope.tgids.is_empty();
+        }
+        open.maps
+            .counts
+            .set_max_entries(opts.max_keys)
+            .map_err(err)?;
+        open.maps
+            .stacks
+            .set_max_entries(opts.max_stacks)
+            .map_err(err)?;
+        open.maps
+            .tgids
+            .set_max_entries((opts.scope.tgids.len() as u32).max(1))
+            .map_err(err)?;
+        open.progs.on_cpu.set_autoload(opts.on_cpu);
+        open.progs.off_cpu_user.set_autoload(opts.off_cpu && user);
+        open.progs
+            .off_cpu_kernel
+            .set_autoload(opts.off_cpu && !user);
+        open.load().map_err(err)
+    }
+
+    /// One period: walks the tasks once (an off-CPU sample of every thread not on a CPU) and
+    /// returns the user stacks first seen since the last call, as (stack id, process).
+    pub fn tick(&mut self) -> Result<Vec<(u64, u32)>, ProfileError> {
+        if let Some(link) = &self.iter {
+            let mut it =
+                libbpf_rs::Iter::new(link).map_err(|e| ProfileError::Iter(io::Error::other(e)))?;
+            let mut buf = [0u8; 64];
+            // The program writes nothing: one read() walks every task.
+            while it.read(&mut buf).map_err(ProfileError::Iter)? > 0 {}
+        }
+        Ok(self.drain_fresh())
+    }
+
+    /// The user stacks first seen since the last call, without walking the tasks.
+    pub fn tick_fresh_only(&self) -> Vec<(u64, u32)> {
+        self.drain_fresh()
+    }
+
+    /// The new user stacks, removed from the `fresh` map.
+    fn drain_fresh(&self) -> Vec<(u64, u32)> {
+        let map = &self.skel.maps.fresh;
+        let keys: Vec<Vec<u8>> = map.keys().collect();
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            if let Ok(Some(v)) = map.lookup_and_delete(&k) {
+                if let (Ok(k), Ok(v)) = (<[u8; 8]>::try_from(&k[..]), <[u8; 4]>::try_from(&v[..])) {
+                    out.push((u64::from_ne_bytes(k), u32::from_ne_bytes(v)));
+                }
+            }
+        }
+        out
+    }
+
+    /// The stack with this id.
+    pub fn stack(&self, id: u64) -> Option<RawStack> {
+        let v = self
+            .skel
+            .maps
+            .stacks
+            .lookup(&id.to_ne_bytes(), MapFlags::ANY)
+            .ok()??;
+        let hdr = ProfStackHdr::read_from(&v)?;
+        let nr = (hdr.nr as usize).min(PROF_STACK_DEPTH);
+        let ips = v[ProfStackHdr::SIZE..]
+            .chunks_exact(8)
+            .take(nr)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        Some(RawStack {
+            ips,
+            flags: hdr.flags,
+        })
+    }
+
+    /// Every key counted so far, with its count.
+    pub fn counts(&self) -> Vec<(ProfKey, u64)> {
+        let map = &self.skel.maps.counts;
+        let mut out = Vec::new();
+        for k in map.keys() {
+            let Ok(Some(v)) = map.lookup(&k, MapFlags::ANY) else {
+                continue;
+            };
+            if let (Some(key), Ok(n)) = (ProfKey::read_from(&k), <[u8; 8]>::try_from(&v[..])) {
+                out.push((key, u64::from_ne_bytes(n)));
+            }
+        }
+        out
+    }
+
+    /// The programs' counters.
+    pub fn stats(&self) -> Stats {
+        self.skel
+            .maps
+            .bss_data
+            .as_deref()
+            .map(|b| Stats {
+                on_cpu: b.n_on_cpu,
+                off_cpu: b.n_off_cpu,
+                reused: b.n_reused,
+                dropped: b.n_dropped,
+            })
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,453 @@
+//! Addresses to function names: user stacks at first sight, kernel stacks at the end.
+//!
+//! User frames are resolved by blazesym (the libbpf project's symbolizer) in the context of
+//! their process, through `/proc/PID/map_files` (right across mount namespaces and for
+//! deleted binaries; ELF symbols, DWARF when present, the vDSO, perf-PID.map). They are
+//! resolved when the stack is first seen, while the process lives, so a process that exits
+//! during the profile keeps its names. A JIT's `perf-PID.map` written inside a container
+//! (under its own /tmp, named with its own pid) is read through `/proc/PID/root`, where
+//! blazesym looks on the host only. Kernel frames come from kallsyms.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use blazesym::symbolize::source::{Kernel, Process, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+use blazesym::{MaybeDefault, Pid};
+use taskdiag_proto::prof::{PROF_STACK_LEAF_SP, PROF_STACK_TRUNCATED};
+
+use crate::model::{Frame, FrameKind};
+use crate::sampler::RawStack;
+
+/// What the stacks were like: the stack-quality line.
+#[derive(Clone, Debug, Default)]
+pub struct Quality {
+    /// User stacks seen (distinct).
+    pub user_stacks: u64,
+    /// Of those, cut at the depth limit.
+    pub truncated: u64,
+    /// Of those, that do not reach a thread's entry point (`_start`, `start_thread`, …): a
+    /// frame-pointer walk that broke on a function without frame pointers.
+    pub broken: u64,
+    /// Per binary, the broken stacks whose outermost frame is in it: where the walk lost the
+    /// chain (a binary built without frame pointers, or its caller).
+    pub broken_in: BTreeMap<String, u64>,
+    /// User frames no symbol was found for.
+    pub unknown_frames: u64,
+}
+
+/// The user stacks a [`Symbols`] resolved, to carry to another thread.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    user: HashMap<u64, Vec<Frame>>,
+    quality: Quality,
+}
+
+/// Resolves and remembers the names of every stack's frames.
+pub struct Symbols {
+    symbolizer: Symbolizer,
+    /// User stacks by id: frames innermost first.
+    user: HashMap<u64, Vec<Frame>>,
+    /// Kernel names by address.
+    kernel: HashMap<u64, Frame>,
+    /// JIT symbols read from a process's perf map inside its root, by process.
+    perf_maps: HashMap<u32, Vec<(u64, u64, String)>>,
+    /// The stack-quality counts.
+    pub quality: Quality,
+}
+
+impl Default for Symbols {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Whether a function is where a thread's stack begins: a complete walk ends in one (glibc's
+/// and musl's process and thread start, the clone wrappers).
+fn is_entry_point(name: &str) -> bool {
+    matches!(
+        name,
+        "_start"
+            | "__libc_start_main"
+            | "__libc_start_call_main"
+            | "libc_start_main_stage2"
+            | "__libc_start_main_impl"
+            | "start_thread"
+            | "__clone"
+            | "__clone3"
+            | "clone"
+            | "clone3"
+            | "__GI___clone"
+            | "__GI___clone3"
+            | "start"
+    )
+}
+
+/// The address to look up for frame `i` of a stack: a return address (every frame but an
+/// interrupted instruction, the first) is looked up one byte back, inside the call, as
+/// /proc/PID/stack's %pB does (a call may be the last instruction of its function).
+fn lookup_addr(i: usize, ip: u64) -> u64 {
+    if i == 0 {
+        ip
+    } else {
+        ip.saturating_sub(1)
+    }
+}
+
+/// A frame from blazesym's answer; `None` if it found nothing.
+fn frame_of(kind: FrameKind, s: &Symbolized<'_>) -> Option<Frame> {
+    let sym = s.as_sym()?;
+    let module = sym.module.as_ref().map(|m| {
+        let p = Path::new(m);
+        p.file_name()
+            .unwrap_or(p.as_os_str())
+            .to_string_lossy()
+            .into_owned()
+    });
+    Some(Frame {
+        kind,
+        name: sym.name.to_string(),
+        module,
+    })
+}
+
+/// A process's executable mappings, for naming the frames no symbol was found for: by their
+/// binary (`[dash]`, one frame for all its unnamed code, as perf's `[unknown]` is) when the
+/// address is in its code, `[unknown]` when it is in no code at all (a word a broken
+/// frame-pointer chain led to).
+struct ExecMaps(Vec<(u64, u64, String)>);
+
+impl ExecMaps {
+    fn read(pid: u32) -> Self {
+        let mut vmas = Vec::new();
+        if let Ok(buf) = std::fs::read(format!("/proc/{pid}/maps")) {
+            let _ = taskdiag_procfs::maps::parse_maps(&buf, &mut vmas);
+        }
+        Self(
+            vmas.into_iter()
+                .filter(|v| v.rec.vm_flags & taskdiag_proto::vma_flags::EXEC != 0)
+                .map(|v| {
+                    let name = String::from_utf8_lossy(&v.name).into_owned();
+                    let base = name.rsplit('/').next().unwrap_or(&name).to_owned();
+                    (v.rec.start, v.rec.end, base)
+                })
+                .collect(),
+        )
+    }
+
+    fn unknown_frame(&self, addr: u64) -> Frame {
+        let module = self
+            .0
+            .iter()
+            .find(|(start, end, _)| addr >= *start && addr < *end)
+            .map(|(_, _, name)| {
+                if name.is_empty() {
+                    "anon".to_owned()
+                } else {
+                    name.clone()
+                }
+            });
+        Frame {
+            kind: FrameKind::User,
+            name: module
+                .as_ref()
+                .map_or_else(|| "[unknown]".to_owned(), |m| format!("[{m}]")),
+            module,
+        }
+    }
+}
+
+fn unknown(kind: FrameKind, addr: u64) -> Frame {
+    Frame {
+        kind,
+        name: format!("0x{addr:x}"),
+        module: None,
+    }
+}
+
+impl Symbols {
+    /// A symbolizer with nothing resolved yet.
+    pub fn new() -> Self {
+        Self {
+            symbolizer: Symbolizer::builder()
+                .enable_code_info(false)
+                .enable_inlined_fns(false)
+                .build(),
+            user: HashMap::new(),
+            kernel: HashMap::new(),
+            perf_maps: HashMap::new(),
+            quality: Quality::default(),
+        }
+    }
+
+    /// Resolves user stack `id` of process `pid` (a pid of the profiler's /proc) now, while
+    /// the process lives.
+    pub fn add_user(&mut self, id: u64, pid: u32, stack: &RawStack) {
+        if self.user.contains_key(&id) || stack.ips.is_empty() {
+            return;
+        }
+        let addrs: Vec<u64> = stack
+            .ips
+            .iter()
+            .enumerate()
+            .map(|(i, &ip)| lookup_addr(i, ip))
+            .collect();
+        let src = Source::Process(Process::new(Pid::from(pid)));
+        let found: Vec<Option<Frame>> =
+            match self.symbolizer.symbolize(&src, Input::AbsAddr(&addrs)) {
+                Ok(syms) => syms.iter().map(|s| frame_of(FrameKind::User, s)).collect(),
+                Err(_) => Vec::new(),
+            };
+        let code = ExecMaps::read(pid);
+        let mut frames = Vec::with_capacity(addrs.len());
+        for (i, &addr) in addrs.iter().enumerate() {
+            // A null word ends a frame-pointer chain; perf's user stacks may end with one.
+            if stack.ips[i] == 0 {
+                continue;
+            }
+            let found = found.get(i).cloned().flatten();
+            // The word at the stack pointer is a frameless leaf's return address only if it
+            // points into code (and is not the next frame again).
+            if i == 1 && stack.flags & PROF_STACK_LEAF_SP != 0 {
+                let same_as_next = stack.ips.get(2) == Some(&stack.ips[1]);
+                if found.is_none() || same_as_next {
+                    continue;
+                }
+            }
+            let frame = match found {
+                Some(f) => f,
+                None => match self.jit_symbol(pid, addr) {
+                    Some(f) => f,
+                    None => {
+                        self.quality.unknown_frames += 1;
+                        code.unknown_frame(addr)
+                    }
+                },
+            };
+            frames.push(frame);
+        }
+        self.quality.user_stacks += 1;
+        if stack.flags & PROF_STACK_TRUNCATED != 0 {
+            self.quality.truncated += 1;
+        }
+        let outermost = frames.last();
+        if stack.flags & PROF_STACK_TRUNCATED == 0
+            && !outermost.is_some_and(|f| is_entry_point(&f.name))
+        {
+            self.quality.broken += 1;
+            let module = outermost
+                .and_then(|f| f.module.clone())
+                .unwrap_or_else(|| "[unknown]".into());
+            *self.quality.broken_in.entry(module).or_default() += 1;
+        }
+        self.user.insert(id, frames);
+    }
+
+    /// What was resolved (the symbolizer itself stays on its thread: it is not `Send`).
+    pub fn into_resolved(self) -> Resolved {
+        Resolved {
+            user: self.user,
+            quality: self.quality,
+        }
+    }
+
+    /// A symbolizer that knows what another one resolved.
+    pub fn from_resolved(r: Resolved) -> Self {
+        Self {
+            user: r.user,
+            quality: r.quality,
+            ..Self::new()
+        }
+    }
+
+    /// The frames of user stack `id`, innermost first, if it was resolved.
+    pub fn user(&self, id: u64) -> Option<&[Frame]> {
+        self.user.get(&id).map(Vec::as_slice)
+    }
+
+    /// Resolves every kernel address of `stacks` not resolved yet (from kallsyms).
+    pub fn add_kernel<'a>(&mut self, stacks: impl IntoIterator<Item = &'a RawStack>) {
+        let mut want: Vec<u64> = Vec::new();
+        for s in stacks {
+            for (i, &ip) in s.ips.iter().enumerate() {
+                let a = lookup_addr(i, ip);
+                if !self.kernel.contains_key(&a) {
+                    want.push(a);
+                }
+            }
+        }
+        want.sort_unstable();
+        want.dedup();
+        if want.is_empty() {
+            return;
+        }
+        let src = Source::Kernel(Kernel {
+            vmlinux: MaybeDefault::None,
+            debug_syms: false,
+            ..Default::default()
+        });
+        let syms = self
+            .symbolizer
+            .symbolize(&src, Input::AbsAddr(&want))
+            .unwrap_or_default();
+        for (i, &a) in want.iter().enumerate() {
+            let mut f = syms
+                .get(i)
+                .and_then(|s| frame_of(FrameKind::Kernel, s))
+                .unwrap_or_else(|| unknown(FrameKind::Kernel, a));
+            // Modules' names as kallsyms gives them; the kernel's own as perf names it.
+            f.module = Some(
+                f.module
+                    .take()
+                    .map_or_else(|| "[kernel.kallsyms]".into(), |m| format!("[{m}]")),
+            );
+            self.kernel.insert(a, f);
+        }
+    }
+
+    /// The frames of a kernel stack, innermost first (after [`Symbols::add_kernel`]).
+    pub fn kernel(&self, stack: &RawStack) -> Vec<Frame> {
+        stack
+            .ips
+            .iter()
+            .enumerate()
+            .map(|(i, &ip)| {
+                let a = lookup_addr(i, ip);
+                self.kernel
+                    .get(&a)
+                    .cloned()
+                    .unwrap_or_else(|| unknown(FrameKind::Kernel, ip))
+            })
+            .collect()
+    }
+
+    /// A JIT's symbol for `addr` from the perf map the process wrote inside its own root and
+    /// pid namespace (`/proc/PID/root/tmp/perf-NSPID.map`).
+    fn jit_symbol(&mut self, pid: u32, addr: u64) -> Option<Frame> {
+        let map = self
+            .perf_maps
+            .entry(pid)
+            .or_insert_with(|| read_perf_map(pid).unwrap_or_default());
+        let i = map.partition_point(|(start, _, _)| *start <= addr);
+        let (start, len, name) = map.get(i.checked_sub(1)?)?;
+        (addr < start + len).then(|| Frame {
+            kind: FrameKind::User,
+            name: name.clone(),
+            module: Some("[jit]".into()),
+        })
+    }
+}
+
+/// The scheduler's and the locking primitives' text (in_sched_functions()), from kallsyms:
+/// what wchan skips.
+#[derive(Clone, Debug, Default)]
+pub struct SchedText {
+    ranges: Vec<(u64, u64)>,
+}
+
+impl SchedText {
+    /// Reads the four bounds from /proc/kallsyms (none if it hides addresses).
+    pub fn read() -> Self {
+        let Ok(text) = std::fs::read_to_string("/proc/kallsyms") else {
+            return Self::default();
+        };
+        Self::parse(&text)
+    }
+
+    fn parse(text: &str) -> Self {
+        let mut at: HashMap<&str, u64> = HashMap::new();
+        for l in text.lines() {
+            let mut it = l.split_whitespace();
+            let (Some(addr), Some(_), Some(name)) = (it.next(), it.next(), it.next()) else {
+                continue;
+            };
+            if matches!(
+                name,
+                "__sched_text_start" | "__sched_text_end" | "__lock_text_start" | "__lock_text_end"
+            ) {
+                if let Ok(a) = u64::from_str_radix(addr, 16) {
+                    at.insert(name, a);
+                }
+            }
+        }
+        let range =
+            |a: &str, b: &str| Some((*at.get(a)?, *at.get(b)?)).filter(|(a, b)| *a != 0 && a < b);
+        Self {
+            ranges: [
+                range("__sched_text_start", "__sched_text_end"),
+                range("__lock_text_start", "__lock_text_end"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+        }
+    }
+
+    /// /proc/PID/wchan of a blocked task with kernel stack `stack` (named `frames`, innermost
+    /// first): its first function outside the scheduler, `-` if none.
+    pub fn wchan(&self, stack: &RawStack, frames: &[Frame]) -> String {
+        let in_sched = |ip: u64| self.ranges.iter().any(|&(a, b)| ip >= a && ip < b);
+        stack
+            .ips
+            .iter()
+            .zip(frames)
+            .find(|(ip, _)| !in_sched(**ip))
+            .map_or_else(|| "-".to_owned(), |(_, f)| f.name.clone())
+    }
+}
+
+/// The innermost pid of /proc/PID/status's NSpid line.
+fn innermost_pid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))?
+        .split_whitespace()
+        .last()?
+        .parse()
+        .ok()
+}
+
+/// A perf map ("START SIZE NAME" in hex, one symbol a line), sorted by start.
+fn read_perf_map(pid: u32) -> Option<Vec<(u64, u64, String)>> {
+    let ns_pid = innermost_pid(pid)?;
+    let text = std::fs::read_to_string(format!("/proc/{pid}/root/tmp/perf-{ns_pid}.map")).ok()?;
+    let mut out = parse_perf_map(&text);
+    out.sort_by_key(|e| e.0);
+    Some(out)
+}
+
+/// The entries of a perf map's text (jit-interface.txt's format); bad lines are skipped.
+pub(crate) fn parse_perf_map(text: &str) -> Vec<(u64, u64, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.splitn(3, ' ');
+            let start = u64::from_str_radix(it.next()?.trim_start_matches("0x"), 16).ok()?;
+            let len = u64::from_str_radix(it.next()?.trim_start_matches("0x"), 16).ok()?;
+            Some((start, len, it.next()?.trim_end().to_owned()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perf_map_lines_parse_and_bad_ones_are_skipped() {
+        let m = parse_perf_map("7f00 10 LazyCompile:~foo a.js:1\nbad line\n0x7f20 0x8 bar\n");
+        assert_eq!(
+            m,
+            vec![
+                (0x7f00, 0x10, "LazyCompile:~foo a.js:1".to_owned()),
+                (0x7f20, 0x8, "bar".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn return_addresses_are_looked_up_inside_the_call() {
+        assert_eq!(lookup_addr(0, 0x1000), 0x1000);
+        assert_eq!(lookup_addr(1, 0x1000), 0xfff);
+    }
+}

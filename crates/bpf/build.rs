@@ -27,11 +27,7 @@ const TRACK_SRC: &str = "src/bpf/track.bpf.c";
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
-    std::fs::write(
-        out.join("taskdiag_wire.h"),
-        taskdiag_proto::layout::c_header(),
-    )
-    .expect("write taskdiag_wire.h");
+    taskdiag_proto::layout::write_c_header(&out);
 
     let Some(clang) = find_clang() else {
         panic!(

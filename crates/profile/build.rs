@@ -18,11 +18,7 @@ const KERNEL_TYPES: &str = "../bpf/src/bpf";
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
-    std::fs::write(
-        out.join("taskdiag_wire.h"),
-        taskdiag_proto::layout::c_header(),
-    )
-    .expect("write taskdiag_wire.h");
+    taskdiag_proto::layout::write_c_header(&out);
     let clang = find_clang::find_clang().unwrap_or_else(|| {
         panic!(
             "taskdiag-profile needs clang to compile its BPF program: install it with \

@@ -65,6 +65,7 @@ mod track;
 
 pub use load::TaskFlavour;
 pub use probe::{kernel_btf_present, may_load_bpf};
+pub use progs::IterLink;
 pub use rss::RssSample;
 pub use track::{Changes, Tracker};
 

@@ -110,13 +110,14 @@ fn skel_prog<'a>(skel: &'a TaskdiagSkel<'static>, name: &str) -> Option<Borrowed
     (fd >= 0).then(|| unsafe { BorrowedFd::borrow_raw(fd) })
 }
 
-/// An iterator link: one program attached for one set of tasks.
-pub(crate) struct IterLink(OwnedFd);
+/// An iterator link: one program attached for one set of tasks (also taskdiag profile's
+/// off-CPU walk, for one process's threads).
+pub struct IterLink(OwnedFd);
 
 impl IterLink {
     /// Attaches program `prog`, for the task iterator's link parameters `info` (`None`: every
     /// task).
-    pub(crate) fn attach(
+    pub fn attach(
         prog: BorrowedFd<'_>,
         info: Option<&mut libbpf_sys::bpf_iter_link_info>,
     ) -> io::Result<IterLink> {
@@ -137,7 +138,7 @@ impl IterLink {
     }
 
     /// A new walk of this link, to be read to its end.
-    pub(crate) fn walk(&self) -> io::Result<File> {
+    pub fn walk(&self) -> io::Result<File> {
         // SAFETY: `self.0` is a valid link descriptor.
         let fd = unsafe { libbpf_sys::bpf_iter_create(self.0.as_raw_fd()) };
         fd_or_errno(fd).map(File::from)

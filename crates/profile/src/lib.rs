@@ -58,11 +58,12 @@ pub fn summary(run: &record::Run) -> String {
         }
     };
     let mut s = format!(
-        "{} samples ({} on CPU, {} off CPU) in {secs:.2} s at {} Hz; {} user stacks, \
-         {:.1}% truncated, {:.1}% not reaching a thread's entry point",
+        "{} samples ({} on CPU, {} off CPU, {} of them unchanged since the last) in {secs:.2} s \
+         at {} Hz; {} user stacks, {:.1}% truncated, {:.1}% not reaching a thread's entry point",
         run.stats.on_cpu + run.stats.off_cpu,
         run.stats.on_cpu,
         run.stats.off_cpu,
+        run.stats.reused,
         run.profile.hz,
         q.user_stacks,
         pct(q.truncated),

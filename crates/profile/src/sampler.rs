@@ -9,10 +9,11 @@
 
 use std::io::{self, Read};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
+use taskdiag_bpf::IterLink;
 use taskdiag_proto::prof::PROF_STACK_DEPTH;
 use taskdiag_proto::{ProfKey, ProfStackHdr};
 
@@ -80,7 +81,8 @@ pub struct Stats {
 pub struct Sampler {
     skel: ProfileSkel<'static>,
     _perf: Vec<(OwnedFd, Link)>,
-    iter: Option<Link>,
+    /// The off-CPU walk: one link for every task, or one per process of `-p` (6.1+).
+    iters: Vec<IterLink>,
     /// Whether off-CPU samples have user stacks (a sleepable iterator, 5.18+).
     pub user_stacks_off_cpu: bool,
 }
@@ -113,6 +115,14 @@ fn cpu_clock_event(cpu: u32, hz: u64) -> io::Result<OwnedFd> {
     }
     // SAFETY: perf_event_open returned a new descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The number of threads now (/proc/loadavg's "running/total" field), 0 if unknown.
+fn threads_now() -> u32 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(3)?.split_once('/')?.1.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The online CPUs, from /sys/devices/system/cpu/online ("0-3,8").
@@ -170,25 +180,45 @@ impl Sampler {
                 perf.push((fd, link));
             }
         }
-        let iter = if opts.off_cpu {
+        let iters = if opts.off_cpu {
             let prog = if user {
                 &skel.progs.off_cpu_user
             } else {
                 &skel.progs.off_cpu_kernel
             };
-            Some(
-                prog.attach()
-                    .map_err(|e| ProfileError::Iter(io::Error::other(e)))?,
-            )
+            Self::iter_links(prog.as_fd(), &opts.scope)?
         } else {
-            None
+            Vec::new()
         };
         Ok(Self {
             skel,
             _perf: perf,
-            iter,
+            iters,
             user_stacks_off_cpu: user && opts.off_cpu,
         })
+    }
+
+    /// The links of the off-CPU walk: for `-p` in the caller's own namespace, one per process,
+    /// each walking only its threads (the kernel's link parameters, 6.1+); else, or where the
+    /// kernel refuses them, one walking every task.
+    fn iter_links(prog: BorrowedFd<'_>, scope: &Scope) -> Result<Vec<IterLink>, ProfileError> {
+        if !scope.tgids.is_empty() && scope.ns_inum == scope.caller_ns_inum {
+            let per_process: Result<Vec<IterLink>, io::Error> = scope
+                .tgids
+                .iter()
+                .map(|&pid| {
+                    let mut info = libbpf_sys::bpf_iter_link_info::default();
+                    info.task.pid = pid;
+                    IterLink::attach(prog, Some(&mut info))
+                })
+                .collect();
+            if let Ok(links) = per_process {
+                return Ok(links);
+            }
+        }
+        Ok(vec![
+            IterLink::attach(prog, None).map_err(ProfileError::Iter)?
+        ])
     }
 
     fn load(opts: &Options, user: bool) -> Result<ProfileSkel<'static>, ProfileError> {
@@ -222,6 +252,11 @@ impl Sampler {
             .stacks
             .set_max_entries(opts.max_stacks)
             .map_err(err)?;
+        // Room for every thread's last sample, twice over (threads come and go).
+        open.maps
+            .seen
+            .set_max_entries(threads_now().saturating_mul(2).max(65_536))
+            .map_err(err)?;
         open.maps
             .tgids
             .set_max_entries((opts.scope.tgids.len() as u32).max(1))
@@ -237,12 +272,11 @@ impl Sampler {
     /// One period: walks the tasks once (an off-CPU sample of every thread not on a CPU) and
     /// returns the user stacks first seen since the last call, as (stack id, process).
     pub fn tick(&mut self) -> Result<Vec<(u64, u32)>, ProfileError> {
-        if let Some(link) = &self.iter {
-            let mut it =
-                libbpf_rs::Iter::new(link).map_err(|e| ProfileError::Iter(io::Error::other(e)))?;
+        for link in &self.iters {
+            let mut walk = link.walk().map_err(ProfileError::Iter)?;
             let mut buf = [0u8; 64];
             // The program writes nothing: one read() walks every task.
-            while it.read(&mut buf).map_err(ProfileError::Iter)? > 0 {}
+            while walk.read(&mut buf).map_err(ProfileError::Iter)? > 0 {}
         }
         Ok(self.drain_fresh())
     }

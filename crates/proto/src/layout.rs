@@ -718,6 +718,13 @@ wire_structs! {
     }
 }
 
+/// Writes [`c_header`] as `taskdiag_wire.h` in `dir` (a build script's OUT_DIR, which it then
+/// passes to clang with `-I`). Panics on failure, as build scripts do.
+pub fn write_c_header(dir: &std::path::Path) {
+    let path = dir.join("taskdiag_wire.h");
+    std::fs::write(&path, c_header()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
 /// The C header shared with the BPF programs: constants and every wire struct.
 ///
 /// The struct text is generated from the same definitions as the Rust types, so both sides agree

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * A task's state as /proc shows it, for every program that reports one: taskdiag.bpf.c (BASE's
- * state letter) and crates/profile's profile.bpf.c (the root frame of a sample). Needs
+ * state letter) and crates/profile's profile.bpf.c (the root frame of an off-CPU sample). Needs
  * vmlinux_min.h and bpf_core_read.h first.
  */
 #ifndef TASKDIAG_TASK_STATE_H
@@ -12,15 +12,6 @@
 #define TASK_IDLE 0x402
 #define TASK_RTLOCK_WAIT 0x1000
 #define TASK_FROZEN 0x8000
-
-/* The task's raw __state (its `state` before 5.14), read with a probe read: @t may be any
- * task pointer, trusted or not. */
-static __always_inline __u32 task_raw_state(struct task_struct *t)
-{
-	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state);
-	return (__u32)BPF_CORE_READ((struct task_struct___pre514 *)t, state);
-}
 
 /* task_state_index() from include/linux/sched.h: the index into "RSDTtXZPI" of raw state @st
  * and exit state @exit_state. */
@@ -45,6 +36,20 @@ static __always_inline __u8 state_index_of(__u32 st, __u32 exit_state)
 	i += (state >= 0x40);
 	i += (state >= 0x80);
 	return i;
+}
+
+/* task_state_index() of @t, read with plain loads (a trusted pointer: an iterator's task). */
+static __always_inline __u8 state_index(struct task_struct *t)
+{
+	__u32 st;
+
+	if (bpf_core_field_exists(t->__state)) {
+		st = t->__state;
+	} else {
+		struct task_struct___pre514 *o = (void *)t;
+		st = (__u32)o->state;
+	}
+	return state_index_of(st, (__u32)t->exit_state);
 }
 
 #endif /* TASKDIAG_TASK_STATE_H */

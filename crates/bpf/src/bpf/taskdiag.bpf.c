@@ -343,20 +343,6 @@ static __always_inline __u32 task_tgid_nr(struct task_struct *t, struct ns_ctx *
 	return pid_nr_ns(t->signal->pids[PIDTYPE_TGID], n->level, n->ns);
 }
 
-/* task_state_index() of @t (task_state.h). */
-static __always_inline __u8 state_index(struct task_struct *t)
-{
-	__u32 st;
-
-	if (bpf_core_field_exists(t->__state)) {
-		st = t->__state;
-	} else {
-		struct task_struct___pre514 *o = (void *)t;
-		st = (__u32)o->state;
-	}
-	return state_index_of(st, (__u32)t->exit_state);
-}
-
 struct div128 {
 	__u64 r, lo, c, q;
 };

@@ -418,6 +418,8 @@ struct task_struct {
 	unsigned int flags;
 	/* Whether the task is on a CPU (CONFIG_SMP): taskdiag profile leaves those to perf_event. */
 	int on_cpu;
+	/* Its id in the initial pid namespace (taskdiag profile's per-thread memory). */
+	int pid;
 	unsigned int ptrace;
 	int prio, static_prio;
 	unsigned int rt_priority;

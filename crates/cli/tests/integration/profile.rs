@@ -6,56 +6,67 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
+use taskdiag_test_support::dir::TempDir;
 use taskdiag_test_support::process::{ensure_installed, stderr, stdout, Spawned};
 
 use super::{run, run_as_user, BIN};
 
-/// profile_fixture.c, built once per test run with frame pointers.
-fn fixture_exe() -> &'static Path {
-    static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("profile_fixture");
-        let src = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/integration/profile_fixture.c"
-        );
-        let o = Command::new("cc")
-            .args([
-                "-O2",
-                "-g",
-                "-fno-omit-frame-pointer",
-                "-mno-omit-leaf-frame-pointer",
-                "-pthread",
-                "-o",
-            ])
-            .arg(&exe)
-            .arg(src)
-            .output()
-            .expect("running cc (gcc and libc6-dev build the profile fixture)");
-        assert!(o.status.success(), "cc: {}", stderr(&o));
-        exe
-    })
+/// profile_fixture.c built with frame pointers into `dir` (a directory of the test's own: the
+/// kernel matrix's guests see the source tree read-only).
+fn build_fixture(dir: &TempDir) -> PathBuf {
+    let exe = dir.join("profile_fixture");
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/integration/profile_fixture.c"
+    );
+    let o = Command::new("cc")
+        .args([
+            "-O2",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-mno-omit-leaf-frame-pointer",
+            "-pthread",
+            "-o",
+        ])
+        .arg(&exe)
+        .arg(src)
+        .output()
+        .expect("running cc (gcc and libc6-dev build the profile fixture)");
+    assert!(o.status.success(), "cc: {}", stderr(&o));
+    exe
 }
 
 /// The fixture's name as the kernel shows it (comm: 15 bytes).
 const COMM: &str = "profile_fixture";
 
+/// The fixture running in a mode, killed on drop, then its directory removed.
+struct Fixture {
+    proc: Spawned,
+    _dir: TempDir,
+}
+
+impl Fixture {
+    fn pid(&self) -> u32 {
+        self.proc.pid()
+    }
+}
+
 /// The fixture in `mode`, started by `prefix` (e.g. unshare), ready when it returns.
-fn fixture(prefix: &[&str], mode: &str) -> Spawned {
-    let exe = fixture_exe();
+fn fixture(prefix: &[&str], mode: &str) -> Fixture {
+    let dir = TempDir::new("profile-fixture");
+    let exe = build_fixture(&dir);
     let mut cmd = match prefix.split_first() {
         Some((first, rest)) => {
             let mut c = Command::new(first);
-            c.args(rest).arg(exe);
+            c.args(rest).arg(&exe);
             c
         }
-        None => Command::new(exe),
+        None => Command::new(&exe),
     };
-    let mut p = Spawned::spawn(cmd.arg(mode).stdout(Stdio::piped()));
-    p.expect_line("ready");
-    p
+    let mut proc = Spawned::spawn(cmd.arg(mode).stdout(Stdio::piped()));
+    proc.expect_line("ready");
+    Fixture { proc, _dir: dir }
 }
 
 /// One folded line: frames root first (kernel frames without their `_[k]`, flagged) and the
@@ -460,7 +471,7 @@ fn on_cpu_shares_agree_with_perf_record() {
     ensure_installed("/usr/bin/perf", "linux-perf");
     let p = fixture(&[], "shares");
     let pid = p.pid();
-    let dir = taskdiag_test_support::dir::TempDir::new("perf");
+    let dir = TempDir::new("perf");
     let data = dir.join("perf.data");
     // The same workload, sampled by both at once. At 999 Hz rather than 99: the shares of two
     // independent samplings of ~300 samples each differ by up to 8 points by chance alone
@@ -500,38 +511,45 @@ fn on_cpu_shares_agree_with_perf_record() {
     }
 }
 
-/// The `go` binary, for `go tool pprof` (installed if missing).
+/// The `go` binary, for `go tool pprof`: on PATH, in /usr/local/go, else Debian's (installed if
+/// missing).
 fn go() -> PathBuf {
     let on_path = std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p)
             .map(|d| d.join("go"))
             .find(|g| g.is_file())
     });
-    on_path.unwrap_or_else(|| {
-        ensure_installed("/usr/bin/go", "golang-go");
-        PathBuf::from("/usr/bin/go")
-    })
+    on_path
+        .or_else(|| Some(PathBuf::from("/usr/local/go/bin/go")).filter(|g| g.is_file()))
+        .unwrap_or_else(|| {
+            ensure_installed("/usr/bin/go", "golang-go");
+            PathBuf::from("/usr/bin/go")
+        })
 }
 
 #[test]
 fn one_run_renders_as_svg_pprof_and_table() {
     let p = fixture(&[], "burn");
     let pid = p.pid().to_string();
-    let dir = taskdiag_test_support::dir::TempDir::new("profile-out");
-    let svg = dir.join("p.svg");
-    let o = run(&[
-        "profile",
-        "-p",
-        &pid,
-        "-d",
-        "1",
-        "-f",
-        "svg",
-        "-o",
-        svg.to_str().expect("utf-8"),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let text = std::fs::read_to_string(&svg).expect("the svg");
+    let dir = TempDir::new("profile-out");
+    // One second of the fixture in `format`, written to `file`.
+    let render = |format: &str, file: &str| {
+        let path = dir.join(file);
+        let o = run(&[
+            "profile",
+            "-p",
+            &pid,
+            "-d",
+            "1",
+            "-f",
+            format,
+            "-o",
+            path.to_str().expect("utf-8"),
+        ]);
+        assert!(o.status.success(), "{format}: {}", stderr(&o));
+        path
+    };
+    let text = std::fs::read_to_string(render("svg", "p.svg")).expect("the svg");
     assert!(
         text.starts_with("<?xml") && text.trim_end().ends_with("</svg>"),
         "{text:.200}"
@@ -541,19 +559,7 @@ fn one_run_renders_as_svg_pprof_and_table() {
         "{text:.400}"
     );
 
-    let pb = dir.join("p.pb.gz");
-    let o = run(&[
-        "profile",
-        "-p",
-        &pid,
-        "-d",
-        "1",
-        "-f",
-        "pprof",
-        "-o",
-        pb.to_str().expect("utf-8"),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let pb = render("pprof", "p.pb.gz");
     let o = Command::new(go())
         .args(["tool", "pprof", "-top", "-sample_index=samples"])
         .arg(&pb)

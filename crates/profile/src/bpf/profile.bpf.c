@@ -84,7 +84,8 @@ struct seen {
 	__u64 start;
 	__u64 switches;
 	__u32 state;
-	__u32 pad;
+	/* Out of scope: not sampled (decided again when it has run). */
+	__u32 out;
 	struct td_prof_key key;
 };
 
@@ -333,42 +334,51 @@ static __always_inline int off_cpu(struct bpf_iter__task *ctx, bool user)
 	struct task_struct *task = ctx->task;
 	struct scratch *sc;
 	struct seen *old;
-	__u32 zero = 0, st, tid;
+	__u32 zero = 0, st, state, tid;
 	__u64 switches, start;
 	long n;
 
-	if (!task || BPF_CORE_READ(task, on_cpu) || BPF_CORE_READ(task, exit_state))
+	/* Plain loads of the iterator's (trusted) task first: most threads slept through the
+	 * period and are counted again under their previous key from these alone. */
+	if (!task || task->on_cpu || task->exit_state)
 		return 0;
-	sc = bpf_map_lookup_elem(&off_scratch, &zero);
-	if (!sc)
-		return 0;
-	if (!in_scope(task, &sc->key))
-		return 0;
-	st = state_index_of(task_raw_state(task), 0);
-	sc->key.state = st == 0 ? TD_PROF_RUNNABLE : TD_PROF_STATE_INDEX + st;
-	switches = BPF_CORE_READ(task, nvcsw) + BPF_CORE_READ(task, nivcsw);
-	start = BPF_CORE_READ(task, start_boottime);
-	tid = sc->key.proc_pid ? sc->key.proc_pid : sc->key.pid;
+	st = state_index(task);
+	state = st == 0 ? TD_PROF_RUNNABLE : TD_PROF_STATE_INDEX + st;
+	switches = task->nvcsw + task->nivcsw;
+	start = task->start_boottime;
+	tid = task->pid;
 	old = bpf_map_lookup_elem(&seen, &tid);
-	if (old && old->start == start && old->switches == switches && old->state == sc->key.state &&
-	    old->key.comm_lo == sc->key.comm_lo && old->key.comm_hi == sc->key.comm_hi) {
+	if (old && old->start == start && old->switches == switches && old->state == state) {
+		/* It has not run since (a rename, a move to another namespace needs it to run):
+		 * same key, or still out of scope. */
+		if (old->out)
+			return 0;
 		count(&old->key);
 		__sync_fetch_and_add(&n_off_cpu, 1);
 		__sync_fetch_and_add(&n_reused, 1);
 		return 0;
 	}
+	sc = bpf_map_lookup_elem(&off_scratch, &zero);
+	if (!sc)
+		return 0;
+	sc->seen.start = start;
+	sc->seen.switches = switches;
+	sc->seen.state = state;
+	sc->seen.out = !in_scope(task, &sc->key);
+	if (sc->seen.out) {
+		bpf_map_update_elem(&seen, &tid, &sc->seen, BPF_ANY);
+		return 0;
+	}
+	sc->key.state = state;
 	n = bpf_get_task_stack(task, sc->s.ips, sizeof(sc->s.ips), 0);
 	took(&sc->s, n);
 	sc->key.kstack = put_stack(&sc->s, 0, false);
-	if (user && !(sc->key.flags & TD_PROF_F_KTHREAD) && BPF_CORE_READ(task, mm)) {
+	if (user && !(sc->key.flags & TD_PROF_F_KTHREAD) && task->mm) {
 		user_stack(task, &sc->s, &sc->key);
 		sc->key.ustack = put_stack(&sc->s, sc->key.proc_tgid, true);
 	}
 	count(&sc->key);
 	__sync_fetch_and_add(&n_off_cpu, 1);
-	sc->seen.start = start;
-	sc->seen.switches = switches;
-	sc->seen.state = sc->key.state;
 	sc->seen.key = sc->key;
 	bpf_map_update_elem(&seen, &tid, &sc->seen, BPF_ANY);
 	return 0;

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""What profiling costs: taskdiag profile and perf record at the same rate over sleeping tasks.
+
+Usage: crates/bench/scripts/profile-cost.py PROCESSES THREADS [SECONDS] [RUNS] [HZ]
+
+Starts PROCESSES sleeping processes of THREADS threads each (taskdiag-bench hold), and a
+CPU-bound workload pinned to CPU 1 that counts loop iterations for SECONDS. For each profiler
+configuration -- none, `taskdiag profile -a` (on and off CPU), `--on-cpu`, `--off-cpu`, and
+`perf record -F HZ -a -g` -- run RUNS times, interleaved, it gives:
+
+  * the profiler's own CPU time in the steady state (its threads' schedstat from 2 s after the
+    start to just before the end) and over the whole run (wait4: loading the programs and the
+    final symbolization included), as % of one CPU;
+  * the time its BPF programs ran in the steady state, in other tasks' context too (the
+    perf_event program runs in the interrupted task; kernel.bpf_stats_enabled, read from the
+    profiler's program descriptors' fdinfo), as % of one CPU;
+  * the workload's slowdown: its iterations against the median of the runs without a profiler.
+
+Needs root and the release build. Prints a Markdown table (medians over the runs).
+"""
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARGET = os.path.join(HERE, "..", "..", "..", "target", "release")
+TASKDIAG = os.path.join(TARGET, "taskdiag")
+BENCH = os.path.join(TARGET, "taskdiag-bench")
+
+SPIN_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
+int main(int argc, char **argv) {
+    double end = now() + atof(argv[1]);
+    volatile unsigned long x = 1;
+    unsigned long n = 0;
+    while (now() < end) {
+        for (int i = 0; i < 100000; i++) x = x * 6364136223846793005UL + 1;
+        n++;
+    }
+    printf("%lu\n", n);
+    return 0;
+}
+"""
+
+
+def prog_run_ns(pid):
+    """Sum of run_time_ns over the BPF program descriptors process `pid` holds."""
+    total = 0
+    d = f"/proc/{pid}/fdinfo"
+    try:
+        fds = os.listdir(d)
+    except OSError:
+        return 0
+    for fd in fds:
+        try:
+            with open(os.path.join(d, fd)) as f:
+                text = f.read()
+        except OSError:
+            continue
+        if "prog_type:" in text:
+            m = re.search(r"run_time_ns:\s*(\d+)", text)
+            if m:
+                total += int(m.group(1))
+    return total
+
+
+def cpu_ns(pid):
+    """CPU time of every thread of process `pid` so far (schedstat), in nanoseconds."""
+    total = 0
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return total
+
+
+WARMUP = 2.0
+
+
+def run_once(config, seconds, spin, hz):
+    """One run: the workload alone or beside a profiler. Returns (iterations, whole run's
+    cpu%, steady cpu%, steady bpf%): the whole run from wait4, the steady state from WARMUP
+    seconds after the start to just before the end (no loading, no final symbolization)."""
+    work = subprocess.Popen(["taskset", "-c", "1", spin, str(seconds)], stdout=subprocess.PIPE)
+    prof = None
+    out = tempfile.NamedTemporaryFile(prefix="profile-cost-", delete=False)
+    if config == "perf":
+        prof = subprocess.Popen(
+            ["perf", "record", "-F", str(hz), "-a", "-g", "-q", "-o", out.name, "--", "sleep", str(seconds)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    elif config != "none":
+        extra = {"both": [], "on": ["--on-cpu"], "off": ["--off-cpu"]}[config]
+        prof = subprocess.Popen(
+            [TASKDIAG, "profile", "-a", "-F", str(hz), "-d", str(seconds), "-q", "-o", out.name] + extra,
+            stdout=subprocess.DEVNULL)
+    steady_cpu = steady_bpf = 0.0
+    if prof is not None:
+        time.sleep(WARMUP)
+        c0, b0, t0 = cpu_ns(prof.pid), prog_run_ns(prof.pid), time.monotonic()
+        time.sleep(max(seconds - WARMUP - 0.3, 0.1))
+        c1, b1, t1 = cpu_ns(prof.pid), prog_run_ns(prof.pid), time.monotonic()
+        steady_cpu = 100.0 * (c1 - c0) / 1e9 / (t1 - t0)
+        steady_bpf = 100.0 * (b1 - b0) / 1e9 / (t1 - t0)
+    cpu = 0.0
+    if prof is not None:
+        _, status, ru = os.wait4(prof.pid, 0)
+        if status != 0:
+            sys.exit(f"{config}: the profiler failed (status {status})")
+        cpu = ru.ru_utime + ru.ru_stime
+    iters = int(work.communicate()[0])
+    os.unlink(out.name)
+    return iters, 100.0 * cpu / seconds, steady_cpu, steady_bpf
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    processes, threads = int(sys.argv[1]), int(sys.argv[2])
+    seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 10
+    runs = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+    hz = int(sys.argv[5]) if len(sys.argv) > 5 else 49
+    tmp = tempfile.mkdtemp(prefix="profile-cost-")
+    spin = os.path.join(tmp, "spin")
+    with open(spin + ".c", "w") as f:
+        f.write(SPIN_C)
+    subprocess.run(["cc", "-O2", "-o", spin, spin + ".c"], check=True)
+    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+        stats_were = f.read().strip()
+    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+        f.write("1")
+    hold = subprocess.Popen([BENCH, "hold", "--tasks", str(processes), "--threads", str(threads)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        if "ready" not in hold.stdout.readline():
+            sys.exit("taskdiag-bench hold failed")
+        tasks = sum(len(os.listdir(f"/proc/{p}/task")) for p in os.listdir("/proc")
+                    if p.isdigit() and os.path.exists(f"/proc/{p}/task"))
+        print(f"{processes} processes x {threads} threads held; {tasks} tasks in /proc; "
+              f"{os.uname().release}; {os.cpu_count()} CPUs; {hz} Hz, {seconds} s x {runs} runs")
+        configs = ["none", "both", "on", "off", "perf"]
+        res = {c: [] for c in configs}
+        for _ in range(runs):
+            for c in configs:
+                res[c].append(run_once(c, seconds, spin, hz))
+        base = statistics.median(r[0] for r in res["none"])
+        names = {"none": "no profiler", "both": "taskdiag profile -a (on + off CPU)",
+                 "on": "taskdiag profile -a --on-cpu", "off": "taskdiag profile -a --off-cpu",
+                 "perf": f"perf record -F {hz} -a -g"}
+        print()
+        print("| profiler | steady: its CPU | steady: its BPF programs in other tasks | steady total "
+              "(% of one CPU) | whole run incl. loading and symbolizing | workload slowdown |")
+        print("|---|---|---|---|---|---|")
+        for c in configs:
+            it = statistics.median(r[0] for r in res[c])
+            whole = statistics.median(r[1] for r in res[c])
+            cpu = statistics.median(r[2] for r in res[c])
+            bpf = statistics.median(r[3] for r in res[c])
+            slow = 100.0 * (base - it) / base
+            print(f"| {names[c]} | {cpu:.2f}% | {bpf:.3f}% | **{cpu + bpf:.2f}%** | {whole:.2f}% | "
+                  f"{slow:+.2f}% |")
+    finally:
+        hold.stdin.close()
+        hold.wait()
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(stats_were)
+        subprocess.run(["rm", "-rf", tmp])
+
+
+if __name__ == "__main__":
+    main()

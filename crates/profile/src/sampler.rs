@@ -7,6 +7,7 @@
 //! for symbolizing while their processes live. [`Sampler::counts`] and [`Sampler::stack`]
 //! read the result.
 
+use std::collections::HashMap;
 use std::io::{self, Read};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -15,7 +16,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
 use taskdiag_bpf::IterLink;
 use taskdiag_proto::prof::PROF_STACK_DEPTH;
-use taskdiag_proto::{ProfKey, ProfStackHdr};
+use taskdiag_proto::{ProfKey, ProfSeenHdr, ProfStackHdr};
 
 use crate::error::ProfileError;
 use crate::skel::{ProfileSkel, ProfileSkelBuilder};
@@ -322,19 +323,35 @@ impl Sampler {
         })
     }
 
-    /// Every key counted so far, with its count.
+    /// Every key counted so far, with its count: the count map's, plus the samples of threads
+    /// that slept on under their last key (kept in `seen` until they run again).
     pub fn counts(&self) -> Vec<(ProfKey, u64)> {
+        let mut all: HashMap<ProfKey, u64> = HashMap::new();
         let map = &self.skel.maps.counts;
-        let mut out = Vec::new();
         for k in map.keys() {
             let Ok(Some(v)) = map.lookup(&k, MapFlags::ANY) else {
                 continue;
             };
             if let (Some(key), Ok(n)) = (ProfKey::read_from(&k), <[u8; 8]>::try_from(&v[..])) {
-                out.push((key, u64::from_ne_bytes(n)));
+                *all.entry(key).or_default() += u64::from_ne_bytes(n);
             }
         }
-        out
+        let seen = &self.skel.maps.seen;
+        for k in seen.keys() {
+            let Ok(Some(v)) = seen.lookup(&k, MapFlags::ANY) else {
+                continue;
+            };
+            let (Some(h), Some(key)) = (
+                ProfSeenHdr::read_from(&v),
+                v.get(ProfSeenHdr::SIZE..).and_then(ProfKey::read_from),
+            ) else {
+                continue;
+            };
+            if h.out == 0 && h.pending > 0 {
+                *all.entry(key).or_default() += h.pending;
+            }
+        }
+        all.into_iter().collect()
     }
 
     /// The programs' counters.

@@ -708,6 +708,22 @@ wire_structs! {
         comm_hi: u64,
     }
 
+    /// The profiler's memory of an off-CPU thread's last sample (its `seen` map, by thread id);
+    /// a [`ProfKey`] follows: what the thread was last counted under.
+    struct ProfSeenHdr = "td_prof_seen_hdr", size 32 {
+        /// The thread's start time (tells a reused thread id).
+        start: u64,
+        /// Its voluntary + involuntary context switches then: the same number means it has not
+        /// run since.
+        switches: u64,
+        /// Samples of it under the key not yet in the count map (added by user space at the end).
+        pending: u64,
+        /// Its [`crate::prof::ProfState`] then.
+        state: u32,
+        /// 1 if it was out of the profile's scope.
+        out: u32,
+    }
+
     /// Header of a stack in the profiler's stack map; [`crate::prof::PROF_STACK_DEPTH`]
     /// addresses (u64) follow it, the first `nr` of them used, innermost first.
     struct ProfStackHdr = "td_prof_stack_hdr", size 8 {

@@ -2,7 +2,8 @@
 /*
  * The workloads of taskdiag profile's tests, built with frame pointers:
  *   burn      ~90% of its CPU time in hot_function(), the rest in cold_function()
- *   shares    50% / 30% / 20% of its CPU in share_a(), share_b(), share_c() (perf agreement)
+ *   shares    50% / 30% / 20% of its CPU in share_a(), share_b(), share_c(), in two threads
+ *             (perf agreement: two CPUs' worth of samples)
  *   block     threads named td-pipe, td-futex, td-sleep blocked in a pipe read, a futex wait
  *             and nanosleep; the main thread waits in pause()
  *   urandom   reads /dev/urandom in a loop (CPU time in the kernel's random generator)
@@ -129,6 +130,17 @@ static void merge(void)
 	}
 }
 
+static void *shares(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		share_a();
+		share_b();
+		share_c();
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "burn";
@@ -140,13 +152,17 @@ int main(int argc, char **argv)
 		urandom();
 	if (!strcmp(mode, "merge"))
 		merge();
-	ready();
-	if (!strcmp(mode, "shares"))
-		for (;;) {
-			share_a();
-			share_b();
-			share_c();
+	if (!strcmp(mode, "shares")) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, shares, NULL)) {
+			perror("shares");
+			exit(1);
 		}
+		ready();
+		shares(NULL);
+	}
+	ready();
 	for (;;) {
 		hot_function();
 		cold_function();

@@ -42,8 +42,10 @@ const volatile __u32 cfg_self = 0;
 /* Only the processes in `tgids` (pids in cfg_ns_inum's namespace). */
 const volatile bool cfg_only_tgids = false;
 
-/* What happened, for the stack-quality line and the tests. */
-__u64 n_on_cpu = 0, n_off_cpu = 0, n_dropped = 0, n_reused = 0;
+/* What happened, for the summary line. The off-CPU counters are written by the iterator alone,
+ * which only the profiler's thread runs: plain increments. */
+__u64 n_on_cpu = 0, n_dropped = 0;
+__u64 n_off_cpu = 0, n_reused = 0;
 
 struct prof_stack {
 	struct td_prof_stack_hdr hdr;
@@ -79,18 +81,21 @@ struct {
 	__type(value, __u8);
 } tgids SEC(".maps");
 
-/* An off-CPU thread's last sample: reused while it has not run since. */
+/*
+ * An off-CPU thread's last sample: reused while it has not run since. Its samples under `key`
+ * are counted here (`pending`), not in `counts`, while it sleeps on: one look-up a period. They
+ * move to `counts` when its key changes; user space adds what is left at the end. Not an LRU
+ * map: an evicted entry would lose its pending samples (a full map sends new threads to
+ * `counts` directly).
+ */
 struct seen {
-	__u64 start;
-	__u64 switches;
-	__u32 state;
-	/* Out of scope: not sampled (decided again when it has run). */
-	__u32 out;
+	/* start, switches, pending, state, out (not sampled: decided again when it has run). */
+	struct td_prof_seen_hdr h;
 	struct td_prof_key key;
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, struct seen);
@@ -229,23 +234,29 @@ static __always_inline __u64 put_stack(struct prof_stack *s, __u32 proc_tgid, bo
 	return id;
 }
 
-/* One more sample for @key. */
-static __always_inline void count(struct td_prof_key *key)
+/* @add more samples for @key. */
+static __always_inline void count_n(struct td_prof_key *key, __u64 add)
 {
-	__u64 one = 1, *n;
+	__u64 *n;
 
 	n = bpf_map_lookup_elem(&counts, key);
 	if (n) {
-		__sync_fetch_and_add(n, 1);
+		__sync_fetch_and_add(n, add);
 		return;
 	}
-	if (bpf_map_update_elem(&counts, key, &one, BPF_NOEXIST)) {
+	if (bpf_map_update_elem(&counts, key, &add, BPF_NOEXIST)) {
 		n = bpf_map_lookup_elem(&counts, key);
 		if (n)
-			__sync_fetch_and_add(n, 1);
+			__sync_fetch_and_add(n, add);
 		else
-			__sync_fetch_and_add(&n_dropped, 1);
+			__sync_fetch_and_add(&n_dropped, add);
 	}
+}
+
+/* One more sample for @key. */
+static __always_inline void count(struct td_prof_key *key)
+{
+	count_n(key, 1);
 }
 
 /* A stack from bpf_get_stack()/bpf_get_task_stack()'s byte count @n. */
@@ -348,24 +359,28 @@ static __always_inline int off_cpu(struct bpf_iter__task *ctx, bool user)
 	start = task->start_boottime;
 	tid = task->pid;
 	old = bpf_map_lookup_elem(&seen, &tid);
-	if (old && old->start == start && old->switches == switches && old->state == state) {
+	if (old && old->h.start == start && old->h.switches == switches && old->h.state == state) {
 		/* It has not run since (a rename, a move to another namespace needs it to run):
 		 * same key, or still out of scope. */
-		if (old->out)
+		if (old->h.out)
 			return 0;
-		count(&old->key);
-		__sync_fetch_and_add(&n_off_cpu, 1);
-		__sync_fetch_and_add(&n_reused, 1);
+		old->h.pending++;
+		n_off_cpu++;
+		n_reused++;
 		return 0;
 	}
+	/* It ran: what it was counted under so far goes to `counts`. */
+	if (old && !old->h.out && old->h.pending)
+		count_n(&old->key, old->h.pending);
 	sc = bpf_map_lookup_elem(&off_scratch, &zero);
 	if (!sc)
 		return 0;
-	sc->seen.start = start;
-	sc->seen.switches = switches;
-	sc->seen.state = state;
-	sc->seen.out = !in_scope(task, &sc->key);
-	if (sc->seen.out) {
+	sc->seen.h.start = start;
+	sc->seen.h.switches = switches;
+	sc->seen.h.state = state;
+	sc->seen.h.pending = 0;
+	sc->seen.h.out = !in_scope(task, &sc->key);
+	if (sc->seen.h.out) {
 		bpf_map_update_elem(&seen, &tid, &sc->seen, BPF_ANY);
 		return 0;
 	}
@@ -377,10 +392,12 @@ static __always_inline int off_cpu(struct bpf_iter__task *ctx, bool user)
 		user_stack(task, &sc->s, &sc->key);
 		sc->key.ustack = put_stack(&sc->s, sc->key.proc_tgid, true);
 	}
-	count(&sc->key);
-	__sync_fetch_and_add(&n_off_cpu, 1);
+	n_off_cpu++;
 	sc->seen.key = sc->key;
-	bpf_map_update_elem(&seen, &tid, &sc->seen, BPF_ANY);
+	sc->seen.h.pending = 1;
+	/* A full map: counted directly, and unwound again next time. */
+	if (bpf_map_update_elem(&seen, &tid, &sc->seen, BPF_ANY))
+		count(&sc->key);
 	return 0;
 }
 

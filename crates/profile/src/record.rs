@@ -238,3 +238,146 @@ fn build(
         duration_ns: duration.as_nanos() as u64,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampler::Scope;
+
+    fn key(pid: u32, comm: &[u8], state: ProfState, kstack: u64, flags: u32) -> ProfKey {
+        let mut c = [0u8; 16];
+        c[..comm.len()].copy_from_slice(comm);
+        ProfKey {
+            pid,
+            tgid: 7,
+            proc_pid: pid + 100,
+            proc_tgid: 107,
+            state: state as u32,
+            syscall: if state == ProfState::Running { -1 } else { 0 },
+            flags,
+            kstack,
+            comm_lo: u64::from_ne_bytes(c[..8].try_into().expect("8 bytes")),
+            comm_hi: u64::from_ne_bytes(c[8..].try_into().expect("8 bytes")),
+            ..Default::default()
+        }
+    }
+
+    fn opts(label: ThreadLabel) -> RunOptions {
+        RunOptions {
+            sampler: Options {
+                hz: 10,
+                on_cpu: true,
+                off_cpu: true,
+                scope: Scope::default(),
+                max_keys: 16,
+                max_stacks: 16,
+            },
+            duration: None,
+            label,
+        }
+    }
+
+    #[test]
+    fn counts_become_stacks_rooted_in_state_and_thread_with_a_state_table() {
+        let counts = vec![
+            (key(8, b"a\nb", ProfState::Sleeping, 5, 0), 30),
+            (
+                key(9, b"kworker/0:1", ProfState::Idle, 5, PROF_F_KTHREAD),
+                10,
+            ),
+            (key(8, b"a\nb", ProfState::Running, 0, 0), 4),
+        ];
+        let kstacks = HashMap::from([(
+            5,
+            RawStack {
+                ips: vec![0x1000, 0x2000],
+                flags: 0,
+            },
+        )]);
+        let symbols = Symbols::new();
+        // Frame 0 (0x1000) is in the scheduler's text, so wchan is frame 1's name.
+        let sched = SchedText::from_ranges(vec![(0x0fff, 0x1001)]);
+        let p = build(
+            &counts,
+            &kstacks,
+            &symbols,
+            &sched,
+            &opts(ThreadLabel::Thread),
+            Duration::from_secs(2),
+        );
+        assert_eq!(p.hz, 10);
+        assert_eq!(p.duration_ns, 2_000_000_000);
+        let names = |s: &Stack| s.frames.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
+        let sleeping = p
+            .stacks
+            .iter()
+            .find(|s| s.count == 30)
+            .expect("the sleeper");
+        // Kernel frames outermost first (unresolved ones by their address).
+        assert_eq!(
+            names(sleeping),
+            ["[sleeping]", "a?b-7/8", "0x2000", "0x1000"]
+        );
+        let kthread = p
+            .stacks
+            .iter()
+            .find(|s| s.count == 10)
+            .expect("the kernel thread");
+        assert_eq!(
+            names(kthread),
+            ["[idle]", "kworker/0:1-7/9", "0x2000", "0x1000"]
+        );
+        // Neither stack: a user thread says so.
+        let running = p.stacks.iter().find(|s| s.count == 4).expect("the runner");
+        assert_eq!(names(running), ["[running]", "a?b-7/8", "[no stack]"]);
+        let row = |state: &str| {
+            p.states
+                .iter()
+                .find(|(k, _)| k.state == state)
+                .expect(state)
+        };
+        assert_eq!(row("sleeping").0.wchan, "0x2000");
+        assert_eq!(row("sleeping").0.syscall, "read");
+        assert_eq!(row("sleeping").1, 30);
+        assert_eq!(row("running").0.wchan, "-");
+        assert_eq!(row("running").0.syscall, "-");
+    }
+
+    #[test]
+    fn threads_are_merged_by_name_unless_pids_are_asked_for() {
+        let counts = vec![
+            (key(8, b"w", ProfState::Sleeping, 0, 0), 3),
+            (key(9, b"w", ProfState::Sleeping, 0, 0), 4),
+        ];
+        let (symbols, sched) = (Symbols::new(), SchedText::default());
+        let p = build(
+            &counts,
+            &HashMap::new(),
+            &symbols,
+            &sched,
+            &opts(ThreadLabel::Name),
+            Duration::ZERO,
+        );
+        assert_eq!(p.stacks.len(), 1);
+        assert_eq!(p.stacks[0].count, 7);
+        let p = build(
+            &counts,
+            &HashMap::new(),
+            &symbols,
+            &sched,
+            &opts(ThreadLabel::Process),
+            Duration::ZERO,
+        );
+        assert_eq!(p.stacks.len(), 1);
+        assert_eq!(p.stacks[0].frames[1].name, "w-7");
+        let p = build(
+            &counts,
+            &HashMap::new(),
+            &symbols,
+            &sched,
+            &opts(ThreadLabel::Thread),
+            Duration::ZERO,
+        );
+        assert_eq!(p.stacks.len(), 2);
+    }
+}

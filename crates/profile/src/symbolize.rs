@@ -354,6 +354,12 @@ impl SchedText {
         Self::parse(&text)
     }
 
+    /// The text of these address ranges (tests).
+    #[cfg(test)]
+    pub(crate) fn from_ranges(ranges: Vec<(u64, u64)>) -> Self {
+        Self { ranges }
+    }
+
     fn parse(text: &str) -> Self {
         let mut at: HashMap<&str, u64> = HashMap::new();
         for l in text.lines() {
@@ -443,6 +449,45 @@ mod tests {
                 (0x7f20, 0x8, "bar".to_owned())
             ]
         );
+    }
+
+    #[test]
+    fn sched_text_bounds_come_from_kallsyms_and_wchan_skips_them() {
+        let t = SchedText::parse(
+            "ffffffff81000000 T _stext\n\
+             ffffffff81a00000 T __sched_text_start\n\
+             ffffffff81b00000 T __sched_text_end\n\
+             ffffffff81c00000 T __lock_text_start\n\
+             ffffffff81c10000 T __lock_text_end\n",
+        );
+        assert_eq!(
+            t.ranges,
+            [
+                (0xffffffff81a00000, 0xffffffff81b00000),
+                (0xffffffff81c00000, 0xffffffff81c10000)
+            ]
+        );
+        let f = |n: &str| Frame {
+            kind: FrameKind::Kernel,
+            name: n.into(),
+            module: None,
+        };
+        let stack = RawStack {
+            ips: vec![0xffffffff81a00010, 0xffffffff81c00010, 0xffffffff81200000],
+            flags: 0,
+        };
+        let frames = [f("schedule"), f("_raw_spin_unlock"), f("pipe_read")];
+        assert_eq!(t.wchan(&stack, &frames), "pipe_read");
+        assert_eq!(
+            SchedText::parse("0000000000000000 T __sched_text_start\n").ranges,
+            []
+        );
+    }
+
+    #[test]
+    fn complete_stacks_end_in_an_entry_point() {
+        assert!(is_entry_point("_start") && is_entry_point("start_thread"));
+        assert!(!is_entry_point("main"));
     }
 
     #[test]

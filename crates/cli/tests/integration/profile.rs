@@ -15,7 +15,11 @@ use super::{run, run_as_user, BIN};
 /// profile_fixture.c built with frame pointers into `dir` (a directory of the test's own: the
 /// kernel matrix's guests see the source tree read-only).
 fn build_fixture(dir: &TempDir) -> PathBuf {
-    let exe = dir.join("profile_fixture");
+    build_fixture_at(&dir.join("profile_fixture"), &[])
+}
+
+/// The fixture built at `exe` with `extra` compiler options.
+fn build_fixture_at(exe: &Path, extra: &[&str]) -> PathBuf {
     let src = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/integration/profile_fixture.c"
@@ -27,14 +31,15 @@ fn build_fixture(dir: &TempDir) -> PathBuf {
             "-fno-omit-frame-pointer",
             "-mno-omit-leaf-frame-pointer",
             "-pthread",
-            "-o",
         ])
-        .arg(&exe)
+        .args(extra)
+        .arg("-o")
+        .arg(exe)
         .arg(src)
         .output()
         .expect("running cc (gcc and libc6-dev build the profile fixture)");
     assert!(o.status.success(), "cc: {}", stderr(&o));
-    exe
+    exe.to_path_buf()
 }
 
 /// The fixture's name as the kernel shows it (comm: 15 bytes).
@@ -425,6 +430,62 @@ fn a_pid_namespace_is_profiled_with_its_own_pids_from_the_host_and_from_inside()
     check(
         &folded(&stdout(&o)),
         "-a inside the namespace with the host's /proc",
+    );
+}
+
+#[test]
+fn a_container_two_namespaces_deep_with_its_own_root_is_symbolized() {
+    // A static fixture alone on a tmpfs mounted in a mount namespace of its own, which becomes
+    // its root, two pid namespaces down: the host cannot reach its binary by any path (the
+    // tmpfs is in no mount tree the host sees), only through /proc/PID/map_files.
+    let dir = TempDir::new("profile-root");
+    let exe = build_fixture_at(&dir.join("profile_fixture"), &["-static"]);
+    let root = dir.join("root");
+    std::fs::create_dir(&root).expect("the container's root");
+    let mut proc = Spawned::spawn(
+        Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "--pid",
+                "--fork",
+                "--kill-child",
+            ])
+            .args(["sh", "-c"])
+            .arg(
+                "mount -t tmpfs tmpfs \"$1\" && cp \"$2\" \"$1/\" && \
+                 exec unshare --pid --fork --kill-child --root=\"$1\" /profile_fixture burn",
+            )
+            .arg("sh")
+            .arg(&root)
+            .arg(&exe)
+            .stdout(Stdio::piped()),
+    );
+    proc.expect_line("ready");
+    let host_pid = child_of(child_of(proc.pid()));
+    let lines = profile(&[
+        "--pidns",
+        &host_pid.to_string(),
+        "--on-cpu",
+        "-F",
+        "99",
+        "-d",
+        "3",
+        "--tid",
+    ]);
+    let label = format!("{COMM}-1/1");
+    assert!(lines.iter().all(|l| l.thread() == label), "{lines:?}");
+    let total: u64 = lines.iter().map(|l| l.count).sum();
+    let hot: u64 = lines
+        .iter()
+        .filter(|l| l.user().last() == Some("hot_function"))
+        .map(|l| l.count)
+        .sum();
+    assert!(total >= 30, "sampled {total} times: {lines:?}");
+    assert!(
+        hot * 100 >= total * 80,
+        "{hot} of {total} in hot_function: {lines:?}"
     );
 }
 

@@ -11,9 +11,9 @@ configuration -- none, `taskdiag profile -a` (on and off CPU), `--on-cpu`, `--of
   * the profiler's own CPU time in the steady state (its threads' schedstat from 2 s after the
     start to just before the end) and over the whole run (wait4: loading the programs and the
     final symbolization included), as % of one CPU;
-  * the time its BPF programs ran in the steady state, in other tasks' context too (the
-    perf_event program runs in the interrupted task; kernel.bpf_stats_enabled, read from the
-    profiler's program descriptors' fdinfo), as % of one CPU;
+  * the time its perf_event program ran in the steady state in other tasks' context (it runs
+    in the interrupted task, so no process's CPU time shows it; kernel.bpf_stats_enabled, read
+    from the profiler's program descriptors' fdinfo), as % of one CPU;
   * the workload's slowdown: its iterations against the median of the runs without a profiler.
 
 Needs root and the release build. Prints a Markdown table (medians over the runs).
@@ -50,8 +50,12 @@ int main(int argc, char **argv) {
 """
 
 
+BPF_PROG_TYPE_PERF_EVENT = 7
+
+
 def prog_run_ns(pid):
-    """Sum of run_time_ns over the BPF program descriptors process `pid` holds."""
+    """Sum of run_time_ns over the perf_event programs process `pid` holds: those run in the
+    interrupted task (the iterator's run in the profiler's own read(), already in its CPU)."""
     total = 0
     d = f"/proc/{pid}/fdinfo"
     try:
@@ -64,7 +68,8 @@ def prog_run_ns(pid):
                 text = f.read()
         except OSError:
             continue
-        if "prog_type:" in text:
+        t = re.search(r"prog_type:\s*(\d+)", text)
+        if t and int(t.group(1)) == BPF_PROG_TYPE_PERF_EVENT:
             m = re.search(r"run_time_ns:\s*(\d+)", text)
             if m:
                 total += int(m.group(1))
@@ -159,7 +164,7 @@ def main():
                  "on": "taskdiag profile -a --on-cpu", "off": "taskdiag profile -a --off-cpu",
                  "perf": f"perf record -F {hz} -a -g"}
         print()
-        print("| profiler | steady: its CPU | steady: its BPF programs in other tasks | steady total "
+        print("| profiler | steady: its CPU | steady: its perf_event program in other tasks | steady total "
               "(% of one CPU) | whole run incl. loading and symbolizing | workload slowdown |")
         print("|---|---|---|---|---|---|")
         for c in configs:

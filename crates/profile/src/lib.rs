@@ -58,34 +58,41 @@ pub fn summary(run: &record::Run) -> String {
         }
     };
     let mut s = format!(
-        "{} samples ({} on CPU, {} off CPU, {} of them unchanged since the last) in {secs:.2} s \
-         at {} Hz; {} user stacks, {:.1}% truncated, {:.1}% not reaching a thread's entry point",
-        run.stats.on_cpu + run.stats.off_cpu,
-        run.stats.on_cpu,
-        run.stats.off_cpu,
-        run.stats.reused,
+        "{} samples of 1/{} s in {secs:.2} s ({} on CPU)",
+        run.profile.stacks.iter().map(|s| s.count).sum::<u64>(),
         run.profile.hz,
+        run.stats.on_cpu,
+    );
+    if run.walks > 0 {
+        s.push_str(&format!(
+            "; off CPU: {} walks, every {:.0} ms on average, {} threads looked at, {} of them \
+             unchanged since the walk before",
+            run.walks,
+            secs * 1000.0 / run.walks as f64,
+            run.stats.off_cpu,
+            run.stats.reused,
+        ));
+        if !run.user_stacks_off_cpu {
+            s.push_str(" (their user stacks need Linux 5.18)");
+        }
+    }
+    s.push_str(&format!(
+        "; {} user stacks, {:.1}% truncated, {:.1}% not reaching a thread's entry point",
         q.user_stacks,
         pct(q.truncated),
         pct(q.broken),
-    );
+    ));
     if !q.broken_in.is_empty() {
         let mut by: Vec<_> = q.broken_in.iter().collect();
         by.sort_by(|a, b| b.1.cmp(a.1));
         let list: Vec<String> = by.iter().take(5).map(|(m, n)| format!("{m} {n}")).collect();
         s.push_str(&format!(" (ending in {})", list.join(", ")));
     }
-    if !run.user_stacks_off_cpu {
-        s.push_str("; off-CPU user stacks need Linux 5.18");
-    }
     if run.stats.dropped > 0 {
         s.push_str(&format!(
             "; {} samples dropped (too many distinct stacks)",
             run.stats.dropped
         ));
-    }
-    if run.late_periods > 0 {
-        s.push_str(&format!("; {} off-CPU periods late", run.late_periods));
     }
     s
 }

@@ -13,6 +13,11 @@ use crate::model::{Frame, FrameKind, Profile, Stack, StateKey};
 use crate::sampler::{Options, RawStack, Sampler, Stats};
 use crate::symbolize::{Quality, SchedText, Symbols};
 
+/// The share of a CPU the off-CPU walks may take: on a host with many threads they come less
+/// often than the rate (each walk counts the time since the last one, so nothing is lost but
+/// the detail of what a thread that ran in between did off CPU).
+pub const WALK_SHARE: f64 = 0.01;
+
 /// How threads are labelled under their state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ThreadLabel {
@@ -45,8 +50,8 @@ pub struct Run {
     pub quality: Quality,
     /// The programs' counters.
     pub stats: Stats,
-    /// Periods whose off-CPU walk started late (the previous one overran its period).
-    pub late_periods: u64,
+    /// Walks of the tasks (off-CPU samples).
+    pub walks: u64,
     /// Whether off-CPU samples carry user stacks on this kernel.
     pub user_stacks_off_cpu: bool,
 }
@@ -77,31 +82,40 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
     };
     let period = Duration::from_nanos(1_000_000_000 / opts.sampler.hz.max(1));
     let start = Instant::now();
+    let end = opts.duration.map(|d| start + d);
     let mut next = start;
-    let mut late = 0;
+    let mut next_walk = start;
+    let mut walks = 0;
     loop {
-        let fresh = sampler.tick()?;
+        let now = Instant::now();
+        if opts.sampler.off_cpu && now >= next_walk {
+            sampler.walk()?;
+            walks += 1;
+            // Walks at the rate, unless that would cost more than WALK_SHARE of a CPU: each
+            // thread's time off CPU is counted whatever the time between two walks.
+            let took = now.elapsed();
+            next_walk = now + period.max(took.mul_f64(1.0 / WALK_SHARE - 1.0));
+        }
+        let fresh = sampler.fresh();
         send_fresh(&sampler, fresh);
         next += period;
-        let now = Instant::now();
-        let end = opts.duration.map(|d| start + d);
         if stop.load(Ordering::Relaxed) || end.is_some_and(|e| next > e) {
             break;
         }
+        let now = Instant::now();
         if next > now {
             std::thread::sleep(next - now);
         } else {
-            // Overran: the next walk starts now, and the lost ones are counted.
-            let behind = (now - next).as_nanos() / period.as_nanos().max(1);
-            if opts.sampler.off_cpu {
-                late += behind as u64 + 1;
-            }
             next = now;
         }
     }
+    // A last walk counts every thread's time off CPU up to the end.
+    if opts.sampler.off_cpu {
+        sampler.walk()?;
+        walks += 1;
+    }
     let duration = start.elapsed();
-    // Stacks the last walk found: resolved now (their processes most likely still live).
-    let fresh = sampler.tick_fresh_only();
+    let fresh = sampler.fresh();
     send_fresh(&sampler, fresh);
     drop(to_symbolize);
     let mut symbols = Symbols::from_resolved(worker.join().map_err(|_| {
@@ -124,7 +138,7 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
         profile,
         quality: symbols.quality.clone(),
         stats,
-        late_periods: late,
+        walks,
         user_stacks_off_cpu: sampler.user_stacks_off_cpu,
     })
 }

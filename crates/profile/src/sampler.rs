@@ -70,11 +70,11 @@ pub struct RawStack {
 pub struct Stats {
     /// Samples of threads on a CPU.
     pub on_cpu: u64,
-    /// Samples of threads off CPU.
+    /// Threads looked at by the off-CPU walks (one per thread per walk).
     pub off_cpu: u64,
-    /// Of those, samples of threads that had not run since their previous one (not unwound).
+    /// Of those, threads that had not run since the walk before (not unwound again).
     pub reused: u64,
-    /// Samples lost because the count map was full.
+    /// Samples lost because the count map was full (of 1/hz s; off-CPU time rounded up).
     pub dropped: u64,
 }
 
@@ -86,6 +86,7 @@ pub struct Sampler {
     iters: Vec<IterLink>,
     /// Whether off-CPU samples have user stacks (a sleepable iterator, 5.18+).
     pub user_stacks_off_cpu: bool,
+    hz: u64,
 }
 
 /// A cpu-clock perf event on `cpu` firing `hz` times a second (perf_event_open(2)).
@@ -118,6 +119,17 @@ fn cpu_clock_event(cpu: u32, hz: u64) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// CLOCK_BOOTTIME in nanoseconds: bpf_ktime_get_boot_ns()'s clock.
+fn boottime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes a timespec into `ts`, which is valid for it.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The number of threads now (/proc/loadavg's "running/total" field), 0 if unknown.
 fn threads_now() -> u32 {
     std::fs::read_to_string("/proc/loadavg")
@@ -146,7 +158,7 @@ impl Sampler {
     pub fn start(opts: &Options) -> Result<Self, ProfileError> {
         // A sleepable iterator with user stacks first; without it (before 5.18, or a verifier
         // that refuses it), kernel stacks only.
-        let (skel, user) = match Self::load(opts, true) {
+        let (mut skel, user) = match Self::load(opts, true) {
             Ok(s) => (s, true),
             Err(ProfileError::PermissionDenied(e)) => {
                 return Err(ProfileError::PermissionDenied(e))
@@ -191,11 +203,16 @@ impl Sampler {
         } else {
             Vec::new()
         };
+        // The profile begins now: a thread first seen by a walk counts its time off CPU since.
+        if let Some(b) = skel.maps.bss_data.as_deref_mut() {
+            b.cfg_begin_ns = boottime_ns();
+        }
         Ok(Self {
             skel,
             _perf: perf,
             iters,
             user_stacks_off_cpu: user && opts.off_cpu,
+            hz: opts.hz.max(1),
         })
     }
 
@@ -244,6 +261,7 @@ impl Sampler {
             r.cfg_self = opts.scope.self_proc_pid;
             r.cfg_cgroup_id = opts.scope.cgroup_id.unwrap_or(0);
             r.cfg_only_tgids = !opts.scope.tgids.is_empty();
+            r.cfg_period_ns = 1_000_000_000 / opts.hz.max(1);
         }
         open.maps
             .counts
@@ -270,20 +288,21 @@ impl Sampler {
         open.load().map_err(err)
     }
 
-    /// One period: walks the tasks once (an off-CPU sample of every thread not on a CPU) and
-    /// returns the user stacks first seen since the last call, as (stack id, process).
-    pub fn tick(&mut self) -> Result<Vec<(u64, u32)>, ProfileError> {
+    /// Walks the tasks once: every thread not on a CPU is counted for its time off CPU since
+    /// the previous walk.
+    pub fn walk(&mut self) -> Result<(), ProfileError> {
         for link in &self.iters {
             let mut walk = link.walk().map_err(ProfileError::Iter)?;
             let mut buf = [0u8; 64];
             // The program writes nothing: one read() walks every task.
             while walk.read(&mut buf).map_err(ProfileError::Iter)? > 0 {}
         }
-        Ok(self.drain_fresh())
+        Ok(())
     }
 
-    /// The user stacks first seen since the last call, without walking the tasks.
-    pub fn tick_fresh_only(&self) -> Vec<(u64, u32)> {
+    /// The user stacks first seen since the last call, as (stack id, process): to symbolize
+    /// while their processes live.
+    pub fn fresh(&self) -> Vec<(u64, u32)> {
         self.drain_fresh()
     }
 
@@ -323,8 +342,9 @@ impl Sampler {
         })
     }
 
-    /// Every key counted so far, with its count: the count map's, plus the samples of threads
-    /// that slept on under their last key (kept in `seen` until they run again).
+    /// Every key counted so far, with its count in samples (its time / the period): the count
+    /// map's, plus the time of threads that slept on under their last key (kept in `seen`
+    /// until they run again).
     pub fn counts(&self) -> Vec<(ProfKey, u64)> {
         let mut all: HashMap<ProfKey, u64> = HashMap::new();
         let map = &self.skel.maps.counts;
@@ -351,7 +371,17 @@ impl Sampler {
                 *all.entry(key).or_default() += h.pending;
             }
         }
-        all.into_iter().collect()
+        // Nanoseconds to samples of 1/hz s, rounded once per key.
+        let hz = u128::from(self.hz);
+        all.into_iter()
+            .map(|(k, ns)| {
+                (
+                    k,
+                    ((u128::from(ns) * hz + 500_000_000) / 1_000_000_000) as u64,
+                )
+            })
+            .filter(|&(_, n)| n > 0)
+            .collect()
     }
 
     /// The programs' counters.
@@ -364,7 +394,9 @@ impl Sampler {
                 on_cpu: b.n_on_cpu,
                 off_cpu: b.n_off_cpu,
                 reused: b.n_reused,
-                dropped: b.n_dropped,
+                // Nanoseconds of samples, as counted.
+                dropped: (u128::from(b.n_dropped) * u128::from(self.hz)).div_ceil(1_000_000_000)
+                    as u64,
             })
             .unwrap_or_default()
     }

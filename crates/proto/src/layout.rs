@@ -680,7 +680,8 @@ wire_structs! {
 
     /// `taskdiag profile`'s count key (not on the wire: the key of the profiler's in-kernel
     /// count map, read by its user space). One per distinct (thread, state, system call,
-    /// stacks); its count is the samples that found the thread so.
+    /// stacks); its value is the wall-clock nanoseconds the thread was found so (a period per
+    /// on-CPU sample; the time off CPU between two walks).
     struct ProfKey = "td_prof_key", size 64 {
         /// Thread id in the profiled pid namespace.
         pid: u32,
@@ -708,16 +709,21 @@ wire_structs! {
         comm_hi: u64,
     }
 
-    /// The profiler's memory of an off-CPU thread's last sample (its `seen` map, by thread id);
+    /// The profiler's memory of an off-CPU thread's last walk (its `seen` map, by thread id);
     /// a [`ProfKey`] follows: what the thread was last counted under.
-    struct ProfSeenHdr = "td_prof_seen_hdr", size 32 {
+    struct ProfSeenHdr = "td_prof_seen_hdr", size 48 {
         /// The thread's start time (tells a reused thread id).
         start: u64,
         /// Its voluntary + involuntary context switches then: the same number means it has not
         /// run since.
         switches: u64,
-        /// Samples of it under the key not yet in the count map (added by user space at the end).
+        /// Nanoseconds off CPU under the key not yet in the count map (moved there when the key
+        /// changes; what is left is added by user space at the end).
         pending: u64,
+        /// When it was last walked (CLOCK_BOOTTIME, ns).
+        walked: u64,
+        /// Its CPU time then (sum_exec_runtime, ns).
+        runtime: u64,
         /// Its [`crate::prof::ProfState`] then.
         state: u32,
         /// 1 if it was out of the profile's scope.

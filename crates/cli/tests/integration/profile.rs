@@ -133,7 +133,7 @@ fn profile(args: &[&str]) -> Vec<Line> {
     let o = run(&[&["profile", "-f", "folded"], args].concat());
     assert!(o.status.success(), "profile {args:?}: {}", stderr(&o));
     assert!(
-        stderr(&o).contains(" samples ("),
+        stderr(&o).contains(" samples of 1/"),
         "no summary line: {}",
         stderr(&o)
     );
@@ -236,9 +236,9 @@ fn off_cpu_samples_show_blocked_threads_with_their_state_wchan_syscall_and_kerne
         );
         let l = mine[0];
         assert_eq!(l.state(), "[sleeping]", "{l:?}");
-        // A sample a period: ~49 in a second.
+        // Its time off CPU, the whole second: 49 samples of 1/49 s (the walks' rounding).
         assert!(
-            (30..=60).contains(&l.count),
+            (47..=51).contains(&l.count),
             "{label}: {} samples in 1 s at 49 Hz",
             l.count
         );
@@ -272,6 +272,35 @@ fn off_cpu_samples_show_blocked_threads_with_their_state_wchan_syscall_and_kerne
         let cols: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cols[2..5], ["sleeping", syscall, wchan.as_str()], "{row}");
     }
+}
+
+#[test]
+fn every_threads_samples_add_up_to_its_wall_clock_time_on_and_off_cpu() {
+    // A thread that burns (on a CPU, and runnable when preempted) and threads that block,
+    // profiled together: each one's samples of both kinds are its 2 s of wall-clock time.
+    let burn = fixture(&[], "burn");
+    let block = fixture(&[], "block");
+    let pids = format!("{},{}", burn.pid(), block.pid());
+    let lines = profile(&["-p", &pids, "-d", "2", "--tid"]);
+    let mut per_thread: BTreeMap<&str, u64> = BTreeMap::new();
+    for l in &lines {
+        *per_thread.entry(l.thread()).or_default() += l.count;
+    }
+    assert_eq!(per_thread.len(), 5, "{per_thread:?}");
+    for (t, n) in &per_thread {
+        // 98 samples of 1/49 s; the on-CPU ones are samples, so a little noise.
+        assert!(
+            (90..=106).contains(n),
+            "{t}: {n} samples in 2 s at 49 Hz: {lines:?}"
+        );
+    }
+    let burning = format!("{COMM}-{0}/{0}", burn.pid());
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.thread() == burning && l.state() == "[running]"),
+        "{lines:?}"
+    );
 }
 
 /// KSM's settings, restored on drop.

@@ -3,19 +3,22 @@
  * taskdiag profile: one sample of every thread in scope at the same rate, on CPU or off.
  *
  * on_cpu (perf_event, one cpu-clock event per CPU at F Hz) samples the thread each CPU is
- * running, with its kernel and user stacks taken in context; off_cpu (the task iterator, walked
- * by user space F times a second) samples every thread *not* on a CPU: its state, the system
- * call it is blocked in, its kernel stack (bpf_get_task_stack) and, in off_cpu_user (sleepable,
- * 5.18+), its user stack by a frame-pointer walk of its saved registers. A thread on a CPU is
- * left to perf_event (the iterator cannot unwind it), so every thread is counted once per
- * period and its samples add up to its wall-clock time.
+ * running, with its kernel and user stacks taken in context, and counts a period (1/F s) for
+ * it. off_cpu (the task iterator, walked by user space) looks at every thread *not* on a CPU:
+ * its state, the system call it is blocked in, its kernel stack (bpf_get_task_stack) and, in
+ * off_cpu_user (sleepable, 5.18+), its user stack by a frame-pointer walk of its saved
+ * registers; and counts for it the time it spent off CPU since the previous walk: the wall time
+ * between the two walks less the CPU time it used meanwhile (sum_exec_runtime), which its
+ * perf_event samples counted. So every thread's counts add up to its wall-clock time however
+ * often the walks come: user space spaces them so that walking costs a bounded share of a CPU.
+ * A thread that did not run between two walks (same switch count and state) was off CPU all
+ * along, in the same state, with the same stacks: exact, and not unwound again (`seen`).
  *
- * Samples are counted in the kernel: `counts` maps a td_prof_key (thread, state, system call,
- * stack ids) to a number; `stacks` maps a stack id (a hash of its addresses, seeded with the
- * process for user stacks) to the addresses, stored once. A new user stack's id is also put in
- * `fresh`, which user space drains every period to symbolize it while its process lives.
- * An off-CPU thread that has not run since its last sample (same switch count and state) is
- * counted under its previous key without unwinding again (`seen`).
+ * Counts are kept in the kernel, in nanoseconds: `counts` maps a td_prof_key (thread, state,
+ * system call, stack ids) to a time; `stacks` maps a stack id (a hash of its addresses, seeded
+ * with the process for user stacks) to the addresses, stored once. A new user stack's id is
+ * also put in `fresh`, which user space drains every period to symbolize it while its process
+ * lives.
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -41,6 +44,10 @@ const volatile __u64 cfg_cgroup_id = 0;
 const volatile __u32 cfg_self = 0;
 /* Only the processes in `tgids` (pids in cfg_ns_inum's namespace). */
 const volatile bool cfg_only_tgids = false;
+/* The sampling period, 1/F s in nanoseconds: what an on-CPU sample counts. */
+const volatile __u64 cfg_period_ns = 20408163;
+/* When the profile began (CLOCK_BOOTTIME, ns; set by user space before the first walk). */
+__u64 cfg_begin_ns = 0;
 
 /* What happened, for the summary line. The off-CPU counters are written by the iterator alone,
  * which only the profiler's thread runs: plain increments. */
@@ -253,11 +260,6 @@ static __always_inline void count_n(struct td_prof_key *key, __u64 add)
 	}
 }
 
-/* One more sample for @key. */
-static __always_inline void count(struct td_prof_key *key)
-{
-	count_n(key, 1);
-}
 
 /* A stack from bpf_get_stack()/bpf_get_task_stack()'s byte count @n. */
 static __always_inline void took(struct prof_stack *s, long n)
@@ -291,7 +293,7 @@ int on_cpu(void *ctx)
 		took(&sc->s, n);
 		sc->key.ustack = put_stack(&sc->s, sc->key.proc_tgid, true);
 	}
-	count(&sc->key);
+	count_n(&sc->key, cfg_period_ns);
 	__sync_fetch_and_add(&n_on_cpu, 1);
 	return 0;
 }
@@ -343,33 +345,51 @@ static __always_inline void user_stack(struct task_struct *task, struct prof_sta
 static __always_inline int off_cpu(struct bpf_iter__task *ctx, bool user)
 {
 	struct task_struct *task = ctx->task;
+	__u64 switches, start, now, runtime, off, from;
+	__u32 zero = 0, st, state, tid;
 	struct scratch *sc;
 	struct seen *old;
-	__u32 zero = 0, st, state, tid;
-	__u64 switches, start;
+	bool same;
 	long n;
 
-	/* Plain loads of the iterator's (trusted) task first: most threads slept through the
-	 * period and are counted again under their previous key from these alone. */
+	/* Plain loads of the iterator's (trusted) task first: most threads slept since the last
+	 * walk and are counted again under their previous key from these alone. */
 	if (!task || task->on_cpu || task->exit_state)
 		return 0;
 	st = state_index(task);
 	state = st == 0 ? TD_PROF_RUNNABLE : TD_PROF_STATE_INDEX + st;
 	switches = task->nvcsw + task->nivcsw;
 	start = task->start_boottime;
+	runtime = task->se.sum_exec_runtime;
 	tid = task->pid;
+	now = bpf_ktime_get_boot_ns();
 	old = bpf_map_lookup_elem(&seen, &tid);
-	if (old && old->h.start == start && old->h.switches == switches && old->h.state == state) {
+	same = old && old->h.start == start;
+	if (same) {
+		/* Off CPU since the last walk: the time between, less the CPU time it used. */
+		off = now - old->h.walked;
+		off = off > runtime - old->h.runtime ? off - (runtime - old->h.runtime) : 0;
+	} else {
+		/* First seen: off CPU since the profile (or the thread) began, less its CPU time
+		 * if it began since (before, its CPU time is not the profile's). */
+		from = start > cfg_begin_ns ? start : cfg_begin_ns;
+		off = now > from ? now - from : 0;
+		if (start > cfg_begin_ns)
+			off = off > runtime ? off - runtime : 0;
+	}
+	if (same && old->h.switches == switches && old->h.state == state) {
 		/* It has not run since (a rename, a move to another namespace needs it to run):
 		 * same key, or still out of scope. */
+		old->h.walked = now;
 		if (old->h.out)
 			return 0;
-		old->h.pending++;
+		old->h.pending += off;
 		n_off_cpu++;
 		n_reused++;
 		return 0;
 	}
-	/* It ran: what it was counted under so far goes to `counts`. */
+	/* It ran (or its id is another thread's now): what it was counted under so far goes to
+	 * `counts`. */
 	if (old && !old->h.out && old->h.pending)
 		count_n(&old->key, old->h.pending);
 	sc = bpf_map_lookup_elem(&off_scratch, &zero);
@@ -378,6 +398,8 @@ static __always_inline int off_cpu(struct bpf_iter__task *ctx, bool user)
 	sc->seen.h.start = start;
 	sc->seen.h.switches = switches;
 	sc->seen.h.state = state;
+	sc->seen.h.walked = now;
+	sc->seen.h.runtime = runtime;
 	sc->seen.h.pending = 0;
 	sc->seen.h.out = !in_scope(task, &sc->key);
 	if (sc->seen.h.out) {
@@ -394,10 +416,10 @@ static __always_inline int off_cpu(struct bpf_iter__task *ctx, bool user)
 	}
 	n_off_cpu++;
 	sc->seen.key = sc->key;
-	sc->seen.h.pending = 1;
+	sc->seen.h.pending = off;
 	/* A full map: counted directly, and unwound again next time. */
 	if (bpf_map_update_elem(&seen, &tid, &sc->seen, BPF_ANY))
-		count(&sc->key);
+		count_n(&sc->key, off);
 	return 0;
 }
 

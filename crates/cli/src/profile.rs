@@ -12,13 +12,15 @@ use taskdiag_profile::sampler::Options;
 use taskdiag_profile::{scope, ProfileError};
 
 pub(crate) const AFTER_PROFILE: &str = "\
-Every thread in scope is sampled F times a second whatever it is doing: on a CPU through a
-perf event per CPU (kernel and user stacks taken in context), off a CPU through the task
-iterator (its state, system call, kernel stack and, on 5.18 and later, its user stack by a
-frame-pointer walk). Each sample weighs 1/F s, so a thread's samples add up to its wall-clock
-time, and its state is the root frame of its stacks: [running], [runnable], [sleeping],
-[disk], [stopped], [traced], [parked], [idle]. Kernel threads appear under their names with
-their kernel stacks. Kernel frames carry perf's _[k] suffix in folded output.
+Every thread in scope is counted whatever it is doing. On a CPU it is sampled F times a
+second by a perf event per CPU (kernel and user stacks taken in context). Off a CPU the task
+iterator finds its state, system call, kernel stack and, on 5.18 and later, its user stack by
+a frame-pointer walk, and counts the time it spent off CPU since the last walk (walks come F
+times a second, less often where that would cost more than 1% of a CPU). Each sample weighs
+1/F s, so a thread's samples add up to its wall-clock time, and its state is the root frame
+of its stacks: [running], [runnable], [sleeping], [disk], [stopped], [traced], [parked],
+[idle]. Kernel threads appear under their names with their kernel stacks. Kernel frames carry
+perf's _[k] suffix in folded output.
 
 Pids are those of the profiled pid namespace: the caller's by default (so a shell that
 entered a sandbox's pid namespace with nsenter --pid sees the sandbox's pids, even with the

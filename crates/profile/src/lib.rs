@@ -88,6 +88,12 @@ pub fn summary(run: &record::Run) -> String {
         let list: Vec<String> = by.iter().take(5).map(|(m, n)| format!("{m} {n}")).collect();
         s.push_str(&format!(" (ending in {})", list.join(", ")));
     }
+    if run.stats.stacks_lost > 0 {
+        s.push_str(&format!(
+            "; {} stacks left out (more distinct stacks than the stack map holds)",
+            run.stats.stacks_lost
+        ));
+    }
     if run.stats.dropped > 0 {
         s.push_str(&format!(
             "; {} samples dropped (too many distinct stacks)",

@@ -74,6 +74,8 @@ pub struct Stats {
     pub off_cpu: u64,
     /// Of those, threads that had not run since the walk before (not unwound again).
     pub reused: u64,
+    /// Stacks left out of samples because the stack map was full.
+    pub stacks_lost: u64,
     /// Samples lost because the count map was full (of 1/hz s; off-CPU time rounded up).
     pub dropped: u64,
 }
@@ -391,6 +393,7 @@ impl Sampler {
             .bss_data
             .as_deref()
             .map(|b| Stats {
+                stacks_lost: b.n_stacks_lost,
                 on_cpu: b.n_on_cpu,
                 off_cpu: b.n_off_cpu,
                 reused: b.n_reused,

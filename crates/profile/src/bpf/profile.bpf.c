@@ -29,6 +29,7 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define MAX_PIDNS_LEVEL 32
+#define TD_EEXIST 17
 #define BPF_F_USER_STACK (1ULL << 8)
 
 /* Set by user space before the load. */
@@ -51,7 +52,7 @@ __u64 cfg_begin_ns = 0;
 
 /* What happened, for the summary line. The off-CPU counters are written by the iterator alone,
  * which only the profiler's thread runs: plain increments. */
-__u64 n_on_cpu = 0, n_dropped = 0;
+__u64 n_on_cpu = 0, n_dropped = 0, n_stacks_lost = 0;
 __u64 n_off_cpu = 0, n_reused = 0;
 
 struct prof_stack {
@@ -232,12 +233,19 @@ static __always_inline __u64 stack_id(struct prof_stack *s, __u64 seed)
 static __always_inline __u64 put_stack(struct prof_stack *s, __u32 proc_tgid, bool user)
 {
 	__u64 id;
+	long err;
 
 	if (!s->hdr.nr)
 		return 0;
 	id = stack_id(s, user ? ((__u64)proc_tgid << 32 | 1) : 0);
-	if (bpf_map_update_elem(&stacks, &id, s, BPF_NOEXIST) == 0 && user)
+	err = bpf_map_update_elem(&stacks, &id, s, BPF_NOEXIST);
+	if (err == 0 && user)
 		bpf_map_update_elem(&fresh, &id, &proc_tgid, BPF_ANY);
+	if (err && err != -TD_EEXIST) {
+		/* The stack map is full: the sample is kept, without this stack. */
+		__sync_fetch_and_add(&n_stacks_lost, 1);
+		return 0;
+	}
 	return id;
 }
 

@@ -11,8 +11,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
+use blazesym::symbolize::cache::{self, Cache};
 use blazesym::symbolize::source::{Kernel, Process, Source};
-use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+use blazesym::symbolize::{Input, Reason, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, Pid};
 use taskdiag_proto::prof::{PROF_STACK_LEAF_SP, PROF_STACK_TRUNCATED};
 
@@ -52,6 +53,8 @@ pub struct Symbols {
     kernel: HashMap<u64, Frame>,
     /// JIT symbols read from a process's perf map inside its root, by process.
     perf_maps: HashMap<u32, Vec<(u64, u64, String)>>,
+    /// The processes whose mappings blazesym keeps, with their start times.
+    mapped: HashMap<u32, Option<u64>>,
     /// The stack-quality counts.
     pub quality: Quality,
 }
@@ -176,6 +179,7 @@ impl Symbols {
             user: HashMap::new(),
             kernel: HashMap::new(),
             perf_maps: HashMap::new(),
+            mapped: HashMap::new(),
             quality: Quality::default(),
         }
     }
@@ -192,13 +196,8 @@ impl Symbols {
             .enumerate()
             .map(|(i, &ip)| lookup_addr(i, ip))
             .collect();
-        let src = Source::Process(Process::new(Pid::from(pid)));
-        let found: Vec<Option<Frame>> =
-            match self.symbolizer.symbolize(&src, Input::AbsAddr(&addrs)) {
-                Ok(syms) => syms.iter().map(|s| frame_of(FrameKind::User, s)).collect(),
-                Err(_) => Vec::new(),
-            };
-        let code = ExecMaps::read(pid);
+        let found = self.resolve(pid, &addrs);
+        let mut code: Option<ExecMaps> = None;
         let mut frames = Vec::with_capacity(addrs.len());
         for (i, &addr) in addrs.iter().enumerate() {
             // A null word ends a frame-pointer chain; perf's user stacks may end with one.
@@ -220,7 +219,8 @@ impl Symbols {
                     Some(f) => f,
                     None => {
                         self.quality.unknown_frames += 1;
-                        code.unknown_frame(addr)
+                        code.get_or_insert_with(|| ExecMaps::read(pid))
+                            .unknown_frame(addr)
                     }
                 },
             };
@@ -241,6 +241,46 @@ impl Symbols {
             *self.quality.broken_in.entry(module).or_default() += 1;
         }
         self.user.insert(id, frames);
+    }
+
+    /// blazesym's names for `addrs` of process `pid`. The process's mappings are read once
+    /// and kept (blazesym's process cache) while it is the same process (its start time) and
+    /// the addresses fall in them: reading /proc/PID/maps at every new stack was most of the
+    /// profiler's own time on CPU-bound work, whose every sample is a new stack.
+    fn resolve(&mut self, pid: u32, addrs: &[u64]) -> Vec<Option<Frame>> {
+        let started = start_time(pid);
+        let fresh = self.mapped.get(&pid) != Some(&started);
+        if fresh {
+            self.cache_process(pid, started);
+        }
+        let src = Source::Process(Process::new(Pid::from(pid)));
+        let run = |sym: &Symbolizer| -> (Vec<Option<Frame>>, bool) {
+            match sym.symbolize(&src, Input::AbsAddr(addrs)) {
+                Ok(syms) => (
+                    syms.iter().map(|s| frame_of(FrameKind::User, s)).collect(),
+                    syms.iter()
+                        .any(|s| matches!(s, Symbolized::Unknown(Reason::Unmapped))),
+                ),
+                Err(_) => (Vec::new(), false),
+            }
+        };
+        let (found, unmapped) = run(&self.symbolizer);
+        if unmapped && !fresh {
+            // Mapped since the mappings were read: read them again.
+            self.cache_process(pid, started);
+            return run(&self.symbolizer).0;
+        }
+        found
+    }
+
+    /// Reads and keeps process `pid`'s mappings.
+    fn cache_process(&mut self, pid: u32, started: Option<u64>) {
+        let c = Cache::Process(cache::Process::new(Pid::from(pid)));
+        if self.symbolizer.cache(&c).is_ok() {
+            self.mapped.insert(pid, started);
+        } else {
+            self.mapped.remove(&pid);
+        }
     }
 
     /// What was resolved (the symbolizer itself stays on its thread: it is not `Send`).
@@ -400,6 +440,13 @@ impl SchedText {
             .find(|(ip, _)| !in_sched(**ip))
             .map_or_else(|| "-".to_owned(), |(_, f)| f.name.clone())
     }
+}
+
+/// Process `pid`'s start time (/proc/PID/stat field 22): what tells a reused pid.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19)?.parse().ok()
 }
 
 /// The innermost pid of /proc/PID/status's NSpid line.

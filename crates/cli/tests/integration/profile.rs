@@ -399,6 +399,45 @@ fn child_of(parent: u32) -> u32 {
     pid.expect("a child")
 }
 
+/// `taskdiag profile --pidns PID --on-cpu` at 99 Hz for 3 s, by thread: enough samples that
+/// 90% is far from 80% even on a busy machine.
+fn profile_pidns(pid: u32) -> Vec<Line> {
+    profile(&[
+        "--pidns",
+        &pid.to_string(),
+        "--on-cpu",
+        "-F",
+        "99",
+        "-d",
+        "3",
+        "--tid",
+    ])
+}
+
+/// Checks that the burning fixture is its namespace's pid 1, sampled enough, ≥ 80% of its
+/// samples ending in hot_function (symbolized), and that `lines` show only its namespace's
+/// threads (none with `host_pid`).
+fn pid1_burns_in_hot_function(lines: &[Line], host_pid: u32, how: &str) {
+    let label = format!("{COMM}-1/1");
+    let mine: Vec<&Line> = lines.iter().filter(|l| l.thread() == label).collect();
+    let total: u64 = mine.iter().map(|l| l.count).sum();
+    let hot: u64 = mine
+        .iter()
+        .filter(|l| l.user().last() == Some("hot_function"))
+        .map(|l| l.count)
+        .sum();
+    assert!(total >= 30, "{how}: pid 1 sampled {total} times: {lines:?}");
+    assert!(
+        hot * 100 >= total * 80,
+        "{how}: {hot} of {total} in hot_function: {mine:?}"
+    );
+    let host = host_pid.to_string();
+    assert!(
+        lines.iter().all(|l| !l.thread().contains(&host)),
+        "{how}: a host pid shown: {lines:?}"
+    );
+}
+
 #[test]
 fn a_pid_namespace_is_profiled_with_its_own_pids_from_the_host_and_from_inside() {
     // Seed 002: a program in its own pid namespace (a Nix build sandbox).
@@ -407,42 +446,8 @@ fn a_pid_namespace_is_profiled_with_its_own_pids_from_the_host_and_from_inside()
         "burn",
     );
     let host_pid = child_of(sandbox.pid());
-    let check = |lines: &[Line], how: &str| {
-        let label = format!("{COMM}-1/1");
-        let mine: Vec<&Line> = lines.iter().filter(|l| l.thread() == label).collect();
-        let total: u64 = mine.iter().map(|l| l.count).sum();
-        let hot: u64 = mine
-            .iter()
-            .filter(|l| l.user().last() == Some("hot_function"))
-            .map(|l| l.count)
-            .sum();
-        assert!(
-            total >= 30,
-            "{how}: the sandbox's pid 1 sampled {total} times: {lines:?}"
-        );
-        assert!(
-            hot * 100 >= total * 80,
-            "{how}: {hot} of {total} in hot_function"
-        );
-        // Only the sandbox's threads, with the sandbox's pids.
-        let host = host_pid.to_string();
-        assert!(
-            lines.iter().all(|l| !l.thread().contains(&host)),
-            "{how}: a host pid shown: {lines:?}"
-        );
-    };
-    // 99 Hz for 3 s: enough samples that 90% is far from 80% even on a busy machine.
-    let from_host = profile(&[
-        "--pidns",
-        &host_pid.to_string(),
-        "--on-cpu",
-        "-F",
-        "99",
-        "-d",
-        "3",
-        "--tid",
-    ]);
-    check(&from_host, "--pidns from the host");
+    let from_host = profile_pidns(host_pid);
+    pid1_burns_in_hot_function(&from_host, host_pid, "--pidns from the host");
     // A shell that entered only the pid namespace: /proc is still the host's.
     let o = Command::new("nsenter")
         .args(["--target", &host_pid.to_string(), "--pid", "--", BIN])
@@ -456,8 +461,9 @@ fn a_pid_namespace_is_profiled_with_its_own_pids_from_the_host_and_from_inside()
         "nsenter --pid taskdiag profile: {}",
         stderr(&o)
     );
-    check(
+    pid1_burns_in_hot_function(
         &folded(&stdout(&o)),
+        host_pid,
         "-a inside the namespace with the host's /proc",
     );
 }
@@ -493,29 +499,12 @@ fn a_container_two_namespaces_deep_with_its_own_root_is_symbolized() {
     );
     proc.expect_line("ready");
     let host_pid = child_of(child_of(proc.pid()));
-    let lines = profile(&[
-        "--pidns",
-        &host_pid.to_string(),
-        "--on-cpu",
-        "-F",
-        "99",
-        "-d",
-        "3",
-        "--tid",
-    ]);
-    let label = format!("{COMM}-1/1");
-    assert!(lines.iter().all(|l| l.thread() == label), "{lines:?}");
-    let total: u64 = lines.iter().map(|l| l.count).sum();
-    let hot: u64 = lines
-        .iter()
-        .filter(|l| l.user().last() == Some("hot_function"))
-        .map(|l| l.count)
-        .sum();
-    assert!(total >= 30, "sampled {total} times: {lines:?}");
+    let lines = profile_pidns(host_pid);
     assert!(
-        hot * 100 >= total * 80,
-        "{hot} of {total} in hot_function: {lines:?}"
+        lines.iter().all(|l| l.thread() == format!("{COMM}-1/1")),
+        "{lines:?}"
     );
+    pid1_burns_in_hot_function(&lines, host_pid, "its own root");
 }
 
 /// perf's samples of process `pid` by innermost function, from `perf script`.

@@ -8,6 +8,8 @@
  *             and nanosleep; the main thread waits in pause()
  *   urandom   reads /dev/urandom in a loop (CPU time in the kernel's random generator)
  *   merge     a large region of identical pages offered to KSM (keeps ksmd busy)
+ *   jit       spins in code it wrote into anonymous memory, named `jitted_loop` in the perf
+ *             map a JIT writes (/tmp/perf-PID.map, PID as its own pid namespace numbers it)
  * Prints "ready" once its threads are in place, then runs until killed.
  */
 #define _GNU_SOURCE
@@ -130,6 +132,29 @@ static void merge(void)
 	}
 }
 
+static void jit(void)
+{
+	unsigned char *code = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char path[64];
+	FILE *f;
+
+	if (code == MAP_FAILED) {
+		perror("jit");
+		exit(1);
+	}
+	code[0] = 0xeb; /* jmp . */
+	code[1] = 0xfe;
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+	f = fopen(path, "w");
+	if (!f || fprintf(f, "%lx 2 jitted_loop\n", (unsigned long)code) < 0 || fclose(f)) {
+		perror(path);
+		exit(1);
+	}
+	ready();
+	((void (*)(void))code)();
+}
+
 static void *shares(void *arg)
 {
 	(void)arg;
@@ -152,6 +177,8 @@ int main(int argc, char **argv)
 		urandom();
 	if (!strcmp(mode, "merge"))
 		merge();
+	if (!strcmp(mode, "jit"))
+		jit();
 	if (!strcmp(mode, "shares")) {
 		pthread_t t;
 

@@ -29,7 +29,7 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define MAX_PIDNS_LEVEL 32
-#define TD_EEXIST 17
+#define TD_E2BIG 7
 #define BPF_F_USER_STACK (1ULL << 8)
 
 /* Set by user space before the load. */
@@ -241,11 +241,13 @@ static __always_inline __u64 put_stack(struct prof_stack *s, __u32 proc_tgid, bo
 	err = bpf_map_update_elem(&stacks, &id, s, BPF_NOEXIST);
 	if (err == 0 && user)
 		bpf_map_update_elem(&fresh, &id, &proc_tgid, BPF_ANY);
-	if (err && err != -TD_EEXIST) {
+	if (err == -TD_E2BIG) {
 		/* The stack map is full: the sample is kept, without this stack. */
 		__sync_fetch_and_add(&n_stacks_lost, 1);
 		return 0;
 	}
+	/* Stored now or before (-EEXIST); another error (a busy bucket) leaves the stack to the
+	 * next sample of it. */
 	return id;
 }
 

@@ -317,47 +317,55 @@ fn every_threads_samples_add_up_to_its_wall_clock_time_on_and_off_cpu() {
     );
 }
 
+/// Whether process `pid` holds a perf event (`taskdiag profile` has started sampling).
+fn samples(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| {
+        d.flatten().any(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().contains("perf_event"))
+        })
+    })
+}
+
 #[test]
 fn a_process_that_exits_during_the_profile_keeps_its_names() {
     // Its stacks are symbolized when first seen, while it lives: after it is gone, its frames
-    // still have their names.
+    // still have their names. The profile runs until SIGINT (Ctrl-C), then writes.
     let p = fixture(&[], "burn");
     let pid = p.pid();
     let run = Command::new(BIN)
-        .args([
-            "profile",
-            "-a",
-            "--on-cpu",
-            "-F",
-            "99",
-            "-d",
-            "3",
-            "--per-pid",
-            "-q",
-        ])
+        .args(["profile", "-a", "--on-cpu", "-F", "99", "--per-pid", "-q"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("taskdiag profile");
+    let profiler = run.id();
+    taskdiag_test_support::process::wait_for("the profiler to sample", || samples(profiler));
     std::thread::sleep(std::time::Duration::from_secs(1));
     drop(p);
     assert!(
         taskdiag_test_support::process::wait_pid_exit(pid, std::time::Duration::from_secs(5)),
         "the fixture did not exit"
     );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    taskdiag_test_support::process::signal(profiler, libc::SIGINT);
     let o = run.wait_with_output().expect("taskdiag profile");
     assert!(o.status.success(), "{}", stderr(&o));
     let lines = folded(&stdout(&o));
     let label = format!("{COMM}-{pid}");
     let mine: Vec<&Line> = lines.iter().filter(|l| l.thread() == label).collect();
+    let total: u64 = mine.iter().map(|l| l.count).sum();
     let hot: u64 = mine
         .iter()
         .filter(|l| l.user().last() == Some("hot_function"))
         .map(|l| l.count)
         .sum();
     assert!(
-        hot >= 20,
-        "{hot} samples in hot_function for the exited {pid}: {mine:?}"
+        total >= 20,
+        "{total} samples of the exited {pid}: {lines:?}"
+    );
+    assert!(
+        hot * 100 >= total * 80,
+        "{hot} of {total} in hot_function for the exited {pid}: {mine:?}"
     );
 }
 

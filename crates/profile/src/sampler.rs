@@ -308,13 +308,16 @@ impl Sampler {
         self.drain_fresh()
     }
 
-    /// The new user stacks, removed from the `fresh` map.
+    /// The new user stacks, removed from the `fresh` map. A look-up and a delete (not
+    /// lookup-and-delete, which hash maps have only from 5.14); the programs write the same
+    /// value for the same id, so one written between the two is not lost.
     fn drain_fresh(&self) -> Vec<(u64, u32)> {
         let map = &self.skel.maps.fresh;
         let keys: Vec<Vec<u8>> = map.keys().collect();
         let mut out = Vec::with_capacity(keys.len());
         for k in keys {
-            if let Ok(Some(v)) = map.lookup_and_delete(&k) {
+            if let Ok(Some(v)) = map.lookup(&k, MapFlags::ANY) {
+                let _ = map.delete(&k);
                 if let (Ok(k), Ok(v)) = (<[u8; 8]>::try_from(&k[..]), <[u8; 4]>::try_from(&v[..])) {
                     out.push((u64::from_ne_bytes(k), u32::from_ne_bytes(v)));
                 }

@@ -2,10 +2,10 @@
 //!
 //! [`Sampler::start`] loads `profile.bpf.c` for a [`Scope`], opens one cpu-clock perf event per
 //! online CPU at the rate (on-CPU samples, counted by the kernel from then on) and attaches the
-//! off-CPU iterator. [`Sampler::tick`] is called once per period: it walks the tasks once (the
-//! off-CPU samples) and returns the user stacks seen for the first time since the last tick,
-//! for symbolizing while their processes live. [`Sampler::counts`] and [`Sampler::stack`]
-//! read the result.
+//! off-CPU iterator. [`Sampler::walk`] walks the tasks once (each thread off CPU counted for
+//! its time off CPU since the walk before); [`Sampler::fresh`] returns the user stacks seen for
+//! the first time since it was last called, for symbolizing while their processes live.
+//! [`Sampler::counts`] and [`Sampler::stack`] read the result.
 
 use std::collections::HashMap;
 use std::io::{self, Read};
@@ -155,8 +155,8 @@ fn online_cpus() -> Result<Vec<u32>, ProfileError> {
 }
 
 impl Sampler {
-    /// Loads the programs for `opts` and starts sampling on CPU (if asked); off-CPU samples are
-    /// taken by [`Sampler::tick`].
+    /// Loads the programs for `opts` and starts sampling on CPU (if asked); off-CPU time is
+    /// counted by [`Sampler::walk`].
     pub fn start(opts: &Options) -> Result<Self, ProfileError> {
         // A sleepable iterator with user stacks first; without it (before 5.18, or a verifier
         // that refuses it), kernel stacks only.

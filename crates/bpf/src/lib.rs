@@ -63,7 +63,7 @@ mod read;
 mod rss;
 mod track;
 
-pub use load::TaskFlavour;
+pub use load::{quiet_libbpf, TaskFlavour};
 pub use probe::{kernel_btf_present, may_load_bpf};
 pub use progs::IterLink;
 pub use rss::RssSample;

@@ -523,7 +523,7 @@ impl TaskIter {
 /// reach callers as [`BpfError`]s; libbpf's lines ("failed to load BPF skeleton ...") would
 /// otherwise reach the terminal of every unprivileged user whose `auto` backend falls back to
 /// /proc.
-pub(crate) fn quiet_libbpf() {
+pub fn quiet_libbpf() {
     fn print(level: libbpf_rs::PrintLevel, msg: String) {
         if std::env::var_os("TASKDIAG_DEBUG").is_some() {
             eprint!("{msg}");

@@ -158,6 +158,8 @@ impl Sampler {
     /// Loads the programs for `opts` and starts sampling on CPU (if asked); off-CPU time is
     /// counted by [`Sampler::walk`].
     pub fn start(opts: &Options) -> Result<Self, ProfileError> {
+        // libbpf's messages (a first load the kernel refuses) only with TASKDIAG_DEBUG.
+        taskdiag_bpf::quiet_libbpf();
         // A sleepable iterator with user stacks first; without it (before 5.18, or a verifier
         // that refuses it), kernel stacks only.
         let (mut skel, user) = match Self::load(opts, true) {

@@ -333,7 +333,16 @@ fn a_process_that_exits_during_the_profile_keeps_its_names() {
     let p = fixture(&[], "burn");
     let pid = p.pid();
     let run = Command::new(BIN)
-        .args(["profile", "-a", "--on-cpu", "-F", "99", "--per-pid", "-q"])
+        .args([
+            "profile",
+            "-p",
+            &pid.to_string(),
+            "--on-cpu",
+            "-F",
+            "99",
+            "--per-pid",
+            "-q",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

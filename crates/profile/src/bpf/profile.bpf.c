@@ -364,8 +364,24 @@ static __always_inline int off_cpu(struct bpf_iter__task *ctx, bool user)
 
 	/* Plain loads of the iterator's (trusted) task first: most threads slept since the last
 	 * walk and are counted again under their previous key from these alone. */
-	if (!task || task->on_cpu || task->exit_state)
+	if (!task || task->exit_state)
 		return 0;
+	if (task->on_cpu) {
+		/* perf_event counts it. A thread on a CPU when first walked gets a baseline (when,
+		 * and its CPU time then): its time off CPU is counted from there, not from the
+		 * profile's beginning. */
+		tid = task->pid;
+		if (!bpf_map_lookup_elem(&seen, &tid) &&
+		    (sc = bpf_map_lookup_elem(&off_scratch, &zero))) {
+			__builtin_memset(&sc->seen, 0, sizeof(sc->seen));
+			sc->seen.h.start = task->start_boottime;
+			sc->seen.h.walked = bpf_ktime_get_boot_ns();
+			sc->seen.h.runtime = task->se.sum_exec_runtime;
+			sc->seen.h.state = TD_PROF_RUNNING;
+			bpf_map_update_elem(&seen, &tid, &sc->seen, BPF_NOEXIST);
+		}
+		return 0;
+	}
 	st = state_index(task);
 	state = st == 0 ? TD_PROF_RUNNABLE : TD_PROF_STATE_INDEX + st;
 	switches = task->nvcsw + task->nivcsw;

@@ -543,15 +543,9 @@ fn a_pid_namespace_is_profiled_with_its_own_pids_from_the_host_and_from_inside()
     );
 }
 
-#[test]
-fn a_container_two_namespaces_deep_with_its_own_root_is_symbolized() {
-    // A static fixture alone on a tmpfs mounted in a mount namespace of its own, which becomes
-    // its root, two pid namespaces down: the host cannot reach its binary by any path (the
-    // tmpfs is in no mount tree the host sees), only through /proc/PID/map_files.
-    let dir = TempDir::new("profile-root");
-    let exe = build_fixture_at(&dir.join("profile_fixture"), &["-static"]);
-    let root = dir.join("root");
-    std::fs::create_dir(&root).expect("the container's root");
+/// `sh -c SCRIPT sh ARGS...` in a mount namespace (private) and a pid namespace of its own,
+/// ready when a fixture it starts says so.
+fn in_own_mount_and_pid_namespaces(script: &str, args: &[&Path]) -> Spawned {
     let mut proc = Spawned::spawn(
         Command::new("unshare")
             .args([
@@ -562,17 +556,28 @@ fn a_container_two_namespaces_deep_with_its_own_root_is_symbolized() {
                 "--fork",
                 "--kill-child",
             ])
-            .args(["sh", "-c"])
-            .arg(
-                "mount -t tmpfs tmpfs \"$1\" && cp \"$2\" \"$1/\" && \
-                 exec unshare --pid --fork --kill-child --root=\"$1\" /profile_fixture burn",
-            )
-            .arg("sh")
-            .arg(&root)
-            .arg(&exe)
+            .args(["sh", "-c", script, "sh"])
+            .args(args)
             .stdout(Stdio::piped()),
     );
     proc.expect_line("ready");
+    proc
+}
+
+#[test]
+fn a_container_two_namespaces_deep_with_its_own_root_is_symbolized() {
+    // A static fixture alone on a tmpfs mounted in a mount namespace of its own, which becomes
+    // its root, two pid namespaces down: the host cannot reach its binary by any path (the
+    // tmpfs is in no mount tree the host sees), only through /proc/PID/map_files.
+    let dir = TempDir::new("profile-root");
+    let exe = build_fixture_at(&dir.join("profile_fixture"), &["-static"]);
+    let root = dir.join("root");
+    std::fs::create_dir(&root).expect("the container's root");
+    let proc = in_own_mount_and_pid_namespaces(
+        "mount -t tmpfs tmpfs \"$1\" && cp \"$2\" \"$1/\" && \
+         exec unshare --pid --fork --kill-child --root=\"$1\" /profile_fixture burn",
+        &[&root, &exe],
+    );
     let host_pid = child_of(child_of(proc.pid()));
     let lines = profile_pidns(host_pid);
     assert!(
@@ -589,23 +594,10 @@ fn a_jit_in_a_container_is_named_from_the_perf_map_it_wrote_inside() {
     // map is read through /proc/PID/root with the inner pid.
     let dir = TempDir::new("profile-jit");
     let exe = build_fixture(&dir);
-    let mut proc = Spawned::spawn(
-        Command::new("unshare")
-            .args([
-                "--mount",
-                "--propagation",
-                "private",
-                "--pid",
-                "--fork",
-                "--kill-child",
-            ])
-            .args(["sh", "-c"])
-            .arg("exec 3<\"$1\" && mount -t tmpfs tmpfs /tmp && exec /proc/self/fd/3 jit")
-            .arg("sh")
-            .arg(&exe)
-            .stdout(Stdio::piped()),
+    let proc = in_own_mount_and_pid_namespaces(
+        "exec 3<\"$1\" && mount -t tmpfs tmpfs /tmp && exec /proc/self/fd/3 jit",
+        &[&exe],
     );
-    proc.expect_line("ready");
     let host_pid = child_of(proc.pid());
     assert!(!Path::new(&format!("/tmp/perf-{host_pid}.map")).exists());
     let lines = profile_pidns(host_pid);

@@ -50,9 +50,10 @@ fn caller_ns_inum() -> Result<u32, ProfileError> {
 /// Every thread of the caller's pid namespace, shown with its pids (the whole system for a
 /// caller in the initial namespace).
 pub fn caller() -> Result<Scope, ProfileError> {
+    let own = caller_ns_inum()?;
     Ok(Scope {
-        ns_inum: caller_ns_inum()?,
-        caller_ns_inum: caller_ns_inum()?,
+        ns_inum: own,
+        caller_ns_inum: own,
         proc_up: proc_levels_up()?,
         self_proc_pid: self_proc_pid(),
         ..Default::default()

@@ -128,6 +128,19 @@ fn folded(text: &str) -> Vec<Line> {
         .collect()
 }
 
+/// The samples of `lines` whose innermost user frame is `leaf`, and all their samples.
+fn leaf_share<'a>(lines: impl IntoIterator<Item = &'a Line>, leaf: &str) -> (u64, u64) {
+    lines.into_iter().fold((0, 0), |(hit, total), l| {
+        let hit = hit
+            + if l.user().last() == Some(leaf) {
+                l.count
+            } else {
+                0
+            };
+        (hit, total + l.count)
+    })
+}
+
 /// `taskdiag profile ARGS -f folded`, which must succeed.
 fn profile(args: &[&str]) -> Vec<Line> {
     let o = run(&[&["profile", "-f", "folded"], args].concat());
@@ -363,12 +376,7 @@ fn a_process_that_exits_during_the_profile_keeps_its_names() {
     let lines = folded(&stdout(&o));
     let label = format!("{COMM}-{pid}");
     let mine: Vec<&Line> = lines.iter().filter(|l| l.thread() == label).collect();
-    let total: u64 = mine.iter().map(|l| l.count).sum();
-    let hot: u64 = mine
-        .iter()
-        .filter(|l| l.user().last() == Some("hot_function"))
-        .map(|l| l.count)
-        .sum();
+    let (hot, total) = leaf_share(mine.iter().copied(), "hot_function");
     assert!(
         total >= 20,
         "{total} samples of the exited {pid}: {lines:?}"
@@ -496,12 +504,7 @@ fn profile_pidns(pid: u32) -> Vec<Line> {
 fn pid1_burns_in_hot_function(lines: &[Line], host_pid: u32, how: &str) {
     let label = format!("{COMM}-1/1");
     let mine: Vec<&Line> = lines.iter().filter(|l| l.thread() == label).collect();
-    let total: u64 = mine.iter().map(|l| l.count).sum();
-    let hot: u64 = mine
-        .iter()
-        .filter(|l| l.user().last() == Some("hot_function"))
-        .map(|l| l.count)
-        .sum();
+    let (hot, total) = leaf_share(mine.iter().copied(), "hot_function");
     assert!(total >= 30, "{how}: pid 1 sampled {total} times: {lines:?}");
     assert!(
         hot * 100 >= total * 80,
@@ -602,12 +605,7 @@ fn a_jit_in_a_container_is_named_from_the_perf_map_it_wrote_inside() {
     let host_pid = child_of(proc.pid());
     assert!(!Path::new(&format!("/tmp/perf-{host_pid}.map")).exists());
     let lines = profile_pidns(host_pid);
-    let total: u64 = lines.iter().map(|l| l.count).sum();
-    let jitted: u64 = lines
-        .iter()
-        .filter(|l| l.user().last() == Some("jitted_loop"))
-        .map(|l| l.count)
-        .sum();
+    let (jitted, total) = leaf_share(&lines, "jitted_loop");
     assert!(total >= 30, "sampled {total} times: {lines:?}");
     assert!(
         jitted * 100 >= total * 80,

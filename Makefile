@@ -3,7 +3,7 @@
 #   make test  set up, build, and run every test
 CARGO ?= cargo
 
-.PHONY: setup build run test procps-suite test-kernels test-kernels-ci bench fuzz clean
+.PHONY: setup build python python-install run test procps-suite test-kernels test-kernels-ci bench fuzz clean
 
 setup:
 	@scripts/setup
@@ -11,7 +11,15 @@ setup:
 build: setup
 	$(CARGO) build --release --workspace
 
-run: build
+# The Python package (crates/python): its wheel, installed into target/python
+# (scripts/python; `make python-install` installs it into the python3 on PATH).
+python: setup
+	scripts/python build
+
+python-install: setup
+	scripts/python install
+
+run: build python
 	./target/release/taskdiag dump --groups base,cred --summary
 
 # The task_diag article's table on this machine (root; ~7 min, ~4 GiB): docs/BENCHMARKS.md.
@@ -23,6 +31,7 @@ test:
 	@scripts/setup --test
 	$(CARGO) test --workspace --release --no-fail-fast
 	$(CARGO) build --release --workspace
+	scripts/python test
 	./target/release/taskdiag-bench --quick
 	scripts/procps-suite
 

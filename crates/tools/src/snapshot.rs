@@ -153,7 +153,11 @@ pub struct Source {
 impl Source {
     /// Opens the backend named by `TASKDIAG_BACKEND`, prepared for `groups`.
     pub fn open(groups: u64) -> Result<Source, Error> {
-        let kind = backend_from_env()?;
+        Source::open_kind(backend_from_env()?, groups)
+    }
+
+    /// Opens the backend `kind`, prepared for `groups`.
+    pub fn open_kind(kind: BackendKind, groups: u64) -> Result<Source, Error> {
         let dumper =
             Dumper::open_for(kind, groups | Group::Base.flag()).map_err(|source| Error::Open {
                 backend: kind.name(),

@@ -1,0 +1,794 @@
+"""A psutil-compatible layer over taskdiag: ``import taskdiag.psutil as psutil``.
+
+``process_iter(attrs)`` reads every process in one taskdiag request instead of a few files per
+process; ``Process(pid)`` methods read their process in one request each. Names, units, named
+tuples, status strings, ``ad_value`` and the exceptions are psutil's (Linux, psutil 7). The
+exceptions are subclasses of psutil's own when psutil is importable, so existing ``except
+psutil.NoSuchProcess`` clauses still catch them.
+
+What no taskdiag group carries yet (``open_files``, ``net_connections``, ``ionice``,
+``memory_full_info``, ``memory_maps``, ``rlimit``...) raises NotImplementedError naming it,
+rather than answering from somewhere else.
+"""
+
+import collections
+import contextlib
+import os
+import select
+import signal as _signal
+import time
+
+from . import _taskdiag
+
+try:
+    import psutil as _psutil
+except ImportError:  # pragma: no cover - exercised where psutil is not installed
+    _psutil = None
+
+__all__ = [
+    "AccessDenied",
+    "Error",
+    "NoSuchProcess",
+    "Process",
+    "TimeoutExpired",
+    "ZombieProcess",
+    "pid_exists",
+    "pids",
+    "process_iter",
+    "wait_procs",
+    "STATUS_RUNNING",
+    "STATUS_SLEEPING",
+    "STATUS_DISK_SLEEP",
+    "STATUS_STOPPED",
+    "STATUS_TRACING_STOP",
+    "STATUS_ZOMBIE",
+    "STATUS_DEAD",
+    "STATUS_WAKE_KILL",
+    "STATUS_WAKING",
+    "STATUS_IDLE",
+    "STATUS_PARKED",
+]
+
+STATUS_RUNNING = "running"
+STATUS_SLEEPING = "sleeping"
+STATUS_DISK_SLEEP = "disk-sleep"
+STATUS_STOPPED = "stopped"
+STATUS_TRACING_STOP = "tracing-stop"
+STATUS_ZOMBIE = "zombie"
+STATUS_DEAD = "dead"
+STATUS_WAKE_KILL = "wake-kill"
+STATUS_WAKING = "waking"
+STATUS_IDLE = "idle"
+STATUS_PARKED = "parked"
+
+# The backend every call uses ("auto": as the command-line tools choose).
+BACKEND = os.environ.get("TASKDIAG_BACKEND") or "auto"
+
+# --- exceptions ------------------------------------------------------------------------
+
+
+def _describe(pid, name, extra=None):
+    info = collections.OrderedDict()
+    if pid is not None:
+        info["pid"] = pid
+    if name:
+        info["name"] = repr(name)
+    if extra:
+        info.update(extra)
+    return ", ".join(f"{k}={v}" for k, v in info.items())
+
+
+if _psutil is not None:
+
+    class Error(_psutil.Error):
+        """Base exception class (a psutil.Error)."""
+
+    class NoSuchProcess(Error, _psutil.NoSuchProcess):
+        """The process no longer exists (or its pid now belongs to another process)."""
+
+    class ZombieProcess(NoSuchProcess, _psutil.ZombieProcess):
+        """The process is a zombie: it exited and waits for its parent."""
+
+    class AccessDenied(Error, _psutil.AccessDenied):
+        """/proc refuses this caller what was asked."""
+
+    class TimeoutExpired(Error, _psutil.TimeoutExpired):
+        """wait() timed out."""
+
+else:
+
+    class Error(Exception):
+        """Base exception class."""
+
+        def __str__(self):
+            details = _describe(self.pid, self.name, getattr(self, "_extra", None))
+            msg = self.msg or ""
+            return f"{msg} ({details})" if details else msg
+
+    class NoSuchProcess(Error):
+        """The process no longer exists (or its pid now belongs to another process)."""
+
+        def __init__(self, pid, name=None, msg=None):
+            Error.__init__(self)
+            self.pid, self.name = pid, name
+            self.msg = msg or "process no longer exists"
+
+        def __reduce__(self):
+            return (self.__class__, (self.pid, self.name, self.msg))
+
+    class ZombieProcess(NoSuchProcess):
+        """The process is a zombie: it exited and waits for its parent."""
+
+        def __init__(self, pid, name=None, ppid=None, msg=None):
+            NoSuchProcess.__init__(self, pid, name, msg or "PID still exists but it's a zombie")
+            self.ppid = ppid
+            self._extra = {"ppid": ppid} if ppid is not None else None
+
+        def __reduce__(self):
+            return (self.__class__, (self.pid, self.name, self.ppid, self.msg))
+
+    class AccessDenied(Error):
+        """/proc refuses this caller what was asked."""
+
+        def __init__(self, pid=None, name=None, msg=None):
+            Error.__init__(self)
+            self.pid, self.name, self.msg = pid, name, msg or ""
+
+        def __reduce__(self):
+            return (self.__class__, (self.pid, self.name, self.msg))
+
+    class TimeoutExpired(Error):
+        """wait() timed out."""
+
+        def __init__(self, seconds, pid=None, name=None):
+            Error.__init__(self)
+            self.seconds, self.pid, self.name = seconds, pid, name
+            self.msg = f"timeout after {seconds} seconds"
+
+        def __reduce__(self):
+            return (self.__class__, (self.seconds, self.pid, self.name))
+
+
+# --- named tuples (psutil's, Linux) ----------------------------------------------------
+
+_nt = collections.namedtuple
+pcputimes = _nt("pcputimes", ("user", "system", "children_user", "children_system", "iowait"))
+pmem = _nt("pmem", ("rss", "vms", "shared", "text", "lib", "data", "dirty"))
+puids = _nt("puids", ("real", "effective", "saved"))
+pgids = _nt("pgids", ("real", "effective", "saved"))
+pio = _nt(
+    "pio",
+    ("read_count", "write_count", "read_bytes", "write_bytes", "read_chars", "write_chars"),
+)
+pctxsw = _nt("pctxsw", ("voluntary", "involuntary"))
+pthread = _nt("pthread", ("id", "user_time", "system_time"))
+
+
+def _environ(entries):
+    return dict(e.split("=", 1) for e in entries)
+
+
+# How an attribute's columns become its value: a named tuple of them, or a conversion.
+_MAKE = {
+    "cpu_times": pcputimes,
+    "memory_info": pmem,
+    "uids": puids,
+    "gids": pgids,
+    "io_counters": pio,
+    "num_ctx_switches": pctxsw,
+    "environ": _environ,
+}
+
+# psutil's Process attributes (as_dict's names), and which of them taskdiag computes
+# rather than reads.
+_PSUTIL_ATTRS = frozenset(
+    [
+        "cmdline", "cpu_affinity", "cpu_num", "cpu_percent", "cpu_times", "create_time", "cwd",
+        "environ", "exe", "gids", "io_counters", "ionice", "memory_full_info", "memory_info",
+        "memory_maps", "memory_percent", "name", "net_connections", "nice", "num_ctx_switches",
+        "num_fds", "num_threads", "open_files", "pid", "ppid", "status", "terminal", "threads",
+        "uids", "username",
+    ]
+)
+_COLUMNS = _taskdiag.attributes()
+_GROUPS = _taskdiag.attribute_groups()
+_COMPUTED = frozenset(["cpu_percent", "threads"])
+_MISSING = frozenset(
+    a for a in _PSUTIL_ATTRS if a not in _COLUMNS and a not in _COMPUTED
+)
+
+
+def _not_carried(attr):
+    return NotImplementedError(
+        f"taskdiag.psutil: {attr}() is not available: no taskdiag group carries it yet"
+        " (use psutil itself for it)"
+    )
+
+
+def _check_attrs(attrs):
+    """psutil's attribute names, validated: ValueError for unknown ones, NotImplementedError
+    for what taskdiag cannot answer."""
+    if attrs is None or (not attrs and isinstance(attrs, (list, tuple, set, frozenset))):
+        return sorted(_PSUTIL_ATTRS - _MISSING)
+    if not isinstance(attrs, (list, tuple, set, frozenset)):
+        raise TypeError(f"invalid attrs type {type(attrs)}")
+    attrs = list(attrs)
+    bad = [a for a in attrs if a not in _PSUTIL_ATTRS]
+    if bad:
+        raise ValueError(
+            f"invalid attr name{'s' if len(bad) > 1 else ''} "
+            f"{', '.join(map(repr, bad))}; valid are: {', '.join(sorted(_PSUTIL_ATTRS))}"
+        )
+    for a in attrs:
+        if a in _MISSING:
+            raise _not_carried(a)
+    return attrs
+
+
+# The value a null cell takes in a single-process call: raised as AccessDenied or
+# ZombieProcess (terminal's null is None).
+_NULL = object()
+
+
+def _plan(attrs):
+    """What _psutil_rows makes of ``attrs``: each with its columns, and whether its null is
+    None (terminal: no terminal) rather than a refusal."""
+    return [(a, _COLUMNS[a], a == "terminal") for a in attrs if a in _COLUMNS]
+
+
+def _guess_exe(cmdline):
+    """psutil's guess of a program from its command line: the first argument, if it is an
+    absolute path to an executable file."""
+    if cmdline:
+        exe = cmdline[0]
+        if os.path.isabs(exe) and os.path.isfile(exe) and os.access(exe, os.X_OK):
+            return exe
+    return None
+
+
+def _cpu_count():
+    return os.cpu_count() or 1
+
+
+# --- Process ---------------------------------------------------------------------------
+
+
+class Process:
+    """A process, identified by its pid and creation time (psutil.Process's API).
+
+    Each method reads the process again, in one taskdiag request; a method of a process whose
+    pid now belongs to another one raises NoSuchProcess.
+    """
+
+    def __init__(self, pid=None):
+        if pid is None:
+            pid = os.getpid()
+        if isinstance(pid, bool) or not isinstance(pid, int):
+            raise TypeError(f"pid must be an integer (got {pid!r})")
+        if pid < 0:
+            raise ValueError(f"pid must be a positive integer (got {pid})")
+        self._pid = pid
+        self._ctime = None
+        self._name = None
+        self._ppid = None
+        self._last = None
+        self._oneshot = None
+        row = self._read(["create_time", "name", "ppid"], check=False)
+        self._ctime, self._name, self._ppid = row["create_time"], row["name"], row["ppid"]
+
+    @classmethod
+    def _of(cls, pid, ctime, name=None, ppid=None, info=None):
+        p = object.__new__(cls)
+        p._pid, p._ctime, p._name, p._ppid = pid, ctime, name, ppid
+        p._last = None
+        p._oneshot = None
+        if info is not None:
+            p.info = info
+        return p
+
+    def _read(self, attrs, check=True):
+        """One request for this process: a dict of attribute to value (_NULL where null)."""
+        if self._oneshot is not None and all(a in self._oneshot for a in attrs):
+            return self._oneshot
+        want = list(attrs) + ["create_time", "status", "name", "ppid", "refused_groups"]
+        t = _taskdiag.snapshot(sorted(set(want)), False, [self._pid], BACKEND)
+        rows = t._psutil_rows(_plan(dict.fromkeys(want)), _NULL, _MAKE)
+        if not rows:
+            raise NoSuchProcess(self._pid, self._name, "process PID not found")
+        row = rows[0]
+        if check and self._ctime is not None and row["create_time"] != self._ctime:
+            raise NoSuchProcess(
+                self._pid, self._name, "process no longer exists (its PID was reused)"
+            )
+        return row
+
+    def _refusal(self, row, attr):
+        """The exception psutil raises where ``attr`` is null in ``row``: AccessDenied where
+        /proc refused the caller, ZombieProcess where a zombie has no such value."""
+        if row["refused_groups"] & _GROUPS[attr] or row["status"] != STATUS_ZOMBIE:
+            return AccessDenied(self._pid, row["name"])
+        return ZombieProcess(self._pid, row["name"], row["ppid"])
+
+    def _get(self, attr):
+        row = self._read([attr])
+        v = row[attr]
+        if v is _NULL:
+            raise self._refusal(row, attr)
+        return v
+
+    def _exe(self, row):
+        """psutil's exe(): the link; where it is refused or empty, the first argument when
+        that is an absolute path to an executable file."""
+        exe = row["exe"]
+        if exe is _NULL or exe == "":
+            refusal = self._refusal(row, "exe") if exe is _NULL else None
+            if isinstance(refusal, ZombieProcess):
+                raise refusal
+            cmdline = row["cmdline"]
+            if cmdline is _NULL:
+                raise self._refusal(row, "cmdline")
+            guess = _guess_exe(cmdline)
+            if guess is not None:
+                return guess
+            if refusal is not None:
+                raise refusal
+        return exe
+
+    # identity
+
+    @property
+    def pid(self):
+        """The process id."""
+        return self._pid
+
+    def __eq__(self, other):
+        if not isinstance(other, Process):
+            return NotImplemented
+        return (self._pid, self._ctime) == (other._pid, other._ctime)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash((self._pid, self._ctime))
+
+    def __str__(self):
+        info = collections.OrderedDict(pid=self._pid)
+        if self._name is not None:
+            info["name"] = self._name
+        if self._ctime is not None:
+            info["started"] = time.strftime(
+                "%H:%M:%S" if time.time() - self._ctime < 86400 else "%Y-%m-%d %H:%M:%S",
+                time.localtime(self._ctime),
+            )
+        body = ", ".join(f"{k}={v!r}" for k, v in info.items())
+        return f"taskdiag.psutil.Process({body})"
+
+    __repr__ = __str__
+
+    @contextlib.contextmanager
+    def oneshot(self):
+        """Read every attribute once, in one request, and answer the methods called inside
+        the block from that read."""
+        if self._oneshot is not None:
+            yield
+            return
+        self._oneshot = self._read(sorted(_COLUMNS))
+        try:
+            yield
+        finally:
+            self._oneshot = None
+
+    def as_dict(self, attrs=None, ad_value=None):
+        """The attributes ``attrs`` (all for None) as a dict, ``ad_value`` for those /proc
+        refuses (AccessDenied) or a zombie has not (ZombieProcess)."""
+        names = _check_attrs(attrs)
+        row = self._read([a for a in names if a in _COLUMNS] + ["cmdline"] * ("exe" in names))
+        out = {}
+        for a in names:
+            if a == "exe":
+                try:
+                    out[a] = self._exe(row)
+                except (AccessDenied, ZombieProcess):
+                    out[a] = ad_value
+            elif a == "cpu_percent":
+                out[a] = self.cpu_percent()
+            elif a == "threads":
+                try:
+                    out[a] = self.threads()
+                except (AccessDenied, ZombieProcess):
+                    out[a] = ad_value
+            else:
+                v = row[a]
+                out[a] = ad_value if v is _NULL and a != "terminal" else (None if v is _NULL else v)
+        return out
+
+    # attributes read from the process
+
+    def name(self):
+        """The process name (psutil's rule for 15-character names)."""
+        self._name = self._get("name")
+        return self._name
+
+    def exe(self):
+        """The executable's path ("" for a kernel thread)."""
+        return self._exe(self._read(["exe", "cmdline"]))
+
+    def cmdline(self):
+        """The command line, a list of strings."""
+        return self._get("cmdline")
+
+    def environ(self):
+        """The environment, a dict."""
+        return self._get("environ")
+
+    def status(self):
+        """The status, one of the STATUS_* strings."""
+        return self._get("status")
+
+    def create_time(self):
+        """The start time, seconds since the epoch."""
+        return self._ctime
+
+    def ppid(self):
+        """The parent's pid."""
+        self._ppid = self._get("ppid")
+        return self._ppid
+
+    def cwd(self):
+        """The working directory."""
+        return self._get("cwd")
+
+    def uids(self):
+        """The real, effective and saved uids."""
+        return self._get("uids")
+
+    def gids(self):
+        """The real, effective and saved gids."""
+        return self._get("gids")
+
+    def username(self):
+        """The name of the real uid's user."""
+        return self._get("username")
+
+    def terminal(self):
+        """The controlling terminal's path, or None."""
+        v = self._read(["terminal"])["terminal"]
+        return None if v is _NULL else v
+
+    def nice(self, value=None):
+        """The nice value; with ``value``, set it."""
+        if value is None:
+            return self._get("nice")
+        self._check_identity()
+        try:
+            os.setpriority(os.PRIO_PROCESS, self._pid, value)
+        except OSError as err:
+            raise self._translate(err) from err
+        return None
+
+    def num_threads(self):
+        """The number of threads."""
+        return self._get("num_threads")
+
+    def num_fds(self):
+        """The number of open file descriptors."""
+        return self._get("num_fds")
+
+    def num_ctx_switches(self):
+        """Voluntary and involuntary context switches."""
+        return self._get("num_ctx_switches")
+
+    def io_counters(self):
+        """I/O counters."""
+        return self._get("io_counters")
+
+    def cpu_num(self):
+        """The CPU the process last ran on."""
+        return self._get("cpu_num")
+
+    def cpu_affinity(self, cpus=None):
+        """The CPUs the process may run on; with ``cpus``, set them."""
+        if cpus is None:
+            return self._get("cpu_affinity")
+        self._check_identity()
+        try:
+            os.sched_setaffinity(self._pid, list(cpus) or range(_cpu_count()))
+        except OSError as err:
+            raise self._translate(err) from err
+        return None
+
+    def cpu_times(self):
+        """User, system, children's and I/O-wait times, seconds."""
+        return self._get("cpu_times")
+
+    def memory_info(self):
+        """rss, vms, shared, text, lib, data, dirty, bytes."""
+        return self._get("memory_info")
+
+    def memory_percent(self, memtype="rss"):
+        """Resident memory as a percentage of physical memory."""
+        if memtype != "rss":
+            if memtype in pmem._fields:
+                total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+                return getattr(self.memory_info(), memtype) / float(total) * 100
+            raise ValueError(f"invalid memtype {memtype!r}; valid types are {pmem._fields!r}")
+        return self._get("memory_percent")
+
+    def threads(self):
+        """The threads: id, user and system time, seconds."""
+        t = _taskdiag.snapshot(["create_time", "cpu_times"], True, [self._pid], BACKEND)
+        if len(t) == 0:
+            raise NoSuchProcess(self._pid, self._name)
+        out = []
+        for r in t.to_dicts():
+            if r["cpu_times.user"] is None:
+                raise AccessDenied(self._pid, self._name)
+            out.append(pthread(r["pid"], r["cpu_times.user"], r["cpu_times.system"]))
+        # psutil sorts the names of /proc/PID/task: as strings.
+        out.sort(key=lambda t: str(t.id))
+        return out
+
+    def cpu_percent(self, interval=None):
+        """CPU use since the last call (or over ``interval`` seconds), in percent of one CPU
+        (psutil's definition: above 100 for a process running on several CPUs)."""
+        if interval is not None and interval < 0:
+            raise ValueError(f"interval is not positive (got {interval!r})")
+        ncpu = _cpu_count()
+
+        def timer():
+            return time.monotonic() * ncpu
+
+        if interval is not None and interval > 0.0:
+            st1, pt1 = timer(), self.cpu_times()
+            time.sleep(interval)
+        else:
+            st1, pt1 = self._last if self._last else (None, None)
+        st2, pt2 = timer(), self.cpu_times()
+        self._last = (st2, pt2)
+        if st1 is None:
+            return 0.0
+        delta_proc = (pt2.user - pt1.user) + (pt2.system - pt1.system)
+        delta_time = st2 - st1
+        try:
+            overall = (delta_proc / delta_time) * 100
+        except ZeroDivisionError:
+            return 0.0
+        return round(overall * ncpu, 1)
+
+    # family
+
+    def parent(self):
+        """The parent Process, or None (none, or started after this one)."""
+        ppid = self.ppid()
+        if not ppid:
+            return None
+        try:
+            parent = Process(ppid)
+        except NoSuchProcess:
+            return None
+        if parent._ctime is not None and self._ctime is not None and parent._ctime > self._ctime:
+            return None
+        return parent
+
+    def parents(self):
+        """Every ancestor, the parent first."""
+        out, p = [], self.parent()
+        while p is not None:
+            out.append(p)
+            p = p.parent()
+        return out
+
+    def children(self, recursive=False):
+        """The child processes (with ``recursive``, every descendant), as Process objects."""
+        self._check_identity()
+        t = _taskdiag.snapshot(["ppid", "create_time", "name"], False, None, BACKEND)
+        by_parent = collections.defaultdict(list)
+        for pid, ppid, ctime, name in zip(
+            t.column("pid"), t.column("ppid"), t.column("create_time"), t.column("name")
+        ):
+            by_parent[ppid].append((pid, ctime, name, ppid))
+        out, seen = [], set()
+        todo = [(self._pid, self._ctime)]
+        while todo:
+            pid, ctime = todo.pop(0)
+            for cpid, cctime, name, ppid in by_parent.get(pid, ()):
+                # A child started before its parent is a reused pid's, not this one's.
+                if cpid in seen or (ctime is not None and cctime < ctime):
+                    continue
+                seen.add(cpid)
+                out.append(Process._of(cpid, cctime, name, ppid))
+                if recursive:
+                    todo.append((cpid, cctime))
+        return out
+
+    # life
+
+    def is_running(self):
+        """Whether the process still runs (a zombie does): the same pid and creation time."""
+        try:
+            return self._read(["create_time"], check=False)["create_time"] == self._ctime
+        except NoSuchProcess:
+            return False
+
+    def _check_identity(self):
+        if not self.is_running():
+            raise NoSuchProcess(self._pid, self._name)
+
+    def _translate(self, err):
+        if isinstance(err, ProcessLookupError):
+            return NoSuchProcess(self._pid, self._name)
+        if isinstance(err, PermissionError):
+            return AccessDenied(self._pid, self._name)
+        return err
+
+    def _pidfd(self):
+        """A pidfd of this very process: opened, then checked to be the same process (a pid
+        reused in between is refused, never signalled)."""
+        try:
+            fd = os.pidfd_open(self._pid)
+        except OSError as err:
+            raise self._translate(err) from err
+        try:
+            self._check_identity()
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def send_signal(self, sig):
+        """Sends ``sig`` through a pidfd, so a reused pid is never signalled."""
+        fd = self._pidfd()
+        try:
+            _signal.pidfd_send_signal(fd, sig)
+        except OSError as err:
+            raise self._translate(err) from err
+        finally:
+            os.close(fd)
+
+    def suspend(self):
+        """SIGSTOP."""
+        self.send_signal(_signal.SIGSTOP)
+
+    def resume(self):
+        """SIGCONT."""
+        self.send_signal(_signal.SIGCONT)
+
+    def terminate(self):
+        """SIGTERM."""
+        self.send_signal(_signal.SIGTERM)
+
+    def kill(self):
+        """SIGKILL."""
+        self.send_signal(_signal.SIGKILL)
+
+    def wait(self, timeout=None):
+        """Waits for the process to end: its exit code if it is a child of this process (then
+        reaped), else None. TimeoutExpired after ``timeout`` seconds."""
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(f"timeout must be a positive integer or None (got {timeout!r})")
+        try:
+            fd = self._pidfd()
+        except NoSuchProcess:
+            return None
+        try:
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                raise TimeoutExpired(timeout, self._pid, self._name)
+        finally:
+            os.close(fd)
+        try:
+            _, status = os.waitpid(self._pid, 0)
+        except ChildProcessError:
+            return None
+        return os.waitstatus_to_exitcode(status)
+
+    def __getattr__(self, name):
+        if name in _MISSING or name in ("rlimit", "memory_info_ex"):
+            def missing(*args, **kwargs):
+                raise _not_carried(name)
+
+            return missing
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+# --- module functions ------------------------------------------------------------------
+
+_cache = {}
+
+
+def process_iter(attrs=None, ad_value=None):
+    """Every running process, in pid order, read in one taskdiag request.
+
+    With ``attrs``, each Process has an ``info`` dict of those attributes (``ad_value`` where
+    /proc refuses one or the process is a zombie). Process objects are reused across calls
+    while their process lives (``process_iter.cache_clear()`` forgets them).
+    """
+    names = None if attrs is None else _check_attrs(attrs)
+    read = [a for a in (names or ()) if a in _COLUMNS]
+    extra = ["create_time", "name", "ppid"] + ["cmdline", "status"] * ("exe" in read)
+    t = _taskdiag.snapshot(read + extra, False, None, BACKEND)
+    pids = t.column("pid")
+    for gone in _cache.keys() - set(pids):
+        del _cache[gone]
+    rows = t._psutil_rows(_plan(read), ad_value, _MAKE) if names is not None else None
+    if "exe" in read:
+        _fix_exe(t, rows, ad_value)
+    computed = [a for a in (names or ()) if a in _COMPUTED]
+    new, cache = object.__new__, _cache
+    for i, (pid, ctime, name, ppid) in enumerate(
+        zip(pids, t.column("create_time"), t.column("name"), t.column("ppid"))
+    ):
+        p = cache.get(pid)
+        if p is None or p._ctime != ctime:
+            p = new(Process)
+            p._pid, p._ctime, p._last, p._oneshot = pid, ctime, None, None
+            cache[pid] = p
+        p._name, p._ppid = name, ppid
+        if rows is not None:
+            info = rows[i]
+            for a in computed:
+                try:
+                    info[a] = getattr(p, a)()
+                except (AccessDenied, ZombieProcess):
+                    info[a] = ad_value
+                except NoSuchProcess:
+                    info = None
+                    break
+            if info is None:
+                continue
+            p.info = info
+        yield p
+
+
+process_iter.cache_clear = _cache.clear
+
+
+def _fix_exe(t, rows, ad_value):
+    """exe() as psutil answers it where the link is refused or empty (see Process._exe)."""
+    exes = t.column("exe")
+    cmdlines, statuses = None, None
+    for i, exe in enumerate(exes):
+        if exe is None or exe == "":
+            if cmdlines is None:
+                cmdlines, statuses = t.column("cmdline"), t.column("status")
+            if statuses[i] == STATUS_ZOMBIE and exe is None:
+                rows[i]["exe"] = ad_value
+                continue
+            guess = _guess_exe(cmdlines[i])
+            rows[i]["exe"] = guess if guess is not None else (ad_value if exe is None else "")
+
+
+def pids():
+    """Every process id, sorted."""
+    return _taskdiag.snapshot(["pid"], False, None, BACKEND).column("pid")
+
+
+def pid_exists(pid):
+    """Whether a process ``pid`` exists."""
+    if pid < 0:
+        return False
+    if pid == 0:
+        return 0 in pids()
+    return len(_taskdiag.snapshot(["pid"], False, [pid], BACKEND)) > 0
+
+
+def wait_procs(procs, timeout=None, callback=None):
+    """Waits for the Process objects ``procs`` to end, at most ``timeout`` seconds: (gone,
+    alive) lists; each gone one has a ``returncode`` (as psutil's)."""
+    gone, alive = [], list(procs)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while alive:
+        for p in list(alive):
+            try:
+                p.returncode = p.wait(0)
+            except TimeoutExpired:
+                continue
+            alive.remove(p)
+            gone.append(p)
+            if callback is not None:
+                callback(p)
+        if not alive or (deadline is not None and time.monotonic() >= deadline):
+            break
+        time.sleep(0.01)
+    return gone, alive

@@ -1,0 +1,198 @@
+"""taskdiag.psutil against psutil itself, on the hostile fixture: every attribute, in bulk
+(process_iter), through as_dict and called alone, as root (BPF and /proc) and as an
+unprivileged user (taskdiagd and /proc): the same values, and AccessDenied, ZombieProcess and
+None exactly where psutil gives them."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+import taskdiag.psutil as tp
+from conftest import USER, run_script
+
+ROLES = ["space", "parens", "newline", "nonutf8", "long", "bigargv", "title", "threads",
+         "zombie", "other", "fixture"]
+
+
+def check(result, backend):
+    assert result["backend"] == backend, result
+    assert result["checked"] > 0
+    assert result["mismatches"] == [], "\n".join(map(str, result["mismatches"]))
+
+
+@pytest.mark.parametrize("backend", ["bpf", "procfs"])
+def test_root_sees_what_psutil_sees(hostile, backend):
+    pids = [hostile[r] for r in ROLES]
+    check(run_script(None, "parity.py", backend, json.dumps(pids)), backend)
+    check(run_script(None, "parity.py", backend, "all"), backend)
+
+
+@pytest.mark.parametrize("backend", ["daemon", "procfs"])
+def test_a_user_sees_what_psutil_shows_that_user(hostile, daemon, backend):
+    pids = [hostile[r] for r in ROLES]
+    env = {"TASKDIAG_SOCKET": daemon}
+    r = run_script(USER, "parity.py", backend, json.dumps(pids), env=env)
+    check(r, backend)
+    check(run_script(USER, "parity.py", backend, "all", env=env), backend)
+
+
+def test_the_fixture_is_hostile(hostile):
+    """The fixture does what the parity tests rely on (else they would compare little)."""
+    p = psutil.Process
+    assert p(hostile["space"]).name() == "with space"
+    assert p(hostile["newline"]).name() == "new\nline"
+    assert p(hostile["long"]).name() == "taskdiag-fixture-long-name-sleeper"
+    assert len(" ".join(p(hostile["bigargv"]).cmdline())) > 60_000
+    assert p(hostile["title"]).cmdline()[:5] == ["fixture:", "proc", "title", "with", "spaces"]
+    assert p(hostile["zombie"]).status() == psutil.STATUS_ZOMBIE
+    assert p(hostile["threads"]).num_threads() == 4
+    assert p(hostile["other"]).username() == "taskdiag-other"
+
+
+def test_names_and_command_lines_are_psutils(hostile):
+    assert tp.Process(hostile["long"]).name() == "taskdiag-fixture-long-name-sleeper"
+    assert tp.Process(hostile["nonutf8"]).name() == psutil.Process(hostile["nonutf8"]).name()
+    assert tp.Process(hostile["title"]).cmdline() == psutil.Process(hostile["title"]).cmdline()
+    with pytest.raises(tp.ZombieProcess) as e:
+        tp.Process(hostile["zombie"]).cmdline()
+    assert isinstance(e.value, psutil.ZombieProcess)
+    assert e.value.pid == hostile["zombie"] and e.value.ppid == hostile["fixture"]
+
+
+def test_exceptions_are_caught_by_psutils_except_clauses():
+    for ours, theirs in [(tp.NoSuchProcess, psutil.NoSuchProcess),
+                         (tp.ZombieProcess, psutil.NoSuchProcess),
+                         (tp.ZombieProcess, psutil.ZombieProcess),
+                         (tp.AccessDenied, psutil.AccessDenied),
+                         (tp.TimeoutExpired, psutil.TimeoutExpired),
+                         (tp.AccessDenied, psutil.Error)]:
+        assert issubclass(ours, theirs), (ours, theirs)
+    e = tp.ZombieProcess(5, "x", 1)
+    assert (e.pid, e.name, e.ppid) == (5, "x", 1)
+    assert str(e) == str(psutil.ZombieProcess(5, "x", 1))
+    assert str(tp.TimeoutExpired(3, 7, "y")) == str(psutil.TimeoutExpired(3, 7, "y"))
+
+
+def test_a_missing_pid_and_bad_arguments():
+    pid = 4_000_000  # above any pid_max
+    with pytest.raises(tp.NoSuchProcess) as e:
+        tp.Process(pid)
+    assert e.value.pid == pid
+    with pytest.raises(psutil.NoSuchProcess):
+        tp.Process(pid)
+    with pytest.raises(ValueError):
+        tp.Process(-1)
+    with pytest.raises(TypeError):
+        tp.Process("1")
+    assert not tp.pid_exists(pid)
+    assert tp.pid_exists(os.getpid())
+    with pytest.raises(ValueError, match="invalid attr name 'nosuch'.*valid are: .*cmdline"):
+        list(tp.process_iter(["name", "nosuch"]))
+    with pytest.raises(ValueError, match="invalid attr name"):
+        tp.Process().as_dict(["nosuch"])
+    with pytest.raises(NotImplementedError, match="open_files"):
+        list(tp.process_iter(["open_files"]))
+    with pytest.raises(NotImplementedError, match="net_connections"):
+        tp.Process().net_connections()
+
+
+def test_process_iter_matches_psutils_listing():
+    ours = [p.pid for p in tp.process_iter()]
+    assert ours == sorted(ours)
+    theirs = set(psutil.pids())
+    # Processes start and end between the two reads: the long-lived ones agree.
+    stable = [p for p in ours if p in theirs]
+    assert len(stable) > 0.9 * len(ours)
+    again = list(tp.process_iter())
+    same = {p.pid: p for p in again}
+    # Process objects are kept across calls while their process lives.
+    first = {p.pid: p for p in tp.process_iter()}
+    assert any(first[pid] is same[pid] for pid in first.keys() & same.keys())
+
+
+def test_family_and_identity(hostile):
+    fixture = tp.Process(hostile["fixture"])
+    kids = {p.pid for p in fixture.children()}
+    theirs = {p.pid for p in psutil.Process(hostile["fixture"]).children()}
+    assert kids == theirs and hostile["zombie"] in kids
+    me = tp.Process()
+    assert me.parent().pid == os.getppid()
+    assert tp.Process(hostile["space"]).parent() == fixture
+    assert tp.Process(hostile["space"]) == tp.Process(hostile["space"])
+    assert hash(fixture) == hash(tp.Process(hostile["fixture"]))
+    assert all(p.pid in {c.pid for c in fixture.children(recursive=True)} for p in fixture.children())
+    assert fixture.is_running()
+    assert tp.Process(hostile["zombie"]).is_running()  # as psutil: a zombie still runs
+
+
+def test_signals_go_by_pidfd_and_a_reused_pid_is_never_signalled():
+    child = subprocess.Popen(["sleep", "1000"])
+    p = tp.Process(child.pid)
+    assert p.is_running()
+    p.terminate()
+    assert p.wait(timeout=10) == -signal.SIGTERM
+    assert not p.is_running()
+    with pytest.raises(tp.NoSuchProcess):
+        p.kill()
+    # A Process whose pid now names another process (its start time differs) refuses.
+    other = subprocess.Popen(["sleep", "1000"])
+    try:
+        stale = tp.Process(other.pid)
+        stale._ctime -= 1000  # as if it were an earlier process of that pid
+        with pytest.raises(tp.NoSuchProcess):
+            stale.kill()
+        assert other.poll() is None
+        with pytest.raises(tp.NoSuchProcess):
+            stale.name()
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_wait_times_out_and_reaps_children():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5); raise SystemExit(3)"])
+    p = tp.Process(child.pid)
+    with pytest.raises(tp.TimeoutExpired) as e:
+        p.wait(timeout=0.01)
+    assert isinstance(e.value, psutil.TimeoutExpired) and e.value.seconds == 0.01
+    assert p.wait(timeout=30) == 3
+    gone, alive = tp.wait_procs([p], timeout=1)
+    assert [g.pid for g in gone] == [child.pid] and alive == []
+
+
+def test_cpu_percent_follows_psutils_definition():
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        p = tp.Process(burner.pid)
+        assert p.cpu_percent() == 0.0  # the first call has nothing to compare with
+        time.sleep(0.5)
+        # One busy thread: about 100% of one CPU (psutil's scale).
+        assert 50 <= p.cpu_percent() <= 110
+        assert 50 <= p.cpu_percent(interval=0.3) <= 110
+    finally:
+        burner.kill()
+        burner.wait()
+
+
+def test_a_process_that_ends_raises_no_such_process():
+    child = subprocess.Popen(["sleep", "1000"])
+    p = tp.Process(child.pid)
+    child.kill()
+    child.wait()
+    for m in (p.name, p.cmdline, p.memory_info, p.status):
+        with pytest.raises(tp.NoSuchProcess):
+            m()
+    assert not tp.pid_exists(child.pid) or tp.Process(child.pid)._ctime != p._ctime
+
+
+def test_oneshot_reads_once(hostile):
+    p = tp.Process(hostile["space"])
+    with p.oneshot():
+        a = (p.name(), p.cpu_times(), p.memory_info(), p.uids())
+    assert a == (p.name(), p.cpu_times(), p.memory_info(), p.uids())

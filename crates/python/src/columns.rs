@@ -564,6 +564,47 @@ fn refused(t: &Task) -> u64 {
     m
 }
 
+/// A task's create_time and status as psutil gives them.
+pub fn identity(m: &Ctx, t: &Task) -> (f64, &'static str) {
+    let b = t.base.as_ref().map(|b| b.rec).unwrap_or_default();
+    (
+        m.secs(b.start_time_ns) + m.boot_time,
+        status_name(taskdiag_proto::state_char(b.state)),
+    )
+}
+
+/// One mapping as psutil's memory_maps() reads it from smaps: the path (`[anon]` for none;
+/// a " (deleted)" the file does not have taken off), and rss, size, pss, shared_clean,
+/// shared_dirty, private_clean, private_dirty, referenced, anonymous, swap in bytes.
+pub fn psutil_map(v: &taskdiag_proto::task::Vma) -> (Vec<u8>, [u64; 10]) {
+    let name = v.name.trim_ascii();
+    let path = if name.is_empty() {
+        b"[anon]".to_vec()
+    } else {
+        match name.strip_suffix(b" (deleted)") {
+            Some(short) if !exists(name) => short.to_vec(),
+            _ => name.to_vec(),
+        }
+    };
+    let s = v.stat.unwrap_or_default();
+    let size = v.rec.end - v.rec.start;
+    (
+        path,
+        [
+            s.rss,
+            size,
+            s.pss,
+            s.shared_clean,
+            s.shared_dirty,
+            s.private_clean,
+            s.private_dirty,
+            s.referenced,
+            s.anonymous,
+            s.swap,
+        ],
+    )
+}
+
 /// Each attribute with the groups its columns come from (BASE left out).
 pub fn attribute_groups() -> Vec<(&'static str, u64)> {
     let mut out: Vec<(&'static str, u64)> = Vec::new();

@@ -78,6 +78,67 @@ fn snapshot(
     ))
 }
 
+/// A mapping as taskdiag.psutil's memory_maps() takes it: address range, permissions, path,
+/// and the counters of [`columns::psutil_map`].
+type MapRow<'py> = (String, String, Bound<'py, PyAny>, [u64; 10]);
+
+/// [`memory_maps`]' answer: create_time, status, refused, the mappings.
+type ProcMaps<'py> = (f64, &'static str, bool, Option<Vec<MapRow<'py>>>);
+
+/// memory_maps(pid, backend) -> tuple | None
+/// --
+///
+/// For taskdiag.psutil: process ``pid``'s mappings with their smaps counters, as
+/// (create_time, status, refused, maps): ``maps`` is None where there are none to read (a
+/// zombie) or /proc refused them (``refused``). None if there is no such process.
+#[pyfunction]
+fn memory_maps<'py>(py: Python<'py>, pid: u32, backend: &str) -> PyResult<Option<ProcMaps<'py>>> {
+    use taskdiag::Group;
+    let kind: BackendKind = backend.parse().map_err(|e: taskdiag::UnknownBackend| {
+        PyValueError::new_err(format!("backend={backend:?}: {e}"))
+    })?;
+    let groups = Group::Base.flag() | Group::Vma.flag() | Group::VmaStat.flag();
+    let found = py
+        .detach(|| -> Result<_, String> {
+            let os = |e: taskdiag_tools::snapshot::Error| e.to_string();
+            let mut src = Source::open_kind(kind, groups).map_err(os)?;
+            let Some(t) = src.one(pid, groups).map_err(os)? else {
+                return Ok(None);
+            };
+            if t.tgid != pid || !columns::whole(&t) {
+                return Ok(None);
+            }
+            let ctx = columns::Ctx::read().map_err(os)?;
+            Ok(Some((ctx, t)))
+        })
+        .map_err(PyOSError::new_err)?;
+    let Some((ctx, t)) = found else {
+        return Ok(None);
+    };
+    let (create_time, status) = columns::identity(&ctx, &t);
+    let refused = t.failed(Group::Vma) || t.failed(Group::VmaStat);
+    let maps = match &t.vmas {
+        _ if refused => None,
+        None if status == "zombie" => None,
+        None => Some(Vec::new()),
+        Some(v) => Some(
+            v.iter()
+                .map(|m| -> PyResult<_> {
+                    let (path, counts) = columns::psutil_map(m);
+                    Ok((
+                        format!("{:08x}-{:08x}", m.rec.start, m.rec.end),
+                        String::from_utf8_lossy(&taskdiag_proto::vma_flags::perms(m.rec.vm_flags))
+                            .into_owned(),
+                        table::text(py, &path)?,
+                        counts,
+                    ))
+                })
+                .collect::<PyResult<Vec<_>>>()?,
+        ),
+    };
+    Ok(Some((create_time, status, refused, maps)))
+}
+
 /// columns() -> list[tuple[str, str, str, str]]
 /// --
 ///
@@ -134,6 +195,7 @@ fn _taskdiag(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(column_list, m)?)?;
     m.add_function(wrap_pyfunction!(attributes, m)?)?;
     m.add_function(wrap_pyfunction!(attribute_groups, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_maps, m)?)?;
     m.add_class::<ProcTable>()?;
     Ok(())
 }

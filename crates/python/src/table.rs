@@ -183,7 +183,7 @@ impl<'a> Col<'a> {
 }
 
 /// Bytes as psutil decodes them: UTF-8, else the filesystem encoding with surrogateescape.
-fn text<'py>(py: Python<'py>, b: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+pub fn text<'py>(py: Python<'py>, b: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     match std::str::from_utf8(b) {
         Ok(s) => Ok(PyString::new(py, s).into_any()),
         Err(_) => {

@@ -196,3 +196,23 @@ def test_oneshot_reads_once(hostile):
     with p.oneshot():
         a = (p.name(), p.cpu_times(), p.memory_info(), p.uids())
     assert a == (p.name(), p.cpu_times(), p.memory_info(), p.uids())
+
+
+def test_memory_maps_are_psutils(hostile):
+    """Every mapping of a sleeping process, with the counters that do not depend on which
+    other processes share its pages (pss and the shared/private split do)."""
+    pid = hostile["long"]
+
+    def fixed(maps):
+        return [(m.path, m.size, m.rss, m.anonymous, m.swap, getattr(m, "addr", None),
+                 getattr(m, "perms", None)) for m in maps]
+
+    for grouped in (True, False):
+        ours = tp.Process(pid).memory_maps(grouped=grouped)
+        theirs = psutil.Process(pid).memory_maps(grouped=grouped)
+        assert len(ours) > 5 and fixed(ours) == fixed(theirs)
+        assert type(ours[0]).__name__ == type(theirs[0]).__name__
+    with pytest.raises(tp.ZombieProcess):
+        tp.Process(hostile["zombie"]).memory_maps()
+    if os.path.exists("/proc/2/stat"):  # kthreadd: no address space
+        assert tp.Process(2).memory_maps() == psutil.Process(2).memory_maps() == []

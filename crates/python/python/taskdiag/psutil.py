@@ -162,6 +162,12 @@ pio = _nt(
 )
 pctxsw = _nt("pctxsw", ("voluntary", "involuntary"))
 pthread = _nt("pthread", ("id", "user_time", "system_time"))
+pmmap_grouped = _nt(
+    "pmmap_grouped",
+    ("path", "rss", "size", "pss", "shared_clean", "shared_dirty", "private_clean",
+     "private_dirty", "referenced", "anonymous", "swap"),
+)
+pmmap_ext = _nt("pmmap_ext", "addr perms " + " ".join(pmmap_grouped._fields))
 
 
 def _environ(entries):
@@ -192,7 +198,7 @@ _PSUTIL_ATTRS = frozenset(
 )
 _COLUMNS = _taskdiag.attributes()
 _GROUPS = _taskdiag.attribute_groups()
-_COMPUTED = frozenset(["cpu_percent", "threads"])
+_COMPUTED = frozenset(["cpu_percent", "threads", "memory_maps"])
 _MISSING = frozenset(
     a for a in _PSUTIL_ATTRS if a not in _COLUMNS and a not in _COMPUTED
 )
@@ -393,9 +399,9 @@ class Process:
                     out[a] = ad_value
             elif a == "cpu_percent":
                 out[a] = self.cpu_percent()
-            elif a == "threads":
+            elif a in ("threads", "memory_maps"):
                 try:
-                    out[a] = self.threads()
+                    out[a] = getattr(self, a)()
                 except (AccessDenied, ZombieProcess):
                     out[a] = ad_value
             else:
@@ -528,6 +534,30 @@ class Process:
         # psutil sorts the names of /proc/PID/task: as strings.
         out.sort(key=lambda t: str(t.id))
         return out
+
+    def memory_maps(self, grouped=True):
+        """The memory mappings with their smaps counters (bytes): one pmmap_grouped per path
+        (``grouped``), else one pmmap_ext per mapping."""
+        # taskdiagd does not serve smaps counters: the caller's own /proc does, as psutil reads it.
+        found = _taskdiag.memory_maps(self._pid, "procfs" if BACKEND == "daemon" else BACKEND)
+        if found is None:
+            raise NoSuchProcess(self._pid, self._name)
+        ctime, status, refused, maps = found
+        if ctime != self._ctime:
+            raise NoSuchProcess(self._pid, self._name, "process no longer exists (its PID was reused)")
+        if maps is None:
+            if refused or status != STATUS_ZOMBIE:
+                raise AccessDenied(self._pid, self._name)
+            raise ZombieProcess(self._pid, self._name, self._ppid)
+        if not grouped:
+            return [pmmap_ext(addr, perms, path, *nums) for addr, perms, path, nums in maps]
+        sums = {}
+        for _, _, path, nums in maps:
+            if path in sums:
+                sums[path] = [a + b for a, b in zip(sums[path], nums)]
+            else:
+                sums[path] = list(nums)
+        return [pmmap_grouped(path, *nums) for path, nums in sums.items()]
 
     def cpu_percent(self, interval=None):
         """CPU use since the last call (or over ``interval`` seconds), in percent of one CPU

@@ -555,9 +555,11 @@ mod tests {
         let lock = lock_dir(&held.join("1")).expect("lock");
         // Another test's pinning runs remove_stale() too, holding every slot's lock of a
         // directory while it looks: then this call skips it (and that one removes it, or skips
-        // it for ours). Either way a free one goes within a few calls.
+        // it for ours). Either way a free one goes within a few calls: tried for up to 30 s,
+        // as under TCG on a loaded host a second of tries was once not enough (5.10).
         let removed = |dir: &Path| {
-            for _ in 0..50 {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while std::time::Instant::now() < deadline {
                 remove_stale(key);
                 if !dir.exists() {
                     return true;

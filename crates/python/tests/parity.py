@@ -27,6 +27,8 @@ def shape(maps):
         return ("value", shape(maps[1]))
     if isinstance(maps, list):
         return [(m.path, m.size) for m in maps]
+    if hasattr(maps, "uss"):
+        return tuple(maps)[:7] + (maps.swap,)
     return maps
 
 
@@ -54,9 +56,9 @@ def main():
     def same(pid, what, ours, theirs):
         nonlocal checked
         checked += 1
-        if "memory_maps" in what:
-            # Pss and the shared counts move whenever another process maps the same pages
-            # (this very script does): the mappings themselves must agree.
+        if "memory_maps" in what or "memory_full_info" in what:
+            # Pss, uss and the shared counts move whenever another process maps the same
+            # pages (this very script does): the mappings themselves must agree.
             ours, theirs = shape(ours), shape(theirs)
         if ours != theirs:
             mismatches.append([pid, what, repr(ours), repr(theirs)])

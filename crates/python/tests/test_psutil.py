@@ -144,7 +144,7 @@ def test_signals_go_by_pidfd_and_a_reused_pid_is_never_signalled():
     other = subprocess.Popen(["sleep", "1000"])
     try:
         stale = tp.Process(other.pid)
-        stale._ctime -= 1000  # as if it were an earlier process of that pid
+        stale._ident = (stale.pid, stale.create_time() - 1000)  # an earlier process of that pid
         with pytest.raises(tp.NoSuchProcess):
             stale.kill()
         assert other.poll() is None

@@ -154,6 +154,7 @@ else:
 _nt = collections.namedtuple
 pcputimes = _nt("pcputimes", ("user", "system", "children_user", "children_system", "iowait"))
 pmem = _nt("pmem", ("rss", "vms", "shared", "text", "lib", "data", "dirty"))
+pfullmem = _nt("pfullmem", pmem._fields + ("uss", "pss", "swap"))
 puids = _nt("puids", ("real", "effective", "saved"))
 pgids = _nt("pgids", ("real", "effective", "saved"))
 pio = _nt(
@@ -198,7 +199,7 @@ _PSUTIL_ATTRS = frozenset(
 )
 _COLUMNS = _taskdiag.attributes()
 _GROUPS = _taskdiag.attribute_groups()
-_COMPUTED = frozenset(["cpu_percent", "threads", "memory_maps"])
+_COMPUTED = frozenset(["cpu_percent", "threads", "memory_maps", "memory_full_info"])
 _MISSING = frozenset(
     a for a in _PSUTIL_ATTRS if a not in _COLUMNS and a not in _COMPUTED
 )
@@ -234,6 +235,9 @@ def _check_attrs(attrs):
 # The value a null cell takes in a single-process call: raised as AccessDenied or
 # ZombieProcess (terminal's null is None).
 _NULL = object()
+_UNSET = object()
+# The largest pid the kernel can have (PID_MAX_LIMIT); larger ones name no process.
+_PID_MAX = 4 * 1024 * 1024
 
 
 def _plan(attrs):
@@ -252,6 +256,19 @@ def _guess_exe(cmdline):
     return None
 
 
+def _negsignal(code):
+    """A negative exit code as psutil gives it: -signal, as its Negsignal enum when
+    psutil is importable."""
+    if _psutil is not None:
+        try:
+            from psutil._psposix import Negsignal
+
+            return Negsignal(code)
+        except (ImportError, ValueError):
+            pass
+    return code
+
+
 def _cpu_count():
     return os.cpu_count() or 1
 
@@ -267,6 +284,10 @@ class Process:
     """
 
     def __init__(self, pid=None):
+        self._init(pid)
+
+    def _init(self, pid, _ignore_nsp=False):
+        """(Re)reads the process's identity (psutil's own test helpers call it to start over)."""
         if pid is None:
             pid = os.getpid()
         if isinstance(pid, bool) or not isinstance(pid, int):
@@ -274,20 +295,31 @@ class Process:
         if pid < 0:
             raise ValueError(f"pid must be a positive integer (got {pid})")
         self._pid = pid
-        self._ctime = None
         self._name = None
         self._ppid = None
         self._last = None
         self._oneshot = None
-        row = self._read(["create_time", "name", "ppid"], check=False)
-        self._ctime, self._name, self._ppid = row["create_time"], row["name"], row["ppid"]
+        self._exitcode = _UNSET
+        if pid > _PID_MAX:
+            raise NoSuchProcess(pid, None, "process PID not found")
+        self._ident = (pid, None)
+        try:
+            row = self._read(["create_time", "name", "ppid"], check=False)
+        except NoSuchProcess:
+            if not _ignore_nsp:
+                raise
+            return
+        self._name, self._ppid = row["name"], row["ppid"]
+        self._ident = (pid, row["create_time"])
 
     @classmethod
     def _of(cls, pid, ctime, name=None, ppid=None, info=None):
         p = object.__new__(cls)
-        p._pid, p._ctime, p._name, p._ppid = pid, ctime, name, ppid
+        p._pid, p._name, p._ppid = pid, name, ppid
+        p._ident = (pid, ctime)
         p._last = None
         p._oneshot = None
+        p._exitcode = _UNSET
         if info is not None:
             p.info = info
         return p
@@ -343,6 +375,11 @@ class Process:
     # identity
 
     @property
+    def _ctime(self):
+        """The creation time this object stands for (with the pid, its identity)."""
+        return self._ident[1]
+
+    @property
     def pid(self):
         """The process id."""
         return self._pid
@@ -350,18 +387,25 @@ class Process:
     def __eq__(self, other):
         if not isinstance(other, Process):
             return NotImplemented
-        return (self._pid, self._ctime) == (other._pid, other._ctime)
+        return self._ident == other._ident
 
     def __ne__(self, other):
         return not self == other
 
     def __hash__(self):
-        return hash((self._pid, self._ctime))
+        return hash(self._ident)
 
     def __str__(self):
         info = collections.OrderedDict(pid=self._pid)
-        if self._name is not None:
-            info["name"] = self._name
+        try:
+            row = self._read(["name", "status"])
+            info["name"], info["status"] = row["name"], row["status"]
+        except ZombieProcess:
+            info["status"] = STATUS_ZOMBIE
+        except NoSuchProcess:
+            info["status"] = "terminated"
+        if self._exitcode not in (_UNSET, None):
+            info["exitcode"] = self._exitcode
         if self._ctime is not None:
             info["started"] = time.strftime(
                 "%H:%M:%S" if time.time() - self._ctime < 86400 else "%Y-%m-%d %H:%M:%S",
@@ -399,7 +443,7 @@ class Process:
                     out[a] = ad_value
             elif a == "cpu_percent":
                 out[a] = self.cpu_percent()
-            elif a in ("threads", "memory_maps"):
+            elif a in ("threads", "memory_maps", "memory_full_info"):
                 try:
                     out[a] = getattr(self, a)()
                 except (AccessDenied, ZombieProcess):
@@ -434,6 +478,8 @@ class Process:
 
     def create_time(self):
         """The start time, seconds since the epoch."""
+        if self._ctime is None:
+            self._init(self._pid)
         return self._ctime
 
     def ppid(self):
@@ -494,12 +540,18 @@ class Process:
         return self._get("cpu_num")
 
     def cpu_affinity(self, cpus=None):
-        """The CPUs the process may run on; with ``cpus``, set them."""
+        """The CPUs the process may run on; with ``cpus``, set them (an empty list: all)."""
         if cpus is None:
-            return self._get("cpu_affinity")
+            return sorted(set(self._get("cpu_affinity")))
         self._check_identity()
+        eligible = sorted(os.sched_getaffinity(0) | set(range(_cpu_count())))
+        if not cpus:
+            cpus = eligible
+        for cpu in cpus:
+            if isinstance(cpu, bool) or not isinstance(cpu, int) or cpu not in eligible:
+                raise ValueError(f"invalid CPU {cpu!r}; choose between {eligible}")
         try:
-            os.sched_setaffinity(self._pid, list(cpus) or range(_cpu_count()))
+            os.sched_setaffinity(self._pid, cpus)
         except OSError as err:
             raise self._translate(err) from err
         return None
@@ -512,14 +564,62 @@ class Process:
         """rss, vms, shared, text, lib, data, dirty, bytes."""
         return self._get("memory_info")
 
+    def memory_full_info(self):
+        """memory_info() plus uss (private memory), pss and swap, bytes, summed over the
+        mappings' smaps counters (psutil reads smaps_rollup, whose totals are not rounded to
+        kB per mapping: they can differ by a few kB)."""
+        mem = self.memory_info()
+        uss = pss = swap = 0
+        try:
+            maps = self.memory_maps(grouped=False)
+        except ZombieProcess:
+            maps = []  # psutil reads a zombie's empty smaps: zeros
+        for m in maps:
+            uss += m.private_clean + m.private_dirty
+            pss += m.pss
+            swap += m.swap
+        return pfullmem(*mem, uss, pss, swap)
+
     def memory_percent(self, memtype="rss"):
-        """Resident memory as a percentage of physical memory."""
-        if memtype != "rss":
-            if memtype in pmem._fields:
-                total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-                return getattr(self.memory_info(), memtype) / float(total) * 100
-            raise ValueError(f"invalid memtype {memtype!r}; valid types are {pmem._fields!r}")
-        return self._get("memory_percent")
+        """A memory_full_info() field (resident memory by default) as a percentage of
+        physical memory."""
+        if memtype not in pfullmem._fields:
+            raise ValueError(f"invalid memtype {memtype!r}; valid types are {pfullmem._fields!r}")
+        if memtype == "rss":
+            return self._get("memory_percent")
+        mem = self.memory_info() if memtype in pmem._fields else self.memory_full_info()
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return (getattr(mem, memtype) / float(total)) * 100
+
+    def rlimit(self, resource, limits=None):
+        """The (soft, hard) limit of ``resource`` (a resource.RLIMIT_* constant); with
+        ``limits``, set it (prlimit, as psutil)."""
+        import resource as _resource
+
+        self._check_identity()
+        try:
+            if limits is None:
+                return _resource.prlimit(self._pid, resource)
+            if len(limits) != 2:
+                raise ValueError(f"second argument must be a (soft, hard) tuple, got {limits!r}")
+            _resource.prlimit(self._pid, resource, limits)
+            return None
+        except OSError as err:
+            raise self._translate(err) from err
+
+    def ionice(self, ioclass=None, value=None):
+        """Not available: no taskdiag group carries the I/O priority."""
+        raise _not_carried("ionice")
+
+    def open_files(self):
+        """Not available: no taskdiag group carries open files' paths."""
+        raise _not_carried("open_files")
+
+    def net_connections(self, kind="inet"):
+        """Not available: no taskdiag group carries sockets."""
+        raise _not_carried("net_connections")
+
+    connections = net_connections
 
     def threads(self):
         """The threads: id, user and system time, seconds."""
@@ -578,7 +678,9 @@ class Process:
         self._last = (st2, pt2)
         if st1 is None:
             return 0.0
-        delta_proc = (pt2.user - pt1.user) + (pt2.system - pt1.system)
+        # Never below 0: the BPF backend's user/system split can move a tick back between
+        # two reads (it cannot record the split /proc remembers, prev_cputime).
+        delta_proc = max(0.0, (pt2.user - pt1.user) + (pt2.system - pt1.system))
         delta_time = st2 - st1
         try:
             overall = (delta_proc / delta_time) * 100
@@ -693,33 +795,51 @@ class Process:
         self.send_signal(_signal.SIGKILL)
 
     def wait(self, timeout=None):
-        """Waits for the process to end: its exit code if it is a child of this process (then
-        reaped), else None. TimeoutExpired after ``timeout`` seconds."""
-        if timeout is not None and not timeout >= 0:
-            raise ValueError(f"timeout must be a positive integer or None (got {timeout!r})")
+        """Waits for the process to end and returns its exit code if it is a child of this
+        process (reaped here; a negative signal number if a signal ended it), else None once
+        its pid is gone. TimeoutExpired after ``timeout`` seconds."""
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise TypeError(f"timeout must be an int or float (got {type(timeout)})")
+            if timeout < 0:
+                raise ValueError(f"timeout must be positive or zero (got {timeout})")
+        if self._pid == 0:
+            raise ValueError("can't wait for PID 0")
+        if self._exitcode is not _UNSET:
+            return self._exitcode
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left():
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         try:
             fd = self._pidfd()
         except NoSuchProcess:
-            return None
-        try:
-            ready, _, _ = select.select([fd], [], [], timeout)
-            if not ready:
-                raise TimeoutExpired(timeout, self._pid, self._name)
-        finally:
-            os.close(fd)
+            fd = None
+        if fd is not None:
+            try:
+                # A pidfd is readable once the process has exited (a zombie).
+                if not select.select([fd], [], [], left())[0]:
+                    raise TimeoutExpired(timeout, self._pid, self._name)
+            finally:
+                os.close(fd)
         try:
             _, status = os.waitpid(self._pid, 0)
+            self._exitcode = os.waitstatus_to_exitcode(status)
+            if self._exitcode < 0:
+                self._exitcode = _negsignal(self._exitcode)
+            return self._exitcode
         except ChildProcessError:
-            return None
-        return os.waitstatus_to_exitcode(status)
-
-    def __getattr__(self, name):
-        if name in _MISSING or name in ("rlimit", "memory_info_ex"):
-            def missing(*args, **kwargs):
-                raise _not_carried(name)
-
-            return missing
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            pass
+        # Not our child: gone once its parent has reaped it (as psutil waits), polled.
+        delay = 0.0001
+        while self.is_running():
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutExpired(timeout, self._pid, self._name)
+            time.sleep(min(delay, left() if deadline is not None else delay))
+            delay = min(delay * 2, 0.04)
+        self._exitcode = None
+        return None
 
 
 # --- module functions ------------------------------------------------------------------
@@ -752,7 +872,8 @@ def process_iter(attrs=None, ad_value=None):
         p = cache.get(pid)
         if p is None or p._ctime != ctime:
             p = new(Process)
-            p._pid, p._ctime, p._last, p._oneshot = pid, ctime, None, None
+            p._pid, p._last, p._oneshot = pid, None, None
+            p._ident, p._exitcode = (pid, ctime), _UNSET
             cache[pid] = p
         p._name, p._ppid = name, ppid
         if rows is not None:

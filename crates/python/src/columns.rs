@@ -27,8 +27,8 @@ pub struct Ctx {
     /// Physical memory (MemTotal), bytes: psutil's `virtual_memory().total`.
     pub mem_total: u64,
     /// Terminal paths by device number, as psutil maps them (`/dev/tty*`, then `/dev/pts/*`,
-    /// by `st_rdev`; a later path wins).
-    pub ttys: HashMap<u64, Vec<u8>>,
+    /// by `st_rdev`; a later path wins); listed when a terminal column is first made.
+    ttys: Option<HashMap<u64, Vec<u8>>>,
     /// User names by uid, looked up as met (psutil: `pwd.getpwuid`, else the number).
     pub users: HashMap<u32, Vec<u8>>,
     /// Whether this kernel's /proc refuses (ESRCH) the environment of a task without an
@@ -45,7 +45,7 @@ impl Ctx {
             hz: m.hz,
             boot_time: m.boot_time as f64,
             mem_total: m.mem_total_kib * 1024,
-            ttys: terminal_map(),
+            ttys: None,
             users: HashMap::new(),
             mmless_environ: None,
         })
@@ -317,7 +317,10 @@ pub fn status_name(c: char) -> &'static str {
 
 fn terminal(r: &Row, m: &mut Ctx, out: Out) -> bool {
     let Some(b) = &r.t.base else { return false };
-    match m.ttys.get(&(b.rec.tty_nr as u64)) {
+    if b.rec.tty_nr == 0 {
+        return false;
+    }
+    match m.ttys.get_or_insert_with(terminal_map).get(&(b.rec.tty_nr as u64)) {
         Some(p) => {
             out.extend_from_slice(p);
             true

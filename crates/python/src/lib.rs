@@ -11,9 +11,10 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use taskdiag::BackendKind;
-use taskdiag_tools::snapshot::{Query, Source};
+use taskdiag_tools::snapshot::Query;
 
 mod columns;
+mod source;
 mod table;
 
 use table::ProcTable;
@@ -60,15 +61,18 @@ fn snapshot(
     let (arrays, backend) = py
         .detach(|| -> Result<_, String> {
             let os = |e: taskdiag_tools::snapshot::Error| e.to_string();
-            let mut src = Source::open_kind(kind, groups).map_err(os)?;
             let q = Query { threads, groups };
-            let mut tasks = match &pids {
-                None => src.take(&q).map_err(os)?,
-                Some(p) => src.take_tgids(&q, p).map_err(os)?,
-            };
+            let (mut tasks, backend) = source::with(kind, groups, |src| {
+                let tasks = match &pids {
+                    None => src.take(&q)?,
+                    Some(p) => src.take_tgids(&q, p)?,
+                };
+                Ok((tasks, src.backend_name()))
+            })
+            .map_err(os)?;
             tasks.retain(columns::whole);
             let mut ctx = columns::Ctx::read().map_err(os)?;
-            Ok((columns::build(&cols, &tasks, &mut ctx), src.backend_name()))
+            Ok((columns::build(&cols, &tasks, &mut ctx), backend))
         })
         .map_err(PyOSError::new_err)?;
     Ok(ProcTable::new(
@@ -101,8 +105,8 @@ fn memory_maps<'py>(py: Python<'py>, pid: u32, backend: &str) -> PyResult<Option
     let found = py
         .detach(|| -> Result<_, String> {
             let os = |e: taskdiag_tools::snapshot::Error| e.to_string();
-            let mut src = Source::open_kind(kind, groups).map_err(os)?;
-            let Some(t) = src.one(pid, groups).map_err(os)? else {
+            let Some(t) = source::with(kind, groups, |src| src.one(pid, groups)).map_err(os)?
+            else {
                 return Ok(None);
             };
             if t.tgid != pid || !columns::whole(&t) {

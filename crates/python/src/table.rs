@@ -7,6 +7,7 @@
 //! (the filesystem encoding with `surrogateescape`), Arrow as UTF-8 (bytes that are not UTF-8
 //! replaced by U+FFFD, as Arrow strings must be valid).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -144,12 +145,14 @@ impl<'a> Col<'a> {
         }
     }
 
-    /// Cell `i` as a Python object; `null` where it is null.
+    /// Cell `i` as a Python object; `null` where it is null. Strings come from `texts`
+    /// when an equal one was made before.
     fn get<'py>(
         &self,
         py: Python<'py>,
         i: usize,
         null: &Bound<'py, PyAny>,
+        texts: &mut Texts<'a, 'py>,
     ) -> PyResult<Bound<'py, PyAny>> {
         if self.is_null(i) {
             return Ok(null.clone());
@@ -160,14 +163,14 @@ impl<'a> Col<'a> {
             Col::U64(a) => a.value(i).into_pyobject(py)?.into_any(),
             Col::F64(a) => a.value(i).into_pyobject(py)?.into_any(),
             Col::Bool(a) => a.value(i).into_pyobject(py)?.to_owned().into_any(),
-            Col::Str(a) => text(py, a.value(i))?,
+            Col::Str(a) => texts.get(py, a.value(i))?,
             Col::StrList(l, v) => {
                 let (s, e) = (
                     l.value_offsets()[i] as usize,
                     l.value_offsets()[i + 1] as usize,
                 );
                 let items = (s..e)
-                    .map(|j| text(py, v.value(j)))
+                    .map(|j| texts.get(py, v.value(j)))
                     .collect::<PyResult<Vec<_>>>()?;
                 PyList::new(py, items)?.into_any()
             }
@@ -179,6 +182,50 @@ impl<'a> Col<'a> {
                 PyList::new(py, &v.values()[s..e])?.into_any()
             }
         })
+    }
+}
+
+/// The Python strings made so far, by their bytes: names, user names and arguments repeat
+/// across tasks, and one shared immutable string each is cheaper than one per cell.
+type Texts<'a, 'py> = HashMap<&'a [u8], Bound<'py, PyAny>>;
+
+trait TextCache<'a, 'py> {
+    fn get(&mut self, py: Python<'py>, b: &'a [u8]) -> PyResult<Bound<'py, PyAny>>;
+}
+
+impl<'a, 'py> TextCache<'a, 'py> for Texts<'a, 'py> {
+    fn get(&mut self, py: Python<'py>, b: &'a [u8]) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(s) = HashMap::get(self, b) {
+            return Ok(s.clone());
+        }
+        let s = text(py, b)?;
+        self.insert(b, s.clone());
+        Ok(s)
+    }
+}
+
+/// Python's cyclic garbage collector, paused while a call makes many objects that cannot form
+/// cycles (dicts, lists and strings of cells): each batch of allocations would otherwise
+/// make it walk every young container. Measured at 50,000 rows of five attributes: 0.13-0.46 s
+/// of building with it running, 0.08-0.12 s paused. Restarted on drop if it was running.
+struct GcPause<'py>(Option<Bound<'py, PyModule>>);
+
+impl<'py> GcPause<'py> {
+    fn new(py: Python<'py>) -> PyResult<Self> {
+        let gc = py.import("gc")?;
+        if gc.call_method0("isenabled")?.is_truthy()? {
+            gc.call_method0("disable")?;
+            return Ok(GcPause(Some(gc)));
+        }
+        Ok(GcPause(None))
+    }
+}
+
+impl Drop for GcPause<'_> {
+    fn drop(&mut self) {
+        if let Some(gc) = &self.0 {
+            let _ = gc.call_method0("enable");
+        }
     }
 }
 
@@ -264,8 +311,10 @@ impl ProcTable {
         let a = &self.arrays[self.index(name)?];
         let c = Col::of(a);
         let none = py.None().into_bound(py);
+        let _pause = GcPause::new(py)?;
+        let mut texts = Texts::new();
         let items = (0..self.len)
-            .map(|i| c.get(py, i, &none))
+            .map(|i| c.get(py, i, &none, &mut texts))
             .collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, items)
     }
@@ -275,11 +324,13 @@ impl ProcTable {
         let cols: Vec<Col> = self.arrays.iter().map(Col::of).collect();
         let keys: Vec<Bound<PyString>> = self.names.iter().map(|n| PyString::new(py, n)).collect();
         let none = py.None().into_bound(py);
+        let _pause = GcPause::new(py)?;
+        let mut texts = Texts::new();
         let rows = (0..self.len)
             .map(|i| {
                 let d = PyDict::new(py);
                 for (k, c) in keys.iter().zip(&cols) {
-                    d.set_item(k, c.get(py, i, &none)?)?;
+                    d.set_item(k, c.get(py, i, &none, &mut texts)?)?;
                 }
                 Ok(d)
             })
@@ -400,18 +451,20 @@ impl ProcTable {
                 },
             });
         }
+        let _pause = GcPause::new(py)?;
+        let mut texts = Texts::new();
         let rows = (0..self.len)
             .map(|i| {
                 let d = PyDict::new(py);
                 for a in &plan {
                     let v = match &a.make {
-                        None => a.cols[0].get(py, i, &a.null)?,
+                        None => a.cols[0].get(py, i, &a.null, &mut texts)?,
                         Some(_) if a.cols.iter().any(|c| c.is_null(i)) => a.null.clone(),
                         Some(make) => {
                             let fields = a
                                 .cols
                                 .iter()
-                                .map(|c| c.get(py, i, &ad_value))
+                                .map(|c| c.get(py, i, &ad_value, &mut texts))
                                 .collect::<PyResult<Vec<_>>>()?;
                             make.call1(PyTuple::new(py, fields)?)?
                         }

@@ -1,7 +1,8 @@
 """psutil's own test suite (7.2.2, its Process tests) run against taskdiag.psutil: its sdist
 is fetched once (pip download, kept in target/), its tests run with the taskdiag_shim plugin,
 and what fails must be exactly psutil_suite/expected_failures.txt, where each entry says why.
-A test that starts failing, or one listed that passes, fails this test."""
+A test that starts failing, or one listed that passes, fails this test (but those listed as
+"flaky:", races in psutil's tests themselves, which may go either way)."""
 
 import os
 import re
@@ -61,7 +62,8 @@ def test_psutils_own_tests_pass_but_the_listed_ones():
     summary = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr
     assert re.search(r"\d+ passed", summary), summary
     listed = expected()
+    flaky = {t for t, why in listed.items() if why.startswith("flaky:")}
     new = sorted(failed - listed.keys())
-    fixed = sorted(listed.keys() - failed)
+    fixed = sorted(listed.keys() - failed - flaky)
     assert not new, "psutil tests that fail against taskdiag.psutil:\n" + "\n".join(new)
     assert not fixed, "listed as failing but pass (update expected_failures.txt):\n" + "\n".join(fixed)

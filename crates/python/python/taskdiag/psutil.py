@@ -13,6 +13,7 @@ rather than answering from somewhere else.
 
 import collections
 import contextlib
+import gc
 import os
 import select
 import signal as _signal
@@ -865,30 +866,41 @@ def process_iter(attrs=None, ad_value=None):
     if "exe" in read:
         _fix_exe(t, rows, ad_value)
     computed = [a for a in (names or ()) if a in _COMPUTED]
-    new, cache = object.__new__, _cache
-    for i, (pid, ctime, name, ppid) in enumerate(
-        zip(pids, t.column("create_time"), t.column("name"), t.column("ppid"))
-    ):
-        p = cache.get(pid)
-        if p is None or p._ctime != ctime:
-            p = new(Process)
-            p._pid, p._last, p._oneshot = pid, None, None
-            p._ident, p._exitcode = (pid, ctime), _UNSET
-            cache[pid] = p
-        p._name, p._ppid = name, ppid
-        if rows is not None:
-            info = rows[i]
-            for a in computed:
-                try:
-                    info[a] = getattr(p, a)()
-                except (AccessDenied, ZombieProcess):
-                    info[a] = ad_value
-                except NoSuchProcess:
-                    info = None
-                    break
-            if info is None:
+    # Every Process object is made before the first is yielded, with the cyclic garbage
+    # collector paused (it would walk every young object many times over; none of these
+    # can form a cycle): the snapshot is taken already, only the objects are left to make.
+    procs = []
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        new, cache, append = object.__new__, _cache, procs.append
+        for i, (pid, ctime, name, ppid) in enumerate(
+            zip(pids, t.column("create_time"), t.column("name"), t.column("ppid"))
+        ):
+            p = cache.get(pid)
+            if p is None or p._ident[1] != ctime:
+                p = new(Process)
+                p._pid, p._last, p._oneshot = pid, None, None
+                p._ident, p._exitcode = (pid, ctime), _UNSET
+                cache[pid] = p
+            p._name, p._ppid = name, ppid
+            if rows is not None:
+                p.info = rows[i]
+            append(p)
+    finally:
+        if paused:
+            gc.enable()
+    for p in procs:
+        if computed:
+            info = p.info
+            try:
+                for a in computed:
+                    try:
+                        info[a] = getattr(p, a)()
+                    except (AccessDenied, ZombieProcess):
+                        info[a] = ad_value
+            except NoSuchProcess:
                 continue
-            p.info = info
         yield p
 
 

@@ -63,6 +63,8 @@ Where taskdiag.psutil differs from psutil:
   (it cannot record the split /proc remembers); the layer never reports below 0.
 - The caller's own address space maps taskdiag's BPF maps (`anon_inode:bpf-map`) once the BPF
   backend was used.
+- `Process` methods read through a backend kept open per thread (a one-process call costs
+  about what psutil's does); a process that forks opens its own in the child.
 - psutil's own tests that exercise this surface pass but those listed, with why, in
   `crates/python/tests/psutil_suite/expected_failures.txt`.
 """

@@ -62,17 +62,27 @@ fn snapshot(
         .detach(|| -> Result<_, String> {
             let os = |e: taskdiag_tools::snapshot::Error| e.to_string();
             let q = Query { threads, groups };
-            let (mut tasks, backend) = source::with(kind, groups, |src| {
-                let tasks = match &pids {
-                    None => src.take(&q)?,
-                    Some(p) => src.take_tgids(&q, p)?,
-                };
-                Ok((tasks, src.backend_name()))
+            let mut ctx = columns::Ctx::read().map_err(os)?;
+            let (builder, backend) = source::with(kind, groups, |src| {
+                let mut b = columns::Builder::new(&cols, 1024);
+                match &pids {
+                    // Processes come in pid order from every backend: each is put in the
+                    // columns as it is decoded, none kept.
+                    None if !threads => src.for_each_process(groups, &mut |t| {
+                        b.push(&t, &mut ctx);
+                        Ok(())
+                    })?,
+                    None => src.take(&q)?.iter().for_each(|t| {
+                        b.push(t, &mut ctx);
+                    }),
+                    Some(p) => src.take_tgids(&q, p)?.iter().for_each(|t| {
+                        b.push(t, &mut ctx);
+                    }),
+                }
+                Ok((b, src.backend_name()))
             })
             .map_err(os)?;
-            tasks.retain(columns::whole);
-            let mut ctx = columns::Ctx::read().map_err(os)?;
-            Ok((columns::build(&cols, &tasks, &mut ctx), backend))
+            Ok((builder.finish(), backend))
         })
         .map_err(PyOSError::new_err)?;
     Ok(ProcTable::new(

@@ -75,7 +75,7 @@ fn snapshot(
                     None => src.take(&q)?.iter().for_each(|t| {
                         b.push(t, &mut ctx);
                     }),
-                    Some(p) => src.take_tgids(&q, p)?.iter().for_each(|t| {
+                    Some(p) => src.take_tgids_own(&q, p)?.iter().for_each(|t| {
                         b.push(t, &mut ctx);
                     }),
                 }

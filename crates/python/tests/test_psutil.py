@@ -216,3 +216,29 @@ def test_memory_maps_are_psutils(hostile):
         tp.Process(hostile["zombie"]).memory_maps()
     if os.path.exists("/proc/2/stat"):  # kthreadd: no address space
         assert tp.Process(2).memory_maps() == psutil.Process(2).memory_maps() == []
+
+
+def test_threads_have_their_own_times():
+    """A leader's entry in threads() is its own thread's time, not its process's (psutil reads
+    /proc/PID/task/TID/stat): here a second thread burns the CPU while the leader sleeps."""
+    burner = subprocess.Popen([sys.executable, "-c",
+                               "import threading, time\n"
+                               "def burn():\n"
+                               "    while True: pass\n"
+                               "threading.Thread(target=burn, daemon=True).start()\n"
+                               "time.sleep(1000)\n"])
+    try:
+        p = tp.Process(burner.pid)
+        deadline = time.monotonic() + 20
+        while p.cpu_times().user < 0.5:
+            assert time.monotonic() < deadline, "the burner did not burn"
+            time.sleep(0.05)
+        ours = {t.id: t for t in p.threads()}
+        theirs = {t.id: t for t in psutil.Process(burner.pid).threads()}
+        assert ours.keys() == theirs.keys() and len(ours) == 2
+        leader, worker = ours[burner.pid], next(t for i, t in ours.items() if i != burner.pid)
+        assert leader.user_time < 0.3 <= worker.user_time, ours
+        assert abs(leader.user_time - theirs[burner.pid].user_time) <= 0.05
+    finally:
+        burner.kill()
+        burner.wait()

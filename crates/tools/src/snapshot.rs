@@ -245,6 +245,16 @@ impl Source {
     /// thread of each, a leader's STAT being its process's), sorted like /proc lists them. A
     /// process that is gone is left out.
     pub fn take_tgids(&mut self, q: &Query, tgids: &[u32]) -> Result<Vec<Task>, Error> {
+        let mut tasks = self.take_tgids_own(q, tgids)?;
+        if q.threads && q.groups & Group::Stat.flag() != 0 {
+            self.leaders_as_processes_of(&mut tasks, tgids)?;
+        }
+        Ok(tasks)
+    }
+
+    /// [`Source::take_tgids`] with every thread's own values, a leader's STAT its own as in
+    /// /proc/PID/task/PID/stat (not its process's, as procps shows it).
+    pub fn take_tgids_own(&mut self, q: &Query, tgids: &[u32]) -> Result<Vec<Task>, Error> {
         let strategy = if q.threads {
             Strategy::Thread
         } else {
@@ -270,9 +280,6 @@ impl Source {
             }
         }
         sort_like_proc(&mut tasks);
-        if q.threads && q.groups & Group::Stat.flag() != 0 {
-            self.leaders_as_processes_of(&mut tasks, tgids)?;
-        }
         Ok(tasks)
     }
 

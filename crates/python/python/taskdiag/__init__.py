@@ -36,7 +36,8 @@ def snapshot(attrs=None, threads=False, pids=None, backend="auto"):
         unknown name raises ValueError listing the valid ones.
     threads
         One row per thread instead of per process (``pid`` is then the thread's id, ``tgid``
-        its process's).
+        its process's), each with its own counters (a leader's CPU times are its own, as in
+        /proc/PID/task/PID/stat, not its process's).
     pids
         Only these processes (with ``threads``, every thread of each); a pid that does not
         exist is left out.

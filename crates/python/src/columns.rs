@@ -270,9 +270,10 @@ fn environ(r: &Row, m: &mut Ctx, f: &mut dyn FnMut(&[u8])) -> bool {
 fn name(r: &Row, m: &mut Ctx, out: Out) -> bool {
     let Some(b) = &r.t.base else { return false };
     out.extend_from_slice(&b.comm);
-    // psutil counts characters of the decoded name; a name of 15 bytes or more can have
-    // fewer than 15 characters only where it is not ASCII.
-    if String::from_utf8_lossy(&b.comm).chars().count() < 15 {
+    // psutil compares decoded names: a kernel name cut inside a character ends in a lone
+    // surrogate, which no argument's name begins with.
+    let comm = fs_chars(&b.comm);
+    if comm.len() < 15 {
         return true;
     }
     let mut first = None;
@@ -283,12 +284,23 @@ fn name(r: &Row, m: &mut Ctx, out: Out) -> bool {
     });
     if let Some(arg0) = first {
         let base = arg0.rsplit(|&c| c == b'/').next().unwrap_or(&arg0);
-        if base.starts_with(&b.comm) {
+        if fs_chars(base).starts_with(&comm) {
             out.clear();
             out.extend_from_slice(base);
         }
     }
     true
+}
+
+/// Bytes as Python decodes file names (UTF-8, `surrogateescape`), as code points: each byte
+/// that is not part of a character stands for itself (U+DC80..U+DCFF).
+fn fs_chars(b: &[u8]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(b.len());
+    for chunk in b.utf8_chunks() {
+        out.extend(chunk.valid().chars().map(|c| c as u32));
+        out.extend(chunk.invalid().iter().map(|&x| 0xDC00 + x as u32));
+    }
+    out
 }
 
 fn status(r: &Row, _: &mut Ctx, out: Out) -> bool {
@@ -567,11 +579,12 @@ fn refused(t: &Task) -> u64 {
     m
 }
 
-/// A task's create_time and status as psutil gives them.
-pub fn identity(m: &Ctx, t: &Task) -> (f64, &'static str) {
+/// A task's start time (ns since boot: with the pid, its identity) and its status as
+/// psutil names it.
+pub fn identity(t: &Task) -> (u64, &'static str) {
     let b = t.base.as_ref().map(|b| b.rec).unwrap_or_default();
     (
-        m.secs(b.start_time_ns) + m.boot_time,
+        b.start_time_ns,
         status_name(taskdiag_proto::state_char(b.state)),
     )
 }

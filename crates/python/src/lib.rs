@@ -96,14 +96,14 @@ fn snapshot(
 /// and the counters of [`columns::psutil_map`].
 type MapRow<'py> = (String, String, Bound<'py, PyAny>, [u64; 10]);
 
-/// [`memory_maps`]' answer: create_time, status, refused, the mappings.
-type ProcMaps<'py> = (f64, &'static str, bool, Option<Vec<MapRow<'py>>>);
+/// [`memory_maps`]' answer: start time (ns since boot), status, refused, the mappings.
+type ProcMaps<'py> = (u64, &'static str, bool, Option<Vec<MapRow<'py>>>);
 
 /// memory_maps(pid, backend) -> tuple | None
 /// --
 ///
 /// For taskdiag.psutil: process ``pid``'s mappings with their smaps counters, as
-/// (create_time, status, refused, maps): ``maps`` is None where there are none to read (a
+/// (start_time_ns, status, refused, maps): ``maps`` is None where there are none to read (a
 /// zombie) or /proc refused them (``refused``). None if there is no such process.
 #[pyfunction]
 fn memory_maps<'py>(py: Python<'py>, pid: u32, backend: &str) -> PyResult<Option<ProcMaps<'py>>> {
@@ -122,14 +122,13 @@ fn memory_maps<'py>(py: Python<'py>, pid: u32, backend: &str) -> PyResult<Option
             if t.tgid != pid || !columns::whole(&t) {
                 return Ok(None);
             }
-            let ctx = columns::Ctx::read().map_err(os)?;
-            Ok(Some((ctx, t)))
+            Ok(Some(t))
         })
         .map_err(PyOSError::new_err)?;
-    let Some((ctx, t)) = found else {
+    let Some(t) = found else {
         return Ok(None);
     };
-    let (create_time, status) = columns::identity(&ctx, &t);
+    let (start, status) = columns::identity(&t);
     let refused = t.failed(Group::Vma) || t.failed(Group::VmaStat);
     let maps = match &t.vmas {
         _ if refused => None,
@@ -150,7 +149,7 @@ fn memory_maps<'py>(py: Python<'py>, pid: u32, backend: &str) -> PyResult<Option
                 .collect::<PyResult<Vec<_>>>()?,
         ),
     };
-    Ok(Some((create_time, status, refused, maps)))
+    Ok(Some((start, status, refused, maps)))
 }
 
 /// columns() -> list[tuple[str, str, str, str]]

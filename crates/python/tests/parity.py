@@ -64,16 +64,22 @@ def main():
             mismatches.append([pid, what, repr(ours), repr(theirs)])
 
     if which == "all":
-        bulk = {p.pid: p.info for p in tp.process_iter(STABLE, ad_value="AD")}
-        for pid, info in bulk.items():
-            if pid == me:
-                continue
+        # Read before and after psutil's read: a process that changed in between (executed,
+        # was reparented, ended and its pid was reused) is not compared.
+        before = {p.pid: dict(p.info) for p in tp.process_iter(STABLE, ad_value="AD")}
+        theirs = {}
+        for pid in before:
             try:
-                theirs = psutil.Process(pid).as_dict(STABLE, ad_value="AD")
+                theirs[pid] = psutil.Process(pid).as_dict(STABLE, ad_value="AD")
             except psutil.NoSuchProcess:
                 continue
+        tp.process_iter.cache_clear()
+        after = {p.pid: p.info for p in tp.process_iter(STABLE, ad_value="AD")}
+        for pid, info in before.items():
+            if pid == me or pid not in theirs or after.get(pid) != info:
+                continue
             for a in STABLE:
-                same(pid, a, info[a], theirs[a])
+                same(pid, a, info[a], theirs[pid][a])
     else:
         pids = json.loads(which)
         bulk = {p.pid: p.info for p in tp.process_iter(attrs, ad_value="AD")}

@@ -140,16 +140,20 @@ def test_signals_go_by_pidfd_and_a_reused_pid_is_never_signalled():
     assert not p.is_running()
     with pytest.raises(tp.NoSuchProcess):
         p.kill()
-    # A Process whose pid now names another process (its start time differs) refuses.
+    # A Process whose pid now names another process (its start time differs) refuses, and
+    # its wait() neither waits for nor reaps the process that has the pid now.
     other = subprocess.Popen(["sleep", "1000"])
     try:
         stale = tp.Process(other.pid)
-        stale._ident = (stale.pid, stale.create_time() - 1000)  # an earlier process of that pid
+        stale._ident = (stale.pid, stale._start - 10**9)  # an earlier process of that pid
         with pytest.raises(tp.NoSuchProcess):
             stale.kill()
         assert other.poll() is None
-        with pytest.raises(tp.NoSuchProcess):
-            stale.name()
+        for m in (stale.name, stale.threads, stale.memory_maps, stale.cpu_times):
+            with pytest.raises(tp.NoSuchProcess):
+                m()
+        assert stale.wait(timeout=5) is None
+        assert other.poll() is None and tp.Process(other.pid).is_running()
     finally:
         other.kill()
         other.wait()
@@ -188,14 +192,33 @@ def test_a_process_that_ends_raises_no_such_process():
     for m in (p.name, p.cmdline, p.memory_info, p.status):
         with pytest.raises(tp.NoSuchProcess):
             m()
-    assert not tp.pid_exists(child.pid) or tp.Process(child.pid)._ctime != p._ctime
+    assert not tp.pid_exists(child.pid) or tp.Process(child.pid)._start != p._start
 
 
-def test_oneshot_reads_once(hostile):
+def test_oneshot_reads_once_and_identity_is_always_read_fresh(hostile, monkeypatch):
+    calls = []
+    real = tp._taskdiag.snapshot
+
+    def counted(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(tp._taskdiag, "snapshot", counted)
     p = tp.Process(hostile["space"])
+    calls.clear()
     with p.oneshot():
-        a = (p.name(), p.cpu_times(), p.memory_info(), p.uids())
-    assert a == (p.name(), p.cpu_times(), p.memory_info(), p.uids())
+        a = (p.name(), p.cpu_times(), p.memory_info(), p.uids(), p.status())
+        assert len(calls) == 1
+    assert a == (p.name(), p.cpu_times(), p.memory_info(), p.uids(), p.status())
+    # Inside oneshot, whether the process still runs is asked of the system, not the read.
+    child = subprocess.Popen(["sleep", "1000"])
+    q = tp.Process(child.pid)
+    with q.oneshot():
+        child.kill()
+        child.wait()
+        assert not q.is_running()
+        with pytest.raises(tp.NoSuchProcess):
+            q.kill()
 
 
 def test_memory_maps_are_psutils(hostile):

@@ -304,6 +304,7 @@ class Process:
         if pid > _PID_MAX:
             raise NoSuchProcess(pid, None, "process PID not found")
         self._ident = (pid, None)
+        self._create_time = None
         try:
             row = self._read(["create_time", "name", "ppid"], check=False)
         except NoSuchProcess:
@@ -311,13 +312,14 @@ class Process:
                 raise
             return
         self._name, self._ppid = row["name"], row["ppid"]
-        self._ident = (pid, row["create_time"])
+        self._create_time = row["create_time"]
+        self._ident = (pid, row["start_time_ns"])
 
     @classmethod
-    def _of(cls, pid, ctime, name=None, ppid=None, info=None):
+    def _of(cls, pid, start_ns, name=None, ppid=None, create_time=None, info=None):
         p = object.__new__(cls)
-        p._pid, p._name, p._ppid = pid, name, ppid
-        p._ident = (pid, ctime)
+        p._pid, p._name, p._ppid, p._create_time = pid, name, ppid, create_time
+        p._ident = (pid, start_ns)
         p._last = None
         p._oneshot = None
         p._exitcode = _UNSET
@@ -325,17 +327,20 @@ class Process:
             p.info = info
         return p
 
-    def _read(self, attrs, check=True):
-        """One request for this process: a dict of attribute to value (_NULL where null)."""
-        if self._oneshot is not None and all(a in self._oneshot for a in attrs):
+    def _read(self, attrs, check=True, fresh=False):
+        """One request for this process: a dict of attribute to value (_NULL where null);
+        from the oneshot() read when there is one, unless ``fresh``. With ``check``, a
+        process whose pid now belongs to another one (another start time) raises
+        NoSuchProcess."""
+        if not fresh and self._oneshot is not None and all(a in self._oneshot for a in attrs):
             return self._oneshot
-        want = list(attrs) + ["create_time", "status", "name", "ppid", "refused_groups"]
+        want = list(attrs) + ["start_time_ns", "status", "name", "ppid", "refused_groups"]
         t = _taskdiag.snapshot(sorted(set(want)), False, [self._pid], BACKEND)
         rows = t._psutil_rows(_plan(dict.fromkeys(want)), _NULL, _MAKE)
         if not rows:
             raise NoSuchProcess(self._pid, self._name, "process PID not found")
         row = rows[0]
-        if check and self._ctime is not None and row["create_time"] != self._ctime:
+        if check and self._start is not None and row["start_time_ns"] != self._start:
             raise NoSuchProcess(
                 self._pid, self._name, "process no longer exists (its PID was reused)"
             )
@@ -376,8 +381,9 @@ class Process:
     # identity
 
     @property
-    def _ctime(self):
-        """The creation time this object stands for (with the pid, its identity)."""
+    def _start(self):
+        """The start time this object stands for, ns since boot (with the pid, its identity:
+        unlike create_time, it does not move when the clock is set)."""
         return self._ident[1]
 
     @property
@@ -407,10 +413,10 @@ class Process:
             info["status"] = "terminated"
         if self._exitcode not in (_UNSET, None):
             info["exitcode"] = self._exitcode
-        if self._ctime is not None:
+        if self._create_time is not None:
             info["started"] = time.strftime(
-                "%H:%M:%S" if time.time() - self._ctime < 86400 else "%Y-%m-%d %H:%M:%S",
-                time.localtime(self._ctime),
+                "%H:%M:%S" if time.time() - self._create_time < 86400 else "%Y-%m-%d %H:%M:%S",
+                time.localtime(self._create_time),
             )
         body = ", ".join(f"{k}={v!r}" for k, v in info.items())
         return f"taskdiag.psutil.Process({body})"
@@ -478,10 +484,10 @@ class Process:
         return self._get("status")
 
     def create_time(self):
-        """The start time, seconds since the epoch."""
-        if self._ctime is None:
-            self._init(self._pid)
-        return self._ctime
+        """The start time, seconds since the epoch (kept from the first read, as psutil's)."""
+        if self._create_time is None:
+            self._create_time = self._read(["create_time"])["create_time"]
+        return self._create_time
 
     def ppid(self):
         """The parent's pid."""
@@ -624,11 +630,13 @@ class Process:
 
     def threads(self):
         """The threads: id, user and system time, seconds."""
-        t = _taskdiag.snapshot(["create_time", "cpu_times"], True, [self._pid], BACKEND)
-        if len(t) == 0:
+        t = _taskdiag.snapshot(["start_time_ns", "cpu_times"], True, [self._pid], BACKEND)
+        rows = t.to_dicts()
+        leader = [r for r in rows if r["pid"] == self._pid]
+        if not leader or leader[0]["start_time_ns"] != self._start:
             raise NoSuchProcess(self._pid, self._name)
         out = []
-        for r in t.to_dicts():
+        for r in rows:
             if r["cpu_times.user"] is None:
                 raise AccessDenied(self._pid, self._name)
             out.append(pthread(r["pid"], r["cpu_times.user"], r["cpu_times.system"]))
@@ -643,8 +651,8 @@ class Process:
         found = _taskdiag.memory_maps(self._pid, "procfs" if BACKEND == "daemon" else BACKEND)
         if found is None:
             raise NoSuchProcess(self._pid, self._name)
-        ctime, status, refused, maps = found
-        if ctime != self._ctime:
+        start, status, refused, maps = found
+        if start != self._start:
             raise NoSuchProcess(self._pid, self._name, "process no longer exists (its PID was reused)")
         if maps is None:
             if refused or status != STATUS_ZOMBIE:
@@ -700,7 +708,7 @@ class Process:
             parent = Process(ppid)
         except NoSuchProcess:
             return None
-        if parent._ctime is not None and self._ctime is not None and parent._ctime > self._ctime:
+        if parent._start is not None and self._start is not None and parent._start > self._start:
             return None
         return parent
 
@@ -715,24 +723,26 @@ class Process:
     def children(self, recursive=False):
         """The child processes (with ``recursive``, every descendant), as Process objects."""
         self._check_identity()
-        t = _taskdiag.snapshot(["ppid", "create_time", "name"], False, None, BACKEND)
+        t = _taskdiag.snapshot(["ppid", "start_time_ns", "create_time", "name"], False, None,
+                               BACKEND)
         by_parent = collections.defaultdict(list)
-        for pid, ppid, ctime, name in zip(
-            t.column("pid"), t.column("ppid"), t.column("create_time"), t.column("name")
+        for pid, ppid, start, ctime, name in zip(
+            t.column("pid"), t.column("ppid"), t.column("start_time_ns"),
+            t.column("create_time"), t.column("name"),
         ):
-            by_parent[ppid].append((pid, ctime, name, ppid))
+            by_parent[ppid].append((pid, start, ctime, name, ppid))
         out, seen = [], set()
-        todo = [(self._pid, self._ctime)]
+        todo = [(self._pid, self._start)]
         while todo:
-            pid, ctime = todo.pop(0)
-            for cpid, cctime, name, ppid in by_parent.get(pid, ()):
+            pid, start = todo.pop(0)
+            for cpid, cstart, ctime, name, ppid in by_parent.get(pid, ()):
                 # A child started before its parent is a reused pid's, not this one's.
-                if cpid in seen or (ctime is not None and cctime < ctime):
+                if cpid in seen or (start is not None and cstart < start):
                     continue
                 seen.add(cpid)
-                out.append(Process._of(cpid, cctime, name, ppid))
+                out.append(Process._of(cpid, cstart, name, ppid, ctime))
                 if recursive:
-                    todo.append((cpid, cctime))
+                    todo.append((cpid, cstart))
         return out
 
     # life
@@ -740,7 +750,8 @@ class Process:
     def is_running(self):
         """Whether the process still runs (a zombie does): the same pid and creation time."""
         try:
-            return self._read(["create_time"], check=False)["create_time"] == self._ctime
+            row = self._read(["start_time_ns"], check=False, fresh=True)
+            return row["start_time_ns"] == self._start
         except NoSuchProcess:
             return False
 
@@ -816,22 +827,27 @@ class Process:
         try:
             fd = self._pidfd()
         except NoSuchProcess:
-            fd = None
-        if fd is not None:
-            try:
-                # A pidfd is readable once the process has exited (a zombie).
-                if not select.select([fd], [], [], left())[0]:
-                    raise TimeoutExpired(timeout, self._pid, self._name)
-            finally:
-                os.close(fd)
+            # Gone, or its pid is another process's now: nothing of ours to wait for (and
+            # nothing to reap: that pid is not this process).
+            self._exitcode = None
+            return None
         try:
-            _, status = os.waitpid(self._pid, 0)
-            self._exitcode = os.waitstatus_to_exitcode(status)
-            if self._exitcode < 0:
-                self._exitcode = _negsignal(self._exitcode)
+            # A pidfd is readable once the process has exited (a zombie).
+            if not select.select([fd], [], [], left())[0]:
+                raise TimeoutExpired(timeout, self._pid, self._name)
+            # Reaped through the pidfd: never another process that took the pid since.
+            try:
+                info = os.waitid(os.P_PIDFD, fd, os.WEXITED)
+            except ChildProcessError:
+                info = None
+        finally:
+            os.close(fd)
+        if info is not None:
+            if info.si_code == os.CLD_EXITED:
+                self._exitcode = info.si_status
+            else:
+                self._exitcode = _negsignal(-info.si_status)
             return self._exitcode
-        except ChildProcessError:
-            pass
         # Not our child: gone once its parent has reaped it (as psutil waits), polled.
         delay = 0.0001
         while self.is_running():
@@ -857,7 +873,9 @@ def process_iter(attrs=None, ad_value=None):
     """
     names = None if attrs is None else _check_attrs(attrs)
     read = [a for a in (names or ()) if a in _COLUMNS]
-    extra = ["create_time", "name", "ppid"] + ["cmdline", "status"] * ("exe" in read)
+    extra = ["start_time_ns", "create_time", "name", "ppid"] + ["cmdline", "status"] * (
+        "exe" in read
+    )
     t = _taskdiag.snapshot(read + extra, False, None, BACKEND)
     pids = t.column("pid")
     for gone in _cache.keys() - set(pids):
@@ -874,14 +892,15 @@ def process_iter(attrs=None, ad_value=None):
     gc.disable()
     try:
         new, cache, append = object.__new__, _cache, procs.append
-        for i, (pid, ctime, name, ppid) in enumerate(
-            zip(pids, t.column("create_time"), t.column("name"), t.column("ppid"))
+        for i, (pid, start, ctime, name, ppid) in enumerate(
+            zip(pids, t.column("start_time_ns"), t.column("create_time"), t.column("name"),
+                t.column("ppid"))
         ):
             p = cache.get(pid)
-            if p is None or p._ident[1] != ctime:
+            if p is None or p._ident[1] != start:
                 p = new(Process)
-                p._pid, p._last, p._oneshot = pid, None, None
-                p._ident, p._exitcode = (pid, ctime), _UNSET
+                p._pid, p._last, p._oneshot, p._create_time = pid, None, None, ctime
+                p._ident, p._exitcode = (pid, start), _UNSET
                 cache[pid] = p
             p._name, p._ppid = name, ppid
             if rows is not None:

@@ -332,7 +332,11 @@ fn terminal(r: &Row, m: &mut Ctx, out: Out) -> bool {
     if b.rec.tty_nr == 0 {
         return false;
     }
-    match m.ttys.get_or_insert_with(terminal_map).get(&(b.rec.tty_nr as u64)) {
+    match m
+        .ttys
+        .get_or_insert_with(terminal_map)
+        .get(&(b.rec.tty_nr as u64))
+    {
         Some(p) => {
             out.extend_from_slice(p);
             true

@@ -254,7 +254,11 @@ impl NumpyView {
     #[getter]
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         // Native byte order, as the arrays hold their values.
-        let order = if cfg!(target_endian = "little") { '<' } else { '>' };
+        let order = if cfg!(target_endian = "little") {
+            '<'
+        } else {
+            '>'
+        };
         let (ptr, typestr) = match self.array.data_type() {
             DataType::UInt32 => (
                 self.array.as_primitive::<UInt32Type>().values().as_ptr() as usize,

@@ -187,7 +187,8 @@ def test_an_unreachable_daemon_falls_back_like_the_cli():
 
 def test_the_snapshot_runs_without_the_gil():
     """Another Python thread runs while a snapshot is taken (the GIL is released): the
-    snapshot of every column of every thread takes long enough to see it."""
+    snapshot of every column of every thread takes long enough to see it (thousands of ticks
+    here; holding the GIL, none but at its edges)."""
     import threading
 
     ticks = []
@@ -210,4 +211,4 @@ def test_the_snapshot_runs_without_the_gil():
         th.join()
     during = [x for x in ticks if start < x < end]
     # Holding the GIL, the native call would let the other thread run only at its edges.
-    assert len(during) > 100, (len(during), end - start)
+    assert len(during) > 20, (len(during), end - start)

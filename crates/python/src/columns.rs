@@ -3,10 +3,11 @@
 //! that fill it, and how a value is made from a decoded task, with psutil's units and rules.
 //!
 //! One table, [`COLUMNS`]: the Python layer learns attributes and columns from it
-//! ([`attributes`]), the builder fills them ([`build`]). A value psutil's `as_dict` would give
+//! ([`attributes`]), the [`Builder`] fills them. A value psutil's `as_dict` would give
 //! as its `ad_value` (AccessDenied: /proc refused the file; ZombieProcess: the method raises
 //! it for a zombie) is null here.
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -18,14 +19,17 @@ use arrow_array::ArrayRef;
 use taskdiag_proto::task::Task;
 use taskdiag_proto::Group;
 
-/// What psutil and the machine say about units and names, read once per snapshot.
+/// What psutil and the machine say about units and names, for one snapshot: each file read
+/// when a column first needs it (a one-process call asking for a name reads neither
+/// /proc/stat nor /proc/meminfo).
 pub struct Ctx {
     /// Clock ticks per second.
-    pub hz: u64,
-    /// Boot time as psutil reads it (`btime` of /proc/stat), seconds since the epoch.
-    pub boot_time: f64,
+    hz: u64,
+    /// Boot time as psutil reads it (`btime` of /proc/stat), seconds since the epoch; `None`
+    /// where it cannot be read.
+    boot_time: OnceCell<Option<f64>>,
     /// Physical memory (MemTotal), bytes: psutil's `virtual_memory().total`.
-    pub mem_total: u64,
+    mem_total: OnceCell<Option<u64>>,
     /// Terminal paths by device number, as psutil maps them (`/dev/tty*`, then `/dev/pts/*`,
     /// by `st_rdev`; a later path wins); listed when a terminal column is first made.
     ttys: Option<HashMap<u64, Vec<u8>>>,
@@ -38,16 +42,29 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// Reads the machine's values.
-    pub fn read() -> Result<Ctx, taskdiag_tools::snapshot::Error> {
-        let m = taskdiag_tools::snapshot::Machine::read()?;
-        Ok(Ctx {
-            hz: m.hz,
-            boot_time: m.boot_time as f64,
-            mem_total: m.mem_total_kib * 1024,
+    /// Nothing read yet.
+    pub fn new() -> Ctx {
+        Ctx {
+            hz: taskdiag_procfs::clock_ticks(),
+            boot_time: OnceCell::new(),
+            mem_total: OnceCell::new(),
             ttys: None,
             users: HashMap::new(),
             mmless_environ: None,
+        }
+    }
+
+    fn boot_time(&self) -> Option<f64> {
+        *self.boot_time.get_or_init(|| {
+            let stat = std::fs::read("/proc/stat").ok()?;
+            Some(taskdiag_procfs::system::boot_time(&stat).ok()? as f64)
+        })
+    }
+
+    fn mem_total(&self) -> Option<u64> {
+        *self.mem_total.get_or_init(|| {
+            let meminfo = std::fs::read("/proc/meminfo").ok()?;
+            Some(taskdiag_procfs::system::parse_meminfo(&meminfo).mem_total? * 1024)
         })
     }
 
@@ -111,27 +128,6 @@ fn terminal_map() -> HashMap<u64, Vec<u8>> {
     map
 }
 
-/// A column's element type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// u32.
-    U32,
-    /// i32.
-    I32,
-    /// u64.
-    U64,
-    /// f64.
-    F64,
-    /// bool.
-    Bool,
-    /// A string (bytes as the kernel gives them; UTF-8 where they are).
-    Str,
-    /// A list of strings.
-    StrList,
-    /// A list of u32.
-    U32List,
-}
-
 /// A task and what turns it into values.
 pub struct Row<'a> {
     /// The task.
@@ -164,17 +160,15 @@ pub enum Get {
 }
 
 impl Get {
-    /// The element type.
-    pub fn kind(&self) -> Kind {
+    /// The Python type of a value, as `taskdiag.columns()` names it.
+    pub fn type_name(&self) -> &'static str {
         match self {
-            Get::U32(_) => Kind::U32,
-            Get::I32(_) => Kind::I32,
-            Get::U64(_) => Kind::U64,
-            Get::F64(_) => Kind::F64,
-            Get::Bool(_) => Kind::Bool,
-            Get::Str(_) => Kind::Str,
-            Get::StrList(_) => Kind::StrList,
-            Get::U32List(_) => Kind::U32List,
+            Get::U32(_) | Get::I32(_) | Get::U64(_) => "int",
+            Get::F64(_) => "float",
+            Get::Bool(_) => "bool",
+            Get::Str(_) => "str",
+            Get::StrList(_) => "list[str]",
+            Get::U32List(_) => "list[int]",
         }
     }
 }
@@ -423,7 +417,7 @@ pub static COLUMNS: &[Def] = &[
     Def { name: "status", attr: "status", groups: BASE, get: Get::Str(status),
           doc: "psutil's status string: running, sleeping, disk-sleep, stopped, zombie, idle..." },
     Def { name: "create_time", attr: "create_time", groups: BASE,
-          get: Get::F64(|r, m| Some(m.secs(r.t.base.as_ref()?.rec.start_time_ns) + m.boot_time)),
+          get: Get::F64(|r, m| Some(m.secs(r.t.base.as_ref()?.rec.start_time_ns) + m.boot_time()?)),
           doc: "start time, seconds since the epoch (boot time + start ticks / CLK_TCK)" },
     Def { name: "terminal", attr: "terminal", groups: BASE, get: Get::Str(terminal),
           doc: "controlling terminal's path, null without one" },
@@ -486,7 +480,7 @@ pub static COLUMNS: &[Def] = &[
     Def { name: "memory_info.dirty", attr: "memory_info", groups: STATM,
           get: Get::U64(|_, _| Some(0)), doc: "0 (statm's dt, unused since Linux 2.6)" },
     Def { name: "memory_percent", attr: "memory_percent", groups: STATM,
-          get: Get::F64(|r, m| { let s = statm(r); Some((s.rss_anon + s.rss_file + s.rss_shmem) as f64 / m.mem_total as f64 * 100.0) }),
+          get: Get::F64(|r, m| { let s = statm(r); Some((s.rss_anon + s.rss_file + s.rss_shmem) as f64 / m.mem_total()? as f64 * 100.0) }),
           doc: "resident set size as a percentage of physical memory" },
     Def { name: "cmdline", attr: "cmdline", groups: CMDLINE, get: Get::StrList(cmdline_args),
           doc: "command line arguments, split as psutil splits them" },

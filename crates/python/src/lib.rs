@@ -33,6 +33,13 @@ fn valid_names() -> String {
         .join(", ")
 }
 
+/// The backend named `name` (`auto`, `bpf`, `daemon`, `procfs`); ValueError for another.
+fn backend_kind(name: &str) -> PyResult<BackendKind> {
+    name.parse().map_err(|e: taskdiag::UnknownBackend| {
+        PyValueError::new_err(format!("backend={name:?}: {e}"))
+    })
+}
+
 /// snapshot(attrs=None, threads=False, pids=None, backend="auto")
 /// --
 ///
@@ -53,16 +60,14 @@ fn snapshot(
             valid_names()
         ))
     })?;
-    let kind: BackendKind = backend.parse().map_err(|e: taskdiag::UnknownBackend| {
-        PyValueError::new_err(format!("backend={backend:?}: {e}"))
-    })?;
+    let kind = backend_kind(backend)?;
     let groups = columns::groups(&cols);
     // Everything below runs without the GIL: errors cross back as text.
     let (arrays, backend) = py
         .detach(|| -> Result<_, String> {
             let os = |e: taskdiag_tools::snapshot::Error| e.to_string();
             let q = Query { threads, groups };
-            let mut ctx = columns::Ctx::read().map_err(os)?;
+            let mut ctx = columns::Ctx::new();
             let (builder, backend) = source::with(kind, groups, |src| {
                 let mut b = columns::Builder::new(&cols, 1024);
                 match &pids {
@@ -108,9 +113,7 @@ type ProcMaps<'py> = (u64, &'static str, bool, Option<Vec<MapRow<'py>>>);
 #[pyfunction]
 fn memory_maps<'py>(py: Python<'py>, pid: u32, backend: &str) -> PyResult<Option<ProcMaps<'py>>> {
     use taskdiag::Group;
-    let kind: BackendKind = backend.parse().map_err(|e: taskdiag::UnknownBackend| {
-        PyValueError::new_err(format!("backend={backend:?}: {e}"))
-    })?;
+    let kind = backend_kind(backend)?;
     let groups = Group::Base.flag() | Group::Vma.flag() | Group::VmaStat.flag();
     let found = py
         .detach(|| -> Result<_, String> {
@@ -160,17 +163,7 @@ fn memory_maps<'py>(py: Python<'py>, pid: u32, backend: &str) -> PyResult<Option
 fn column_list() -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
     columns::COLUMNS
         .iter()
-        .map(|d| {
-            let kind = match d.get.kind() {
-                columns::Kind::U32 | columns::Kind::I32 | columns::Kind::U64 => "int",
-                columns::Kind::F64 => "float",
-                columns::Kind::Bool => "bool",
-                columns::Kind::Str => "str",
-                columns::Kind::StrList => "list[str]",
-                columns::Kind::U32List => "list[int]",
-            };
-            (d.name, d.attr, kind, d.doc)
-        })
+        .map(|d| (d.name, d.attr, d.get.type_name(), d.doc))
         .collect()
 }
 

@@ -363,31 +363,26 @@ impl ProcTable {
         let out = PyDict::new(py);
         for name in names {
             let a = &self.arrays[self.index(&name)?];
-            let fixed = matches!(
-                a.data_type(),
-                DataType::UInt32 | DataType::Int32 | DataType::UInt64 | DataType::Float64
-            );
-            let arr = if fixed {
-                let view = Bound::new(py, NumpyView { array: a.clone() })?;
-                np.call_method1("asarray", (view,))?
-            } else {
-                let col = self.column(py, &name)?;
-                let dtype = if *a.data_type() == DataType::Boolean {
-                    "bool"
-                } else {
-                    "object"
-                };
-                if a.null_count() > 0 && dtype == "bool" {
-                    // None in a bool array: keep the values, mask below.
-                    let filled: Vec<bool> = (0..a.len()).map(|i| a.as_boolean().value(i)).collect();
-                    np.call_method1("array", (filled,))?
-                } else {
+            // Numbers and booleans keep their values where null, masked; anything else is an
+            // object array of Python values (None where null).
+            let (arr, maskable) = match a.data_type() {
+                DataType::UInt32 | DataType::Int32 | DataType::UInt64 | DataType::Float64 => {
+                    let view = Bound::new(py, NumpyView { array: a.clone() })?;
+                    (np.call_method1("asarray", (view,))?, true)
+                }
+                DataType::Boolean => {
+                    let values: Vec<bool> = a.as_boolean().values().iter().collect();
+                    (np.call_method1("array", (values,))?, true)
+                }
+                _ => {
                     let kw = PyDict::new(py);
-                    kw.set_item("dtype", dtype)?;
-                    np.call_method("array", (col,), Some(&kw))?
+                    kw.set_item("dtype", "object")?;
+                    let col = self.column(py, &name)?;
+                    (np.call_method("array", (col,), Some(&kw))?, false)
                 }
             };
-            let arr = if a.null_count() > 0 && (fixed || *a.data_type() == DataType::Boolean) {
+            let masked = maskable && a.null_count() > 0;
+            let arr = if masked {
                 let mask: Vec<bool> = (0..a.len()).map(|i| a.is_null(i)).collect();
                 let kw = PyDict::new(py);
                 kw.set_item("mask", mask)?;

@@ -247,6 +247,32 @@ def _plan(attrs):
     return [(a, _COLUMNS[a], a == "terminal") for a in attrs if a in _COLUMNS]
 
 
+def _refusal_class(status, refused_groups, attr):
+    """What psutil raises where ``attr`` is null: AccessDenied where /proc refused the
+    caller (``refused_groups``), ZombieProcess where a zombie has no such value."""
+    if refused_groups & _GROUPS[attr] or status != STATUS_ZOMBIE:
+        return AccessDenied
+    return ZombieProcess
+
+
+def _exe_answer(exe, cmdline, exe_refusal, cmdline_refusal):
+    """psutil's exe() from the link and the command line read (``_NULL`` where null) and the
+    class psutil raises for each where it is null: the path, or the exception class psutil
+    raises. Where the link is refused or empty psutil guesses the first argument, when that
+    is an absolute path to an executable file; guessing for an empty link, it swallows the
+    command line's AccessDenied, not its ZombieProcess."""
+    if exe is not _NULL and exe != "":
+        return exe
+    if exe is _NULL and exe_refusal is ZombieProcess:
+        return ZombieProcess
+    if cmdline is _NULL:
+        return "" if exe == "" and cmdline_refusal is AccessDenied else cmdline_refusal
+    guess = _guess_exe(cmdline)
+    if guess is not None:
+        return guess
+    return exe_refusal if exe is _NULL else exe
+
+
 def _guess_exe(cmdline):
     """psutil's guess of a program from its command line: the first argument, if it is an
     absolute path to an executable file."""
@@ -346,12 +372,15 @@ class Process:
             )
         return row
 
+    def _raised(self, cls, row):
+        """An AccessDenied or ZombieProcess of this process, as ``row`` names it."""
+        if cls is ZombieProcess:
+            return ZombieProcess(self._pid, row["name"], row["ppid"])
+        return AccessDenied(self._pid, row["name"])
+
     def _refusal(self, row, attr):
-        """The exception psutil raises where ``attr`` is null in ``row``: AccessDenied where
-        /proc refused the caller, ZombieProcess where a zombie has no such value."""
-        if row["refused_groups"] & _GROUPS[attr] or row["status"] != STATUS_ZOMBIE:
-            return AccessDenied(self._pid, row["name"])
-        return ZombieProcess(self._pid, row["name"], row["ppid"])
+        """The exception psutil raises where ``attr`` is null in ``row``."""
+        return self._raised(_refusal_class(row["status"], row["refused_groups"], attr), row)
 
     def _get(self, attr):
         row = self._read([attr])
@@ -361,22 +390,17 @@ class Process:
         return v
 
     def _exe(self, row):
-        """psutil's exe(): the link; where it is refused or empty, the first argument when
-        that is an absolute path to an executable file."""
-        exe = row["exe"]
-        if exe is _NULL or exe == "":
-            refusal = self._refusal(row, "exe") if exe is _NULL else None
-            if isinstance(refusal, ZombieProcess):
-                raise refusal
-            cmdline = row["cmdline"]
-            if cmdline is _NULL:
-                raise self._refusal(row, "cmdline")
-            guess = _guess_exe(cmdline)
-            if guess is not None:
-                return guess
-            if refusal is not None:
-                raise refusal
-        return exe
+        """psutil's exe() from ``row`` (see _exe_answer)."""
+        status, refused = row["status"], row["refused_groups"]
+        answer = _exe_answer(
+            row["exe"],
+            row["cmdline"],
+            _refusal_class(status, refused, "exe"),
+            _refusal_class(status, refused, "cmdline"),
+        )
+        if isinstance(answer, type):
+            raise self._raised(answer, row)
+        return answer
 
     # identity
 
@@ -873,9 +897,9 @@ def process_iter(attrs=None, ad_value=None):
     """
     names = None if attrs is None else _check_attrs(attrs)
     read = [a for a in (names or ()) if a in _COLUMNS]
-    extra = ["start_time_ns", "create_time", "name", "ppid"] + ["cmdline", "status"] * (
-        "exe" in read
-    )
+    extra = ["start_time_ns", "create_time", "name", "ppid"]
+    if "exe" in read:
+        extra += ["cmdline", "status", "refused_groups"]
     t = _taskdiag.snapshot(read + extra, False, None, BACKEND)
     pids = t.column("pid")
     for gone in _cache.keys() - set(pids):
@@ -927,18 +951,23 @@ process_iter.cache_clear = _cache.clear
 
 
 def _fix_exe(t, rows, ad_value):
-    """exe() as psutil answers it where the link is refused or empty (see Process._exe)."""
+    """exe() as psutil answers it where the link is refused or empty (see _exe_answer)."""
     exes = t.column("exe")
-    cmdlines, statuses = None, None
+    cmdlines = statuses = refused = None
     for i, exe in enumerate(exes):
-        if exe is None or exe == "":
-            if cmdlines is None:
-                cmdlines, statuses = t.column("cmdline"), t.column("status")
-            if statuses[i] == STATUS_ZOMBIE and exe is None:
-                rows[i]["exe"] = ad_value
-                continue
-            guess = _guess_exe(cmdlines[i])
-            rows[i]["exe"] = guess if guess is not None else (ad_value if exe is None else "")
+        if exe:
+            continue
+        if cmdlines is None:
+            cmdlines, statuses = t.column("cmdline"), t.column("status")
+            refused = t.column("refused_groups")
+        cmdline = cmdlines[i]
+        answer = _exe_answer(
+            _NULL if exe is None else exe,
+            _NULL if cmdline is None else cmdline,
+            _refusal_class(statuses[i], refused[i], "exe"),
+            _refusal_class(statuses[i], refused[i], "cmdline"),
+        )
+        rows[i]["exe"] = ad_value if isinstance(answer, type) else answer
 
 
 def pids():

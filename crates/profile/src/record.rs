@@ -6,12 +6,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use taskdiag_proto::prof::{ProfState, PROF_F_KTHREAD};
-use taskdiag_proto::ProfKey;
+use taskdiag_proto::{ProfFresh, ProfKey};
 
 use crate::error::ProfileError;
 use crate::model::{Frame, FrameKind, Profile, Stack, StateKey};
 use crate::sampler::{Options, RawStack, Sampler, Stats};
-use crate::symbolize::{Quality, SchedText, Symbols};
+use crate::symbolize::{ProcIdent, Quality, SchedText, Symbols};
 
 /// The share of a CPU the off-CPU walks may take: on a host with many threads they come less
 /// often than the rate (each walk counts the time since the last one, so nothing is lost but
@@ -61,23 +61,33 @@ pub struct Run {
 pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError> {
     let mut sampler = Sampler::start(&opts.sampler)?;
     // New user stacks are symbolized on another thread, so that reading a binary's symbols
-    // never delays a period's walk.
-    let (to_symbolize, stacks_in) = mpsc::channel::<(u64, u32, RawStack)>();
+    // never delays a period's walk; a period's stacks go together (one wake-up, and each
+    // process's identity checked once for them).
+    let (to_symbolize, stacks_in) = mpsc::channel::<Vec<(ProfFresh, RawStack)>>();
     let worker = std::thread::Builder::new()
         .name("symbolize".into())
         .spawn(move || {
             let mut symbols = Symbols::new();
-            for (id, pid, stack) in stacks_in {
-                symbols.add_user(id, pid, &stack);
+            for batch in stacks_in {
+                symbols.next_batch();
+                for (f, stack) in batch {
+                    let ident = ProcIdent {
+                        start: f.proc_start,
+                        exec: f.exec_id,
+                    };
+                    symbols.add_user(f.id, f.proc_tgid, Some(ident), &stack);
+                }
             }
             symbols.into_resolved()
         })
         .map_err(ProfileError::Iter)?;
-    let send_fresh = |sampler: &Sampler, fresh: Vec<(u64, u32)>| {
-        for (id, pid) in fresh {
-            if let Some(stack) = sampler.stack(id) {
-                let _ = to_symbolize.send((id, pid, stack));
-            }
+    let send_fresh = |sampler: &Sampler, fresh: Vec<ProfFresh>| {
+        let batch: Vec<_> = fresh
+            .into_iter()
+            .filter_map(|f| Some((f, sampler.stack(f.id)?)))
+            .collect();
+        if !batch.is_empty() {
+            let _ = to_symbolize.send(batch);
         }
     };
     let period = Duration::from_nanos(1_000_000_000 / opts.sampler.hz.max(1));
@@ -123,6 +133,15 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
     })?);
     let counts = sampler.counts();
     let stats = sampler.stats();
+    // A user stack the ring buffer had no room for is named now, if its process lives.
+    symbols.next_batch();
+    for (key, _) in &counts {
+        if key.ustack != 0 && symbols.user(key.ustack).is_none() {
+            if let Some(stack) = sampler.stack(key.ustack) {
+                symbols.add_user(key.ustack, key.proc_tgid, None, &stack);
+            }
+        }
+    }
     let kstacks: HashMap<u64, RawStack> = counts
         .iter()
         .map(|(k, _)| k.kstack)

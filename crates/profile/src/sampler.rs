@@ -7,16 +7,18 @@
 //! the first time since it was last called, for symbolizing while their processes live.
 //! [`Sampler::counts`] and [`Sampler::stack`] read the result.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::{self, Read};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::rc::Rc;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags};
+use libbpf_rs::{Link, MapCore, MapFlags, RingBuffer, RingBufferBuilder};
 use taskdiag_bpf::IterLink;
 use taskdiag_proto::prof::PROF_STACK_DEPTH;
-use taskdiag_proto::{ProfKey, ProfSeenHdr, ProfStackHdr};
+use taskdiag_proto::{ProfFresh, ProfKey, ProfSeenHdr, ProfStackHdr};
 
 use crate::error::ProfileError;
 use crate::skel::{ProfileSkel, ProfileSkelBuilder};
@@ -82,6 +84,10 @@ pub struct Stats {
 
 /// The loaded programs, their perf events and the iterator.
 pub struct Sampler {
+    /// The `fresh` ring buffer's reader (before `skel`: dropped before the map it reads).
+    fresh: RingBuffer<'static>,
+    /// What its callback read since the last [`Sampler::fresh`].
+    fresh_read: Rc<RefCell<Vec<ProfFresh>>>,
     skel: ProfileSkel<'static>,
     _perf: Vec<(OwnedFd, Link)>,
     /// The off-CPU walk: one link for every task, or one per process of `-p` (6.1+).
@@ -119,6 +125,13 @@ fn cpu_clock_event(cpu: u32, hz: u64) -> io::Result<OwnedFd> {
     }
     // SAFETY: perf_event_open returned a new descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The `fresh` ring buffer's size for a stack map of `stacks`: a record (8-byte header and a
+/// [`ProfFresh`]) for each, rounded up to a power of two, at least a page.
+fn fresh_bytes(stacks: u32) -> u32 {
+    let want = u64::from(stacks) * (8 + ProfFresh::SIZE as u64);
+    want.next_power_of_two().clamp(4096, 1 << 30) as u32
 }
 
 /// CLOCK_BOOTTIME in nanoseconds: bpf_ktime_get_boot_ns()'s clock.
@@ -207,11 +220,26 @@ impl Sampler {
         } else {
             Vec::new()
         };
+        let fresh_read = Rc::new(RefCell::new(Vec::new()));
+        let fresh = {
+            let out = Rc::clone(&fresh_read);
+            let mut b = RingBufferBuilder::new();
+            b.add(&skel.maps.fresh, move |data: &[u8]| {
+                if let Some(f) = ProfFresh::read_from(data) {
+                    out.borrow_mut().push(f);
+                }
+                0
+            })
+            .map_err(ProfileError::Load)?;
+            b.build().map_err(ProfileError::Load)?
+        };
         // The profile begins now: a thread first seen by a walk counts its time off CPU since.
         if let Some(b) = skel.maps.bss_data.as_deref_mut() {
             b.cfg_begin_ns = boottime_ns();
         }
         Ok(Self {
+            fresh,
+            fresh_read,
             skel,
             _perf: perf,
             iters,
@@ -275,6 +303,12 @@ impl Sampler {
             .stacks
             .set_max_entries(opts.max_stacks)
             .map_err(err)?;
+        // Room for every stack the map can take as new in one period (a ring buffer's size is
+        // a power of two of pages; each record has an 8-byte header).
+        open.maps
+            .fresh
+            .set_max_entries(fresh_bytes(opts.max_stacks))
+            .map_err(err)?;
         // Room for every thread's last sample, twice over (threads come and go).
         open.maps
             .seen
@@ -304,28 +338,13 @@ impl Sampler {
         Ok(())
     }
 
-    /// The user stacks first seen since the last call, as (stack id, process): to symbolize
-    /// while their processes live.
-    pub fn fresh(&self) -> Vec<(u64, u32)> {
-        self.drain_fresh()
-    }
-
-    /// The new user stacks, removed from the `fresh` map. A look-up and a delete (not
-    /// lookup-and-delete, which hash maps have only from 5.14); the programs write the same
-    /// value for the same id, so one written between the two is not lost.
-    fn drain_fresh(&self) -> Vec<(u64, u32)> {
-        let map = &self.skel.maps.fresh;
-        let keys: Vec<Vec<u8>> = map.keys().collect();
-        let mut out = Vec::with_capacity(keys.len());
-        for k in keys {
-            if let Ok(Some(v)) = map.lookup(&k, MapFlags::ANY) {
-                let _ = map.delete(&k);
-                if let (Ok(k), Ok(v)) = (<[u8; 8]>::try_from(&k[..]), <[u8; 4]>::try_from(&v[..])) {
-                    out.push((u64::from_ne_bytes(k), u32::from_ne_bytes(v)));
-                }
-            }
-        }
-        out
+    /// The user stacks first seen since the last call, with their processes: to symbolize
+    /// while their processes live. Read from the ring buffer's memory: no system call.
+    pub fn fresh(&self) -> Vec<ProfFresh> {
+        // An error here is the ring buffer's memory being inconsistent, which the kernel
+        // prevents; the stacks it would have given are named at the end instead.
+        let _ = self.fresh.consume();
+        std::mem::take(&mut *self.fresh_read.borrow_mut())
     }
 
     /// The stack with this id.

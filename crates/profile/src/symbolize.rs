@@ -8,8 +8,9 @@
 //! (under its own /tmp, named with its own pid) is read through `/proc/PID/root`, where
 //! blazesym looks on the host only. Kernel frames come from kallsyms.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use blazesym::symbolize::cache::{self, Cache};
 use blazesym::symbolize::source::{Kernel, Process, Source};
@@ -51,10 +52,10 @@ pub struct Symbols {
     user: HashMap<u64, Vec<Frame>>,
     /// Kernel names by address.
     kernel: HashMap<u64, Frame>,
-    /// JIT symbols read from a process's perf map inside its root, by process.
-    perf_maps: HashMap<u32, Vec<(u64, u64, String)>>,
-    /// The processes whose mappings blazesym keeps, with their start times.
-    mapped: HashMap<u32, Option<u64>>,
+    /// What is known of each process whose stacks were resolved, by pid.
+    procs: HashMap<u32, Known>,
+    /// The processes whose identity was checked in this batch of stacks.
+    checked: HashSet<u32>,
     /// The stack-quality counts.
     pub quality: Quality,
 }
@@ -168,6 +169,57 @@ fn unknown(kind: FrameKind, addr: u64) -> Frame {
     }
 }
 
+/// How long a process's mappings are trusted to have no code at an address they do not map:
+/// an address outside them reads them again, at most this often (a broken frame-pointer
+/// chain leads to the same unmapped word at every sample of a CPU-bound loop).
+const REMAP_AFTER: Duration = Duration::from_secs(1);
+
+/// Which process a user stack is of, as the kernel saw it when it took the stack: a reused
+/// pid, or an exec, makes another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcIdent {
+    /// The process's start (its group leader's start_boottime, ns).
+    pub start: u64,
+    /// Its exec count (the group leader's self_exec_id).
+    pub exec: u64,
+}
+
+/// What is known of one process (one pid while it has the same start time): its names of
+/// addresses, so that a new stack costs only its new addresses. A CPU-bound loop gives a new
+/// stack at nearly every sample (its innermost address differs), whose other frames are
+/// known already.
+struct Known {
+    /// Its identity from the stacks' records, when they carry one.
+    ident: Option<ProcIdent>,
+    /// Its start time (/proc/PID/stat), which tells a reused pid where the stack carries no
+    /// identity.
+    started: Option<u64>,
+    /// Whether blazesym holds its mappings.
+    cached: bool,
+    /// When its mappings were last read.
+    read_at: Instant,
+    /// blazesym's answer for each address looked up (`None`: no symbol).
+    names: HashMap<u64, Option<Frame>>,
+    /// Its executable mappings, read at its first frame without a symbol.
+    exec: Option<ExecMaps>,
+    /// JIT symbols from its perf map inside its root, read at its first frame without one.
+    perf_map: Option<Vec<(u64, u64, String)>>,
+}
+
+impl Known {
+    fn new(ident: Option<ProcIdent>, started: Option<u64>) -> Self {
+        Self {
+            ident,
+            started,
+            cached: false,
+            read_at: Instant::now(),
+            names: HashMap::new(),
+            exec: None,
+            perf_map: None,
+        }
+    }
+}
+
 impl Symbols {
     /// A symbolizer with nothing resolved yet.
     pub fn new() -> Self {
@@ -178,18 +230,24 @@ impl Symbols {
                 .build(),
             user: HashMap::new(),
             kernel: HashMap::new(),
-            perf_maps: HashMap::new(),
-            mapped: HashMap::new(),
+            procs: HashMap::new(),
+            checked: HashSet::new(),
             quality: Quality::default(),
         }
     }
 
+    /// Starts a batch of stacks (a period's): each process's identity is checked once in it.
+    pub fn next_batch(&mut self) {
+        self.checked.clear();
+    }
+
     /// Resolves user stack `id` of process `pid` (a pid of the profiler's /proc) now, while
-    /// the process lives.
-    pub fn add_user(&mut self, id: u64, pid: u32, stack: &RawStack) {
+    /// the process lives; `ident` is the process the kernel took the stack of, if known.
+    pub fn add_user(&mut self, id: u64, pid: u32, ident: Option<ProcIdent>, stack: &RawStack) {
         if self.user.contains_key(&id) || stack.ips.is_empty() {
             return;
         }
+        self.identify(pid, ident);
         let addrs: Vec<u64> = stack
             .ips
             .iter()
@@ -197,7 +255,6 @@ impl Symbols {
             .map(|(i, &ip)| lookup_addr(i, ip))
             .collect();
         let found = self.resolve(pid, &addrs);
-        let mut code: Option<ExecMaps> = None;
         let mut frames = Vec::with_capacity(addrs.len());
         for (i, &addr) in addrs.iter().enumerate() {
             // A null word ends a frame-pointer chain; perf's user stacks may end with one.
@@ -219,8 +276,7 @@ impl Symbols {
                     Some(f) => f,
                     None => {
                         self.quality.unknown_frames += 1;
-                        code.get_or_insert_with(|| ExecMaps::read(pid))
-                            .unknown_frame(addr)
+                        self.unknown_frame(pid, addr)
                     }
                 },
             };
@@ -243,43 +299,109 @@ impl Symbols {
         self.user.insert(id, frames);
     }
 
-    /// blazesym's names for `addrs` of process `pid`. The process's mappings are read once
-    /// and kept (blazesym's process cache) while it is the same process (its start time) and
-    /// the addresses fall in them: reading /proc/PID/maps at every new stack was most of the
-    /// profiler's own time on CPU-bound work, whose every sample is a new stack.
-    fn resolve(&mut self, pid: u32, addrs: &[u64]) -> Vec<Option<Frame>> {
-        let started = start_time(pid);
-        let fresh = self.mapped.get(&pid) != Some(&started);
-        if fresh {
-            self.cache_process(pid, started);
-        }
-        let src = Source::Process(Process::new(Pid::from(pid)));
-        let run = |sym: &Symbolizer| -> (Vec<Option<Frame>>, bool) {
-            match sym.symbolize(&src, Input::AbsAddr(addrs)) {
-                Ok(syms) => (
-                    syms.iter().map(|s| frame_of(FrameKind::User, s)).collect(),
-                    syms.iter()
-                        .any(|s| matches!(s, Symbolized::Unknown(Reason::Unmapped))),
-                ),
-                Err(_) => (Vec::new(), false),
+    /// Makes what is known of process `pid` that of the process the stack is of. The stack's
+    /// own identity decides where it has one (no system call: a CPU-bound loop gives a new
+    /// stack at nearly every sample); else the start time in /proc, once a batch (a pid reused
+    /// by another process whose stacks are in the same period's batch is beyond what a start
+    /// time of 10 ms ticks could tell apart anyway).
+    fn identify(&mut self, pid: u32, ident: Option<ProcIdent>) {
+        let known = self.procs.get(&pid);
+        match (known.and_then(|k| k.ident), ident) {
+            (Some(was), Some(now)) if was == now => return,
+            (Some(_), Some(now)) => {
+                // Another process at this pid, or the same after an exec.
+                self.procs
+                    .insert(pid, Known::new(Some(now), start_time(pid)));
+                self.checked.insert(pid);
+                return;
             }
-        };
-        let (found, unmapped) = run(&self.symbolizer);
-        if unmapped && !fresh {
-            // Mapped since the mappings were read: read them again.
-            self.cache_process(pid, started);
-            return run(&self.symbolizer).0;
+            _ => {}
         }
-        found
+        if !self.checked.insert(pid) && known.is_some() {
+            return;
+        }
+        let started = start_time(pid);
+        // A process gone since (no start time) keeps what is known of it: its stacks were
+        // taken while it lived.
+        let same = self
+            .procs
+            .get(&pid)
+            .is_some_and(|k| started.is_none() || k.started == started);
+        match self.procs.get_mut(&pid) {
+            Some(k) if same => k.ident = k.ident.or(ident),
+            _ => {
+                self.procs.insert(pid, Known::new(ident, started));
+            }
+        }
     }
 
-    /// Reads and keeps process `pid`'s mappings.
-    fn cache_process(&mut self, pid: u32, started: Option<u64>) {
-        let c = Cache::Process(cache::Process::new(Pid::from(pid)));
-        if self.symbolizer.cache(&c).is_ok() {
-            self.mapped.insert(pid, started);
-        } else {
-            self.mapped.remove(&pid);
+    /// blazesym's names for `addrs` of process `pid`. Each process's mappings are read once
+    /// and kept (blazesym's process cache), and each address is looked up once, while it is
+    /// the same process (its start time): reading /proc/PID/maps, or even asking blazesym
+    /// (which stats the mapping's file each call), at every new stack was most of the
+    /// profiler's own time on CPU-bound work, whose every sample is a new stack. An address
+    /// outside the mappings reads them again (mapped since), at most every [`REMAP_AFTER`].
+    fn resolve(&mut self, pid: u32, addrs: &[u64]) -> Vec<Option<Frame>> {
+        let Self {
+            symbolizer, procs, ..
+        } = self;
+        let Some(known) = procs.get_mut(&pid) else {
+            return Vec::new();
+        };
+        // Whether the mappings blazesym answers from were read in this call.
+        let mut read_now = false;
+        if !known.cached {
+            known.cached = cache_process(symbolizer, pid);
+            known.read_at = Instant::now();
+            read_now = true;
+        }
+        let mut want: Vec<u64> = addrs
+            .iter()
+            .copied()
+            .filter(|a| !known.names.contains_key(a))
+            .collect();
+        want.sort_unstable();
+        want.dedup();
+        if !want.is_empty() {
+            let src = Source::Process(Process::new(Pid::from(pid)));
+            let unmapped = |s: &Symbolized<'_>| matches!(s, Symbolized::Unknown(Reason::Unmapped));
+            let mut answer = symbolizer.symbolize(&src, Input::AbsAddr(&want));
+            if !read_now
+                && known.read_at.elapsed() >= REMAP_AFTER
+                && answer.as_ref().is_ok_and(|syms| syms.iter().any(unmapped))
+            {
+                // Mapped since the mappings were read: read them again.
+                known.cached = cache_process(symbolizer, pid);
+                known.read_at = Instant::now();
+                known.exec = None;
+                read_now = true;
+                answer = symbolizer.symbolize(&src, Input::AbsAddr(&want));
+            }
+            // An error (the process is gone, say) leaves the new addresses unknown.
+            for (&a, s) in want.iter().zip(answer.iter().flatten()) {
+                // An address outside mappings read before this call may be mapped since:
+                // remembered only once mappings read for it say so too (unremembered, it is
+                // answered as no symbol, and asked again with the next stack).
+                if read_now || !unmapped(s) {
+                    known.names.insert(a, frame_of(FrameKind::User, s));
+                }
+            }
+        }
+        addrs
+            .iter()
+            .map(|a| known.names.get(a).cloned().flatten())
+            .collect()
+    }
+
+    /// The frame of an address of process `pid` no symbol was found for (its executable
+    /// mappings read once per process, and again after its mappings were).
+    fn unknown_frame(&mut self, pid: u32, addr: u64) -> Frame {
+        match self.procs.get_mut(&pid) {
+            Some(k) => k
+                .exec
+                .get_or_insert_with(|| ExecMaps::read(pid))
+                .unknown_frame(addr),
+            None => ExecMaps::read(pid).unknown_frame(addr),
         }
     }
 
@@ -362,12 +484,12 @@ impl Symbols {
     }
 
     /// A JIT's symbol for `addr` from the perf map the process wrote inside its own root and
-    /// pid namespace (`/proc/PID/root/tmp/perf-NSPID.map`).
+    /// pid namespace (`/proc/PID/root/tmp/perf-NSPID.map`), read once per process.
     fn jit_symbol(&mut self, pid: u32, addr: u64) -> Option<Frame> {
-        let map = self
-            .perf_maps
-            .entry(pid)
-            .or_insert_with(|| read_perf_map(pid).unwrap_or_default());
+        let known = self.procs.get_mut(&pid)?;
+        let map = known
+            .perf_map
+            .get_or_insert_with(|| read_perf_map(pid).unwrap_or_default());
         let i = map.partition_point(|(start, _, _)| *start <= addr);
         let (start, len, name) = map.get(i.checked_sub(1)?)?;
         (addr < start + len).then(|| Frame {
@@ -376,6 +498,12 @@ impl Symbols {
             module: Some("[jit]".into()),
         })
     }
+}
+
+/// Reads process `pid`'s mappings into blazesym's cache; whether it could.
+fn cache_process(symbolizer: &Symbolizer, pid: u32) -> bool {
+    let c = Cache::Process(cache::Process::new(Pid::from(pid)));
+    symbolizer.cache(&c).is_ok()
 }
 
 /// The scheduler's and the locking primitives' text (in_sched_functions()), from kallsyms:

@@ -738,6 +738,23 @@ wire_structs! {
         /// [`crate::prof::PROF_STACK_TRUNCATED`] and the like.
         flags: u32,
     }
+
+    /// A user stack stored for the first time (the profiler's `fresh` ring buffer), to be
+    /// symbolized while its process lives.
+    struct ProfFresh = "td_prof_fresh", size 32 {
+        /// Its id in the stack map.
+        id: u64,
+        /// Its process's start (the group leader's start_boottime, ns): with `exec_id`, which
+        /// process the addresses are of, so a reused pid or an exec is told from the process
+        /// whose names are known.
+        proc_start: u64,
+        /// Its process's exec count (the group leader's self_exec_id).
+        exec_id: u64,
+        /// Its process, a pid of the profiler's /proc.
+        proc_tgid: u32,
+        /// Reserved; 0.
+        reserved: u32,
+    }
 }
 
 /// Writes [`c_header`] as `taskdiag_wire.h` in `dir` (a build script's OUT_DIR, which it then

@@ -33,8 +33,9 @@ pub mod vma_flags;
 
 pub use layout::{
     AccessRec, AttrHeader, BaseRec, CgroupRec, CredRec, DelayRec, Done, FilesRec, GroupErrorRec,
-    IoRec, LimitRec, MsgHeader, NsIdsRec, NsRec, PathsRec, ProfKey, ProfSeenHdr, ProfStackHdr,
-    Request, SchedRec, SecurityRec, SignalRec, Start, StatRec, StatmRec, VmaRec, VmaStatRec,
+    IoRec, LimitRec, MsgHeader, NsIdsRec, NsRec, PathsRec, ProfFresh, ProfKey, ProfSeenHdr,
+    ProfStackHdr, Request, SchedRec, SecurityRec, SignalRec, Start, StatRec, StatmRec, VmaRec,
+    VmaStatRec,
 };
 
 /// Version of the format described here. Carried in requests and START messages.

@@ -387,6 +387,40 @@ fn a_process_that_exits_during_the_profile_keeps_its_names() {
     );
 }
 
+#[test]
+fn a_process_that_execs_gets_the_names_of_its_new_program() {
+    // The fixture built twice non-PIE (its code at the same fixed addresses), the second with
+    // hot_function named other_hot: the same addresses, other names. The first burns, then
+    // executes the second: the same pid and start time, so only the exec tells the processes
+    // apart (names kept from before the exec would call the second's samples hot_function).
+    let dir = TempDir::new("profile-exec");
+    for sub in ["a", "b"] {
+        std::fs::create_dir(dir.join(sub)).expect("a directory for a build");
+    }
+    let first = build_fixture_at(&dir.join("a").join(COMM), &["-no-pie", "-static"]);
+    let second = build_fixture_at(
+        &dir.join("b").join(COMM),
+        &["-no-pie", "-static", "-Dhot_function=other_hot"],
+    );
+    let mut proc = Spawned::spawn(
+        Command::new(&first)
+            .arg("exec")
+            .arg(&second)
+            .stdout(Stdio::piped()),
+    );
+    proc.expect_line("ready");
+    let pid = proc.pid().to_string();
+    let lines = profile(&["-p", &pid, "--on-cpu", "-F", "99", "-d", "4"]);
+    let mine: Vec<&Line> = lines.iter().filter(|l| l.thread() == COMM).collect();
+    let (before, total) = leaf_share(mine.iter().copied(), "hot_function");
+    let (after, _) = leaf_share(mine.iter().copied(), "other_hot");
+    assert!(
+        before >= 20 && after >= 20,
+        "{before} samples in hot_function before the exec and {after} in other_hot after, of \
+         {total}: {mine:?}"
+    );
+}
+
 /// KSM's settings, restored on drop.
 struct Ksm(Vec<(PathBuf, String)>);
 

@@ -10,6 +10,9 @@
  *   merge     a large region of identical pages offered to KSM (keeps ksmd busy)
  *   jit       spins in code it wrote into anonymous memory, named `jitted_loop` in the perf
  *             map a JIT writes (/tmp/perf-PID.map, PID as its own pid namespace numbers it)
+ *   exec P    burns as `burn` for 1.5 s, then executes program P in mode burn (the tests give
+ *             it this fixture built non-PIE with hot_function under another name: the same
+ *             addresses, other names)
  * Prints "ready" once its threads are in place, then runs until killed.
  */
 #define _GNU_SOURCE
@@ -155,6 +158,30 @@ static void jit(void)
 	((void (*)(void))code)();
 }
 
+/* Seconds since @t0 (CLOCK_MONOTONIC). */
+static double since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static void burn_then_exec(const char *prog)
+{
+	struct timespec t0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ready();
+	while (since(&t0) < 1.5) {
+		hot_function();
+		cold_function();
+	}
+	execl(prog, prog, "burn", (char *)NULL);
+	perror(prog);
+	exit(1);
+}
+
 static void *shares(void *arg)
 {
 	(void)arg;
@@ -179,6 +206,8 @@ int main(int argc, char **argv)
 		merge();
 	if (!strcmp(mode, "jit"))
 		jit();
+	if (!strcmp(mode, "exec") && argc > 2)
+		burn_then_exec(argv[2]);
 	if (!strcmp(mode, "shares")) {
 		pthread_t t;
 

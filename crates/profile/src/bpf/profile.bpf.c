@@ -17,8 +17,8 @@
  * Counts are kept in the kernel, in nanoseconds: `counts` maps a td_prof_key (thread, state,
  * system call, stack ids) to a time; `stacks` maps a stack id (a hash of its addresses, seeded
  * with the process for user stacks) to the addresses, stored once. A new user stack's id is
- * also put in `fresh`, which user space drains every period to symbolize it while its process
- * lives.
+ * also written to `fresh`, a ring buffer user space reads every period to symbolize it while
+ * its process lives.
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -74,12 +74,14 @@ struct {
 	__type(value, struct prof_stack);
 } stacks SEC(".maps");
 
-/* New user stacks: id → the process (proc_tgid) whose addresses they are. */
+/*
+ * New user stacks, each a td_prof_fresh (its id and the process whose addresses they are),
+ * which user space reads every period without a system call (a hash map's keys cost a walk
+ * of every bucket, full or not, at each drain). Sized by user space.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, __u32);
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 19);
 } fresh SEC(".maps");
 
 struct {
@@ -229,18 +231,37 @@ static __always_inline __u64 stack_id(struct prof_stack *s, __u64 seed)
 	return h ? h : 1;
 }
 
-/* Stores @s once and returns its id (0 for an empty stack). */
-static __always_inline __u64 put_stack(struct prof_stack *s, __u32 proc_tgid, bool user)
+/*
+ * Stores @s once and returns its id (0 for an empty stack). A user stack (@t non-NULL) is of
+ * @t's process: its id is seeded with the process's pid, start and exec count (the same
+ * addresses are other code in another process, or after an exec), and a new one is written to
+ * `fresh` with them.
+ */
+static __always_inline __u64 put_stack(struct prof_stack *s, struct task_struct *t,
+				       __u32 proc_tgid)
 {
-	__u64 id;
+	struct td_prof_fresh f = {};
+	struct task_struct *leader;
+	__u64 id, seed = 0;
 	long err;
 
 	if (!s->hdr.nr)
 		return 0;
-	id = stack_id(s, user ? ((__u64)proc_tgid << 32 | 1) : 0);
+	if (t) {
+		leader = BPF_CORE_READ(t, group_leader);
+		f.proc_start = BPF_CORE_READ(leader, start_boottime);
+		f.exec_id = BPF_CORE_READ(leader, self_exec_id);
+		seed = ((__u64)proc_tgid << 32 | 1) ^ (f.proc_start + f.exec_id * 0x9e3779b97f4a7c15ULL);
+	}
+	id = stack_id(s, seed);
 	err = bpf_map_update_elem(&stacks, &id, s, BPF_NOEXIST);
-	if (err == 0 && user)
-		bpf_map_update_elem(&fresh, &id, &proc_tgid, BPF_ANY);
+	if (err == 0 && t) {
+		f.id = id;
+		f.proc_tgid = proc_tgid;
+		/* Full (user space has not drained it for a long time): the stack is named at
+		 * the end, if its process still lives. */
+		bpf_ringbuf_output(&fresh, &f, sizeof(f), 0);
+	}
 	if (err == -TD_E2BIG) {
 		/* The stack map is full: the sample is kept, without this stack. */
 		__sync_fetch_and_add(&n_stacks_lost, 1);
@@ -297,11 +318,11 @@ int on_cpu(void *ctx)
 	sc->key.state = TD_PROF_RUNNING;
 	n = bpf_get_stack(ctx, sc->s.ips, sizeof(sc->s.ips), 0);
 	took(&sc->s, n);
-	sc->key.kstack = put_stack(&sc->s, 0, false);
+	sc->key.kstack = put_stack(&sc->s, NULL, 0);
 	if (!(sc->key.flags & TD_PROF_F_KTHREAD)) {
 		n = bpf_get_stack(ctx, sc->s.ips, sizeof(sc->s.ips), BPF_F_USER_STACK);
 		took(&sc->s, n);
-		sc->key.ustack = put_stack(&sc->s, sc->key.proc_tgid, true);
+		sc->key.ustack = put_stack(&sc->s, t, sc->key.proc_tgid);
 	}
 	count_n(&sc->key, cfg_period_ns);
 	__sync_fetch_and_add(&n_on_cpu, 1);
@@ -435,10 +456,10 @@ static __always_inline int off_cpu(struct bpf_iter__task *ctx, bool user)
 	sc->key.state = state;
 	n = bpf_get_task_stack(task, sc->s.ips, sizeof(sc->s.ips), 0);
 	took(&sc->s, n);
-	sc->key.kstack = put_stack(&sc->s, 0, false);
+	sc->key.kstack = put_stack(&sc->s, NULL, 0);
 	if (user && !(sc->key.flags & TD_PROF_F_KTHREAD) && task->mm) {
 		user_stack(task, &sc->s, &sc->key);
-		sc->key.ustack = put_stack(&sc->s, sc->key.proc_tgid, true);
+		sc->key.ustack = put_stack(&sc->s, task, sc->key.proc_tgid);
 	}
 	n_off_cpu++;
 	sc->seen.key = sc->key;

@@ -659,6 +659,57 @@ mod tests {
         );
     }
 
+    #[inline(never)]
+    fn a_named_function() -> u64 {
+        std::hint::black_box(7)
+    }
+
+    #[inline(never)]
+    fn another_named_function() -> u64 {
+        std::hint::black_box(8)
+    }
+
+    #[test]
+    fn a_process_is_known_until_its_stacks_say_it_is_another() {
+        let pid = std::process::id();
+        let addr = a_named_function as *const () as u64;
+        let stack = RawStack {
+            ips: vec![addr],
+            flags: 0,
+        };
+        let first = ProcIdent { start: 1, exec: 1 };
+        let mut s = Symbols::new();
+        s.add_user(1, pid, Some(first), &stack);
+        let name = |s: &Symbols, id| s.user(id).map(|f| f[0].name.clone());
+        assert!(
+            name(&s, 1).is_some_and(|n| n.contains("a_named_function")),
+            "{:?}",
+            s.user(1)
+        );
+        let known = |s: &Symbols| s.procs[&pid].names.len();
+        assert_eq!(known(&s), 1);
+        // The same process: what is known of it is kept (its address not looked up again).
+        s.next_batch();
+        s.add_user(2, pid, Some(first), &stack);
+        assert_eq!(known(&s), 1);
+        assert_eq!(s.procs[&pid].ident, Some(first));
+        // After an exec (or at a reused pid): known anew (only the new stack's address), from
+        // its own mappings.
+        let second = ProcIdent { start: 1, exec: 2 };
+        let other = RawStack {
+            ips: vec![another_named_function as *const () as u64],
+            flags: 0,
+        };
+        s.add_user(3, pid, Some(second), &other);
+        assert_eq!(s.procs[&pid].ident, Some(second));
+        assert_eq!(known(&s), 1);
+        assert!(name(&s, 3).is_some_and(|n| n.contains("another_named_function")));
+        // A stack without an identity (named at the end): this process by its start time.
+        s.next_batch();
+        s.add_user(4, pid, None, &stack);
+        assert_eq!(s.procs[&pid].ident, Some(second));
+    }
+
     #[test]
     fn complete_stacks_end_in_an_entry_point() {
         assert!(is_entry_point("_start") && is_entry_point("start_thread"));

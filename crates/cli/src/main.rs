@@ -1,7 +1,8 @@
 //! The `taskdiag` command: dump task information through the best backend (BPF, taskdiagd or
 //! /proc), print a process's memory maps, decode raw streams, and run the procps/psmisc-
 //! compatible tools (`taskdiag ps`, `pstree`, `pgrep`, `pkill`, `pidwait`, `pidof`, `top`; also
-//! as `ps` etc. when invoked through a symlink of that name).
+//! as `ps` etc. when invoked through a symlink of that name), and serve Prometheus metrics
+//! (`taskdiag exporter`, `taskdiag_exporter`; also as `taskdiag-exporter`).
 //!
 //! This binary parses arguments, builds a request, hands it to `taskdiag::Dumper` and renders
 //! the stream ([`render`], [`maps`]); the tools live in `taskdiag_tools`. Choosing and running
@@ -70,6 +71,9 @@ enum Cmd {
     /// Sample what every thread is doing, on and off CPU, as one wall-clock flame graph.
     #[command(after_help = profile::AFTER_PROFILE)]
     Profile(profile::ProfileArgs),
+    /// Serve process-exporter-compatible Prometheus metrics (`exporter --help`).
+    #[command(disable_help_flag = true)]
+    Exporter(ToolArgs),
 }
 
 /// Arguments of a procps/psmisc-compatible tool, passed through untouched: each tool parses
@@ -108,6 +112,7 @@ fn multi_call() -> Option<ExitCode> {
         "pidwait" => taskdiag_tools::pgrep::pidwait_main,
         "pidof" => taskdiag_tools::pidof::pidof_main,
         "top" => taskdiag_tools::top::top_main,
+        "taskdiag-exporter" => taskdiag_exporter::main,
         _ => return None,
     };
     Some(run_tool(main, &rest))
@@ -305,6 +310,8 @@ fn main() -> ExitCode {
         Cmd::Pidwait(_) => return run_tool(taskdiag_tools::pgrep::pidwait_main, &tool_args()),
         Cmd::Pidof(_) => return run_tool(taskdiag_tools::pidof::pidof_main, &tool_args()),
         Cmd::Top(_) => return run_tool(taskdiag_tools::top::top_main, &tool_args()),
+        // process-exporter's flags are Go's (`-config.path x`), which clap does not parse.
+        Cmd::Exporter(_) => return run_tool(taskdiag_exporter::main, &tool_args()),
     };
     match r {
         Ok(code) => code,

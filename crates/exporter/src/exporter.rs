@@ -1,0 +1,379 @@
+//! The exporter's state between scrapes and one collection: a kept backend, the grouper
+//! with its accumulators, the error counters; and the rule that scrapes arriving while a
+//! collection runs wait for it and share its result instead of starting their own.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, ConfigError};
+use crate::group::{GroupMetrics, GroupOptions, Grouper};
+use crate::metrics::{self, Family, Kind, Shown};
+use crate::options::Options;
+use crate::sample::{ProcSample, Reader, Want};
+
+/// Why the exporter could not start or collect.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The config was refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The backend could not be opened or failed.
+    #[error(transparent)]
+    Source(#[from] taskdiag_tools::snapshot::Error),
+}
+
+/// What a collection produced: the families of one scrape.
+#[derive(Debug, Clone)]
+pub struct Collected {
+    /// Every family, group families first.
+    pub families: Vec<Family>,
+}
+
+struct State {
+    reader: Reader,
+    grouper: Grouper,
+    shown: Shown,
+    node_processes: bool,
+    scrape_errors: u64,
+    read_errors: u64,
+    partial_errors: u64,
+    collections: u64,
+    last_duration: Duration,
+    debug: bool,
+}
+
+#[derive(Default)]
+struct Flight {
+    running: bool,
+    generation: u64,
+    last: Option<Arc<Collected>>,
+}
+
+/// The exporter: collect with [`Exporter::scrape`], from any number of threads.
+pub struct Exporter {
+    state: Mutex<State>,
+    flight: Mutex<Flight>,
+    done: Condvar,
+    config_path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exporter")
+            .field("config_path", &self.config_path)
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves data that is still consistent enough to report.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The config the options name: the file, `-procnames`, or the packaged default.
+pub fn load_config(o: &Options) -> Result<Config, ConfigError> {
+    if let Some(p) = &o.config_path {
+        return Config::read(p);
+    }
+    if !o.procnames.is_empty() {
+        let names: Vec<String> = o
+            .procnames
+            .iter()
+            .map(|n| format!("'{}'", n.replace('\'', "''")))
+            .collect();
+        let yaml = format!(
+            "process_names:\n  - name: '{{{{.Comm}}}}'\n    comm: [{}]\n",
+            names.join(", ")
+        );
+        return Config::parse(&yaml, std::path::Path::new("-procnames"));
+    }
+    Ok(Config::every_process_by_comm())
+}
+
+/// Seconds since boot on CLOCK_BOOTTIME, the clock of /proc's start times, in ns.
+fn boottime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Exporter {
+    /// Opens the backend, reads the config and takes the first collection (processes
+    /// running now count from now on, as in process-exporter).
+    pub fn new(o: &Options) -> Result<Exporter, Error> {
+        let config = load_config(o)?;
+        let want = Want {
+            cgroups: true,
+            thread_io: o.threads,
+            smaps: o.gather_smaps,
+        };
+        let reader = Reader::open(o.backend.unwrap_or(taskdiag::BackendKind::Auto), want)?;
+        let mut reader_want = want;
+        reader_want.cgroups = config.needs().cgroups;
+        let grouper = Grouper::new(
+            config,
+            GroupOptions {
+                children: o.children,
+                recheck: o.recheck,
+                remove_empty_groups: o.remove_empty_groups,
+            },
+        );
+        let ex = Exporter {
+            state: Mutex::new(State {
+                reader,
+                grouper,
+                shown: Shown {
+                    threads: o.threads,
+                    smaps: o.gather_smaps,
+                },
+                node_processes: o.node_processes,
+                scrape_errors: 0,
+                read_errors: 0,
+                partial_errors: 0,
+                collections: 0,
+                last_duration: Duration::ZERO,
+                debug: o.debug,
+            }),
+            flight: Mutex::new(Flight::default()),
+            done: Condvar::new(),
+            config_path: o.config_path.clone(),
+        };
+        {
+            let mut st = lock(&ex.state);
+            st.reader.set_want(reader_want);
+            st.collect()?;
+        }
+        Ok(ex)
+    }
+
+    /// The backend answering, by name.
+    pub fn backend_name(&self) -> &'static str {
+        lock(&self.state).reader.backend_name()
+    }
+
+    /// Reads the config file again; on error the old config stays.
+    pub fn reload(&self) -> Result<(), ConfigError> {
+        let Some(p) = &self.config_path else {
+            return Ok(());
+        };
+        let config = Config::read(p)?;
+        let mut st = lock(&self.state);
+        let mut want = st.reader.want();
+        want.cgroups = config.needs().cgroups;
+        st.reader.set_want(want);
+        st.grouper.set_config(config);
+        Ok(())
+    }
+
+    /// One scrape: a new collection, or the one running when the scrape came, shared.
+    pub fn scrape(&self) -> Arc<Collected> {
+        let mut f = lock(&self.flight);
+        if f.running {
+            let g = f.generation;
+            while f.generation == g {
+                f = self.done.wait(f).unwrap_or_else(|p| p.into_inner());
+            }
+            if let Some(c) = &f.last {
+                return Arc::clone(c);
+            }
+        }
+        f.running = true;
+        drop(f);
+        let collected = Arc::new(lock(&self.state).scrape());
+        let mut f = lock(&self.flight);
+        f.running = false;
+        f.generation += 1;
+        f.last = Some(Arc::clone(&collected));
+        drop(f);
+        self.done.notify_all();
+        collected
+    }
+}
+
+impl State {
+    /// A collection: samples in, groups updated. Errors are counted, not returned, past the
+    /// first collection.
+    fn collect(
+        &mut self,
+    ) -> Result<(BTreeMap<String, GroupMetrics>, Option<NodeProcesses>), Error> {
+        let t0 = Instant::now();
+        let now = boottime_ns();
+        let mut procs = self.reader.processes()?;
+        let mut wanted = self.grouper.wanted(&procs);
+        let node = self.node_processes;
+        if node {
+            // Every multi-threaded process's threads, for their states.
+            wanted = (0..procs.len()).collect();
+        }
+        self.reader.complete(&mut procs, &wanted)?;
+        let node_fams = node.then(|| NodeProcesses::of(&procs));
+        let n = procs.len();
+        let (groups, partial) = self.grouper.update(procs, now);
+        self.partial_errors += partial;
+        self.collections += 1;
+        self.last_duration = t0.elapsed();
+        if self.debug {
+            eprintln!(
+                "taskdiag-exporter: collected {n} processes ({} tasks) via {} in {:.3} s",
+                self.reader.tasks_scanned,
+                self.reader.backend_name(),
+                self.last_duration.as_secs_f64()
+            );
+        }
+        Ok((groups, node_fams))
+    }
+
+    fn scrape(&mut self) -> Collected {
+        let mut families = Vec::new();
+        match self.collect() {
+            Ok((groups, node)) => {
+                families = metrics::group_families(&groups, self.shown);
+                if let Some(n) = node {
+                    families.extend(n.families());
+                }
+            }
+            Err(e) => {
+                self.scrape_errors += 1;
+                eprintln!("taskdiag-exporter: error reading processes: {e}");
+            }
+        }
+        families.extend(metrics::scrape_errors(
+            self.scrape_errors,
+            self.read_errors,
+            self.partial_errors,
+        ));
+        families.extend(self.own_families());
+        Collected { families }
+    }
+
+    fn own_families(&self) -> Vec<Family> {
+        let one = |name, help, kind, v: f64| Family {
+            name,
+            help,
+            kind,
+            samples: vec![(vec![], v)],
+        };
+        vec![
+            one(
+                "taskdiag_exporter_collection_duration_seconds",
+                "wall-clock time the last collection took",
+                Kind::Gauge,
+                self.last_duration.as_secs_f64(),
+            ),
+            one(
+                "taskdiag_exporter_collections_total",
+                "collections taken (concurrent scrapes share one)",
+                Kind::Counter,
+                self.collections as f64,
+            ),
+            Family {
+                name: "taskdiag_exporter_info",
+                help: "the taskdiag backend that reads the tasks",
+                kind: Kind::Gauge,
+                samples: vec![(
+                    vec![("backend", self.reader.backend_name().to_string())],
+                    1.0,
+                )],
+            },
+            one(
+                "taskdiag_exporter_tasks_scanned",
+                "tasks (processes and threads) the last collection read",
+                Kind::Gauge,
+                self.reader.tasks_scanned as f64,
+            ),
+        ]
+    }
+}
+
+/// node_exporter's processes collector, from one collection of every process.
+#[derive(Debug, Default)]
+struct NodeProcesses {
+    pids: u64,
+    threads: u64,
+    states: BTreeMap<char, u64>,
+    thread_states: BTreeMap<char, u64>,
+}
+
+impl NodeProcesses {
+    fn of(procs: &[ProcSample]) -> NodeProcesses {
+        let mut n = NodeProcesses::default();
+        for p in procs {
+            n.pids += 1;
+            n.threads += p.num_threads;
+            let own = p.state;
+            *n.states.entry(own).or_default() += 1;
+            if p.threads.is_empty() {
+                *n.thread_states.entry(own).or_default() += 1;
+            } else {
+                for t in &p.threads {
+                    *n.thread_states.entry(t.state).or_default() += 1;
+                }
+            }
+        }
+        n
+    }
+
+    fn families(&self) -> Vec<Family> {
+        let read = |path: &str| -> f64 {
+            std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        let one = |name, help, v: f64| Family {
+            name,
+            help,
+            kind: Kind::Gauge,
+            samples: vec![(vec![], v)],
+        };
+        let by = |name, help, label: &'static str, m: &BTreeMap<char, u64>| Family {
+            name,
+            help,
+            kind: Kind::Gauge,
+            samples: m
+                .iter()
+                .map(|(c, v)| (vec![(label, c.to_string())], *v as f64))
+                .collect(),
+        };
+        vec![
+            one(
+                "node_processes_max_processes",
+                "Number of max PIDs limit",
+                read("/proc/sys/kernel/pid_max"),
+            ),
+            one(
+                "node_processes_max_threads",
+                "Limit of threads in the system",
+                read("/proc/sys/kernel/threads-max"),
+            ),
+            one("node_processes_pids", "Number of PIDs", self.pids as f64),
+            by(
+                "node_processes_state",
+                "Number of processes in each state.",
+                "state",
+                &self.states,
+            ),
+            one(
+                "node_processes_threads",
+                "Allocated threads in system",
+                self.threads as f64,
+            ),
+            by(
+                "node_processes_threads_state",
+                "Number of threads in each state.",
+                "thread_state",
+                &self.thread_states,
+            ),
+        ]
+    }
+}

@@ -1,0 +1,575 @@
+//! One look at the processes: what process-exporter reads from /proc/PID/{stat,status,io,
+//! fd,limits,wchan,cmdline,cgroup,smaps_rollup} and /proc/PID/task/*, taken from taskdiag
+//! dumps instead and reduced to [`ProcSample`]s.
+//!
+//! A collection is one whole-system dump of processes with the groups the config needs
+//! (BASE, CRED, STAT, STATM, CMDLINE, IO, FILES, SCHED for wchan; CGROUP only when a rule or
+//! a name reads cgroups), then the threads of the multi-threaded processes the caller asks
+//! about (one dump per process where that costs about the process alone, else one dump of
+//! every thread), then smaps_rollup of the processes asked about when proportional sizes are
+//! gathered (the one file read here: no taskdiag group carries the rollup's Pss, and
+//! /proc/PID/smaps_rollup shows the reader exactly what its /proc allows). Tasks that exit
+//! between reads are left out, never half-filled.
+
+use std::collections::HashMap;
+
+use taskdiag_proto::task::Task;
+use taskdiag_proto::{Group, FILES_F_FDS_HIDDEN};
+use taskdiag_tools::snapshot::{Error as SnapshotError, Machine, Query, Source};
+
+/// RLIMIT_NOFILE's index among FILES's limits.
+const RLIMIT_NOFILE: usize = 7;
+
+/// The counters process-exporter keeps per process, thread and group.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// User CPU time, ns (clock-tick resolution).
+    pub cpu_user_ns: u64,
+    /// System CPU time, ns.
+    pub cpu_system_ns: u64,
+    /// Bytes fetched from storage (/proc/PID/io read_bytes).
+    pub read_bytes: u64,
+    /// Bytes sent to storage (write_bytes).
+    pub write_bytes: u64,
+    /// Major page faults.
+    pub major_faults: u64,
+    /// Minor page faults.
+    pub minor_faults: u64,
+    /// Voluntary context switches.
+    pub ctx_voluntary: u64,
+    /// Involuntary context switches.
+    pub ctx_nonvoluntary: u64,
+}
+
+impl Counts {
+    /// `self - older`, each counter at least 0 (a counter that went back, as a process's sum
+    /// of its live threads' context switches does when a thread exits, adds nothing; Go's
+    /// unsigned subtraction wraps there).
+    pub fn since(&self, older: &Counts) -> Counts {
+        Counts {
+            cpu_user_ns: self.cpu_user_ns.saturating_sub(older.cpu_user_ns),
+            cpu_system_ns: self.cpu_system_ns.saturating_sub(older.cpu_system_ns),
+            read_bytes: self.read_bytes.saturating_sub(older.read_bytes),
+            write_bytes: self.write_bytes.saturating_sub(older.write_bytes),
+            major_faults: self.major_faults.saturating_sub(older.major_faults),
+            minor_faults: self.minor_faults.saturating_sub(older.minor_faults),
+            ctx_voluntary: self.ctx_voluntary.saturating_sub(older.ctx_voluntary),
+            ctx_nonvoluntary: self.ctx_nonvoluntary.saturating_sub(older.ctx_nonvoluntary),
+        }
+    }
+
+    /// Adds `d` to every counter.
+    pub fn add(&mut self, d: &Counts) {
+        self.cpu_user_ns += d.cpu_user_ns;
+        self.cpu_system_ns += d.cpu_system_ns;
+        self.read_bytes += d.read_bytes;
+        self.write_bytes += d.write_bytes;
+        self.major_faults += d.major_faults;
+        self.minor_faults += d.minor_faults;
+        self.ctx_voluntary += d.ctx_voluntary;
+        self.ctx_nonvoluntary += d.ctx_nonvoluntary;
+    }
+}
+
+/// Memory in use, bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// Resident set (stat's rss × page size).
+    pub resident: u64,
+    /// Virtual size (stat's vsize).
+    pub virtual_: u64,
+    /// Swapped out (status VmSwap).
+    pub swapped: u64,
+    /// smaps_rollup Pss (0 unless gathered).
+    pub proportional_resident: u64,
+    /// smaps_rollup SwapPss (0 unless gathered).
+    pub proportional_swapped: u64,
+}
+
+impl Memory {
+    /// Adds `m`.
+    pub fn add(&mut self, m: &Memory) {
+        self.resident += m.resident;
+        self.virtual_ += m.virtual_;
+        self.swapped += m.swapped;
+        self.proportional_resident += m.proportional_resident;
+        self.proportional_swapped += m.proportional_swapped;
+    }
+}
+
+/// How many tasks are in each state, as process-exporter buckets stat's state letter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct States {
+    /// R.
+    pub running: u64,
+    /// S.
+    pub sleeping: u64,
+    /// D.
+    pub waiting: u64,
+    /// Z.
+    pub zombie: u64,
+    /// Every other letter (T, t, X, I, P...).
+    pub other: u64,
+}
+
+impl States {
+    /// Counts one task in state `c` (a /proc state letter).
+    pub fn count(&mut self, c: char) {
+        match c {
+            'R' => self.running += 1,
+            'S' => self.sleeping += 1,
+            'D' => self.waiting += 1,
+            'Z' => self.zombie += 1,
+            _ => self.other += 1,
+        }
+    }
+
+    /// Adds `s`.
+    pub fn add(&mut self, s: &States) {
+        self.running += s.running;
+        self.sleeping += s.sleeping;
+        self.waiting += s.waiting;
+        self.zombie += s.zombie;
+        self.other += s.other;
+    }
+}
+
+/// A task's identity: its id and its start time since boot (a reused id starts later).
+pub type Id = (u32, u64);
+
+/// One thread of a multi-threaded process.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadSample {
+    /// Thread id and start time.
+    pub id: Id,
+    /// Its name (comm).
+    pub name: String,
+    /// Its own counters (CPU times, faults, context switches, I/O when asked for).
+    pub counts: Counts,
+    /// Where it sleeps, "" when running or hidden.
+    pub wchan: String,
+    /// Its state letter.
+    pub state: char,
+}
+
+/// One process.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcSample {
+    /// Process id and start time since boot, ns.
+    pub id: Id,
+    /// Parent's process id.
+    pub ppid: u32,
+    /// Task name.
+    pub comm: String,
+    /// Command line, split at NULs.
+    pub cmdline: Vec<String>,
+    /// Effective uid.
+    pub euid: u32,
+    /// Cgroup paths of every hierarchy, and the v2 one (empty unless read).
+    pub cgroups: Vec<String>,
+    /// The cgroup v2 path ("" unless read).
+    pub cgroup: String,
+    /// Start time, seconds since the epoch and nanoseconds.
+    pub start_time: (i64, u32),
+    /// Counters: the process's totals (context switches: the leader's, or the sum over its
+    /// threads when it has several, as process-exporter counts them).
+    pub counts: Counts,
+    /// Memory.
+    pub memory: Memory,
+    /// Open descriptors; `None` where they cannot be counted.
+    pub open_fds: Option<u64>,
+    /// RLIMIT_NOFILE's soft limit; `None` where unknown.
+    pub fd_limit: Option<u64>,
+    /// Threads in the process.
+    pub num_threads: u64,
+    /// The leader's state letter (/proc/PID/stat's).
+    pub state: char,
+    /// The leader's state, plus each thread's when there are several (process-exporter's
+    /// count: a multi-threaded process's leader counts twice).
+    pub states: States,
+    /// The leader's wait channel, and each thread's when there are several: how many of the
+    /// process's tasks wait in each.
+    pub wchans: Vec<String>,
+    /// Threads, when the process has two or more and they were read.
+    pub threads: Vec<ThreadSample>,
+    /// Some value could not be read (I/O counters, descriptors, wait channel, rollup).
+    pub partial: bool,
+}
+
+/// What a collection reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Want {
+    /// Cgroup paths (a rule or name reads them).
+    pub cgroups: bool,
+    /// Threads' I/O counters (per-thread metrics are on).
+    pub thread_io: bool,
+    /// smaps_rollup's Pss and SwapPss.
+    pub smaps: bool,
+}
+
+/// Reads samples through a kept backend.
+pub struct Reader {
+    src: Source,
+    machine: Machine,
+    want: Want,
+    /// Tasks the last dumps returned (processes and threads), for the exporter's metrics.
+    pub tasks_scanned: u64,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("backend", &self.src.backend_name())
+            .field("want", &self.want)
+            .finish()
+    }
+}
+
+fn process_groups(want: Want) -> u64 {
+    let mut g = Group::Base.flag()
+        | Group::Cred.flag()
+        | Group::Stat.flag()
+        | Group::Statm.flag()
+        | Group::Cmdline.flag()
+        | Group::Io.flag()
+        | Group::Files.flag()
+        | Group::Sched.flag();
+    if want.cgroups {
+        g |= Group::Cgroup.flag();
+    }
+    g
+}
+
+fn thread_groups(want: Want) -> u64 {
+    let mut g = Group::Base.flag() | Group::Stat.flag() | Group::Sched.flag();
+    if want.thread_io {
+        g |= Group::Io.flag();
+    }
+    g
+}
+
+impl Reader {
+    /// Opens the backend `kind` for what `want` needs.
+    pub fn open(kind: taskdiag::BackendKind, want: Want) -> Result<Reader, SnapshotError> {
+        let src = Source::open_kind(kind, process_groups(want) | thread_groups(want))?;
+        Ok(Reader {
+            src,
+            machine: Machine::read()?,
+            want,
+            tasks_scanned: 0,
+        })
+    }
+
+    /// The backend answering, by name.
+    pub fn backend_name(&self) -> &'static str {
+        self.src.backend_name()
+    }
+
+    /// What collections read.
+    pub fn want(&self) -> Want {
+        self.want
+    }
+
+    /// Changes what collections read (a reloaded config may read cgroups).
+    pub fn set_want(&mut self, want: Want) {
+        self.want = want;
+    }
+
+    /// Every process, in pid order, without threads.
+    pub fn processes(&mut self) -> Result<Vec<ProcSample>, SnapshotError> {
+        let mut out = Vec::new();
+        let boot = self.machine.boot_time as i64;
+        let page = self.machine.page_size;
+        let want = self.want;
+        self.src.for_each_process(process_groups(want), &mut |t| {
+            out.push(process_sample(&t, boot, page, want));
+            Ok(())
+        })?;
+        self.tasks_scanned = out.len() as u64;
+        Ok(out)
+    }
+
+    /// Reads the threads of `procs[i]` for every `i` in `which` (multi-threaded processes),
+    /// and folds them in as process-exporter does; then smaps_rollup when asked for. A
+    /// process whose threads are gone keeps its own values.
+    pub fn complete(
+        &mut self,
+        procs: &mut [ProcSample],
+        which: &[usize],
+    ) -> Result<(), SnapshotError> {
+        let multi: Vec<usize> = which
+            .iter()
+            .copied()
+            .filter(|&i| procs[i].num_threads > 1)
+            .collect();
+        if !multi.is_empty() {
+            let q = Query {
+                threads: true,
+                groups: thread_groups(self.want),
+            };
+            // A few processes: one request each where that costs about the process; many,
+            // or a kernel whose iterator cannot start at a task: one walk of every thread.
+            let tasks = if multi.len() <= 256 && self.src.single_task_reads_are_cheap() {
+                let tgids: Vec<u32> = multi.iter().map(|&i| procs[i].id.0).collect();
+                self.src.take_tgids_own(&q, &tgids)?
+            } else {
+                self.src.take(&q)?
+            };
+            self.tasks_scanned += tasks.len() as u64;
+            let mut by_tgid: HashMap<u32, Vec<ThreadSample>> = HashMap::new();
+            for t in &tasks {
+                if let Some(th) = thread_sample(t) {
+                    by_tgid.entry(t.tgid).or_default().push(th);
+                }
+            }
+            for &i in &multi {
+                let p = &mut procs[i];
+                let Some(threads) = by_tgid.remove(&p.id.0) else {
+                    continue;
+                };
+                fold_threads(p, threads);
+            }
+        }
+        if self.want.smaps {
+            for &i in which {
+                let p = &mut procs[i];
+                match rollup(p.id.0) {
+                    Some((pss, swap_pss)) => {
+                        p.memory.proportional_resident = pss;
+                        p.memory.proportional_swapped = swap_pss;
+                    }
+                    None => p.partial = true,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Folds a process's threads into it as process-exporter 0.7.10 does when it finds two or
+/// more: context switches become the sum over the threads, every thread's state and wait
+/// channel is counted besides the leader's.
+pub fn fold_threads(p: &mut ProcSample, threads: Vec<ThreadSample>) {
+    if threads.len() < 2 {
+        return;
+    }
+    p.counts.ctx_voluntary = threads.iter().map(|t| t.counts.ctx_voluntary).sum();
+    p.counts.ctx_nonvoluntary = threads.iter().map(|t| t.counts.ctx_nonvoluntary).sum();
+    for t in &threads {
+        p.states.count(t.state);
+        if !t.wchan.is_empty() {
+            p.wchans.push(t.wchan.clone());
+        }
+    }
+    p.threads = threads;
+}
+
+/// A wait channel as process-exporter keeps it: "" for a task that is not waiting ("0").
+fn wchan_of(t: &Task) -> String {
+    match &t.sched {
+        Some(s) if !s.wchan.is_empty() && s.wchan != b"0" => {
+            String::from_utf8_lossy(&s.wchan).into_owned()
+        }
+        _ => String::new(),
+    }
+}
+
+fn state_of(t: &Task) -> char {
+    t.base
+        .as_ref()
+        .map_or('?', |b| taskdiag_proto::state_char(b.rec.state))
+}
+
+fn counts_of(t: &Task) -> Counts {
+    let mut c = Counts::default();
+    if let Some(s) = &t.stat {
+        c.cpu_user_ns = s.utime_ns;
+        c.cpu_system_ns = s.stime_ns;
+        c.major_faults = s.majflt;
+        c.minor_faults = s.minflt;
+        c.ctx_voluntary = s.nvcsw;
+        c.ctx_nonvoluntary = s.nivcsw;
+    }
+    if let Some(io) = &t.io {
+        c.read_bytes = io.read_bytes;
+        c.write_bytes = io.write_bytes;
+    }
+    c
+}
+
+/// The command line as Go's procfs splits it: NUL-separated, trailing NULs dropped, none for
+/// an empty one.
+pub fn split_cmdline(raw: &[u8]) -> Vec<String> {
+    let end = raw.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    if end == 0 {
+        return Vec::new();
+    }
+    raw[..end]
+        .split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+fn process_sample(t: &Task, boot: i64, page: u64, want: Want) -> ProcSample {
+    let (start_ns, ppid, comm) = match &t.base {
+        Some(b) => (
+            b.rec.start_time_ns,
+            b.rec.ppid,
+            String::from_utf8_lossy(&b.comm).into_owned(),
+        ),
+        None => (0, 0, String::new()),
+    };
+    let mut partial = false;
+    let counts = counts_of(t);
+    if t.io.is_none() {
+        partial = true;
+    }
+    let memory = t.statm.as_ref().map_or(Memory::default(), |m| Memory {
+        // stat's rss: the anonymous, file and shmem pages (get_mm_rss), in pages.
+        resident: (m.rss_anon + m.rss_file + m.rss_shmem) / page * page,
+        virtual_: m.vm_size,
+        swapped: m.swap,
+        ..Memory::default()
+    });
+    let (open_fds, fd_limit) = match &t.files {
+        Some(f) => (
+            (f.rec.flags & FILES_F_FDS_HIDDEN == 0).then_some(u64::from(f.rec.fds)),
+            f.limit(RLIMIT_NOFILE).map(|l| l.soft),
+        ),
+        None => (None, None),
+    };
+    if open_fds.is_none() || t.sched.is_none() {
+        partial = true;
+    }
+    let mut states = States::default();
+    states.count(state_of(t));
+    let wchan = wchan_of(t);
+    let (cgroups, cgroup) = match (&t.cgroup, want.cgroups) {
+        (Some(c), true) => (
+            c.lines()
+                .filter_map(|l| {
+                    let mut parts = l.splitn(3, |&b| b == b':');
+                    let _id = parts.next()?;
+                    let _controllers = parts.next()?;
+                    Some(String::from_utf8_lossy(parts.next()?).into_owned())
+                })
+                .collect(),
+            c.unified()
+                .map(|u| String::from_utf8_lossy(u).into_owned())
+                .unwrap_or_default(),
+        ),
+        _ => (Vec::new(), String::new()),
+    };
+    ProcSample {
+        id: (t.pid, start_ns),
+        ppid,
+        comm,
+        cmdline: t.cmdline.as_deref().map(split_cmdline).unwrap_or_default(),
+        euid: t.cred.as_ref().map_or(0, |c| c.rec.euid),
+        cgroups,
+        cgroup,
+        start_time: (
+            boot + (start_ns / 1_000_000_000) as i64,
+            (start_ns % 1_000_000_000) as u32,
+        ),
+        counts,
+        memory,
+        open_fds,
+        fd_limit,
+        num_threads: t.stat.as_ref().map_or(1, |s| u64::from(s.threads)),
+        state: state_of(t),
+        states,
+        wchans: if wchan.is_empty() {
+            vec![]
+        } else {
+            vec![wchan]
+        },
+        threads: Vec::new(),
+        partial,
+    }
+}
+
+fn thread_sample(t: &Task) -> Option<ThreadSample> {
+    let b = t.base.as_ref()?;
+    t.stat.as_ref()?;
+    Some(ThreadSample {
+        id: (t.pid, b.rec.start_time_ns),
+        name: String::from_utf8_lossy(&b.comm).into_owned(),
+        counts: counts_of(t),
+        wchan: wchan_of(t),
+        state: state_of(t),
+    })
+}
+
+/// smaps_rollup's Pss and SwapPss of process `pid`, bytes; `None` where it cannot be read.
+fn rollup(pid: u32) -> Option<(u64, u64)> {
+    let buf = taskdiag_tools::snapshot::proc_file(pid, "smaps_rollup")?;
+    let kb = |name: &[u8]| -> u64 {
+        buf.split(|&c| c == b'\n')
+            .find_map(|l| {
+                let v = l.strip_prefix(name)?.strip_prefix(b":")?;
+                std::str::from_utf8(v)
+                    .ok()?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    Some((kb(b"Pss") * 1024, kb(b"SwapPss") * 1024))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_split_as_go_procfs_splits_them() {
+        assert_eq!(split_cmdline(b"sleep\x00100\x00"), ["sleep", "100"]);
+        assert_eq!(split_cmdline(b"nginx: worker"), ["nginx: worker"]);
+        assert_eq!(split_cmdline(b"a\x00\x00b\x00\x00"), ["a", "", "b"]);
+        assert!(split_cmdline(b"").is_empty());
+        assert!(split_cmdline(b"\x00\x00").is_empty());
+    }
+
+    #[test]
+    fn counters_that_went_back_add_nothing() {
+        let a = Counts {
+            cpu_user_ns: 10,
+            ctx_voluntary: 5,
+            ..Counts::default()
+        };
+        let b = Counts {
+            cpu_user_ns: 15,
+            ctx_voluntary: 3,
+            ..Counts::default()
+        };
+        let d = b.since(&a);
+        assert_eq!((d.cpu_user_ns, d.ctx_voluntary), (5, 0));
+    }
+
+    #[test]
+    fn threads_fold_in_as_process_exporter_counts_them() {
+        let mut p = ProcSample::default();
+        p.states.count('S');
+        p.counts.ctx_voluntary = 3;
+        let th = |tid, state, wchan: &str, vol| ThreadSample {
+            id: (tid, 1),
+            name: "w".into(),
+            counts: Counts {
+                ctx_voluntary: vol,
+                ..Counts::default()
+            },
+            wchan: wchan.into(),
+            state,
+        };
+        fold_threads(&mut p, vec![th(1, 'S', "do_wait", 3)]);
+        assert!(p.threads.is_empty(), "one thread is no thread list");
+        fold_threads(&mut p, vec![th(1, 'S', "futex_wait", 3), th(2, 'R', "", 7)]);
+        assert_eq!(p.counts.ctx_voluntary, 10);
+        assert_eq!((p.states.sleeping, p.states.running), (2, 1));
+        assert_eq!(p.wchans, ["futex_wait"]);
+        assert_eq!(p.threads.len(), 2);
+    }
+}

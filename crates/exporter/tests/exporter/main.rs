@@ -1,0 +1,272 @@
+//! Integration tests of the exporter: the real binary on a loopback port over a fixture
+//! process with known CPU time, I/O, descriptors, threads and a child that exits; bad input;
+//! a user served by taskdiagd; and comparisons with Debian's process-exporter and a real
+//! Prometheus server (`compat`).
+
+mod compat;
+mod harness;
+
+use std::process::Command;
+
+use harness::*;
+use taskdiag_test_support::dir::TempDir;
+use taskdiag_test_support::process::{signal, wait_for};
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// What the tests check through one backend.
+fn fixture_values(backend: &str, g: &str) {
+    let dir = TempDir::new("exporter-values");
+    let cfg = fixture_config(&dir, g);
+    let ex = start_ours(
+        ours(),
+        &[
+            "-config.path",
+            cfg.to_str().expect("UTF-8"),
+            "-backend",
+            backend,
+        ],
+    );
+    let info = format!("taskdiag_exporter_info{{backend=\"{backend}\"}}");
+    assert_eq!(
+        scrape(ex.addr).get(&info),
+        Some(&1.0),
+        "answered by {backend}"
+    );
+    let mut fx = Fixture::start(g, None);
+
+    // Idle: three named workers, 40 extra descriptors, 16 MiB of touched memory. Idle means
+    // every task asleep, counted as process-exporter counts them: the process's state and
+    // each of its four threads'.
+    let waiting = |s: &std::collections::BTreeMap<String, f64>| -> f64 {
+        group_series(s, g)
+            .iter()
+            .filter(|(k, _)| k.starts_with("namedprocess_namegroup_threads_wchan{"))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let s = scrape_until(ex.addr, "the fixture with its threads, asleep", |s| {
+        value(s, g, "num_procs", "") == 1.0
+            && value(s, g, "thread_count", "threadname=\"tdx-worker\"") == 3.0
+            && value(s, g, "states", "state=\"Sleeping\"") == 5.0
+            && waiting(s) == 5.0
+    });
+    assert_eq!(value(&s, g, "num_threads", ""), 4.0);
+    assert_eq!(value(&s, g, "open_filedesc", ""), fx.fds() as f64);
+    let rss = value(&s, g, "memory_bytes", "memtype=\"resident\"");
+    assert!(rss >= (16 << 20) as f64, "resident {rss}");
+    let vm_rss = fx.rss() as f64;
+    assert!(
+        (rss - vm_rss).abs() < vm_rss * 0.1,
+        "resident {rss}, VmRSS {vm_rss}"
+    );
+    let start = value(&s, g, "oldest_start_time_seconds", "");
+    let now = epoch();
+    assert!(
+        start <= now && start > now - 600.0,
+        "start {start}, now {now}"
+    );
+
+    // Work: 0.3 s of CPU in each of four threads, 1 MiB written and read back, a child that
+    // burnt 0.3 s and waits.
+    let busy = fx.cmd(&format!("go {}", dir.path().display()));
+    let child: u32 = busy
+        .strip_prefix("busy ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the fixture said {busy:?}"));
+    let child_ticks = cpu_ticks(child);
+    let want = (fx.cpu_ticks() + child_ticks) as f64 / 100.0;
+    assert!(want >= 1.5, "the fixture burnt {want} s");
+    let s = scrape_until(ex.addr, "the work and the child", |s| {
+        value(s, g, "num_procs", "") == 2.0 && (cpu(s, g) - want).abs() < 0.015
+    });
+    assert!(value(&s, g, "write_bytes_total", "") >= (1 << 20) as f64);
+    assert!(value(&s, g, "read_bytes_total", "") >= (1 << 20) as f64);
+    let worker_cpu = value(
+        &s,
+        g,
+        "thread_cpu_seconds_total",
+        "mode=\"user\",threadname=\"tdx-worker\"",
+    ) + value(
+        &s,
+        g,
+        "thread_cpu_seconds_total",
+        "mode=\"system\",threadname=\"tdx-worker\"",
+    );
+    assert!(worker_cpu >= 0.85, "the workers' CPU: {worker_cpu}");
+    assert!(value(&s, g, "minor_page_faults_total", "") > 0.0);
+
+    // The child exits: its CPU time stays in the group.
+    let before = cpu(&s, g);
+    assert_eq!(fx.cmd("release"), "released");
+    let s = scrape_until(ex.addr, "the child's exit", |s| {
+        value(s, g, "num_procs", "") == 1.0
+    });
+    assert!(cpu(&s, g) >= before, "{} < {before}", cpu(&s, g));
+
+    // Everything exits: the group stays with its counters, gauges at zero.
+    drop(fx);
+    let s = scrape_until(ex.addr, "the fixture's exit", |s| {
+        value(s, g, "num_procs", "") == 0.0
+    });
+    assert!(cpu(&s, g) >= before);
+    assert_eq!(
+        value(&s, g, "oldest_start_time_seconds", ""),
+        -62_135_596_800.0
+    );
+    assert_eq!(value(&s, g, "num_threads", ""), 0.0);
+}
+
+#[test]
+fn the_fixtures_values_through_procfs() {
+    fixture_values("procfs", "tdx-val-procfs");
+}
+
+#[test]
+fn the_fixtures_values_through_bpf() {
+    if !is_root() {
+        eprintln!("skipped: the BPF backend needs root (CI runs as root)");
+        return;
+    }
+    fixture_values("bpf", "tdx-val-bpf");
+}
+
+#[test]
+fn a_bad_config_names_file_line_and_field_and_exits_2() {
+    let dir = TempDir::new("exporter-badcfg");
+    let cfg = dir.join("bad.yml");
+    std::fs::write(
+        &cfg,
+        "process_names:\n  - name: x\n    comm: [a]\n  - cmdline: ['ok', '(unclosed']\n",
+    )
+    .unwrap();
+    let out = ours()
+        .args(["-config.path", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:4:", cfg.display()))
+            && err.contains("process_names[1].cmdline")
+            && err.contains("unclosed group"),
+        "{err}"
+    );
+    let out = ours()
+        .args(["-config.path", "/nonexistent.yml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.yml: "));
+    let out = ours().arg("-no-such-flag").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // `taskdiag exporter` is the same program.
+    let cli = taskdiag_test_support::bins::workspace_bin("taskdiag");
+    let out = Command::new(cli)
+        .args(["exporter", "-config.path", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = ours().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for section in [
+        "NAME",
+        "SYNOPSIS",
+        "DESCRIPTION",
+        "OPTIONS",
+        "EXIT STATUS",
+        "EXAMPLES",
+    ] {
+        assert!(help.contains(&format!("\n{section}\n")) || help.starts_with(section));
+    }
+}
+
+#[test]
+fn paths_and_formats() {
+    let ex = start_ours(ours(), &["-threads=false", "-gather-smaps=false"]);
+    let a = get(ex.addr, "/nope", None);
+    assert_eq!(a.status, 404);
+    let a = get(ex.addr, "/", None);
+    assert_eq!(a.status, 200);
+    assert!(a.body.contains("href=\"/metrics\""));
+    let a = get(ex.addr, "/metrics", None);
+    assert_eq!(a.content_type, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(a
+        .body
+        .contains("# TYPE namedprocess_scrape_errors counter\n"));
+    assert!(!a.body.contains("thread_count") && !a.body.contains("proportionalResident"));
+    let prom = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    let a = get(ex.addr, "/metrics", Some(prom));
+    assert_eq!(
+        a.content_type,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    assert!(a.body.ends_with("# EOF\n"), "{}", a.body);
+    assert!(a
+        .body
+        .contains("# TYPE namedprocess_namegroup_cpu_seconds counter\n"));
+}
+
+#[test]
+fn concurrent_scrapes_get_whole_answers() {
+    let ex = start_ours(ours(), &[]);
+    let addr = ex.addr;
+    let answers: Vec<_> = (0..6)
+        .map(|_| std::thread::spawn(move || scrape(addr)))
+        .collect();
+    for a in answers {
+        let s = a.join().unwrap();
+        assert!(s.contains_key("namedprocess_scrape_errors"));
+        assert_eq!(s.get("namedprocess_scrape_errors"), Some(&0.0));
+    }
+}
+
+#[test]
+fn a_failed_reload_keeps_the_old_config() {
+    let g = "tdx-reload";
+    let dir = TempDir::new("exporter-reload");
+    let cfg = fixture_config(&dir, g);
+    let ex = start_ours(ours(), &["-config.path", cfg.to_str().unwrap()]);
+    let _a = Fixture::start(g, None);
+    scrape_until(ex.addr, "the first fixture", |s| {
+        value(s, g, "num_procs", "") == 1.0
+    });
+
+    std::fs::write(
+        &cfg,
+        format!("process_names:\n  - comm: [{g}]\n    bogus: 1\n"),
+    )
+    .unwrap();
+    signal(ex.proc.pid(), libc::SIGHUP);
+    let said = |what: &str| ex.log.lock().unwrap().iter().any(|l| l.contains(what));
+    wait_for("the failed reload's message", || {
+        said("reload failed, old config kept") && said(&format!("{}:3:", cfg.display()))
+    });
+    let _b = Fixture::start(g, None);
+    scrape_until(
+        ex.addr,
+        "the second fixture, named by the old config",
+        |s| value(s, g, "num_procs", "") == 2.0,
+    );
+
+    std::fs::write(
+        &cfg,
+        format!("process_names:\n  - name: 'renamed-{{{{.Comm}}}}'\n    comm: [{g}]\n"),
+    )
+    .unwrap();
+    signal(ex.proc.pid(), libc::SIGHUP);
+    wait_for("the reload", || said("config reloaded"));
+    let _c = Fixture::start(g, None);
+    let s = scrape_until(ex.addr, "the third fixture, named by the new config", |s| {
+        s.get(&format!(
+            "namedprocess_namegroup_num_procs{{groupname=\"renamed-{g}\"}}"
+        )) == Some(&1.0)
+    });
+    // Processes already named keep their group.
+    assert_eq!(value(&s, g, "num_procs", ""), 2.0);
+}

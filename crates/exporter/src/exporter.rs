@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, ConfigError};
+use crate::flight::SingleFlight;
 use crate::group::{GroupMetrics, GroupOptions, Grouper};
 use crate::metrics::{self, Family, Kind, Shown};
 use crate::options::Options;
@@ -45,18 +46,10 @@ struct State {
     debug: bool,
 }
 
-#[derive(Default)]
-struct Flight {
-    running: bool,
-    generation: u64,
-    last: Option<Arc<Collected>>,
-}
-
 /// The exporter: collect with [`Exporter::scrape`], from any number of threads.
 pub struct Exporter {
     state: Mutex<State>,
-    flight: Mutex<Flight>,
-    done: Condvar,
+    flight: SingleFlight<Collected>,
     config_path: Option<PathBuf>,
 }
 
@@ -144,8 +137,7 @@ impl Exporter {
                 last_duration: Duration::ZERO,
                 debug: o.debug,
             }),
-            flight: Mutex::new(Flight::default()),
-            done: Condvar::new(),
+            flight: SingleFlight::default(),
             config_path: o.config_path.clone(),
         };
         {
@@ -177,26 +169,7 @@ impl Exporter {
 
     /// One scrape: a new collection, or the one running when the scrape came, shared.
     pub fn scrape(&self) -> Arc<Collected> {
-        let mut f = lock(&self.flight);
-        if f.running {
-            let g = f.generation;
-            while f.generation == g {
-                f = self.done.wait(f).unwrap_or_else(|p| p.into_inner());
-            }
-            if let Some(c) = &f.last {
-                return Arc::clone(c);
-            }
-        }
-        f.running = true;
-        drop(f);
-        let collected = Arc::new(lock(&self.state).scrape());
-        let mut f = lock(&self.flight);
-        f.running = false;
-        f.generation += 1;
-        f.last = Some(Arc::clone(&collected));
-        drop(f);
-        self.done.notify_all();
-        collected
+        self.flight.run(|| lock(&self.state).scrape())
     }
 }
 

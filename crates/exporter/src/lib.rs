@@ -11,7 +11,8 @@
 //! * [`sample`]: one collection, reduced to what process-exporter reads per process.
 //! * [`group`]: tracking processes across collections, per-group accumulators.
 //! * [`metrics`]: the families, in the 0.0.4 text format or OpenMetrics.
-//! * [`exporter`]: the state between scrapes; concurrent scrapes share a collection.
+//! * [`exporter`]: the state between scrapes; concurrent scrapes share a collection
+//!   ([`flight`]).
 //! * [`server`]: the HTTP side.
 //!
 //! [`main`] is the whole program, which the `taskdiag exporter` subcommand and the
@@ -20,6 +21,7 @@
 
 pub mod config;
 pub mod exporter;
+pub mod flight;
 pub mod group;
 pub mod metrics;
 pub mod options;

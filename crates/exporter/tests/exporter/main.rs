@@ -270,3 +270,71 @@ fn a_failed_reload_keeps_the_old_config() {
     // Processes already named keep their group.
     assert_eq!(value(&s, g, "num_procs", ""), 2.0);
 }
+
+/// The exporter run as an unprivileged user through taskdiagd sees what that user's /proc
+/// shows: its own fixture's descriptors, none of another user's (their /proc/PID/fd cannot
+/// be listed), both processes and their memory.
+#[test]
+fn a_user_served_by_taskdiagd_sees_what_its_proc_shows() {
+    use taskdiag_test_support::process::Notify;
+    use taskdiag_test_support::users::{as_user, OTHER, USER};
+    if !is_root() {
+        eprintln!("skipped: starting taskdiagd and switching users needs root (CI runs as root)");
+        return;
+    }
+    let g = "tdx-unpriv";
+    let dir = TempDir::new("exporter-unpriv");
+    let socket = dir.join("taskdiag.sock");
+    let mut d = Command::new(taskdiag_test_support::bins::workspace_bin("taskdiagd"));
+    d.arg("--foreground").arg("--socket").arg(&socket);
+    let ready = Notify::new();
+    ready.give(&mut d);
+    let mut daemon = taskdiag_test_support::process::Spawned::spawn(&mut d);
+    ready.wait_ready(&mut daemon, "taskdiagd");
+
+    let cfg = dir.join("exporter.yml");
+    std::fs::write(
+        &cfg,
+        format!("process_names:\n  - name: '{{{{.Comm}}}}-{{{{.Username}}}}'\n    comm: [{g}]\n"),
+    )
+    .expect("writing the config");
+    let mine = Fixture::start(g, Some(as_user(USER, "/usr/bin/env")));
+    let theirs = Fixture::start(g, Some(as_user(OTHER, "/usr/bin/env")));
+    let mut ex_cmd = as_user(USER, env!("CARGO_BIN_EXE_taskdiag-exporter"));
+    ex_cmd.env("TASKDIAG_SOCKET", &socket);
+    let ex = start_ours(
+        ex_cmd,
+        &[
+            "-config.path",
+            cfg.to_str().expect("UTF-8"),
+            "-backend",
+            "daemon",
+        ],
+    );
+    let (my_group, their_group) = (format!("{g}-{USER}"), format!("{g}-{OTHER}"));
+    let s = scrape_until(ex.addr, "both fixtures", |s| {
+        value(s, &my_group, "num_procs", "") == 1.0
+            && value(s, &their_group, "num_procs", "") == 1.0
+            && value(s, &my_group, "num_threads", "") == 4.0
+    });
+    assert_eq!(
+        s.get("taskdiag_exporter_info{backend=\"daemon\"}"),
+        Some(&1.0)
+    );
+    // What that user's /proc shows of the two.
+    let listable = |pid: u32| {
+        as_user(USER, "/bin/ls")
+            .arg(format!("/proc/{pid}/fd"))
+            .output()
+            .expect("ls")
+            .status
+            .success()
+    };
+    assert!(listable(mine.pid) && !listable(theirs.pid));
+    assert_eq!(value(&s, &my_group, "open_filedesc", ""), mine.fds() as f64);
+    assert_eq!(value(&s, &their_group, "open_filedesc", ""), 0.0);
+    assert!(value(&s, &their_group, "memory_bytes", "memtype=\"resident\"") >= (16 << 20) as f64);
+    assert!(s
+        .get("namedprocess_scrape_partial_errors")
+        .is_some_and(|&v| v >= 1.0));
+}

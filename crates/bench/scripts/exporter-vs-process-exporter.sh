@@ -1,0 +1,89 @@
+#!/bin/bash
+# taskdiag exporter against Debian's prometheus-process-exporter (0.7.10) on TASKS sleeping
+# processes (issue 20): per scrape, wall time (curl) and the exporter's CPU time (utime+stime of
+# /proc/PID/stat before and after), and each exporter's peak memory (VmHWM) at the end. Both run
+# with the same config (every process with a command line, grouped by name: process-exporter's
+# packaged config) and the same flags; the scrapes alternate between them. Ours is measured as
+# root (BPF) and as an unprivileged user through taskdiagd. Run as root from the repository
+# after `cargo build --release --workspace`:
+#
+#   crates/bench/scripts/exporter-vs-process-exporter.sh [TASKS] [RUNS] [EXTRA FLAGS...]
+#   crates/bench/scripts/exporter-vs-process-exporter.sh 50000 5 -gather-smaps=false
+set -eu
+TASKS=${1:-50000} RUNS=${2:-5}
+shift $(( $# > 2 ? 2 : $# ))
+FLAGS=("$@")
+here=$(cd "$(dirname "$0")/../../.." && pwd)
+rel=$here/target/release
+. "$here/crates/bench/scripts/hold.sh"
+command -v prometheus-process-exporter >/dev/null ||
+    DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus-process-exporter >/dev/null
+id taskdiag-bench >/dev/null 2>&1 ||
+    useradd --system --no-create-home --shell /usr/sbin/nologin taskdiag-bench
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    unhold
+}
+trap cleanup EXIT
+hold "$rel/taskdiag-bench" "$TASKS"
+chmod 755 "$dir"
+printf 'process_names:\n  - name: "{{.Comm}}"\n    cmdline: [".+"]\n' > "$dir/all.yml"
+chmod 644 "$dir/all.yml"
+
+"$rel/taskdiagd" --foreground --socket "$dir/td.sock" 2>"$dir/td.err" &
+pids+=($!)
+until [ -S "$dir/td.sock" ]; do sleep 0.1; done
+
+# name port command...
+start() {
+    local name=$1 port=$2
+    shift 2
+    "$@" -config.path "$dir/all.yml" -web.listen-address "127.0.0.1:$port" "${FLAGS[@]}" \
+        >/dev/null 2>"$dir/$name.err" &
+    local pid=$!
+    pids+=($pid)
+    eval "pid_$name=$pid port_$name=$port"
+    until curl -sf -o /dev/null "http://127.0.0.1:$port/"; do
+        kill -0 "$pid" || { cat "$dir/$name.err" >&2; exit 1; }
+        sleep 0.2
+    done
+}
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+start pe 19301 prometheus-process-exporter
+start bpf 19302 "$rel/taskdiag-exporter" -backend bpf
+start daemon 19303 env TASKDIAG_SOCKET="$dir/td.sock" \
+    setpriv --reuid taskdiag-bench --regid taskdiag-bench --init-groups --inh-caps=-all \
+    "$rel/taskdiag-exporter" -backend daemon
+
+echo "$(ls /proc | grep -c '^[0-9]') processes in /proc; $RUNS scrape(s) each after a warm-up; flags: ${FLAGS[*]:-(defaults)}; kernel $(uname -r); $(nproc) CPUs"
+echo
+echo "| exporter | wall per scrape (s), median [min-max] | CPU per scrape (s), median | peak memory (VmHWM) | series |"
+echo "|---|---|---|---|---|"
+declare -A wall cpu
+for name in pe bpf daemon; do wall[$name]=""; cpu[$name]=""; done
+for r in $(seq 0 "$RUNS"); do
+    for name in pe bpf daemon; do
+        eval "pid=\$pid_$name port=\$port_$name"
+        t0=$(ticks "$pid")
+        w=$(curl -s -o "$dir/$name.out" -w '%{time_total}' "http://127.0.0.1:$port/metrics")
+        t1=$(ticks "$pid")
+        if [ "$r" -gt 0 ]; then
+            wall[$name]+="$w "
+            cpu[$name]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", (b-a)/100}') "
+        fi
+    done
+done
+median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END{printf "%s [%s-%s]", v[int((NR+1)/2)], v[1], v[NR]}'; }
+for name in pe bpf daemon; do
+    eval "pid=\$pid_$name"
+    label=$name
+    case $name in
+        pe) label="process-exporter 0.7.10 (root)" ;;
+        bpf) label="taskdiag exporter, BPF (root)" ;;
+        daemon) label="taskdiag exporter, taskdiagd (user)" ;;
+    esac
+    hwm=$(awk '/VmHWM/{printf "%.0f MiB", $2/1024}' "/proc/$pid/status")
+    n=$(grep -c '^namedprocess_namegroup_' "$dir/$name.out" || true)
+    echo "| $label | $(echo "${wall[$name]}" | median) | $(echo "${cpu[$name]}" | median) | $hwm | $n |"
+done

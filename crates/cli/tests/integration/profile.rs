@@ -409,8 +409,31 @@ fn a_process_that_execs_gets_the_names_of_its_new_program() {
             .stdout(Stdio::piped()),
     );
     proc.expect_line("ready");
-    let pid = proc.pid().to_string();
-    let lines = profile(&["-p", &pid, "--on-cpu", "-F", "99", "-d", "4"]);
+    // The exec once the profiler samples (a TCG guest loads it for seconds), the end with
+    // SIGINT once the second program has burned as long.
+    let run = Command::new(BIN)
+        .args([
+            "profile",
+            "-p",
+            &proc.pid().to_string(),
+            "--on-cpu",
+            "-F",
+            "99",
+            "-q",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("taskdiag profile");
+    let profiler = run.id();
+    taskdiag_test_support::process::wait_for("the profiler to sample", || samples(profiler));
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    taskdiag_test_support::process::signal(proc.pid(), libc::SIGUSR1);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    taskdiag_test_support::process::signal(profiler, libc::SIGINT);
+    let o = run.wait_with_output().expect("taskdiag profile");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines = folded(&stdout(&o));
     let mine: Vec<&Line> = lines.iter().filter(|l| l.thread() == COMM).collect();
     let (before, total) = leaf_share(mine.iter().copied(), "hot_function");
     let (after, _) = leaf_share(mine.iter().copied(), "other_hot");
@@ -676,6 +699,40 @@ fn perf_leaves(data: &Path, pid: u32) -> BTreeMap<String, u64> {
     out
 }
 
+/// Kernel functions by the name of the first symbol at their address (/proc/kallsyms): where two
+/// symbols share an address (5.10's `__do_softirq` and `__softirqentry_text_start`), perf and
+/// taskdiag may each print another.
+fn kernel_aliases() -> HashMap<String, String> {
+    let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+    let mut first: HashMap<&str, &str> = HashMap::new();
+    let mut out = HashMap::new();
+    for l in text.lines() {
+        let mut it = l.split_whitespace();
+        let (Some(addr), Some(_), Some(name)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        if addr.bytes().all(|b| b == b'0') {
+            continue;
+        }
+        let canon = *first.entry(addr).or_insert(name);
+        out.insert(name.to_owned(), canon.to_owned());
+    }
+    out
+}
+
+/// `counts` with kernel aliases merged under one name.
+fn merge_aliases(
+    counts: BTreeMap<String, u64>,
+    aliases: &HashMap<String, String>,
+) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (k, n) in counts {
+        let name = aliases.get(&k).cloned().unwrap_or(k);
+        *out.entry(name).or_default() += n;
+    }
+    out
+}
+
 /// Each function's share in percent.
 fn shares(counts: &BTreeMap<String, u64>) -> BTreeMap<String, f64> {
     let total: u64 = counts.values().sum();
@@ -710,7 +767,9 @@ fn on_cpu_shares_agree_with_perf_record() {
     for l in &lines {
         *ours.entry(l.leaf().to_owned()).or_default() += l.count;
     }
-    let theirs = perf_leaves(&data, pid);
+    let aliases = kernel_aliases();
+    let ours = merge_aliases(ours, &aliases);
+    let theirs = merge_aliases(perf_leaves(&data, pid), &aliases);
     let (n1, n2) = (ours.values().sum::<u64>(), theirs.values().sum::<u64>());
     // (A guest under TCG gives a fraction of the samples asked for: 500 at least.)
     assert!(

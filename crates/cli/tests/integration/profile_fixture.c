@@ -10,7 +10,7 @@
  *   merge     a large region of identical pages offered to KSM (keeps ksmd busy)
  *   jit       spins in code it wrote into anonymous memory, named `jitted_loop` in the perf
  *             map a JIT writes (/tmp/perf-PID.map, PID as its own pid namespace numbers it)
- *   exec P    burns as `burn` for 1.5 s, then executes program P in mode burn (the tests give
+ *   exec P    burns as `burn` until SIGUSR1, then executes program P in mode burn (the tests give
  *             it this fixture built non-PIE with hot_function under another name: the same
  *             addresses, other names)
  * Prints "ready" once its threads are in place, then runs until killed.
@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,22 +159,19 @@ static void jit(void)
 	((void (*)(void))code)();
 }
 
-/* Seconds since @t0 (CLOCK_MONOTONIC). */
-static double since(const struct timespec *t0)
-{
-	struct timespec t;
+static volatile sig_atomic_t exec_now;
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+static void on_usr1(int sig)
+{
+	(void)sig;
+	exec_now = 1;
 }
 
 static void burn_then_exec(const char *prog)
 {
-	struct timespec t0;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	signal(SIGUSR1, on_usr1);
 	ready();
-	while (since(&t0) < 1.5) {
+	while (!exec_now) {
 		hot_function();
 		cold_function();
 	}

@@ -258,9 +258,10 @@ static __always_inline __u64 put_stack(struct prof_stack *s, struct task_struct 
 	if (err == 0 && t) {
 		f.id = id;
 		f.proc_tgid = proc_tgid;
-		/* Full (user space has not drained it for a long time): the stack is named at
-		 * the end, if its process still lives. */
-		bpf_ringbuf_output(&fresh, &f, sizeof(f), 0);
+		/* User space reads it every period without waiting on it: no wake-up (an
+		 * interrupt of its own at each new stack). Full (not drained for a long time): the
+		 * stack is named at the end, if its process still lives. */
+		bpf_ringbuf_output(&fresh, &f, sizeof(f), BPF_RB_NO_WAKEUP);
 	}
 	if (err == -TD_E2BIG) {
 		/* The stack map is full: the sample is kept, without this stack. */

@@ -2,7 +2,7 @@
 //! with its accumulators, the error counters; and the rule that scrapes arriving while a
 //! collection runs wait for it and share its result instead of starting their own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -38,6 +38,9 @@ struct State {
     grouper: Grouper,
     shown: Shown,
     node_processes: bool,
+    top: Option<usize>,
+    /// Each group's CPU time at the last collection, for `top`.
+    last_cpu: HashMap<String, u64>,
     scrape_errors: u64,
     read_errors: u64,
     partial_errors: u64,
@@ -109,6 +112,7 @@ impl Exporter {
             cgroups: true,
             thread_io: o.threads,
             smaps: o.gather_smaps,
+            wchan: o.wchan,
         };
         let reader = Reader::open(o.backend.unwrap_or(taskdiag::BackendKind::Auto), want)?;
         let mut reader_want = want;
@@ -128,8 +132,11 @@ impl Exporter {
                 shown: Shown {
                     threads: o.threads,
                     smaps: o.gather_smaps,
+                    wchan: o.wchan,
                 },
                 node_processes: o.node_processes,
+                top: o.top,
+                last_cpu: HashMap::new(),
                 scrape_errors: 0,
                 read_errors: 0,
                 partial_errors: 0,
@@ -182,16 +189,23 @@ impl State {
         let t0 = Instant::now();
         let now = boottime_ns();
         let mut procs = self.reader.processes()?;
-        let mut wanted = self.grouper.wanted(&procs);
+        let unknown = self.grouper.unknown(&procs);
+        self.reader.name_details(&mut procs, &unknown)?;
+        let wanted = self.grouper.wanted(&procs);
+        // With node_processes, every multi-threaded process's threads, for their states.
         let node = self.node_processes;
-        if node {
-            // Every multi-threaded process's threads, for their states.
-            wanted = (0..procs.len()).collect();
-        }
-        self.reader.complete(&mut procs, &wanted)?;
+        self.reader.complete(&mut procs, &wanted, node)?;
         let node_fams = node.then(|| NodeProcesses::of(&procs));
         let n = procs.len();
-        let (groups, partial) = self.grouper.update(procs, now);
+        let (mut groups, partial) = self.grouper.update(procs, now);
+        if let Some(n) = self.top {
+            let cpu = |g: &GroupMetrics| g.counts.cpu_user_ns + g.counts.cpu_system_ns;
+            let now_cpu: HashMap<String, u64> =
+                groups.iter().map(|(k, g)| (k.clone(), cpu(g))).collect();
+            let keep = top_groups(&now_cpu, &self.last_cpu, n);
+            groups.retain(|k, _| keep.contains(k));
+            self.last_cpu = now_cpu;
+        }
         self.partial_errors += partial;
         self.collections += 1;
         self.last_duration = t0.elapsed();
@@ -266,6 +280,21 @@ impl State {
             ),
         ]
     }
+}
+
+/// The `n` groups whose CPU time grew the most since `last` (a group new since then counts
+/// from 0), ties broken by name.
+fn top_groups(
+    now: &HashMap<String, u64>,
+    last: &HashMap<String, u64>,
+    n: usize,
+) -> std::collections::HashSet<String> {
+    let mut v: Vec<(u64, &String)> = now
+        .iter()
+        .map(|(k, c)| (c.saturating_sub(last.get(k).copied().unwrap_or(0)), k))
+        .collect();
+    v.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    v.into_iter().take(n).map(|(_, k)| k.clone()).collect()
 }
 
 /// node_exporter's processes collector, from one collection of every process.
@@ -348,5 +377,26 @@ impl NodeProcesses {
                 &self.thread_states,
             ),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_groups_are_those_whose_cpu_grew_most() {
+        let m = |v: &[(&str, u64)]| -> HashMap<String, u64> {
+            v.iter().map(|(k, c)| (k.to_string(), *c)).collect()
+        };
+        let last = m(&[("a", 100), ("b", 0), ("c", 50)]);
+        let now = m(&[("a", 110), ("b", 30), ("c", 50), ("d", 20)]);
+        let top = top_groups(&now, &last, 2);
+        assert!(top.contains("b") && top.contains("d"), "{top:?}");
+        let top = top_groups(&now, &last, 3);
+        assert!(top.contains("a"));
+        // Ties by name.
+        let top = top_groups(&m(&[("x", 0), ("y", 0)]), &HashMap::new(), 1);
+        assert!(top.contains("x"));
     }
 }

@@ -134,6 +134,17 @@ impl Grouper {
         self.config = config;
     }
 
+    /// The indexes of `procs` not known yet: the rules will name them, from their command
+    /// lines (and cgroups), which the collection reads for these only.
+    pub fn unknown(&self, procs: &[ProcSample]) -> Vec<usize> {
+        procs
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !self.tracked.contains_key(&p.id))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     /// The indexes of `procs` whose threads and rollups the collection should read: those
     /// tracked or not yet known (an ignored process is not read further).
     pub fn wanted(&self, procs: &[ProcSample]) -> Vec<usize> {

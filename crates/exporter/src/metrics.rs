@@ -54,6 +54,8 @@ pub struct Shown {
     pub threads: bool,
     /// The proportional memory types (`-gather-smaps`).
     pub smaps: bool,
+    /// `threads_wchan` (`-wchan`).
+    pub wchan: bool,
 }
 
 struct Builder {
@@ -247,7 +249,7 @@ pub fn group_families(groups: &BTreeMap<String, GroupMetrics>, shown: Shown) -> 
         ] {
             b.add(st, st_help, Gauge, with("state", name), v as f64);
         }
-        for (wchan, count) in &g.wchans {
+        for (wchan, count) in g.wchans.iter().filter(|_| shown.wchan) {
             b.add(
                 n!("threads_wchan"),
                 "Number of threads in this group waiting on each wchan",
@@ -482,7 +484,11 @@ mod tests {
 
     #[test]
     fn the_text_format_has_process_exporters_names_and_escapes_labels() {
-        let mut fams = group_families(&one_group(), Shown::default());
+        let shown = Shown {
+            wchan: true,
+            ..Shown::default()
+        };
+        let mut fams = group_families(&one_group(), shown);
         fams.extend(scrape_errors(0, 0, 2));
         let t = encode_text(&fams);
         assert!(
@@ -511,6 +517,7 @@ mod tests {
             Shown {
                 threads: true,
                 smaps: true,
+                wchan: true,
             },
         );
         fams.extend(scrape_errors(1, 0, 0));

@@ -2,9 +2,10 @@
 //! fd,limits,wchan,cmdline,cgroup,smaps_rollup} and /proc/PID/task/*, taken from taskdiag
 //! dumps instead and reduced to [`ProcSample`]s.
 //!
-//! A collection is one whole-system dump of processes with the groups the config needs
-//! (BASE, CRED, STAT, STATM, CMDLINE, IO, FILES, SCHED for wchan; CGROUP only when a rule or
-//! a name reads cgroups), then the threads of the multi-threaded processes the caller asks
+//! A collection is one whole-system dump of processes (BASE, CRED, STAT, STATM, IO, FILES,
+//! and SCHED for wait channels), then the command lines of the processes not seen before,
+//! which the rules name (CMDLINE, and CGROUP only when a rule or a name reads cgroups: one
+//! request per process for a few, one dump for many), then the threads of the multi-threaded processes the caller asks
 //! about (one dump per process where that costs about the process alone, else one dump of
 //! every thread), then smaps_rollup of the processes asked about when proportional sizes are
 //! gathered (the one file read here: no taskdiag group carries the rollup's Pss, and
@@ -210,6 +211,9 @@ pub struct Want {
     pub thread_io: bool,
     /// smaps_rollup's Pss and SwapPss.
     pub smaps: bool,
+    /// Wait channels (SCHED, the costliest group of a dump: about 3/4 of it at 50,000
+    /// processes).
+    pub wchan: bool,
 }
 
 /// Reads samples through a kept backend.
@@ -221,11 +225,15 @@ pub struct Reader {
     pub tasks_scanned: u64,
     /// The last smaps_rollup read of each process asked about.
     rollups: HashMap<Id, Rollup>,
+    /// Whether a request for a few processes costs about those processes, where the backend
+    /// cannot say (taskdiagd): measured on the first such request.
+    few_cheap: Option<bool>,
 }
 
 /// A process's proportional sizes, and what it looked like when they were read.
 #[derive(Debug, Clone, Copy)]
 struct Rollup {
+    readable: bool,
     pss: u64,
     swap_pss: u64,
     resident: u64,
@@ -249,15 +257,23 @@ impl std::fmt::Debug for Reader {
     }
 }
 
+/// What every collection reads of every process.
 fn process_groups(want: Want) -> u64 {
     let mut g = Group::Base.flag()
         | Group::Cred.flag()
         | Group::Stat.flag()
         | Group::Statm.flag()
-        | Group::Cmdline.flag()
         | Group::Io.flag()
-        | Group::Files.flag()
-        | Group::Sched.flag();
+        | Group::Files.flag();
+    if want.wchan {
+        g |= Group::Sched.flag();
+    }
+    g
+}
+
+/// What naming a process reads: only for processes not seen before.
+fn naming_groups(want: Want) -> u64 {
+    let mut g = Group::Base.flag() | Group::Cmdline.flag();
     if want.cgroups {
         g |= Group::Cgroup.flag();
     }
@@ -265,7 +281,10 @@ fn process_groups(want: Want) -> u64 {
 }
 
 fn thread_groups(want: Want) -> u64 {
-    let mut g = Group::Base.flag() | Group::Stat.flag() | Group::Sched.flag();
+    let mut g = Group::Base.flag() | Group::Stat.flag();
+    if want.wchan {
+        g |= Group::Sched.flag();
+    }
     if want.thread_io {
         g |= Group::Io.flag();
     }
@@ -275,13 +294,23 @@ fn thread_groups(want: Want) -> u64 {
 impl Reader {
     /// Opens the backend `kind` for what `want` needs.
     pub fn open(kind: taskdiag::BackendKind, want: Want) -> Result<Reader, SnapshotError> {
-        let src = Source::open_kind(kind, process_groups(want) | thread_groups(want))?;
+        let all = Want {
+            cgroups: true,
+            thread_io: true,
+            smaps: true,
+            wchan: true,
+        };
+        let src = Source::open_kind(
+            kind,
+            process_groups(all) | naming_groups(all) | thread_groups(all),
+        )?;
         Ok(Reader {
             src,
             machine: Machine::read()?,
             want,
             tasks_scanned: 0,
             rollups: HashMap::new(),
+            few_cheap: None,
         })
     }
 
@@ -300,9 +329,68 @@ impl Reader {
         self.want = want;
     }
 
+    /// The tasks of `q` for the processes `tgids`, and perhaps others (the caller picks its
+    /// own): a few processes are asked for one by one where that costs about each process,
+    /// many (or where it would walk every task each time) in one walk of all.
+    fn take_some(&mut self, q: &Query, tgids: &[u32]) -> Result<Vec<Task>, SnapshotError> {
+        const FEW: usize = 256;
+        if tgids.len() > FEW || self.few_cheap == Some(false) {
+            return self.src.take(q);
+        }
+        if self.src.single_task_reads_are_cheap() || self.few_cheap == Some(true) {
+            return self.src.take_tgids_own(q, tgids);
+        }
+        // The backend cannot say (taskdiagd: it depends on the server's kernel): time one.
+        let t0 = Instant::now();
+        let mut v = self.src.take_tgids_own(q, &tgids[..1])?;
+        let cheap = t0.elapsed() < Duration::from_millis(20);
+        self.few_cheap = Some(cheap);
+        if !cheap {
+            return self.src.take(q);
+        }
+        v.extend(self.src.take_tgids_own(q, &tgids[1..])?);
+        Ok(v)
+    }
+
+    /// Reads the command lines (and cgroups, when a rule or name reads them) of
+    /// `procs[i]` for every `i` in `which`: the processes not seen before, which the rules
+    /// are to name. A process whose pid now names another is left without them.
+    pub fn name_details(
+        &mut self,
+        procs: &mut [ProcSample],
+        which: &[usize],
+    ) -> Result<(), SnapshotError> {
+        if which.is_empty() {
+            return Ok(());
+        }
+        let want = self.want;
+        let q = Query {
+            threads: false,
+            groups: naming_groups(want),
+        };
+        let tgids: Vec<u32> = which.iter().map(|&i| procs[i].id.0).collect();
+        let tasks = self.take_some(&q, &tgids)?;
+        let by_pid: HashMap<u32, &Task> = tasks.iter().map(|t| (t.pid, t)).collect();
+        for &i in which {
+            let p = &mut procs[i];
+            let Some(t) = by_pid.get(&p.id.0) else {
+                continue;
+            };
+            if t.base.as_ref().map(|b| b.rec.start_time_ns) != Some(p.id.1) {
+                continue;
+            }
+            p.cmdline = t.cmdline.as_deref().map(split_cmdline).unwrap_or_default();
+            if want.cgroups {
+                (p.cgroups, p.cgroup) = cgroups_of(t);
+            }
+        }
+        Ok(())
+    }
+
     /// Every process, in pid order, without threads.
     pub fn processes(&mut self) -> Result<Vec<ProcSample>, SnapshotError> {
-        let mut out = Vec::new();
+        // The last collection's count: the vector is not moved as it grows.
+        let mut out = Vec::with_capacity(self.tasks_scanned as usize + 1024);
         let boot = self.machine.boot_time as i64;
         let page = self.machine.page_size;
         let want = self.want;
@@ -314,32 +402,34 @@ impl Reader {
         Ok(out)
     }
 
-    /// Reads the threads of `procs[i]` for every `i` in `which` (multi-threaded processes),
-    /// and folds them in as process-exporter does; then smaps_rollup when asked for. A
-    /// process whose threads are gone keeps its own values.
+    /// Reads the threads of `procs[i]` for every `i` in `which` (or, with `every_thread`, of
+    /// every process) that has several, and folds them in as process-exporter does; then
+    /// smaps_rollup of those in `which` when asked for. A process whose threads are gone
+    /// keeps its own values.
     pub fn complete(
         &mut self,
         procs: &mut [ProcSample],
         which: &[usize],
+        every_thread: bool,
     ) -> Result<(), SnapshotError> {
-        let multi: Vec<usize> = which
-            .iter()
-            .copied()
-            .filter(|&i| procs[i].num_threads > 1)
-            .collect();
+        let multi: Vec<usize> = if every_thread {
+            (0..procs.len())
+                .filter(|&i| procs[i].num_threads > 1)
+                .collect()
+        } else {
+            which
+                .iter()
+                .copied()
+                .filter(|&i| procs[i].num_threads > 1)
+                .collect()
+        };
         if !multi.is_empty() {
             let q = Query {
                 threads: true,
                 groups: thread_groups(self.want),
             };
-            // A few processes: one request each where that costs about the process; many,
-            // or a kernel whose iterator cannot start at a task: one walk of every thread.
-            let tasks = if multi.len() <= 256 && self.src.single_task_reads_are_cheap() {
-                let tgids: Vec<u32> = multi.iter().map(|&i| procs[i].id.0).collect();
-                self.src.take_tgids_own(&q, &tgids)?
-            } else {
-                self.src.take(&q)?
-            };
+            let tgids: Vec<u32> = multi.iter().map(|&i| procs[i].id.0).collect();
+            let tasks = self.take_some(&q, &tgids)?;
             self.tasks_scanned += tasks.len() as u64;
             let mut by_tgid: HashMap<u32, Vec<ThreadSample>> = HashMap::new();
             for t in &tasks {
@@ -368,20 +458,21 @@ impl Reader {
                 });
                 let r = match fresh {
                     Some(r) => *r,
-                    None => match rollup(p.id.0) {
-                        Some((pss, swap_pss)) => Rollup {
-                            pss,
-                            swap_pss,
+                    None => {
+                        let read = rollup(p.id.0);
+                        Rollup {
+                            readable: read.is_some(),
+                            pss: read.map_or(0, |r| r.0),
+                            swap_pss: read.map_or(0, |r| r.1),
                             resident: p.memory.resident,
                             faults,
                             read_at: now,
-                        },
-                        None => {
-                            p.partial = true;
-                            continue;
                         }
-                    },
+                    }
                 };
+                // One this reader may not read (another user's, through taskdiagd) is asked
+                // again no sooner than a readable one: the refusal counts at each collection.
+                p.partial |= !r.readable;
                 p.memory.proportional_resident = r.pss;
                 p.memory.proportional_swapped = r.swap_pss;
                 kept.insert(p.id, r);
@@ -484,27 +575,16 @@ fn process_sample(t: &Task, boot: i64, page: u64, want: Want) -> ProcSample {
         ),
         None => (None, None),
     };
-    if open_fds.is_none() || t.sched.is_none() {
+    if open_fds.is_none() || (want.wchan && t.sched.is_none()) {
         partial = true;
     }
     let mut states = States::default();
     states.count(state_of(t));
     let wchan = wchan_of(t);
-    let (cgroups, cgroup) = match (&t.cgroup, want.cgroups) {
-        (Some(c), true) => (
-            c.lines()
-                .filter_map(|l| {
-                    let mut parts = l.splitn(3, |&b| b == b':');
-                    let _id = parts.next()?;
-                    let _controllers = parts.next()?;
-                    Some(String::from_utf8_lossy(parts.next()?).into_owned())
-                })
-                .collect(),
-            c.unified()
-                .map(|u| String::from_utf8_lossy(u).into_owned())
-                .unwrap_or_default(),
-        ),
-        _ => (Vec::new(), String::new()),
+    let (cgroups, cgroup) = if want.cgroups {
+        cgroups_of(t)
+    } else {
+        (Vec::new(), String::new())
     };
     ProcSample {
         id: (t.pid, start_ns),
@@ -533,6 +613,27 @@ fn process_sample(t: &Task, boot: i64, page: u64, want: Want) -> ProcSample {
         threads: Vec::new(),
         partial,
     }
+}
+
+/// Every cgroup path of a task's /proc/PID/cgroup, and the v2 one.
+fn cgroups_of(t: &Task) -> (Vec<String>, String) {
+    let Some(c) = &t.cgroup else {
+        return (Vec::new(), String::new());
+    };
+    let all = c
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.splitn(3, |&b| b == b':');
+            let _id = parts.next()?;
+            let _controllers = parts.next()?;
+            Some(String::from_utf8_lossy(parts.next()?).into_owned())
+        })
+        .collect();
+    let v2 = c
+        .unified()
+        .map(|u| String::from_utf8_lossy(u).into_owned())
+        .unwrap_or_default();
+    (all, v2)
 }
 
 fn thread_sample(t: &Task) -> Option<ThreadSample> {

@@ -213,6 +213,53 @@ fn paths_and_formats() {
 }
 
 #[test]
+fn node_processes_counts_every_process_and_thread() {
+    let ex = start_ours(ours(), &["-node-processes", "-gather-smaps=false"]);
+    let fx = Fixture::start("tdx-node", None);
+    let s = scrape_until(ex.addr, "the fixture's threads", |s| {
+        value(s, "tdx-node", "num_threads", "") == 4.0
+    });
+    let pids = s["node_processes_pids"];
+    let threads = s["node_processes_threads"];
+    let states: f64 = s
+        .iter()
+        .filter(|(k, _)| k.starts_with("node_processes_state{"))
+        .map(|(_, v)| v)
+        .sum();
+    let thread_states: f64 = s
+        .iter()
+        .filter(|(k, _)| k.starts_with("node_processes_threads_state{"))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(pids >= 2.0 && threads >= pids + 3.0, "{pids} {threads}");
+    assert_eq!(states, pids);
+    // Threads born or gone between the two dumps of a collection may differ by a few.
+    assert!(
+        (thread_states - threads).abs() <= 8.0,
+        "{thread_states} {threads}"
+    );
+    let max = std::fs::read_to_string("/proc/sys/kernel/pid_max").expect("pid_max");
+    assert_eq!(
+        s["node_processes_max_processes"],
+        max.trim().parse::<f64>().expect("a number")
+    );
+    drop(fx);
+}
+
+#[test]
+fn top_bounds_the_groups() {
+    let ex = start_ours(ours(), &["-top", "2", "-threads=false"]);
+    for _ in 0..3 {
+        let s = scrape(ex.addr);
+        let groups: std::collections::BTreeSet<&str> = s
+            .keys()
+            .filter_map(|k| k.split("groupname=\"").nth(1)?.split('"').next())
+            .collect();
+        assert!(!groups.is_empty() && groups.len() <= 2, "{groups:?}");
+    }
+}
+
+#[test]
 fn concurrent_scrapes_get_whole_answers() {
     let ex = start_ours(ours(), &[]);
     let addr = ex.addr;

@@ -181,6 +181,19 @@ impl Exporter {
 }
 
 impl State {
+    /// The samples of one collection: every process, the names' details of new ones, the
+    /// threads and rollups of those tracked.
+    fn read(&mut self) -> Result<Vec<ProcSample>, Error> {
+        let mut procs = self.reader.processes()?;
+        let unknown = self.grouper.unknown(&procs);
+        self.reader.name_details(&mut procs, &unknown)?;
+        let wanted = self.grouper.wanted(&procs);
+        // With node_processes, every multi-threaded process's threads, for their states.
+        self.reader
+            .complete(&mut procs, &wanted, self.node_processes)?;
+        Ok(procs)
+    }
+
     /// A collection: samples in, groups updated. Errors are counted, not returned, past the
     /// first collection.
     fn collect(
@@ -188,13 +201,16 @@ impl State {
     ) -> Result<(BTreeMap<String, GroupMetrics>, Option<NodeProcesses>), Error> {
         let t0 = Instant::now();
         let now = boottime_ns();
-        let mut procs = self.reader.processes()?;
-        let unknown = self.grouper.unknown(&procs);
-        self.reader.name_details(&mut procs, &unknown)?;
-        let wanted = self.grouper.wanted(&procs);
-        // With node_processes, every multi-threaded process's threads, for their states.
+        // A kept backend that fails (a taskdiagd connection closed while idle) is opened
+        // again, once.
+        let procs = match self.read() {
+            Ok(p) => p,
+            Err(_) => {
+                self.reader.reopen()?;
+                self.read()?
+            }
+        };
         let node = self.node_processes;
-        self.reader.complete(&mut procs, &wanted, node)?;
         let node_fams = node.then(|| NodeProcesses::of(&procs));
         let n = procs.len();
         let (mut groups, partial) = self.grouper.update(procs, now);

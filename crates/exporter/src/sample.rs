@@ -219,6 +219,7 @@ pub struct Want {
 /// Reads samples through a kept backend.
 pub struct Reader {
     src: Source,
+    kind: taskdiag::BackendKind,
     machine: Machine,
     want: Want,
     /// Tasks the last dumps returned (processes and threads), for the exporter's metrics.
@@ -255,6 +256,17 @@ impl std::fmt::Debug for Reader {
             .field("want", &self.want)
             .finish()
     }
+}
+
+/// Every group a collection may ask for, which the backend is prepared for.
+fn all_groups() -> u64 {
+    let all = Want {
+        cgroups: true,
+        thread_io: true,
+        smaps: true,
+        wchan: true,
+    };
+    process_groups(all) | naming_groups(all) | thread_groups(all)
 }
 
 /// What every collection reads of every process.
@@ -294,18 +306,10 @@ fn thread_groups(want: Want) -> u64 {
 impl Reader {
     /// Opens the backend `kind` for what `want` needs.
     pub fn open(kind: taskdiag::BackendKind, want: Want) -> Result<Reader, SnapshotError> {
-        let all = Want {
-            cgroups: true,
-            thread_io: true,
-            smaps: true,
-            wchan: true,
-        };
-        let src = Source::open_kind(
-            kind,
-            process_groups(all) | naming_groups(all) | thread_groups(all),
-        )?;
+        let src = Source::open_kind(kind, all_groups())?;
         Ok(Reader {
             src,
+            kind,
             machine: Machine::read()?,
             want,
             tasks_scanned: 0,
@@ -317,6 +321,14 @@ impl Reader {
     /// The backend answering, by name.
     pub fn backend_name(&self) -> &'static str {
         self.src.backend_name()
+    }
+
+    /// Opens the backend again (taskdiagd closes a connection idle longer than its
+    /// `--timeout`, 30 s by default: longer than many scrape intervals).
+    pub fn reopen(&mut self) -> Result<(), SnapshotError> {
+        self.src = Source::open_kind(self.kind, all_groups())?;
+        self.few_cheap = None;
+        Ok(())
     }
 
     /// What collections read.

@@ -333,7 +333,11 @@ fn a_user_served_by_taskdiagd_sees_what_its_proc_shows() {
     let dir = TempDir::new("exporter-unpriv");
     let socket = dir.join("taskdiag.sock");
     let mut d = Command::new(taskdiag_test_support::bins::workspace_bin("taskdiagd"));
-    d.arg("--foreground").arg("--socket").arg(&socket);
+    // Idle connections close after 1 s: the exporter must open its backend again.
+    d.arg("--foreground")
+        .arg("--socket")
+        .arg(&socket)
+        .args(["--timeout", "1"]);
     let ready = Notify::new();
     ready.give(&mut d);
     let mut daemon = taskdiag_test_support::process::Spawned::spawn(&mut d);
@@ -384,4 +388,10 @@ fn a_user_served_by_taskdiagd_sees_what_its_proc_shows() {
     assert!(s
         .get("namedprocess_scrape_partial_errors")
         .is_some_and(|&v| v >= 1.0));
+    // Past the daemon's idle timeout, the kept connection is gone: the next scrape still
+    // collects (the backend is opened again), with no scrape error.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let s = scrape(ex.addr);
+    assert_eq!(s.get("namedprocess_scrape_errors"), Some(&0.0));
+    assert_eq!(value(&s, &my_group, "num_procs", ""), 1.0);
 }

@@ -77,13 +77,17 @@ def prog_run_ns(pid):
 
 
 def cpu_ns(pid):
-    """CPU time of every thread of process `pid` so far (schedstat), in nanoseconds."""
-    total = 0
+    """CPU time of every thread of process `pid` so far (schedstat), in nanoseconds, by thread
+    name."""
+    total = {}
     try:
         for t in os.listdir(f"/proc/{pid}/task"):
             try:
                 with open(f"/proc/{pid}/task/{t}/schedstat") as f:
-                    total += int(f.read().split()[0])
+                    ns = int(f.read().split()[0])
+                with open(f"/proc/{pid}/task/{t}/comm") as f:
+                    name = f.read().strip()
+                total[name] = total.get(name, 0) + ns
             except OSError:
                 pass
     except OSError:
@@ -96,8 +100,9 @@ WARMUP = 2.0
 
 def run_once(config, seconds, spin, hz):
     """One run: the workload alone or beside a profiler. Returns (iterations, whole run's
-    cpu%, steady cpu%, steady bpf%): the whole run from wait4, the steady state from WARMUP
-    seconds after the start to just before the end (no loading, no final symbolization)."""
+    cpu%, steady cpu%, steady bpf%, steady cpu% by thread name): the whole run from wait4, the
+    steady state from WARMUP seconds after the start to just before the end (no loading, no
+    final symbolization)."""
     work = subprocess.Popen(["taskset", "-c", "1", spin, str(seconds)], stdout=subprocess.PIPE)
     prof = None
     out = tempfile.NamedTemporaryFile(prefix="profile-cost-", delete=False)
@@ -111,12 +116,14 @@ def run_once(config, seconds, spin, hz):
             [TASKDIAG, "profile", "-a", "-F", str(hz), "-d", str(seconds), "-q", "-o", out.name] + extra,
             stdout=subprocess.DEVNULL)
     steady_cpu = steady_bpf = 0.0
+    by_thread = {}
     if prof is not None:
         time.sleep(WARMUP)
         c0, b0, t0 = cpu_ns(prof.pid), prog_run_ns(prof.pid), time.monotonic()
         time.sleep(max(seconds - WARMUP - 0.3, 0.1))
         c1, b1, t1 = cpu_ns(prof.pid), prog_run_ns(prof.pid), time.monotonic()
-        steady_cpu = 100.0 * (c1 - c0) / 1e9 / (t1 - t0)
+        by_thread = {k: 100.0 * (v - c0.get(k, 0)) / 1e9 / (t1 - t0) for k, v in c1.items()}
+        steady_cpu = sum(by_thread.values())
         steady_bpf = 100.0 * (b1 - b0) / 1e9 / (t1 - t0)
     cpu = 0.0
     if prof is not None:
@@ -126,7 +133,7 @@ def run_once(config, seconds, spin, hz):
         cpu = ru.ru_utime + ru.ru_stime
     iters = int(work.communicate()[0])
     os.unlink(out.name)
-    return iters, 100.0 * cpu / seconds, steady_cpu, steady_bpf
+    return iters, 100.0 * cpu / seconds, steady_cpu, steady_bpf, by_thread
 
 
 def main():
@@ -175,6 +182,14 @@ def main():
             slow = 100.0 * (base - it) / base
             print(f"| {names[c]} | {cpu:.2f}% | {bpf:.3f}% | **{cpu + bpf:.2f}%** | {whole:.2f}% | "
                   f"{slow:+.2f}% |")
+        print()
+        print("Steady CPU by thread (medians, % of one CPU):")
+        for c in configs:
+            threads = sorted({k for r in res[c] for k in r[4]})
+            if threads:
+                split = ", ".join(f"{k} {statistics.median(r[4].get(k, 0.0) for r in res[c]):.2f}%"
+                                  for k in threads)
+                print(f"- {names[c]}: {split}")
     finally:
         hold.stdin.close()
         hold.wait()

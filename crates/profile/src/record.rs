@@ -119,7 +119,10 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
             next = now;
         }
     }
-    // A last walk counts every thread's time off CPU up to the end.
+    // On-CPU samples end here (the symbolizing left to do would be sampled into the profile,
+    // seconds of it in an emulated guest), and a last walk counts every thread's time off CPU
+    // up to the end.
+    sampler.stop();
     if opts.sampler.off_cpu {
         sampler.walk()?;
         walks += 1;

@@ -89,7 +89,8 @@ pub struct Sampler {
     /// What its callback read since the last [`Sampler::fresh`].
     fresh_read: Rc<RefCell<Vec<ProfFresh>>>,
     skel: ProfileSkel<'static>,
-    _perf: Vec<(OwnedFd, Link)>,
+    /// The perf events and their programs' links (on-CPU sampling), until [`Sampler::stop`].
+    perf: Vec<(OwnedFd, Link)>,
     /// The off-CPU walk: one link for every task, or one per process of `-p` (6.1+).
     iters: Vec<IterLink>,
     /// Whether off-CPU samples have user stacks (a sleepable iterator, 5.18+).
@@ -241,7 +242,7 @@ impl Sampler {
             fresh,
             fresh_read,
             skel,
-            _perf: perf,
+            perf,
             iters,
             user_stacks_off_cpu: user && opts.off_cpu,
             hz: opts.hz.max(1),
@@ -324,6 +325,12 @@ impl Sampler {
             .off_cpu_kernel
             .set_autoload(opts.off_cpu && !user);
         open.load().map_err(err)
+    }
+
+    /// Ends on-CPU sampling (closes the perf events): at the end of the profile, so that what
+    /// follows (a last walk, symbolizing what is left) is not sampled into it.
+    pub fn stop(&mut self) {
+        self.perf.clear();
     }
 
     /// Walks the tasks once: every thread not on a CPU is counted for its time off CPU since

@@ -395,3 +395,68 @@ fn a_user_served_by_taskdiagd_sees_what_its_proc_shows() {
     assert_eq!(s.get("namedprocess_scrape_errors"), Some(&0.0));
     assert_eq!(value(&s, &my_group, "num_procs", ""), 1.0);
 }
+
+/// The cgroup v2 mount point, from /proc/self/mountinfo.
+fn cgroup2_mount() -> Option<std::path::PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        right
+            .starts_with("cgroup2 ")
+            .then(|| left.split(' ').nth(4).map(std::path::PathBuf::from))?
+    })
+}
+
+/// A cgroup of the test's own, removed on drop (once its processes are gone).
+struct Cgroup(std::path::PathBuf);
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let _ =
+            taskdiag_test_support::process::wait_until(std::time::Duration::from_secs(10), || {
+                std::fs::remove_dir(&self.0).is_ok()
+            });
+    }
+}
+
+/// A `cgroup:` rule names a process by its cgroup v2 path, with captures.
+#[test]
+fn a_cgroup_rule_names_by_the_v2_path() {
+    let Some(mount) = cgroup2_mount().filter(|_| is_root()) else {
+        eprintln!("skipped: needs root and a cgroup2 mount (CI has both)");
+        return;
+    };
+    let name = format!("tdx-cg-{}", std::process::id());
+    let cg = Cgroup(mount.join(&name));
+    std::fs::create_dir(&cg.0).expect("creating the test's cgroup");
+    let g = "tdx-cgroup";
+    let fx = Fixture::start(g, None);
+    std::fs::write(cg.0.join("cgroup.procs"), fx.pid.to_string()).expect("moving the fixture");
+    let dir = TempDir::new("exporter-cgroup");
+    let cfg = dir.join("exporter.yml");
+    std::fs::write(
+        &cfg,
+        "process_names:\n  - name: 'cg:{{.Matches.cg}}'\n    cgroup: ['/(?P<cg>tdx-cg-[0-9]+)$']\n",
+    )
+    .expect("writing the config");
+    // Started after the move: the fixture is named by its cgroup when first seen.
+    let ex = start_ours(
+        ours(),
+        &[
+            "-config.path",
+            cfg.to_str().expect("UTF-8"),
+            "-threads=false",
+        ],
+    );
+    let key = format!("namedprocess_namegroup_num_procs{{groupname=\"cg:{name}\"}}");
+    let s = scrape_until(ex.addr, "the fixture named by its cgroup", |s| {
+        s.get(&key) == Some(&1.0)
+    });
+    let groups = s
+        .keys()
+        .filter(|k| k.starts_with("namedprocess_namegroup_num_procs{"))
+        .count();
+    assert_eq!(groups, 1, "only the fixture's cgroup matches: {s:?}");
+    drop(ex);
+    drop(fx);
+}

@@ -416,3 +416,30 @@ mod tests {
         assert!(top.contains("x"));
     }
 }
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+    use crate::config::ProcAttrs;
+
+    #[test]
+    fn procnames_track_those_names_each_its_own_group() {
+        let o = Options {
+            procnames: vec!["nginx".into(), "it's".into()],
+            ..Options::default()
+        };
+        let c = load_config(&o).unwrap();
+        let a = |comm: &str| ProcAttrs {
+            comm: comm.into(),
+            ..ProcAttrs::default()
+        };
+        assert_eq!(c.match_and_name(&a("nginx")), Some("nginx".into()));
+        assert_eq!(c.match_and_name(&a("it's")), Some("it's".into()));
+        assert_eq!(c.match_and_name(&a("bash")), None);
+        // Neither: every process with a command line, by name.
+        let c = load_config(&Options::default()).unwrap();
+        let mut p = a("sshd");
+        p.cmdline = vec!["/usr/sbin/sshd".into()];
+        assert_eq!(c.match_and_name(&p), Some("sshd".into()));
+    }
+}

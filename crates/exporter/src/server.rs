@@ -17,7 +17,7 @@ use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 
 use crate::exporter::Exporter;
 use crate::metrics;
@@ -216,8 +216,11 @@ pub fn serve(
             let path = Arc::clone(&path);
             tokio::spawn(async move {
                 let svc = service_fn(move |req| handle(Arc::clone(&ex), Arc::clone(&path), req));
-                // A client that goes away mid-response is its own business.
+                // A client that goes away mid-response is its own business; one that sends
+                // its headers too slowly (or never) is dropped, its task with it.
                 let _ = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(std::time::Duration::from_secs(30))
                     .serve_connection(TokioIo::new(stream), svc)
                     .await;
             });

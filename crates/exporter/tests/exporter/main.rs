@@ -427,8 +427,12 @@ fn a_cgroup_rule_names_by_the_v2_path() {
         return;
     };
     let name = format!("tdx-cg-{}", std::process::id());
-    let cg = Cgroup(mount.join(&name));
-    std::fs::create_dir(&cg.0).expect("creating the test's cgroup");
+    let path = mount.join(&name);
+    if let Err(e) = std::fs::create_dir(&path) {
+        eprintln!("skipped: cannot create a cgroup at {}: {e}", path.display());
+        return;
+    }
+    let cg = Cgroup(path);
     let g = "tdx-cgroup";
     let fx = Fixture::start(g, None);
     std::fs::write(cg.0.join("cgroup.procs"), fx.pid.to_string()).expect("moving the fixture");

@@ -324,13 +324,14 @@ DESCRIPTION
     alerts written for process-exporter work unchanged.
 
     Each collection is one batched taskdiag dump of every process (through BPF when run
-    as root, through taskdiagd when run as another user, else /proc), not a walk of
-    seven files per process. Run as an unprivileged user through taskdiagd, it sees what
+    as root, through taskdiagd when run as another user, else /proc), plus the command
+    lines of processes not seen before and the threads of multi-threaded ones, not a walk
+    of seven files per process. Run as an unprivileged user through taskdiagd, it sees what
     that user's /proc shows: other users' I/O counters and descriptors stay hidden, as
     they are in /proc.
 
     Scrapes that arrive while a collection runs share it. Counters never go down: a
-    group keeps what its processes did after they exit. A process already running at
+    group keeps what its processes did when they exit. A process already running at
     the exporter's start counts from then on; one started later counts whole.
 
     The response is the Prometheus text format 0.0.4, or OpenMetrics 1.0 when the

@@ -119,7 +119,16 @@ fn frame_of(kind: FrameKind, s: &Symbolized<'_>) -> Option<Frame> {
 /// binary (`[dash]`, one frame for all its unnamed code, as perf's `[unknown]` is) when the
 /// address is in its code, `[unknown]` when it is in no code at all (a word a broken
 /// frame-pointer chain led to).
-struct ExecMaps(Vec<(u64, u64, String)>);
+struct ExecMaps(Vec<ExecMap>);
+
+/// One executable mapping: its range, its file's base name (empty for anonymous memory) and
+/// whether it maps a file.
+struct ExecMap {
+    start: u64,
+    end: u64,
+    name: String,
+    file: bool,
+}
 
 impl ExecMaps {
     fn read(pid: u32) -> Self {
@@ -131,26 +140,36 @@ impl ExecMaps {
             vmas.into_iter()
                 .filter(|v| v.rec.vm_flags & taskdiag_proto::vma_flags::EXEC != 0)
                 .map(|v| {
-                    let name = String::from_utf8_lossy(&v.name).into_owned();
-                    let base = name.rsplit('/').next().unwrap_or(&name).to_owned();
-                    (v.rec.start, v.rec.end, base)
+                    let path = String::from_utf8_lossy(&v.name);
+                    let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
+                    ExecMap {
+                        start: v.rec.start,
+                        end: v.rec.end,
+                        name,
+                        file: path.starts_with('/'),
+                    }
                 })
                 .collect(),
         )
     }
 
+    fn find(&self, addr: u64) -> Option<&ExecMap> {
+        self.0.iter().find(|m| addr >= m.start && addr < m.end)
+    }
+
+    /// Whether `addr` is in executable memory no file backs: where a JIT writes its code.
+    fn in_anonymous_code(&self, addr: u64) -> bool {
+        self.find(addr).is_some_and(|m| !m.file)
+    }
+
     fn unknown_frame(&self, addr: u64) -> Frame {
-        let module = self
-            .0
-            .iter()
-            .find(|(start, end, _)| addr >= *start && addr < *end)
-            .map(|(_, _, name)| {
-                if name.is_empty() {
-                    "anon".to_owned()
-                } else {
-                    name.clone()
-                }
-            });
+        let module = self.find(addr).map(|m| {
+            if m.name.is_empty() {
+                "anon".to_owned()
+            } else {
+                m.name.clone()
+            }
+        });
         Frame {
             kind: FrameKind::User,
             name: module
@@ -272,11 +291,18 @@ impl Symbols {
             }
             let frame = match found {
                 Some(f) => f,
-                None => match self.jit_symbol(pid, addr) {
+                // A JIT's perf map only for code in anonymous memory (reading it for every
+                // process with a frame without a symbol was a tenth of the symbolizing of
+                // 50,000 processes).
+                None => match self
+                    .with_exec_maps(pid, |m| m.in_anonymous_code(addr))
+                    .then(|| self.jit_symbol(pid, addr))
+                    .flatten()
+                {
                     Some(f) => f,
                     None => {
                         self.quality.unknown_frames += 1;
-                        self.unknown_frame(pid, addr)
+                        self.with_exec_maps(pid, |m| m.unknown_frame(addr))
                     }
                 },
             };
@@ -308,10 +334,12 @@ impl Symbols {
         let known = self.procs.get(&pid);
         match (known.and_then(|k| k.ident), ident) {
             (Some(was), Some(now)) if was == now => return,
-            (Some(_), Some(now)) => {
-                // Another process at this pid, or the same after an exec.
+            (_, Some(now)) => {
+                // First seen, another process at this pid, or the same after an exec: its
+                // start time in /proc's ticks is the kernel's (read only to tell a stack
+                // without an identity, named at the end).
                 self.procs
-                    .insert(pid, Known::new(Some(now), start_time(pid)));
+                    .insert(pid, Known::new(Some(now), Some(ticks(now.start))));
                 self.checked.insert(pid);
                 return;
             }
@@ -327,11 +355,8 @@ impl Symbols {
             .procs
             .get(&pid)
             .is_some_and(|k| started.is_none() || k.started == started);
-        match self.procs.get_mut(&pid) {
-            Some(k) if same => k.ident = k.ident.or(ident),
-            _ => {
-                self.procs.insert(pid, Known::new(ident, started));
-            }
+        if !same {
+            self.procs.insert(pid, Known::new(ident, started));
         }
     }
 
@@ -393,15 +418,12 @@ impl Symbols {
             .collect()
     }
 
-    /// The frame of an address of process `pid` no symbol was found for (its executable
-    /// mappings read once per process, and again after its mappings were).
-    fn unknown_frame(&mut self, pid: u32, addr: u64) -> Frame {
+    /// `f` of process `pid`'s executable mappings (read once per process, and again after its
+    /// mappings were), for the frames no symbol was found for.
+    fn with_exec_maps<T>(&mut self, pid: u32, f: impl FnOnce(&ExecMaps) -> T) -> T {
         match self.procs.get_mut(&pid) {
-            Some(k) => k
-                .exec
-                .get_or_insert_with(|| ExecMaps::read(pid))
-                .unknown_frame(addr),
-            None => ExecMaps::read(pid).unknown_frame(addr),
+            Some(k) => f(k.exec.get_or_insert_with(|| ExecMaps::read(pid))),
+            None => f(&ExecMaps::read(pid)),
         }
     }
 
@@ -570,6 +592,16 @@ impl SchedText {
     }
 }
 
+/// A start time in nanoseconds since boot as /proc shows it, in clock ticks.
+fn ticks(ns: u64) -> u64 {
+    // SAFETY: sysconf takes a plain integer and touches no memory.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|&hz| hz > 0)
+        .unwrap_or(100);
+    ns / (1_000_000_000 / hz)
+}
+
 /// Process `pid`'s start time (/proc/PID/stat field 22): what tells a reused pid.
 fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -677,7 +709,11 @@ mod tests {
             ips: vec![addr],
             flags: 0,
         };
-        let first = ProcIdent { start: 1, exec: 1 };
+        // This process's start as the kernel gives it (nanoseconds: ticks of /proc, whole).
+        // SAFETY: sysconf takes a plain integer and touches no memory.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        let start = start_time(pid).expect("our start time") * (1_000_000_000 / hz);
+        let first = ProcIdent { start, exec: 1 };
         let mut s = Symbols::new();
         s.add_user(1, pid, Some(first), &stack);
         let name = |s: &Symbols, id| s.user(id).map(|f| f[0].name.clone());
@@ -695,7 +731,7 @@ mod tests {
         assert_eq!(s.procs[&pid].ident, Some(first));
         // After an exec (or at a reused pid): known anew (only the new stack's address), from
         // its own mappings.
-        let second = ProcIdent { start: 1, exec: 2 };
+        let second = ProcIdent { start, exec: 2 };
         let other = RawStack {
             ips: vec![another_named_function as *const () as u64],
             flags: 0,
@@ -704,10 +740,15 @@ mod tests {
         assert_eq!(s.procs[&pid].ident, Some(second));
         assert_eq!(known(&s), 1);
         assert!(name(&s, 3).is_some_and(|n| n.contains("another_named_function")));
-        // A stack without an identity (named at the end): this process by its start time.
+        // A stack without an identity (named at the end): this process by its start time, the
+        // one the kernel gave (another start would be another process).
         s.next_batch();
         s.add_user(4, pid, None, &stack);
         assert_eq!(s.procs[&pid].ident, Some(second));
+        s.procs.insert(pid, Known::new(Some(first), Some(0)));
+        s.next_batch();
+        s.add_user(5, pid, None, &stack);
+        assert_eq!(s.procs[&pid].ident, None);
     }
 
     #[test]

@@ -662,21 +662,8 @@ fn thread_sample(t: &Task) -> Option<ThreadSample> {
 
 /// smaps_rollup's Pss and SwapPss of process `pid`, bytes; `None` where it cannot be read.
 fn rollup(pid: u32) -> Option<(u64, u64)> {
-    let buf = taskdiag_tools::snapshot::proc_file(pid, "smaps_rollup")?;
-    let kb = |name: &[u8]| -> u64 {
-        buf.split(|&c| c == b'\n')
-            .find_map(|l| {
-                let v = l.strip_prefix(name)?.strip_prefix(b":")?;
-                std::str::from_utf8(v)
-                    .ok()?
-                    .split_whitespace()
-                    .next()?
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or(0)
-    };
-    Some((kb(b"Pss") * 1024, kb(b"SwapPss") * 1024))
+    let r = taskdiag_tools::procvals::read_smaps_rollup(pid)?;
+    Some((r.pss * 1024, r.swap_pss * 1024))
 }
 
 #[cfg(test)]

@@ -359,13 +359,19 @@ pub struct Rollup {
     pub pss_shmem: u64,
     /// Private_Clean + Private_Dirty: the unique set size (`SMAP_PRV_TOTAL`).
     pub uss: u64,
+    /// SwapPss: proportional swap (process-exporter's `proportionalSwapped`).
+    pub swap_pss: u64,
 }
 
 /// [`Rollup`] of /proc/TID/smaps_rollup. Read by the printer, as procps reads it per task:
 /// the sum of smaps' rounded per-mapping values (VMA_STAT) is not the rollup's Pss.
 pub fn smaps_rollup(tid: u32) -> Rollup {
-    crate::snapshot::proc_file(tid, "smaps_rollup")
-        .map_or_else(Rollup::default, |b| parse_rollup(&b))
+    read_smaps_rollup(tid).unwrap_or_default()
+}
+
+/// [`Rollup`] of /proc/TID/smaps_rollup; `None` where it cannot be read.
+pub fn read_smaps_rollup(tid: u32) -> Option<Rollup> {
+    crate::snapshot::proc_file(tid, "smaps_rollup").map(|b| parse_rollup(&b))
 }
 
 fn parse_rollup(buf: &[u8]) -> Rollup {
@@ -389,6 +395,7 @@ fn parse_rollup(buf: &[u8]) -> Rollup {
         pss_file: kb(b"Pss_File"),
         pss_shmem: kb(b"Pss_Shmem"),
         uss: kb(b"Private_Clean") + kb(b"Private_Dirty"),
+        swap_pss: kb(b"SwapPss"),
     }
 }
 

@@ -340,40 +340,46 @@ fn samples(pid: u32) -> bool {
     })
 }
 
-#[test]
-fn a_process_that_exits_during_the_profile_keeps_its_names() {
-    // Its stacks are symbolized when first seen, while it lives: after it is gone, its frames
-    // still have their names. The profile runs until SIGINT (Ctrl-C), then writes.
-    let p = fixture(&[], "burn");
-    let pid = p.pid();
+/// `taskdiag profile ARGS -f folded -q` until SIGINT (as Ctrl-C), which comes once it samples
+/// (a TCG guest loads it for seconds) and `during` has returned; it must succeed.
+fn profile_around(args: &[&str], during: impl FnOnce()) -> Vec<Line> {
     let run = Command::new(BIN)
-        .args([
-            "profile",
-            "-p",
-            &pid.to_string(),
-            "--on-cpu",
-            "-F",
-            "99",
-            "--per-pid",
-            "-q",
-        ])
+        .args([&["profile", "-f", "folded", "-q"], args].concat())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("taskdiag profile");
     let profiler = run.id();
     taskdiag_test_support::process::wait_for("the profiler to sample", || samples(profiler));
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    drop(p);
-    assert!(
-        taskdiag_test_support::process::wait_pid_exit(pid, std::time::Duration::from_secs(5)),
-        "the fixture did not exit"
-    );
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    during();
     taskdiag_test_support::process::signal(profiler, libc::SIGINT);
     let o = run.wait_with_output().expect("taskdiag profile");
-    assert!(o.status.success(), "{}", stderr(&o));
-    let lines = folded(&stdout(&o));
+    assert!(o.status.success(), "profile {args:?}: {}", stderr(&o));
+    folded(&stdout(&o))
+}
+
+#[test]
+fn a_process_that_exits_during_the_profile_keeps_its_names() {
+    // Its stacks are symbolized when first seen, while it lives: after it is gone, its frames
+    // still have their names. The profile runs until SIGINT (Ctrl-C), then writes.
+    let p = fixture(&[], "burn");
+    let pid = p.pid();
+    let pid_arg = pid.to_string();
+    let lines = profile_around(
+        &["-p", &pid_arg, "--on-cpu", "-F", "99", "--per-pid"],
+        || {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            drop(p);
+            assert!(
+                taskdiag_test_support::process::wait_pid_exit(
+                    pid,
+                    std::time::Duration::from_secs(5)
+                ),
+                "the fixture did not exit"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        },
+    );
     let label = format!("{COMM}-{pid}");
     let mine: Vec<&Line> = lines.iter().filter(|l| l.thread() == label).collect();
     let (hot, total) = leaf_share(mine.iter().copied(), "hot_function");
@@ -409,31 +415,13 @@ fn a_process_that_execs_gets_the_names_of_its_new_program() {
             .stdout(Stdio::piped()),
     );
     proc.expect_line("ready");
-    // The exec once the profiler samples (a TCG guest loads it for seconds), the end with
-    // SIGINT once the second program has burned as long.
-    let run = Command::new(BIN)
-        .args([
-            "profile",
-            "-p",
-            &proc.pid().to_string(),
-            "--on-cpu",
-            "-F",
-            "99",
-            "-q",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("taskdiag profile");
-    let profiler = run.id();
-    taskdiag_test_support::process::wait_for("the profiler to sample", || samples(profiler));
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    taskdiag_test_support::process::signal(proc.pid(), libc::SIGUSR1);
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    taskdiag_test_support::process::signal(profiler, libc::SIGINT);
-    let o = run.wait_with_output().expect("taskdiag profile");
-    assert!(o.status.success(), "{}", stderr(&o));
-    let lines = folded(&stdout(&o));
+    // The exec once the profiler samples, the end once the second program has burned as long.
+    let pid = proc.pid();
+    let lines = profile_around(&["-p", &pid.to_string(), "--on-cpu", "-F", "99"], || {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        taskdiag_test_support::process::signal(pid, libc::SIGUSR1);
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+    });
     let mine: Vec<&Line> = lines.iter().filter(|l| l.thread() == COMM).collect();
     let (before, total) = leaf_share(mine.iter().copied(), "hot_function");
     let (after, _) = leaf_share(mine.iter().copied(), "other_hot");

@@ -112,43 +112,18 @@ pub fn group_families(groups: &BTreeMap<String, GroupMetrics>, shown: Shown) -> 
         );
         let mem = n!("memory_bytes");
         let mem_help = "number of bytes of memory in use";
-        b.add(
-            mem,
-            mem_help,
-            Gauge,
-            with("memtype", "resident"),
-            g.memory.resident as f64,
-        );
-        b.add(
-            mem,
-            mem_help,
-            Gauge,
-            with("memtype", "virtual"),
-            g.memory.virtual_ as f64,
-        );
-        b.add(
-            mem,
-            mem_help,
-            Gauge,
-            with("memtype", "swapped"),
-            g.memory.swapped as f64,
-        );
+        let m = &g.memory;
+        let mut mems = vec![
+            ("resident", m.resident),
+            ("virtual", m.virtual_),
+            ("swapped", m.swapped),
+        ];
         if shown.smaps {
-            let m = &g.memory;
-            b.add(
-                mem,
-                mem_help,
-                Gauge,
-                with("memtype", "proportionalResident"),
-                m.proportional_resident as f64,
-            );
-            b.add(
-                mem,
-                mem_help,
-                Gauge,
-                with("memtype", "proportionalSwapped"),
-                m.proportional_swapped as f64,
-            );
+            mems.push(("proportionalResident", m.proportional_resident));
+            mems.push(("proportionalSwapped", m.proportional_swapped));
+        }
+        for (memtype, v) in mems {
+            b.add(mem, mem_help, Gauge, with("memtype", memtype), v as f64);
         }
         b.add(
             n!("oldest_start_time_seconds"),

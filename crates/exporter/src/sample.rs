@@ -590,8 +590,9 @@ fn process_sample(t: &Task, boot: i64, page: u64, want: Want) -> ProcSample {
     if open_fds.is_none() || (want.wchan && t.sched.is_none()) {
         partial = true;
     }
+    let state = state_of(t);
     let mut states = States::default();
-    states.count(state_of(t));
+    states.count(state);
     let wchan = wchan_of(t);
     let (cgroups, cgroup) = if want.cgroups {
         cgroups_of(t)
@@ -615,7 +616,7 @@ fn process_sample(t: &Task, boot: i64, page: u64, want: Want) -> ProcSample {
         open_fds,
         fd_limit,
         num_threads: t.stat.as_ref().map_or(1, |s| u64::from(s.threads)),
-        state: state_of(t),
+        state,
         states,
         wchans: if wchan.is_empty() {
             vec![]

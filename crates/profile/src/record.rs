@@ -61,15 +61,13 @@ pub struct Run {
 pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError> {
     let mut sampler = Sampler::start(&opts.sampler)?;
     // New user stacks are symbolized on another thread, so that reading a binary's symbols
-    // never delays a period's walk; a period's stacks go together (one wake-up, and each
-    // process's identity checked once for them).
+    // never delays a period's walk; a period's stacks go together (one wake-up).
     let (to_symbolize, stacks_in) = mpsc::channel::<Vec<(ProfFresh, RawStack)>>();
     let worker = std::thread::Builder::new()
         .name("symbolize".into())
         .spawn(move || {
             let mut symbols = Symbols::new();
             for batch in stacks_in {
-                symbols.next_batch();
                 for (f, stack) in batch {
                     let ident = ProcIdent {
                         start: f.proc_start,
@@ -137,7 +135,6 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
     let counts = sampler.counts();
     let stats = sampler.stats();
     // A user stack the ring buffer had no room for is named now, if its process lives.
-    symbols.next_batch();
     for (key, _) in &counts {
         if key.ustack != 0 && symbols.user(key.ustack).is_none() {
             if let Some(stack) = sampler.stack(key.ustack) {

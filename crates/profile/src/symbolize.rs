@@ -8,7 +8,7 @@
 //! (under its own /tmp, named with its own pid) is read through `/proc/PID/root`, where
 //! blazesym looks on the host only. Kernel frames come from kallsyms.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -54,8 +54,6 @@ pub struct Symbols {
     kernel: HashMap<u64, Frame>,
     /// What is known of each process whose stacks were resolved, by pid.
     procs: HashMap<u32, Known>,
-    /// The processes whose identity was checked in this batch of stacks.
-    checked: HashSet<u32>,
     /// The stack-quality counts.
     pub quality: Quality,
 }
@@ -213,6 +211,9 @@ struct Known {
     /// Its start time (/proc/PID/stat), which tells a reused pid where the stack carries no
     /// identity.
     started: Option<u64>,
+    /// Whether /proc's start time was compared with `started` (once: for the stacks without an
+    /// identity, named at the end).
+    verified: bool,
     /// Whether blazesym holds its mappings.
     cached: bool,
     /// When its mappings were last read.
@@ -230,6 +231,7 @@ impl Known {
         Self {
             ident,
             started,
+            verified: false,
             cached: false,
             read_at: Instant::now(),
             names: HashMap::new(),
@@ -250,14 +252,8 @@ impl Symbols {
             user: HashMap::new(),
             kernel: HashMap::new(),
             procs: HashMap::new(),
-            checked: HashSet::new(),
             quality: Quality::default(),
         }
-    }
-
-    /// Starts a batch of stacks (a period's): each process's identity is checked once in it.
-    pub fn next_batch(&mut self) {
-        self.checked.clear();
     }
 
     /// Resolves user stack `id` of process `pid` (a pid of the profiler's /proc) now, while
@@ -327,36 +323,32 @@ impl Symbols {
 
     /// Makes what is known of process `pid` that of the process the stack is of. The stack's
     /// own identity decides where it has one (no system call: a CPU-bound loop gives a new
-    /// stack at nearly every sample); else the start time in /proc, once a batch (a pid reused
-    /// by another process whose stacks are in the same period's batch is beyond what a start
-    /// time of 10 ms ticks could tell apart anyway).
+    /// stack at nearly every sample); else the start time in /proc, once per process.
     fn identify(&mut self, pid: u32, ident: Option<ProcIdent>) {
-        let known = self.procs.get(&pid);
-        match (known.and_then(|k| k.ident), ident) {
-            (Some(was), Some(now)) if was == now => return,
-            (_, Some(now)) => {
-                // First seen, another process at this pid, or the same after an exec: its
-                // start time in /proc's ticks is the kernel's (read only to tell a stack
-                // without an identity, named at the end).
-                self.procs
-                    .insert(pid, Known::new(Some(now), Some(ticks(now.start))));
-                self.checked.insert(pid);
+        let known = self.procs.get_mut(&pid);
+        if let Some(now) = ident {
+            if known.is_some_and(|k| k.ident == Some(now)) {
                 return;
             }
-            _ => {}
+            // First seen, another process at this pid, or the same after an exec: its start
+            // time in /proc's ticks is the kernel's.
+            self.procs
+                .insert(pid, Known::new(Some(now), Some(ticks(now.start))));
+            return;
         }
-        if !self.checked.insert(pid) && known.is_some() {
+        if known.as_ref().is_some_and(|k| k.verified) {
             return;
         }
         let started = start_time(pid);
-        // A process gone since (no start time) keeps what is known of it: its stacks were
-        // taken while it lived.
-        let same = self
-            .procs
-            .get(&pid)
-            .is_some_and(|k| started.is_none() || k.started == started);
-        if !same {
-            self.procs.insert(pid, Known::new(ident, started));
+        match known {
+            // A process gone since (no start time) keeps what is known of it: its stacks
+            // were taken while it lived.
+            Some(k) if started.is_none() || k.started == started => k.verified = true,
+            _ => {
+                let mut k = Known::new(None, started);
+                k.verified = true;
+                self.procs.insert(pid, k);
+            }
         }
     }
 
@@ -594,12 +586,7 @@ impl SchedText {
 
 /// A start time in nanoseconds since boot as /proc shows it, in clock ticks.
 fn ticks(ns: u64) -> u64 {
-    // SAFETY: sysconf takes a plain integer and touches no memory.
-    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
-        .ok()
-        .filter(|&hz| hz > 0)
-        .unwrap_or(100);
-    ns / (1_000_000_000 / hz)
+    ns / (1_000_000_000 / taskdiag_procfs::clock_ticks())
 }
 
 /// Process `pid`'s start time (/proc/PID/stat field 22): what tells a reused pid.
@@ -710,8 +697,7 @@ mod tests {
             flags: 0,
         };
         // This process's start as the kernel gives it (nanoseconds: ticks of /proc, whole).
-        // SAFETY: sysconf takes a plain integer and touches no memory.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        let hz = taskdiag_procfs::clock_ticks();
         let start = start_time(pid).expect("our start time") * (1_000_000_000 / hz);
         let first = ProcIdent { start, exec: 1 };
         let mut s = Symbols::new();
@@ -725,7 +711,6 @@ mod tests {
         let known = |s: &Symbols| s.procs[&pid].names.len();
         assert_eq!(known(&s), 1);
         // The same process: what is known of it is kept (its address not looked up again).
-        s.next_batch();
         s.add_user(2, pid, Some(first), &stack);
         assert_eq!(known(&s), 1);
         assert_eq!(s.procs[&pid].ident, Some(first));
@@ -742,11 +727,9 @@ mod tests {
         assert!(name(&s, 3).is_some_and(|n| n.contains("another_named_function")));
         // A stack without an identity (named at the end): this process by its start time, the
         // one the kernel gave (another start would be another process).
-        s.next_batch();
         s.add_user(4, pid, None, &stack);
         assert_eq!(s.procs[&pid].ident, Some(second));
         s.procs.insert(pid, Known::new(Some(first), Some(0)));
-        s.next_batch();
         s.add_user(5, pid, None, &stack);
         assert_eq!(s.procs[&pid].ident, None);
     }

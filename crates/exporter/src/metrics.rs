@@ -148,20 +148,10 @@ pub fn group_families(groups: &BTreeMap<String, GroupMetrics>, shown: Shown) -> 
         );
         let c = &g.counts;
         let cpu = n!("cpu_seconds_total");
-        b.add(
-            cpu,
-            "Cpu user usage in seconds",
-            Counter,
-            with("mode", "user"),
-            secs(c.cpu_user_ns),
-        );
-        b.add(
-            cpu,
-            "Cpu user usage in seconds",
-            Counter,
-            with("mode", "system"),
-            secs(c.cpu_system_ns),
-        );
+        for (mode, ns) in [("user", c.cpu_user_ns), ("system", c.cpu_system_ns)] {
+            let help = "Cpu user usage in seconds";
+            b.add(cpu, help, Counter, with("mode", mode), secs(ns));
+        }
         b.add(
             n!("read_bytes_total"),
             "number of bytes read by this group",
@@ -191,20 +181,13 @@ pub fn group_families(groups: &BTreeMap<String, GroupMetrics>, shown: Shown) -> 
             c.minor_faults as f64,
         );
         let cs = n!("context_switches_total");
-        b.add(
-            cs,
-            "Context switches",
-            Counter,
-            with("ctxswitchtype", "voluntary"),
-            c.ctx_voluntary as f64,
-        );
-        b.add(
-            cs,
-            "Context switches",
-            Counter,
-            with("ctxswitchtype", "nonvoluntary"),
-            c.ctx_nonvoluntary as f64,
-        );
+        for (kind, v) in [
+            ("voluntary", c.ctx_voluntary),
+            ("nonvoluntary", c.ctx_nonvoluntary),
+        ] {
+            let l = with("ctxswitchtype", kind);
+            b.add(cs, "Context switches", Counter, l, v as f64);
+        }
         b.add(
             n!("num_threads"),
             "Number of threads",
@@ -251,35 +234,15 @@ pub fn group_families(groups: &BTreeMap<String, GroupMetrics>, shown: Shown) -> 
                     t.count as f64,
                 );
                 let tc = n!("thread_cpu_seconds_total");
-                b.add(
-                    tc,
-                    "Cpu user/system usage in seconds",
-                    Counter,
-                    tl(Some(("mode", "user"))),
-                    secs(c.cpu_user_ns),
-                );
-                b.add(
-                    tc,
-                    "Cpu user/system usage in seconds",
-                    Counter,
-                    tl(Some(("mode", "system"))),
-                    secs(c.cpu_system_ns),
-                );
+                for (mode, ns) in [("user", c.cpu_user_ns), ("system", c.cpu_system_ns)] {
+                    let help = "Cpu user/system usage in seconds";
+                    b.add(tc, help, Counter, tl(Some(("mode", mode))), secs(ns));
+                }
                 let ti = n!("thread_io_bytes_total");
-                b.add(
-                    ti,
-                    "number of bytes read/written by these threads",
-                    Counter,
-                    tl(Some(("iomode", "read"))),
-                    c.read_bytes as f64,
-                );
-                b.add(
-                    ti,
-                    "number of bytes read/written by these threads",
-                    Counter,
-                    tl(Some(("iomode", "write"))),
-                    c.write_bytes as f64,
-                );
+                for (mode, v) in [("read", c.read_bytes), ("write", c.write_bytes)] {
+                    let help = "number of bytes read/written by these threads";
+                    b.add(ti, help, Counter, tl(Some(("iomode", mode))), v as f64);
+                }
                 b.add(
                     n!("thread_major_page_faults_total"),
                     "Major page faults for these threads",
@@ -295,20 +258,19 @@ pub fn group_families(groups: &BTreeMap<String, GroupMetrics>, shown: Shown) -> 
                     c.minor_faults as f64,
                 );
                 let tcs = n!("thread_context_switches_total");
-                b.add(
-                    tcs,
-                    "Context switches for these threads",
-                    Counter,
-                    tl(Some(("ctxswitchtype", "voluntary"))),
-                    c.ctx_voluntary as f64,
-                );
-                b.add(
-                    tcs,
-                    "Context switches for these threads",
-                    Counter,
-                    tl(Some(("ctxswitchtype", "nonvoluntary"))),
-                    c.ctx_nonvoluntary as f64,
-                );
+                for (kind, v) in [
+                    ("voluntary", c.ctx_voluntary),
+                    ("nonvoluntary", c.ctx_nonvoluntary),
+                ] {
+                    let help = "Context switches for these threads";
+                    b.add(
+                        tcs,
+                        help,
+                        Counter,
+                        tl(Some(("ctxswitchtype", kind))),
+                        v as f64,
+                    );
+                }
             }
         }
     }

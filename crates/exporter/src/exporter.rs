@@ -89,20 +89,6 @@ pub fn load_config(o: &Options) -> Result<Config, ConfigError> {
     Ok(Config::every_process_by_comm())
 }
 
-/// Seconds since boot on CLOCK_BOOTTIME, the clock of /proc's start times, in ns.
-fn boottime_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec, which `ts` is.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    if r != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 impl Exporter {
     /// Opens the backend, reads the config and takes the first collection (processes
     /// running now count from now on, as in process-exporter).
@@ -200,7 +186,7 @@ impl State {
         &mut self,
     ) -> Result<(BTreeMap<String, GroupMetrics>, Option<NodeProcesses>), Error> {
         let t0 = Instant::now();
-        let now = boottime_ns();
+        let now = taskdiag_tools::top::sys::boottime_ns();
         // A kept backend that fails (a taskdiagd connection closed while idle) is opened
         // again, once.
         let procs = match self.read() {

@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, ConfigError};
-use crate::flight::SingleFlight;
+use crate::flight::{lock, SingleFlight};
 use crate::group::{GroupMetrics, GroupOptions, Grouper};
 use crate::metrics::{self, Family, Kind, Shown};
 use crate::options::Options;
@@ -62,11 +62,6 @@ impl std::fmt::Debug for Exporter {
             .field("config_path", &self.config_path)
             .finish()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock leaves data that is still consistent enough to report.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The config the options name: the file, `-procnames`, or the packaged default.

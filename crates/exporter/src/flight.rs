@@ -33,7 +33,9 @@ impl<T> Default for SingleFlight<T> {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks `m`, poisoned or not (the exporter's state too stays consistent enough to report
+/// after a panic while it was held).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // The state is a flag, a counter and a pointer: consistent even after a panic elsewhere.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }

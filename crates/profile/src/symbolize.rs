@@ -1,20 +1,26 @@
 //! Addresses to function names: user stacks at first sight, kernel stacks at the end.
 //!
-//! User frames are resolved by blazesym (the libbpf project's symbolizer) in the context of
-//! their process, through `/proc/PID/map_files` (right across mount namespaces and for
-//! deleted binaries; ELF symbols, DWARF when present, the vDSO, perf-PID.map). They are
-//! resolved when the stack is first seen, while the process lives, so a process that exits
-//! during the profile keeps its names. A JIT's `perf-PID.map` written inside a container
-//! (under its own /tmp, named with its own pid) is read through `/proc/PID/root`, where
-//! blazesym looks on the host only. Kernel frames come from kallsyms.
+//! A user address is normalized when its stack is first seen, while its process lives: the
+//! process's executable mappings (/proc/PID/maps, read once per process) turn it into a binary
+//! (its device and inode) and an offset in that file. Each binary is opened once, through
+//! `/proc/PID/map_files` (right across mount namespaces and for deleted binaries), and held
+//! open for the profile; each (binary, offset) is named once by blazesym (the libbpf project's
+//! symbolizer: ELF symbols, DWARF when present), whatever the number of processes that run it.
+//! So a process that exits during the profile keeps its names, and 50,000 processes of one
+//! program cost 50,000 reads of their maps and one symbolization. vDSO addresses are named in
+//! the profiler's own vDSO (the same image in every process of the kernel). A JIT's
+//! `perf-PID.map` written inside a container (under its own /tmp, named with its own pid) is
+//! read through `/proc/PID/root`. Kernel frames come from kallsyms.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use blazesym::symbolize::cache::{self, Cache};
-use blazesym::symbolize::source::{Kernel, Process, Source};
-use blazesym::symbolize::{Input, Reason, Symbolized, Symbolizer};
+use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, Pid};
 use taskdiag_proto::prof::{PROF_STACK_LEAF_SP, PROF_STACK_TRUNCATED};
 
@@ -54,6 +60,15 @@ pub struct Symbols {
     kernel: HashMap<u64, Frame>,
     /// What is known of each process whose stacks were resolved, by pid.
     procs: HashMap<u32, Known>,
+    /// Every binary seen, by its file's identity.
+    binaries: HashMap<BinKey, Binary>,
+    /// The profiler's own vDSO (its start), where other processes' vDSO offsets are named.
+    own_vdso: Option<u64>,
+    /// vDSO names by offset.
+    vdso_names: HashMap<u64, Option<Frame>>,
+    /// Binaries that could not be told apart from another by their identity (an open that
+    /// gave another file than the mapping's): each its own.
+    private_binaries: u64,
     /// The stack-quality counts.
     pub quality: Quality,
 }
@@ -96,15 +111,17 @@ fn lookup_addr(i: usize, ip: u64) -> u64 {
     }
 }
 
-/// A frame from blazesym's answer; `None` if it found nothing.
-fn frame_of(kind: FrameKind, s: &Symbolized<'_>) -> Option<Frame> {
+/// A frame from blazesym's answer, in `module`; `None` if it found nothing.
+fn frame_of(kind: FrameKind, s: &Symbolized<'_>, module: Option<&str>) -> Option<Frame> {
     let sym = s.as_sym()?;
-    let module = sym.module.as_ref().map(|m| {
-        let p = Path::new(m);
-        p.file_name()
-            .unwrap_or(p.as_os_str())
-            .to_string_lossy()
-            .into_owned()
+    let module = module.map(str::to_owned).or_else(|| {
+        sym.module.as_ref().map(|m| {
+            let p = Path::new(m);
+            p.file_name()
+                .unwrap_or(p.as_os_str())
+                .to_string_lossy()
+                .into_owned()
+        })
     });
     Some(Frame {
         kind,
@@ -113,38 +130,110 @@ fn frame_of(kind: FrameKind, s: &Symbolized<'_>) -> Option<Frame> {
     })
 }
 
-/// A process's executable mappings, for naming the frames no symbol was found for: by their
-/// binary (`[dash]`, one frame for all its unnamed code, as perf's `[unknown]` is) when the
-/// address is in its code, `[unknown]` when it is in no code at all (a word a broken
-/// frame-pointer chain led to).
-struct ExecMaps(Vec<ExecMap>);
+/// A binary's identity: its file's device and inode as /proc/PID/maps gives them (`private`
+/// not 0 for one that is not shared with other mappings of the same identity).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+struct BinKey {
+    dev: u64,
+    ino: u64,
+    private: u64,
+}
 
-/// One executable mapping: its range, its file's base name (empty for anonymous memory) and
-/// whether it maps a file.
+/// A binary held open for the profile, and its names by file offset.
+struct Binary {
+    /// The open file (its inode is not reused while it is held, and it can be read after
+    /// every process that mapped it exited); `None` if it could not be opened.
+    file: Option<File>,
+    /// Its base name, the frames' module.
+    name: String,
+    /// blazesym's answer for each file offset looked up (`None`: no symbol).
+    names: HashMap<u64, Option<Frame>>,
+}
+
+impl Binary {
+    /// The path blazesym reads it by: the descriptor held open.
+    fn path(&self) -> Option<PathBuf> {
+        let fd = self.file.as_ref()?.as_raw_fd();
+        Some(PathBuf::from(format!("/proc/self/fd/{fd}")))
+    }
+}
+
+/// What an executable mapping maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MapKind {
+    /// A file, at this offset of the mapping's start.
+    File { key: BinKey, pgoff: u64 },
+    /// The vDSO.
+    Vdso,
+    /// Anonymous memory (a JIT's code, say) or another special mapping.
+    Anon,
+}
+
+/// One executable mapping.
+#[derive(Clone, Debug)]
 struct ExecMap {
     start: u64,
     end: u64,
+    /// Its file's base name (empty for anonymous memory).
     name: String,
-    file: bool,
+    /// The file's path as the process sees it (empty for anonymous memory).
+    path: Vec<u8>,
+    kind: MapKind,
+}
+
+/// A process's executable mappings, from /proc/PID/maps.
+#[derive(Clone, Debug, Default)]
+struct ExecMaps(Vec<ExecMap>);
+
+/// A device number from its major and minor (glibc's makedev).
+fn makedev(major: u32, minor: u32) -> u64 {
+    let (ma, mi) = (u64::from(major), u64::from(minor));
+    ((ma & 0xffff_f000) << 32) | ((ma & 0xfff) << 8) | ((mi & 0xffff_ff00) << 12) | (mi & 0xff)
 }
 
 impl ExecMaps {
     fn read(pid: u32) -> Self {
+        std::fs::read(format!("/proc/{pid}/maps"))
+            .map(|buf| Self::parse(&buf))
+            .unwrap_or_default()
+    }
+
+    fn parse(buf: &[u8]) -> Self {
         let mut vmas = Vec::new();
-        if let Ok(buf) = std::fs::read(format!("/proc/{pid}/maps")) {
-            let _ = taskdiag_procfs::maps::parse_maps(&buf, &mut vmas);
-        }
+        let _ = taskdiag_procfs::maps::parse_maps(buf, &mut vmas);
         Self(
             vmas.into_iter()
                 .filter(|v| v.rec.vm_flags & taskdiag_proto::vma_flags::EXEC != 0)
                 .map(|v| {
-                    let path = String::from_utf8_lossy(&v.name);
-                    let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
+                    let file = v.name.starts_with(b"/") && v.rec.inode != 0;
+                    let path = if file { v.name.clone() } else { Vec::new() };
+                    let shown = String::from_utf8_lossy(&v.name);
+                    let shown = shown.strip_suffix(" (deleted)").unwrap_or(&shown);
+                    let name = if file {
+                        shown.rsplit('/').next().unwrap_or(shown).to_owned()
+                    } else {
+                        String::new()
+                    };
+                    let kind = if file {
+                        MapKind::File {
+                            key: BinKey {
+                                dev: makedev(v.rec.dev_major, v.rec.dev_minor),
+                                ino: v.rec.inode,
+                                private: 0,
+                            },
+                            pgoff: v.rec.pgoff,
+                        }
+                    } else if v.name == b"[vdso]" {
+                        MapKind::Vdso
+                    } else {
+                        MapKind::Anon
+                    };
                     ExecMap {
                         start: v.rec.start,
                         end: v.rec.end,
                         name,
-                        file: path.starts_with('/'),
+                        path,
+                        kind,
                     }
                 })
                 .collect(),
@@ -157,22 +246,30 @@ impl ExecMaps {
 
     /// Whether `addr` is in executable memory no file backs: where a JIT writes its code.
     fn in_anonymous_code(&self, addr: u64) -> bool {
-        self.find(addr).is_some_and(|m| !m.file)
+        self.find(addr).is_some_and(|m| m.kind == MapKind::Anon)
     }
 
+    /// The frame of an address no symbol was found for: its binary (`[dash]`, one frame for
+    /// all its unnamed code, as perf's `[unknown]` is) when it is in code, `[unknown]` when
+    /// it is in no code at all (a word a broken frame-pointer chain led to).
     fn unknown_frame(&self, addr: u64) -> Frame {
-        let module = self.find(addr).map(|m| {
-            if m.name.is_empty() {
-                "anon".to_owned()
-            } else {
-                m.name.clone()
-            }
+        let module = self.find(addr).map(|m| match m.kind {
+            MapKind::Vdso => "[vdso]".to_owned(),
+            _ if m.name.is_empty() => "anon".to_owned(),
+            _ => m.name.clone(),
         });
         Frame {
             kind: FrameKind::User,
-            name: module
-                .as_ref()
-                .map_or_else(|| "[unknown]".to_owned(), |m| format!("[{m}]")),
+            name: module.as_ref().map_or_else(
+                || "[unknown]".to_owned(),
+                |m| {
+                    if m.starts_with('[') {
+                        m.clone()
+                    } else {
+                        format!("[{m}]")
+                    }
+                },
+            ),
             module,
         }
     }
@@ -201,10 +298,10 @@ pub struct ProcIdent {
     pub exec: u64,
 }
 
-/// What is known of one process (one pid while it has the same start time): its names of
-/// addresses, so that a new stack costs only its new addresses. A CPU-bound loop gives a new
-/// stack at nearly every sample (its innermost address differs), whose other frames are
-/// known already.
+/// What is known of one process (one pid while it has the same start time): its mappings
+/// and its names of addresses, so that a new stack costs only its new addresses. A CPU-bound
+/// loop gives a new stack at nearly every sample (its innermost address differs), whose other
+/// frames are known already.
 struct Known {
     /// Its identity from the stacks' records, when they carry one.
     ident: Option<ProcIdent>,
@@ -214,14 +311,12 @@ struct Known {
     /// Whether /proc's start time was compared with `started` (once: for the stacks without an
     /// identity, named at the end).
     verified: bool,
-    /// Whether blazesym holds its mappings.
-    cached: bool,
+    /// Its executable mappings, read at its first stack.
+    maps: Option<ExecMaps>,
     /// When its mappings were last read.
     read_at: Instant,
-    /// blazesym's answer for each address looked up (`None`: no symbol).
+    /// The name of each address looked up (`None`: no symbol).
     names: HashMap<u64, Option<Frame>>,
-    /// Its executable mappings, read at its first frame without a symbol.
-    exec: Option<ExecMaps>,
     /// JIT symbols from its perf map inside its root, read at its first frame without one.
     perf_map: Option<Vec<(u64, u64, String)>>,
 }
@@ -232,13 +327,21 @@ impl Known {
             ident,
             started,
             verified: false,
-            cached: false,
+            maps: None,
             read_at: Instant::now(),
             names: HashMap::new(),
-            exec: None,
             perf_map: None,
         }
     }
+}
+
+/// The profiler's own vDSO's start (from /proc/self/maps).
+fn own_vdso() -> Option<u64> {
+    let maps = ExecMaps::parse(&std::fs::read("/proc/self/maps").ok()?);
+    maps.0
+        .iter()
+        .find(|m| m.kind == MapKind::Vdso)
+        .map(|m| m.start)
 }
 
 impl Symbols {
@@ -252,6 +355,10 @@ impl Symbols {
             user: HashMap::new(),
             kernel: HashMap::new(),
             procs: HashMap::new(),
+            binaries: HashMap::new(),
+            own_vdso: own_vdso(),
+            vdso_names: HashMap::new(),
+            private_binaries: 0,
             quality: Quality::default(),
         }
     }
@@ -352,23 +459,16 @@ impl Symbols {
         }
     }
 
-    /// blazesym's names for `addrs` of process `pid`. Each process's mappings are read once
-    /// and kept (blazesym's process cache), and each address is looked up once, while it is
-    /// the same process (its start time): reading /proc/PID/maps, or even asking blazesym
-    /// (which stats the mapping's file each call), at every new stack was most of the
-    /// profiler's own time on CPU-bound work, whose every sample is a new stack. An address
-    /// outside the mappings reads them again (mapped since), at most every [`REMAP_AFTER`].
+    /// The names of `addrs` of process `pid`. Each address is normalized once per process
+    /// (its mappings read once, and again, at most every [`REMAP_AFTER`], for an address
+    /// outside them: mapped since), and each (binary, offset) is named once.
     fn resolve(&mut self, pid: u32, addrs: &[u64]) -> Vec<Option<Frame>> {
-        let Self {
-            symbolizer, procs, ..
-        } = self;
-        let Some(known) = procs.get_mut(&pid) else {
+        let Some(known) = self.procs.get_mut(&pid) else {
             return Vec::new();
         };
-        // Whether the mappings blazesym answers from were read in this call.
         let mut read_now = false;
-        if !known.cached {
-            known.cached = cache_process(symbolizer, pid);
+        if known.maps.is_none() {
+            known.maps = Some(ExecMaps::read(pid));
             known.read_at = Instant::now();
             read_now = true;
         }
@@ -379,42 +479,160 @@ impl Symbols {
             .collect();
         want.sort_unstable();
         want.dedup();
-        if !want.is_empty() {
-            let src = Source::Process(Process::new(Pid::from(pid)));
-            let unmapped = |s: &Symbolized<'_>| matches!(s, Symbolized::Unknown(Reason::Unmapped));
-            let mut answer = symbolizer.symbolize(&src, Input::AbsAddr(&want));
-            if !read_now
-                && known.read_at.elapsed() >= REMAP_AFTER
-                && answer.as_ref().is_ok_and(|syms| syms.iter().any(unmapped))
-            {
-                // Mapped since the mappings were read: read them again.
-                known.cached = cache_process(symbolizer, pid);
-                known.read_at = Instant::now();
-                known.exec = None;
-                read_now = true;
-                answer = symbolizer.symbolize(&src, Input::AbsAddr(&want));
-            }
-            // An error (the process is gone, say) leaves the new addresses unknown.
-            for (&a, s) in want.iter().zip(answer.iter().flatten()) {
-                // An address outside mappings read before this call may be mapped since:
-                // remembered only once mappings read for it say so too (unremembered, it is
-                // answered as no symbol, and asked again with the next stack).
-                if read_now || !unmapped(s) {
-                    known.names.insert(a, frame_of(FrameKind::User, s));
+        let outside = |k: &Known, a: u64| k.maps.as_ref().is_none_or(|m| m.find(a).is_none());
+        if !read_now
+            && known.read_at.elapsed() >= REMAP_AFTER
+            && want.iter().any(|&a| outside(known, a))
+        {
+            known.maps = Some(ExecMaps::read(pid));
+            known.read_at = Instant::now();
+            read_now = true;
+        }
+        // Normalized: per binary, the (address, file offset) pairs to name.
+        let mut per_binary: HashMap<BinKey, (ExecMap, Vec<(u64, u64)>)> = HashMap::new();
+        let mut vdso: Vec<(u64, u64)> = Vec::new();
+        for &a in &want {
+            let Some(m) = known.maps.as_ref().and_then(|m| m.find(a)) else {
+                // Outside mappings read before: perhaps mapped since, so not remembered
+                // (answered as no symbol, and asked again with a later stack).
+                if read_now {
+                    known.names.insert(a, None);
+                }
+                continue;
+            };
+            match m.kind {
+                MapKind::File { key, pgoff } => per_binary
+                    .entry(key)
+                    .or_insert_with(|| (m.clone(), Vec::new()))
+                    .1
+                    .push((a, a - m.start + pgoff)),
+                MapKind::Vdso => vdso.push((a, a - m.start)),
+                MapKind::Anon => {
+                    known.names.insert(a, None);
                 }
             }
         }
+        for (key, (map, pairs)) in per_binary {
+            let names = self.name_in_binary(pid, key, &map, &pairs);
+            let known = self.procs.get_mut(&pid).expect("looked up above");
+            for ((a, _), f) in pairs.iter().zip(names) {
+                known.names.insert(*a, f);
+            }
+        }
+        if !vdso.is_empty() {
+            let names = self.name_in_vdso(&vdso);
+            let known = self.procs.get_mut(&pid).expect("looked up above");
+            for ((a, _), f) in vdso.iter().zip(names) {
+                known.names.insert(*a, f);
+            }
+        }
+        let known = &self.procs[&pid];
         addrs
             .iter()
             .map(|a| known.names.get(a).cloned().flatten())
             .collect()
     }
 
-    /// `f` of process `pid`'s executable mappings (read once per process, and again after its
-    /// mappings were), for the frames no symbol was found for.
+    /// The names of `pairs`' file offsets in the binary `map` of process `pid` maps, opened
+    /// (and held) at its first sight.
+    fn name_in_binary(
+        &mut self,
+        pid: u32,
+        key: BinKey,
+        map: &ExecMap,
+        pairs: &[(u64, u64)],
+    ) -> Vec<Option<Frame>> {
+        let mut key = key;
+        if !self.binaries.contains_key(&key) {
+            let (file, same) = open_binary(pid, map, key);
+            if !same {
+                // Not the file the mapping names (replaced since at its path): its own,
+                // shared with no other mapping.
+                self.private_binaries += 1;
+                key.private = self.private_binaries;
+            }
+            self.binaries.insert(
+                key,
+                Binary {
+                    file,
+                    name: map.name.clone(),
+                    names: HashMap::new(),
+                },
+            );
+        }
+        let Self {
+            symbolizer,
+            binaries,
+            ..
+        } = self;
+        let bin = binaries.get_mut(&key).expect("inserted above");
+        let mut offs: Vec<u64> = pairs
+            .iter()
+            .map(|&(_, off)| off)
+            .filter(|off| !bin.names.contains_key(off))
+            .collect();
+        offs.sort_unstable();
+        offs.dedup();
+        if !offs.is_empty() {
+            match bin.path() {
+                Some(path) => {
+                    let src = Source::Elf(Elf::new(path));
+                    let answer = symbolizer.symbolize(&src, Input::FileOffset(&offs));
+                    let answer = answer.unwrap_or_default();
+                    for (i, &off) in offs.iter().enumerate() {
+                        let f = answer
+                            .get(i)
+                            .and_then(|s| frame_of(FrameKind::User, s, Some(&bin.name)));
+                        bin.names.insert(off, f);
+                    }
+                }
+                None => {
+                    for &off in &offs {
+                        bin.names.insert(off, None);
+                    }
+                }
+            }
+        }
+        pairs
+            .iter()
+            .map(|(_, off)| bin.names.get(off).cloned().flatten())
+            .collect()
+    }
+
+    /// The names of vDSO offsets (`pairs`: address, offset), in the profiler's own vDSO.
+    fn name_in_vdso(&mut self, pairs: &[(u64, u64)]) -> Vec<Option<Frame>> {
+        if let Some(own) = self.own_vdso {
+            let offs: Vec<u64> = pairs
+                .iter()
+                .map(|&(_, off)| off)
+                .filter(|off| !self.vdso_names.contains_key(off))
+                .collect();
+            if !offs.is_empty() {
+                let addrs: Vec<u64> = offs.iter().map(|off| own + off).collect();
+                let src = Source::Process(Process::new(Pid::Slf));
+                let answer = self
+                    .symbolizer
+                    .symbolize(&src, Input::AbsAddr(&addrs))
+                    .unwrap_or_default();
+                for (i, &off) in offs.iter().enumerate() {
+                    let f = answer
+                        .get(i)
+                        .and_then(|s| frame_of(FrameKind::User, s, Some("[vdso]")));
+                    self.vdso_names.insert(off, f);
+                }
+            }
+        }
+        pairs
+            .iter()
+            .map(|(_, off)| self.vdso_names.get(off).cloned().flatten())
+            .collect()
+    }
+
+    /// `f` of process `pid`'s executable mappings (read once per process, and again after
+    /// addresses outside them), for the frames no symbol was found for.
     fn with_exec_maps<T>(&mut self, pid: u32, f: impl FnOnce(&ExecMaps) -> T) -> T {
         match self.procs.get_mut(&pid) {
-            Some(k) => f(k.exec.get_or_insert_with(|| ExecMaps::read(pid))),
+            Some(k) => f(k.maps.get_or_insert_with(|| ExecMaps::read(pid))),
             None => f(&ExecMaps::read(pid)),
         }
     }
@@ -469,7 +687,7 @@ impl Symbols {
         for (i, &a) in want.iter().enumerate() {
             let mut f = syms
                 .get(i)
-                .and_then(|s| frame_of(FrameKind::Kernel, s))
+                .and_then(|s| frame_of(FrameKind::Kernel, s, None))
                 .unwrap_or_else(|| unknown(FrameKind::Kernel, a));
             // Modules' names as kallsyms gives them; the kernel's own as perf names it.
             f.module = Some(
@@ -514,10 +732,20 @@ impl Symbols {
     }
 }
 
-/// Reads process `pid`'s mappings into blazesym's cache; whether it could.
-fn cache_process(symbolizer: &Symbolizer, pid: u32) -> bool {
-    let c = Cache::Process(cache::Process::new(Pid::from(pid)));
-    symbolizer.cache(&c).is_ok()
+/// Opens the binary mapping `map` of process `pid` maps: through /proc/PID/map_files (the
+/// mapping itself, in any mount namespace, deleted or not; needs CAP_SYS_ADMIN), else by its
+/// path in the process's root. Also whether the file opened is the one the mapping names
+/// (its device and inode): a path may name another file since.
+fn open_binary(pid: u32, map: &ExecMap, key: BinKey) -> (Option<File>, bool) {
+    let by_mapping = format!("/proc/{pid}/map_files/{:x}-{:x}", map.start, map.end);
+    let mut root = std::ffi::OsString::from(format!("/proc/{pid}/root"));
+    root.push(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&map.path));
+    let file = File::open(&by_mapping).or_else(|_| File::open(&root)).ok();
+    let same = file
+        .as_ref()
+        .and_then(|f| f.metadata().ok())
+        .is_some_and(|m| m.dev() == key.dev && m.ino() == key.ino);
+    (file, same)
 }
 
 /// The scheduler's and the locking primitives' text (in_sched_functions()), from kallsyms:

@@ -340,6 +340,31 @@ fn samples(pid: u32) -> bool {
     })
 }
 
+/// Process `pid`'s CPU time so far (utime + stime of /proc/PID/stat), in clock ticks; 0 once
+/// it is gone.
+fn cpu_ticks(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
+        return 0;
+    };
+    let f: Vec<&str> = rest.split(' ').collect();
+    let field = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    field(11) + field(12)
+}
+
+/// Waits until process `pid` has used `secs` more seconds of CPU: what a sample count is
+/// asserted against, whatever else the machine runs (a wall-clock wait on a busy machine gave
+/// a CPU-bound fixture too little CPU time for its samples).
+fn burn_for(pid: u32, secs: f64) {
+    let hz = taskdiag_procfs::clock_ticks() as f64;
+    let want = cpu_ticks(pid) + (secs * hz).ceil() as u64;
+    taskdiag_test_support::process::wait_for("the fixture to use its CPU time", || {
+        cpu_ticks(pid) >= want
+    });
+}
+
 /// `taskdiag profile ARGS -f folded -q` until SIGINT (as Ctrl-C), which comes once it samples
 /// (a TCG guest loads it for seconds) and `during` has returned; it must succeed.
 fn profile_around(args: &[&str], during: impl FnOnce()) -> Vec<Line> {
@@ -368,7 +393,8 @@ fn a_process_that_exits_during_the_profile_keeps_its_names() {
     let lines = profile_around(
         &["-p", &pid_arg, "--on-cpu", "-F", "99", "--per-pid"],
         || {
-            std::thread::sleep(std::time::Duration::from_secs(1));
+            // 0.5 s of CPU: ~50 samples at 99 Hz.
+            burn_for(pid, 0.5);
             drop(p);
             assert!(
                 taskdiag_test_support::process::wait_pid_exit(
@@ -470,7 +496,9 @@ fn cpu_burned_in_the_kernel_for_a_process_and_by_a_kernel_thread_is_seen() {
     // Seed 004: a read of /dev/urandom burns CPU in the kernel's random generator, on behalf of
     // the process.
     let p = fixture(&[], "urandom");
-    let lines = profile(&["-p", &p.pid().to_string(), "--on-cpu", "-d", "2"]);
+    let pid = p.pid();
+    // 1.2 s of its CPU: ~59 samples at 49 Hz.
+    let lines = profile_around(&["-p", &pid.to_string(), "--on-cpu"], || burn_for(pid, 1.2));
     let total: u64 = lines.iter().map(|l| l.count).sum();
     let random: u64 = lines
         .iter()

@@ -12,6 +12,7 @@
 //! Exit status: 0 success; 1 no such process (ONE/THREAD/CHILDREN); 2 usage error;
 //! 3 any other failure (a backend that cannot be used, an I/O error).
 
+mod generate;
 mod maps;
 mod profile;
 mod render;
@@ -22,14 +23,22 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use taskdiag::{BackendId, BackendKind, Dumper, Error, Group, Request, Strategy};
 use taskdiag_proto::msg::{Message, Messages, StreamReader};
 use taskdiag_proto::task::StreamDecoder;
 
 /// Fast, binary, batched access to process information (the task_diag interface on stock kernels).
+///
+/// A request names a set of tasks and attribute groups; the answer streams one compact record
+/// per task, from BPF task iterators (root, or CAP_BPF and CAP_PERFMON), from taskdiagd (any
+/// user, who sees what their own /proc shows) or from /proc, whichever answers fastest (`dump
+/// --backend`). The procps and psmisc tools are subcommands that take those tools' options and
+/// print their output. Invoked as ps, pstree, pgrep, pkill, pidwait, pidof or top (through a
+/// link of that name, as the Debian package has in /usr/lib/taskdiag/bin), the binary is that
+/// tool; invoked as taskdiag-exporter, it is `taskdiag exporter`.
 #[derive(Parser)]
-#[command(name = "taskdiag", version, about, long_about = None)]
+#[command(name = "taskdiag", version)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -74,6 +83,9 @@ enum Cmd {
     /// Serve process-exporter-compatible Prometheus metrics (`exporter --help`).
     #[command(disable_help_flag = true)]
     Exporter(ToolArgs),
+    /// Write the man pages or shell completions (for packaging; scripts/deb).
+    #[command(hide = true)]
+    Generate(generate::GenerateArgs),
 }
 
 /// Arguments of a procps/psmisc-compatible tool, passed through untouched: each tool parses
@@ -301,6 +313,7 @@ fn main() -> ExitCode {
         Cmd::Decode(a) => decode(a),
         Cmd::Maps(a) => maps::maps(a),
         Cmd::Profile(a) => profile::profile(a),
+        Cmd::Generate(a) => generate::generate(a, Cli::command()),
         // The tools get their arguments as given (what follows the tool's name): clap would
         // take a first `--` for itself (`taskdiag pgrep -- -name`).
         Cmd::Ps(_) => return run_tool(taskdiag_tools::ps::ps_main, &tool_args()),

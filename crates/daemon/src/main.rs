@@ -93,6 +93,10 @@ struct Args {
     /// Log each client (pid, uid, namespace, /proc options) and errors.
     #[arg(long, short = 'v')]
     verbose: bool,
+    /// Write the man page (man) or a completion script (complete-bash, complete-zsh,
+    /// complete-fish) to standard output, and exit: for packaging (scripts/deb).
+    #[arg(long, value_name = "KIND", hide = true)]
+    generate: Option<taskdiag_docgen::Generate>,
 }
 
 fn main() -> ExitCode {
@@ -107,6 +111,15 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
         }
     };
+    if let Some(kind) = args.generate {
+        return match generate(kind) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("taskdiagd: {e:#}");
+                ExitCode::from(1)
+            }
+        };
+    }
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -114,6 +127,36 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `--generate KIND`: taskdiagd(8), or its completions, from the definitions `--help` prints.
+fn generate(kind: taskdiag_docgen::Generate) -> anyhow::Result<()> {
+    use clap::CommandFactory;
+    use std::io::Write;
+    let out = match kind.shell() {
+        Some(shell) => taskdiag_docgen::completion(Args::command(), shell, "taskdiagd"),
+        None => {
+            let source = format!("taskdiag {}", env!("CARGO_PKG_VERSION"));
+            let page = taskdiag_docgen::command_page(
+                &Args::command(),
+                taskdiag_docgen::Meta {
+                    section: "8",
+                    date: &taskdiag_docgen::date(),
+                    source: &source,
+                    see_also: &[
+                        "systemd.socket(5)",
+                        "/usr/share/doc/taskdiag/SECURITY.md",
+                        "/usr/share/doc/taskdiag/PERMISSIONS.md",
+                    ],
+                },
+            )
+            .context("rendering the man page")?;
+            page.roff.into_bytes()
+        }
+    };
+    std::io::stdout()
+        .write_all(&out)
+        .context("writing standard output")
 }
 
 fn run(a: Args) -> anyhow::Result<()> {

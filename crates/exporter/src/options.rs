@@ -126,7 +126,9 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
     Duration::try_from_secs_f64(total).ok()
 }
 
-const BOOL_FLAGS: &[&str] = &[
+/// The boolean flags the parser accepts (`-name`, `-name=false`); with [`VALUE_FLAGS`], what
+/// shell completions offer (those the [`MANUAL`] describes).
+pub const BOOL_FLAGS: &[&str] = &[
     "children",
     "threads",
     "gather-smaps",
@@ -141,7 +143,9 @@ const BOOL_FLAGS: &[&str] = &[
     "h",
 ];
 
-const VALUE_FLAGS: &[&str] = &[
+/// The flags that take a value (`-name value`, `-name=value`), process-exporter's own included
+/// where taskdiag refuses them with a reason (`-procfs`).
+pub const VALUE_FLAGS: &[&str] = &[
     "config.path",
     "procnames",
     "namemapping",

@@ -25,6 +25,7 @@
 
 pub mod maps;
 pub mod parse;
+pub mod procmap;
 pub mod reader;
 mod scan;
 pub mod syscalls;

@@ -66,6 +66,8 @@ pub struct Symbols {
     own_vdso: Option<u64>,
     /// vDSO names by offset.
     vdso_names: HashMap<u64, Option<Frame>>,
+    /// Whether the kernel answers PROCMAP_QUERY (6.11+; until it says it does not).
+    procmap: bool,
     /// Binaries that could not be told apart from another by their identity (an open that
     /// gave another file than the mapping's): each its own.
     private_binaries: u64,
@@ -181,6 +183,41 @@ struct ExecMap {
     kind: MapKind,
 }
 
+impl ExecMap {
+    /// The mapping `start..end` of `name` (as maps shows it) at file offset `pgoff` of file
+    /// `dev`/`ino` (0 for none).
+    fn new(start: u64, end: u64, pgoff: u64, dev: u64, ino: u64, name: &[u8]) -> Self {
+        let file = name.starts_with(b"/") && ino != 0;
+        let shown = String::from_utf8_lossy(name);
+        let shown = shown.strip_suffix(" (deleted)").unwrap_or(&shown);
+        let kind = if file {
+            MapKind::File {
+                key: BinKey {
+                    dev,
+                    ino,
+                    private: 0,
+                },
+                pgoff,
+            }
+        } else if name == b"[vdso]" {
+            MapKind::Vdso
+        } else {
+            MapKind::Anon
+        };
+        Self {
+            start,
+            end,
+            name: if file {
+                shown.rsplit('/').next().unwrap_or(shown).to_owned()
+            } else {
+                String::new()
+            },
+            path: if file { name.to_vec() } else { Vec::new() },
+            kind,
+        }
+    }
+}
+
 /// A process's executable mappings, from /proc/PID/maps.
 #[derive(Clone, Debug, Default)]
 struct ExecMaps(Vec<ExecMap>);
@@ -205,36 +242,9 @@ impl ExecMaps {
             vmas.into_iter()
                 .filter(|v| v.rec.vm_flags & taskdiag_proto::vma_flags::EXEC != 0)
                 .map(|v| {
-                    let file = v.name.starts_with(b"/") && v.rec.inode != 0;
-                    let path = if file { v.name.clone() } else { Vec::new() };
-                    let shown = String::from_utf8_lossy(&v.name);
-                    let shown = shown.strip_suffix(" (deleted)").unwrap_or(&shown);
-                    let name = if file {
-                        shown.rsplit('/').next().unwrap_or(shown).to_owned()
-                    } else {
-                        String::new()
-                    };
-                    let kind = if file {
-                        MapKind::File {
-                            key: BinKey {
-                                dev: makedev(v.rec.dev_major, v.rec.dev_minor),
-                                ino: v.rec.inode,
-                                private: 0,
-                            },
-                            pgoff: v.rec.pgoff,
-                        }
-                    } else if v.name == b"[vdso]" {
-                        MapKind::Vdso
-                    } else {
-                        MapKind::Anon
-                    };
-                    ExecMap {
-                        start: v.rec.start,
-                        end: v.rec.end,
-                        name,
-                        path,
-                        kind,
-                    }
+                    let r = &v.rec;
+                    let dev = makedev(r.dev_major, r.dev_minor);
+                    ExecMap::new(r.start, r.end, r.pgoff, dev, r.inode, &v.name)
                 })
                 .collect(),
         )
@@ -358,6 +368,7 @@ impl Symbols {
             binaries: HashMap::new(),
             own_vdso: own_vdso(),
             vdso_names: HashMap::new(),
+            procmap: true,
             private_binaries: 0,
             quality: Quality::default(),
         }
@@ -460,18 +471,12 @@ impl Symbols {
     }
 
     /// The names of `addrs` of process `pid`. Each address is normalized once per process
-    /// (its mappings read once, and again, at most every [`REMAP_AFTER`], for an address
-    /// outside them: mapped since), and each (binary, offset) is named once.
+    /// (its mapping found by [`locate`]), and each (binary, offset) is named once.
     fn resolve(&mut self, pid: u32, addrs: &[u64]) -> Vec<Option<Frame>> {
-        let Some(known) = self.procs.get_mut(&pid) else {
+        let Self { procs, procmap, .. } = self;
+        let Some(known) = procs.get_mut(&pid) else {
             return Vec::new();
         };
-        let mut read_now = false;
-        if known.maps.is_none() {
-            known.maps = Some(ExecMaps::read(pid));
-            known.read_at = Instant::now();
-            read_now = true;
-        }
         let mut want: Vec<u64> = addrs
             .iter()
             .copied()
@@ -479,15 +484,7 @@ impl Symbols {
             .collect();
         want.sort_unstable();
         want.dedup();
-        let outside = |k: &Known, a: u64| k.maps.as_ref().is_none_or(|m| m.find(a).is_none());
-        if !read_now
-            && known.read_at.elapsed() >= REMAP_AFTER
-            && want.iter().any(|&a| outside(known, a))
-        {
-            known.maps = Some(ExecMaps::read(pid));
-            known.read_at = Instant::now();
-            read_now = true;
-        }
+        let read_now = locate(known, pid, &want, procmap);
         // Normalized: per binary, the (address, file offset) pairs to name.
         let mut per_binary: HashMap<BinKey, (ExecMap, Vec<(u64, u64)>)> = HashMap::new();
         let mut vdso: Vec<(u64, u64)> = Vec::new();
@@ -732,6 +729,68 @@ impl Symbols {
     }
 }
 
+/// Makes `known` (process `pid`) know the mappings of the addresses of `want` it does not yet:
+/// asked of the kernel address by address where it can (PROCMAP_QUERY, 6.11+: the mapping and
+/// its path only, where reading /proc/PID/maps prints every mapping with its path, which was
+/// most of the cost of 50,000 new processes), else the whole of /proc/PID/maps, once, and again
+/// at most every [`REMAP_AFTER`] for an address outside it (mapped since). Whether what it
+/// knows now is the process's mappings as they are: an address outside them is in no code.
+fn locate(known: &mut Known, pid: u32, want: &[u64], procmap: &mut bool) -> bool {
+    let outside =
+        |maps: &Option<ExecMaps>, a: u64| maps.as_ref().is_none_or(|m| m.find(a).is_none());
+    let asked: Vec<u64> = want
+        .iter()
+        .copied()
+        .filter(|&a| outside(&known.maps, a))
+        .collect();
+    if asked.is_empty() {
+        return false;
+    }
+    if *procmap {
+        match query_each(pid, &asked) {
+            Ok(found) => {
+                known
+                    .maps
+                    .get_or_insert_with(ExecMaps::default)
+                    .0
+                    .extend(found);
+                return true;
+            }
+            // Before 6.11 (no such ioctl), or a kernel that knows another struct.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTTY | libc::EINVAL)) => {
+                *procmap = false;
+            }
+            // Gone, or refused: nothing more is known of it.
+            Err(_) => return false,
+        }
+    }
+    if known.maps.is_none() || known.read_at.elapsed() >= REMAP_AFTER {
+        known.maps = Some(ExecMaps::read(pid));
+        known.read_at = Instant::now();
+        return true;
+    }
+    false
+}
+
+/// The executable mappings of process `pid` that hold `addrs` (sorted), asked one by one.
+fn query_each(pid: u32, addrs: &[u64]) -> std::io::Result<Vec<ExecMap>> {
+    use taskdiag_procfs::procmap::{query, QUERY_EXECUTABLE};
+    let maps = File::open(format!("/proc/{pid}/maps"))?;
+    let mut found: Vec<ExecMap> = Vec::new();
+    for &a in addrs {
+        if found.iter().any(|m| a >= m.start && a < m.end) {
+            continue;
+        }
+        if let Some(m) = query(&maps, a, QUERY_EXECUTABLE)? {
+            let dev = makedev(m.dev_major, m.dev_minor);
+            found.push(ExecMap::new(
+                m.start, m.end, m.offset, dev, m.inode, &m.name,
+            ));
+        }
+    }
+    Ok(found)
+}
+
 /// Opens the binary mapping `map` of process `pid` maps: through /proc/PID/map_files (the
 /// mapping itself, in any mount namespace, deleted or not; needs CAP_SYS_ADMIN), else by its
 /// path in the process's root. Also whether the file opened is the one the mapping names
@@ -918,6 +977,12 @@ mod tests {
 
     #[test]
     fn a_process_is_known_until_its_stacks_say_it_is_another() {
+        // Its mappings asked address by address (6.11+), and read whole (before).
+        known_until_another(true);
+        known_until_another(false);
+    }
+
+    fn known_until_another(procmap: bool) {
         let pid = std::process::id();
         let addr = a_named_function as *const () as u64;
         let stack = RawStack {
@@ -929,6 +994,7 @@ mod tests {
         let start = start_time(pid).expect("our start time") * (1_000_000_000 / hz);
         let first = ProcIdent { start, exec: 1 };
         let mut s = Symbols::new();
+        s.procmap = procmap;
         s.add_user(1, pid, Some(first), &stack);
         let name = |s: &Symbols, id| s.user(id).map(|f| f[0].name.clone());
         assert!(
@@ -953,6 +1019,15 @@ mod tests {
         assert_eq!(s.procs[&pid].ident, Some(second));
         assert_eq!(known(&s), 1);
         assert!(name(&s, 3).is_some_and(|n| n.contains("another_named_function")));
+        // One binary, opened once for both processes, named by file offset.
+        assert_eq!(s.binaries.len(), 1);
+        let exe = std::fs::read_link("/proc/self/exe").expect("exe");
+        let bin = s.binaries.values().next().expect("the binary");
+        assert_eq!(
+            exe.file_name().map(|n| n.to_string_lossy().into_owned()),
+            Some(bin.name.clone())
+        );
+        assert_eq!(bin.names.len(), 2);
         // A stack without an identity (named at the end): this process by its start time, the
         // one the kernel gave (another start would be another process).
         s.add_user(4, pid, None, &stack);

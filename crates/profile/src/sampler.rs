@@ -4,7 +4,8 @@
 //! online CPU at the rate (on-CPU samples, counted by the kernel from then on) and attaches the
 //! off-CPU iterator. [`Sampler::walk`] walks the tasks once (each thread off CPU counted for
 //! its time off CPU since the walk before); [`Sampler::fresh`] returns the user stacks seen for
-//! the first time since it was last called, for symbolizing while their processes live.
+//! the first time since it was last called, for symbolizing while their processes live
+//! ([`Sampler::wait_fresh`] waits for one).
 //! [`Sampler::counts`] and [`Sampler::stack`] read the result.
 
 use std::cell::RefCell;
@@ -13,6 +14,7 @@ use std::io::{self, Read};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
+use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, RingBuffer, RingBufferBuilder};
@@ -343,6 +345,13 @@ impl Sampler {
             while walk.read(&mut buf).map_err(ProfileError::Iter)? > 0 {}
         }
         Ok(())
+    }
+
+    /// Waits until a user stack not seen before is written, or `timeout` has passed (the
+    /// kernel wakes the reader at the first record after a drain, not at each one).
+    pub fn wait_fresh(&self, timeout: Duration) {
+        // An error is an interrupted wait (a signal): the caller looks at its stop flag.
+        let _ = self.fresh.poll(timeout);
     }
 
     /// The user stacks first seen since the last call, with their processes: to symbolize

@@ -28,7 +28,8 @@ const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
     | Group::Environ.flag()
     | Group::Security.flag()
     | Group::Delay.flag()
-    | Group::Kstack.flag();
+    | Group::Kstack.flag()
+    | Group::Wchan.flag();
 
 /// The groups only the sleepable program writes (it reads the task's memory): a request for
 /// any of them walks with it.
@@ -85,7 +86,7 @@ impl TaskIter {
             have &= !Group::Security.flag();
         }
         if !self.features.sched {
-            have &= !Group::Sched.flag();
+            have &= !crate::load::SCHED_TEXT_GROUPS;
         }
         show_flags & !have
     }

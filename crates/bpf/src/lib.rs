@@ -139,8 +139,9 @@ pub struct Features {
     /// CO-RE relocations were resolved against a reduced copy of the kernel's BTF (faster to
     /// load; see btf_min.rs) rather than the whole of it.
     pub reduced_btf: bool,
-    /// SCHED from the task program: its flavour has bpf_loop() and the scheduler's text
-    /// sections were found (`sched_text_bounds`, for wchan), if the load asked for SCHED.
+    /// SCHED and WCHAN from the task program: its flavour has bpf_loop() and the scheduler's
+    /// text sections were found (`sched_text_bounds`, for wchan), if the load asked for
+    /// either.
     pub sched: bool,
 }
 

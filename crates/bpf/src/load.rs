@@ -101,8 +101,9 @@ pub(crate) struct Plan {
     pub(crate) cmdline: bool,
     /// `dump_vma` and `task_root` (memory maps and the root directory they are named from).
     pub(crate) maps: bool,
-    /// `sched_text_bounds`, the system-call program that finds the scheduler's text for SCHED's
-    /// wchan (needs BPF_PROG_TYPE_SYSCALL and bpf_kallsyms_lookup_name(), 5.16+).
+    /// `sched_text_bounds`, the system-call program that finds the scheduler's text for the
+    /// wait channel of SCHED and WCHAN (needs BPF_PROG_TYPE_SYSCALL and
+    /// bpf_kallsyms_lookup_name(), 5.16+).
     pub(crate) sched: bool,
     /// CO-RE against the reduced copy of the kernel's BTF (`btf_min`).
     pub(crate) reduced_btf: bool,
@@ -115,7 +116,7 @@ impl Plan {
             task: TaskFlavour::Loop,
             cmdline: groups & crate::dump::USER_MEMORY_GROUPS != 0,
             maps: groups & taskdiag_proto::SHOW_MAPS != 0,
-            sched: groups & Group::Sched.flag() != 0,
+            sched: groups & SCHED_TEXT_GROUPS != 0,
             reduced_btf,
         }
     }
@@ -176,6 +177,10 @@ static REJECTED: Mutex<Plan> = Mutex::new(Plan {
     sched: false,
     reduced_btf: false,
 });
+
+/// The groups whose wait channel needs the scheduler's text sections (`sched_text_bounds`):
+/// written by the bpf_loop() flavour only, and from /proc where the sections were not found.
+pub(crate) const SCHED_TEXT_GROUPS: u64 = Group::Sched.flag() | Group::Wchan.flag();
 
 /// The program a libbpf warning says failed (`prog 'NAME': failed to ...`).
 pub(crate) fn failed_program(msg: &str) -> Option<&str> {
@@ -408,7 +413,7 @@ impl TaskIter {
         };
         // Found when these programs were loaded (by this process or the one that pinned them).
         it.features.sched = task == TaskFlavour::Loop
-            && groups & Group::Sched.flag() != 0
+            && groups & SCHED_TEXT_GROUPS != 0
             && it.progs.bss().is_some_and(|b| b.sched_text[0] != 0);
         it.features.task_params = it.probe_task_params();
         disable_from_env(&mut it.features);

@@ -79,8 +79,9 @@ fn groups_not_loaded_are_reported_missing() {
     } else {
         Group::Cmdline.flag() | Group::Environ.flag()
     };
-    // SECURITY with labels (the default), PATHS, KSTACK and SCHED in the bounded flavour, and
-    // SCHED where the scheduler's text was not found: read from /proc by the library.
+    // SECURITY with labels (the default), PATHS, KSTACK, SCHED and WCHAN in the bounded
+    // flavour, and SCHED and WCHAN where the scheduler's text was not found: read from /proc
+    // by the library.
     let mut from_proc = Group::Security.flag();
     if all.features().task == TaskFlavour::Bounded {
         from_proc |= Group::Paths.flag() | Group::Kstack.flag();
@@ -91,7 +92,7 @@ fn groups_not_loaded_are_reported_missing() {
             "{:?}",
             all.features()
         );
-        from_proc |= Group::Sched.flag();
+        from_proc |= Group::Sched.flag() | Group::Wchan.flag();
     }
     assert_eq!(
         all.missing_groups(SHOW_SUPPORTED) & !taskdiag_proto::SHOW_MAPS,

@@ -173,7 +173,9 @@ GROUPS:
   kstack   the kernel stack as /proc/PID/stack shows it, a frame a line (symbol+off/size,
            innermost first; none for a task running on another CPU); root only, like that
            file (CAP_SYS_ADMIN)
-  all      every group above except vma, vma_stat and kstack
+  wchan    the wait channel alone, as /proc/PID/wchan (sched's wchan, without the cost of
+           the rest of sched)
+  all      every group above except vma, vma_stat, kstack and wchan (in sched)
 
 BACKENDS:
   auto     bpf when this process may load BPF programs (root, or CAP_BPF+CAP_PERFMON),
@@ -214,7 +216,7 @@ struct DumpArgs {
     children_of: Option<u32>,
     /// Comma-separated groups: base, cred, stat, statm, cmdline, signal, ns, files, cgroup,
     /// io, paths, environ, sched, security, delay, vma,
-    /// vma_stat, kstack, all (see GROUPS below).
+    /// vma_stat, kstack, wchan, all (see GROUPS below).
     #[arg(long, short = 'g', value_name = "LIST", default_value = "base")]
     groups: String,
     /// Which backend answers.
@@ -269,8 +271,11 @@ fn parse_groups(list: &str) -> anyhow::Result<u64> {
         if name == "all" {
             // Memory maps are many records per task and VMA_STAT costs a page-table walk per
             // mapping; KSTACK an unwind per task, for root only: asked for by name only.
-            flags |=
-                taskdiag_proto::SHOW_SUPPORTED & !taskdiag_proto::SHOW_MAPS & !Group::Kstack.flag();
+            // WCHAN is SCHED's wchan alone.
+            flags |= taskdiag_proto::SHOW_SUPPORTED
+                & !taskdiag_proto::SHOW_MAPS
+                & !Group::Kstack.flag()
+                & !Group::Wchan.flag();
             continue;
         }
         match Group::from_name(name) {

@@ -537,6 +537,9 @@ fn text_task(w: &mut dyn Write, t: &Task) -> io::Result<()> {
     if let Some(k) = &t.kstack {
         text_list(w, "kstack", stack_frames(k))?;
     }
+    if let Some(c) = &t.wchan {
+        text_list(w, "wchan", std::iter::once(&c[..]))?;
+    }
     for e in &t.errors {
         let g = Group::from_u16(e.group).map_or("?", |g| g.name());
         writeln!(w, "  {g}: unavailable: {}", errno_text(e.errno))?;
@@ -691,6 +694,9 @@ impl Serialize for JsonTask<'_> {
         }
         if let Some(k) = &t.kstack {
             m.serialize_entry("kstack", &JsonList(|| stack_frames(k)))?;
+        }
+        if let Some(c) = &t.wchan {
+            m.serialize_entry("wchan", &JsonBytes(c))?;
         }
         if !t.errors.is_empty() {
             let errors: Vec<(&str, String)> = t
@@ -868,6 +874,7 @@ mod tests {
             }),
             environ: Some(b"A=1\0B=\xfe\0".to_vec()),
             kstack: Some(b"[<0>] do_nanosleep+0x6b/0x190\n[<0>] x+0x1/0x2 [m\xff]\n".to_vec()),
+            wchan: Some(b"do_nanosleep".to_vec()),
             sched: Some(Sched {
                 rec: taskdiag_proto::SchedRec {
                     oom_score: 666,
@@ -1007,6 +1014,8 @@ mod tests {
         assert_eq!(v["kstack"][0], "do_nanosleep+0x6b/0x190");
         assert!(v["kstack"][1]["bytes"].is_string(), "{}", v["kstack"]);
         assert!(text.contains("  kstack: do_nanosleep+0x6b/0x190 x+0x1/0x2\\x20[m\\xff]\n"));
+        assert_eq!(v["wchan"], "do_nanosleep");
+        assert!(text.contains("  wchan: do_nanosleep\n"));
         assert!(text.contains("  environ: A=1 B=\\xfe\n"));
         assert_eq!(v["sched"]["loginuid"], 4294967295u32);
         assert_eq!(v["sched"]["syscall"], "7 0x3 0x7ffd");

@@ -964,6 +964,7 @@ impl ProcReader {
         let label = want(Group::Security).then(|| self.label(s)).transpose()?;
         let schedstat = want(Group::Delay).then(|| self.schedstat(s)).transpose()?;
         let kstack = want(Group::Kstack).then(|| self.kstack(s)).transpose()?;
+        let wchan = want(Group::Wchan).then(|| self.wchan(s)).transpose()?;
         // The delay-accounting pairs of the task the directory is (a process: its leader).
         let delays = match schedstat {
             Some(Got::Read(_)) => self.delay_totals(s, tid.unwrap_or(pid))?,
@@ -1182,6 +1183,11 @@ impl ProcReader {
         match kstack {
             Some(Got::Read(k)) => w.attr(Group::Kstack as u16, &k),
             Some(Got::Refused(errno)) => w.group_error(Group::Kstack, errno),
+            None => {}
+        }
+        match wchan {
+            Some(Got::Read(c)) => w.attr(Group::Wchan as u16, &c),
+            Some(Got::Refused(errno)) => w.group_error(Group::Wchan, errno),
             None => {}
         }
         match sched {

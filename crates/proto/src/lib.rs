@@ -261,11 +261,16 @@ pub enum Group {
     /// line a frame; empty for a task running on another CPU); refused (EACCES) like that
     /// file to a reader without CAP_SYS_ADMIN.
     Kstack = 17,
+    /// The wait channel alone, bytes as /proc/PID/wchan returns them (`0` for a task that
+    /// runs, or to a reader that may not ptrace-read it): SCHED's first text without the rest
+    /// of SCHED, whose OOM score, system call and affinity lists cost several times more to
+    /// write.
+    Wchan = 18,
 }
 
 impl Group {
     /// The groups this version produces, in emission order.
-    pub const SUPPORTED: [Group; 18] = [
+    pub const SUPPORTED: [Group; 19] = [
         Group::Base,
         Group::Cred,
         Group::Vma,
@@ -284,6 +289,7 @@ impl Group {
         Group::Security,
         Group::Delay,
         Group::Kstack,
+        Group::Wchan,
     ];
 
     /// The group for an attribute type, if known.
@@ -307,6 +313,7 @@ impl Group {
             15 => Some(Self::Security),
             16 => Some(Self::Delay),
             17 => Some(Self::Kstack),
+            18 => Some(Self::Wchan),
             _ => None,
         }
     }
@@ -337,6 +344,7 @@ impl Group {
             Self::Security => "security",
             Self::Delay => "delay",
             Self::Kstack => "kstack",
+            Self::Wchan => "wchan",
         }
     }
 
@@ -364,7 +372,8 @@ pub const SHOW_SUPPORTED: u64 = (1 << Group::Base as u16)
     | (1 << Group::Sched as u16)
     | (1 << Group::Security as u16)
     | (1 << Group::Delay as u16)
-    | (1 << Group::Kstack as u16);
+    | (1 << Group::Kstack as u16)
+    | (1 << Group::Wchan as u16);
 
 /// Show flags of the memory-map groups (VMA, VMA_STAT): many records per task, read under the
 /// ptrace-read rule, and left out of "all".
@@ -462,6 +471,7 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_GROUP_SECURITY", Group::Security as i64),
     ("TD_GROUP_DELAY", Group::Delay as i64),
     ("TD_GROUP_KSTACK", Group::Kstack as i64),
+    ("TD_GROUP_WCHAN", Group::Wchan as i64),
     ("TD_DELAY_F_COUNTERS", DELAY_F_COUNTERS as i64),
     ("TD_STRATEGY_ALL", Strategy::All as i64),
     ("TD_STRATEGY_ONE", Strategy::One as i64),

@@ -452,6 +452,8 @@ pub struct Task {
     pub delay: Option<DelayRec>,
     /// KSTACK, if requested and available (refused with EACCES where /proc refuses it).
     pub kstack: Option<Vec<u8>>,
+    /// WCHAN, if requested and available: /proc/PID/wchan's bytes.
+    pub wchan: Option<Vec<u8>>,
     /// VMA (with VMA_STAT inside each entry when requested), if requested and the task has an
     /// address space; with thread strategies only on the thread-group leader.
     pub vmas: Option<Vec<Vma>>,
@@ -558,6 +560,9 @@ impl Task {
         }
         if let Some(k) = &self.kstack {
             w.attr(Group::Kstack as u16, k);
+        }
+        if let Some(c) = &self.wchan {
+            w.attr(Group::Wchan as u16, c);
         }
         if let Some(s) = &self.security {
             let mut rec = s.rec;
@@ -785,6 +790,9 @@ impl TaskAssembler {
         if self.has(Group::Kstack) {
             t.kstack = Some(std::mem::take(&mut self.parts[Group::Kstack as usize]));
         }
+        if self.has(Group::Wchan) {
+            t.wchan = Some(std::mem::take(&mut self.parts[Group::Wchan as usize]));
+        }
         if self.has(Group::Security) {
             let p = &self.parts[Group::Security as usize];
             let rec = SecurityRec::read_from(p).ok_or(bad(Group::Security, "short record"))?;
@@ -994,6 +1002,7 @@ mod tests {
             }),
             environ: Some((0..cmd_len).map(|i| (i % 13) as u8).collect()),
             kstack: Some(b"[<0>] do_nanosleep+0x6b/0x190\n".to_vec()),
+            wchan: Some(b"do_nanosleep".to_vec()),
             sched: Some(Sched {
                 rec: SchedRec {
                     oom_score: 666,

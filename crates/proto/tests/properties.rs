@@ -150,7 +150,11 @@ fn task() -> impl Strategy<Value = Task> {
                 }),
                 environ: more.as_ref().map(|(.., env)| env.clone()),
                 // KSTACK: bytes in one attribute, like the environment (a slice of it).
-                kstack: more.map(|(.., env)| env[..env.len().min(3000)].to_vec()),
+                kstack: more
+                    .as_ref()
+                    .map(|(.., env)| env[..env.len().min(3000)].to_vec()),
+                // WCHAN: a short text in one attribute (the cgroup text, cut).
+                wchan: more.map(|(_, text, ..)| text[..text.len().min(64)].to_vec()),
                 errors: vec![],
                 access: None,
                 vma_access: None,

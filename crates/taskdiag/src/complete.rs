@@ -359,7 +359,7 @@ fn complete(
 /// leaves to its client (a GROUP_ERROR with EOPNOTSUPP) rather than read /proc with its own
 /// rights: what /proc guards with the reader's identity (ptrace-read, the owner of a file of
 /// mode 0400, a security module's policy, CAP_SYS_ADMIN): IO, PATHS, ENVIRON, SCHED (wchan and
-/// syscall), SECURITY (the label) and KSTACK. taskdiagd, without capabilities and with a
+/// syscall), SECURITY (the label), KSTACK and WCHAN. taskdiagd, without capabilities and with a
 /// security context of its own, could only read them from /proc with its own rights; its
 /// clients read them from their own /proc (the library does it for them), which shows them
 /// exactly what they may see. Where the programs wrote them, the server's view of the caller
@@ -369,7 +369,8 @@ pub const SHOW_SERVER_DEFERS: u64 = Group::Io.flag()
     | Group::Environ.flag()
     | Group::Sched.flag()
     | Group::Security.flag()
-    | Group::Kstack.flag();
+    | Group::Kstack.flag()
+    | Group::Wchan.flag();
 
 /// Completes a daemon's answer with the groups it deferred to the caller for some tasks
 /// ([`SHOW_SERVER_DEFERS`]: a GROUP_ERROR with EOPNOTSUPP): the daemon is asked with BASE too
@@ -542,6 +543,7 @@ fn fill_from_procfs(
                     Group::Security => task.security = p.security.clone(),
                     Group::Delay => task.delay = p.delay,
                     Group::Kstack => task.kstack = p.kstack.clone(),
+                    Group::Wchan => task.wchan = p.wchan.clone(),
                     Group::Vma | Group::VmaStat => task.vmas = p.vmas.clone(),
                     Group::Base => {}
                 }

@@ -34,8 +34,8 @@
 //! * **delay-accounting totals** (DELAY's pairs, which no /proc file shows): only to callers
 //!   with CAP_NET_ADMIN, as the taskstats interface; schedstat's numbers and stat's block I/O
 //!   ticks to anyone who sees the task.
-//! * **wchan and syscall** (SCHED): wchan only where ptrace-read passes, else `0` as
-//!   /proc/PID/wchan prints it; syscall (ptrace-attach, a file of mode 0400) where ptrace-read
+//! * **wchan and syscall** (SCHED; WCHAN is the wchan alone): wchan only where ptrace-read
+//!   passes, else `0` as /proc/PID/wchan prints it; syscall (ptrace-attach, a file of mode 0400) where ptrace-read
 //!   passes and the caller may open the file, if Yama does not restrict attaching (else only
 //!   for the caller's own thread group), else withheld.
 //! * **ids** are shown as the caller's user namespace maps them (`from_kuid_munged`): an id
@@ -75,7 +75,8 @@ pub const SHOW_GUARDED: u64 = taskdiag_proto::SHOW_MAPS
     | taskdiag_proto::Group::Environ.flag()
     | taskdiag_proto::Group::Sched.flag()
     | taskdiag_proto::Group::Delay.flag()
-    | taskdiag_proto::Group::Kstack.flag();
+    | taskdiag_proto::Group::Kstack.flag()
+    | taskdiag_proto::Group::Wchan.flag();
 
 /// Takes out of `t` the groups a server leaves to its client's own /proc
 /// ([`crate::SHOW_SERVER_DEFERS`]), each replaced by a GROUP_ERROR with EOPNOTSUPP.
@@ -88,6 +89,7 @@ fn defer_guarded(t: &mut Task) {
         (t.sched.take().is_some(), Group::Sched),
         (t.security.take().is_some(), Group::Security),
         (t.kstack.take().is_some(), Group::Kstack),
+        (t.wchan.take().is_some(), Group::Wchan),
     ] {
         debug_assert!(crate::SHOW_SERVER_DEFERS & g.flag() != 0);
         if gone {
@@ -441,6 +443,9 @@ impl Viewer {
                 s.wchan = b"0".to_vec();
                 s.syscall.clear();
                 s.rec.flags |= taskdiag_proto::SCHED_F_SYSCALL_HIDDEN;
+            }
+            if let Some(w) = &mut t.wchan {
+                *w = b"0".to_vec();
             }
         }
         // /proc/PID/io and environ are also mode 0400, owned by the task's owner

@@ -1493,6 +1493,87 @@ fn sched_and_delay_agree_with_their_files() {
     drop(f);
 }
 
+/// WCHAN, SCHED's wait channel alone, as the task program writes it, on a fixture whose two
+/// threads wait in pause() and a sleep in nanosleep, per process and per thread: equal to
+/// /proc's wchan read before and after the walk (the same both times); with SCHED and KSTACK
+/// in the same walk (which then unwinds whole stacks, not one frame), equal to SCHED's wchan
+/// and to the function of KSTACK's first frame (/proc/PID/stack's frames leave out the
+/// scheduler's, as get_wchan() does). Both backends agree on the fixtures.
+#[test]
+fn the_programs_wchan_agrees_with_proc() {
+    use taskdiag_test_support::process::wait_for;
+    let alone = Group::Base.flag() | Group::Wchan.flag();
+    let all = alone | Group::Sched.flag() | Group::Kstack.flag();
+    let mut it = taskdiag_bpf::TaskIter::load_for(all).expect("load (run as root)");
+    if it.missing_groups(alone) != 0 {
+        eprintln!("wchan from /proc here: {:?}", it.features());
+        return;
+    }
+    let mut walks = vec![alone];
+    if it.missing_groups(all) == 0 {
+        walks.push(all);
+    } else {
+        eprintln!("sched or kstack from /proc here: {:?}", it.features());
+    }
+    let paused = spawn(&["sched"], None);
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "echo ready; exec sleep 1000"])
+        .stdout(Stdio::piped());
+    let mut sleeper = Spawned::spawn_group(&mut cmd);
+    sleeper.expect_line("ready");
+    taskdiag_test_support::process::wait_exec(sleeper.pid(), "sleep");
+    let fixtures = [paused.pid(), sleeper.pid()];
+    // Every fixture thread waiting where it stays: pause() (34), nanosleep (35) or
+    // clock_nanosleep (230).
+    for pid in fixtures {
+        for tid in threads_of(pid) {
+            wait_for("the fixtures to wait in their system call", || {
+                std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
+                    .is_ok_and(|s| matches!(s.split(' ').next(), Some("34" | "35" | "230")))
+            });
+        }
+    }
+    let wchan_file = |dir: &str| std::fs::read(format!("{dir}/wchan")).ok();
+    for show in walks {
+        for threads in [false, true] {
+            let mut checked = 0;
+            for (t, before, after) in around_walk(&mut it, threads, show, wchan_file) {
+                if !fixtures.contains(&t.tgid) {
+                    continue;
+                }
+                assert_eq!(before, after, "fixture {} changed its wchan", t.pid);
+                let w = t
+                    .wchan
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("task {}: no wchan: {t:?}", t.pid));
+                assert_eq!(*w, before, "task {} (threads: {threads})", t.pid);
+                assert_ne!(w.as_slice(), b"0", "task {} waits", t.pid);
+                if show & Group::Sched.flag() != 0 {
+                    let s = t.sched.as_ref().expect("sched");
+                    assert_eq!(s.wchan, *w, "task {}: sched's wchan", t.pid);
+                }
+                if let Some(k) = &t.kstack {
+                    let first = k.split(|&c| c == b'\n').next().unwrap_or_default();
+                    let func = first
+                        .strip_prefix(b"[<0>] ")
+                        .and_then(|f| f.split(|&c| c == b'+').next())
+                        .unwrap_or_default();
+                    assert_eq!(func, w.as_slice(), "task {}: kstack {k:?}", t.pid);
+                }
+                checked += 1;
+            }
+            // Two processes; three threads (the pause() fixture has two).
+            assert_eq!(checked, if threads { 3 } else { 2 }, "show {show:#x}");
+        }
+    }
+    assert_agree(Request::new(Strategy::All, 0, alone), &fixtures);
+    assert_agree(
+        Request::new(Strategy::Thread, paused.pid(), alone),
+        &threads_of(paused.pid()),
+    );
+    drop((paused, sleeper));
+}
+
 /// DELAY's delay-accounting pairs as the BPF backend reads them: where it read them, its
 /// block I/O total is what stat field 42 shows in clock ticks (with the swap-in total before
 /// Linux 5.14), and the pairs never decrease between two reads.

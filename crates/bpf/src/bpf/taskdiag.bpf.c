@@ -247,6 +247,23 @@ struct mask_cache {
 	__u8 text[TD_MASK_TEXT];
 };
 
+/*
+ * The wait channels named in this walk (SCHED's and WCHAN's), by address: most tasks wait in
+ * a few functions, and naming an address (bpf_snprintf()'s %ps: kallsyms' binary search and
+ * the name's decompression, then the formatting) was a third of writing a wait channel. A
+ * direct-mapped table, only within one walk (cfg_walk_gen, as struct cg_cache: a module
+ * unloaded meanwhile cannot leave its names behind); an address whose slot another took is
+ * simply named again, and a name longer than TD_WCHAN_NAME is never kept.
+ */
+#define TD_WCHAN_SLOTS 64
+#define TD_WCHAN_NAME 64
+
+struct wchan_cache {
+	__u64 ip;
+	__u32 gen, len;
+	__u8 text[TD_WCHAN_NAME];
+};
+
 struct scratch {
 	__u8 buf[SCRATCH_SIZE];
 	/* Where forget_u32() and as_number() park values (see there). */
@@ -285,11 +302,13 @@ struct scratch {
 	} rw;
 	/* put_signal(): a copy of the 64 signal actions. */
 	__u8 sigact[64 * TD_KSIGACTION_SIZE];
-	/* task_stack(): the kernel stack of the task being written (SCHED's wchan, KSTACK), its
-	 * frames (or its error), and whether it was taken for this task yet. */
+	/* task_stack(): the kernel stack of the task being written (SCHED's and WCHAN's wchan,
+	 * KSTACK), its frames (or its error), whether it was taken for this task yet, and
+	 * whether the walk wants it whole (KSTACK) or only its first frame. */
 	__u64 kstack[TD_KSTACK_DEPTH];
 	__s64 kstack_n;
 	bool kstack_taken;
+	bool kstack_whole;
 	/* SCHED (sched_attr()): bpf_snprintf()'s arguments, the bitmap being written as a list,
 	 * the texts' cursor, and the last list of each bitmap. */
 	__u64 sched_args[12];
@@ -300,6 +319,7 @@ struct scratch {
 		int end;
 	} ms;
 	struct mask_cache mask_cache[2];
+	struct wchan_cache wchan_cache[TD_WCHAN_SLOTS];
 };
 
 struct {
@@ -2444,6 +2464,7 @@ static __always_inline int sched_wchan(struct scratch *sc, __s64 nframes, bool z
 {
 	static const char fmt[] = "%ps";
 	struct pw_ctx c = { .sc = sc };
+	struct wchan_cache *wc;
 	__u64 ip = 0;
 	long n;
 	__u32 i;
@@ -2461,18 +2482,36 @@ static __always_inline int sched_wchan(struct scratch *sc, __s64 nframes, bool z
 	}
 	if (zero || !ip)
 		goto none;
+	wc = &sc->wchan_cache[((ip >> 4) ^ (ip >> 12)) & (TD_WCHAN_SLOTS - 1)];
+	if (wc->gen == cfg_walk_gen && wc->ip == ip) {
+		/* Named earlier in this walk ("0" when the address has no symbol). */
+		n = wc->len & (TD_WCHAN_NAME - 1);
+		bpf_probe_read_kernel(sc->buf + text_at(sc->ms.at), n, wc->text);
+		sc->ms.at += n;
+		return n;
+	}
 	sc->sched_args[0] = ip;
 	n = bpf_snprintf((char *)sc->buf + text_at(sc->ms.at), TD_SCHED_TEXT, fmt, sc->sched_args, 8);
 	if (n <= 1 || n >= TD_SCHED_TEXT)
 		return -1;
 	n--;
-	if (sc->buf[text_at(sc->ms.at)] == '0' && sc->buf[(text_at(sc->ms.at) + 1) & (2 * TD_FIXED_ROOM - 1)] == 'x')
-		goto none;
+	if (sc->buf[text_at(sc->ms.at)] == '0' && sc->buf[(text_at(sc->ms.at) + 1) & (2 * TD_FIXED_ROOM - 1)] == 'x') {
+		sc->buf[text_at(sc->ms.at)] = '0';
+		n = 1;
+		goto keep;
+	}
 	if (sc->buf[(text_at(sc->ms.at) + n - 1) & (2 * TD_FIXED_ROOM - 1)] == ']') {
 		sc->ms.nbits = n;
 		sc->ms.found = n;
 		bpf_loop(TD_SCHED_TEXT, find_space, &c, 0);
 		n = sc->ms.found;
+	}
+keep:
+	if (n > 0 && n < TD_WCHAN_NAME) {
+		wc->gen = cfg_walk_gen;
+		wc->ip = ip;
+		wc->len = n;
+		bpf_probe_read_kernel(wc->text, n & (TD_WCHAN_NAME - 1), sc->buf + text_at(sc->ms.at));
 	}
 	sc->ms.at += n;
 	return n;
@@ -2672,6 +2711,12 @@ __noinline int put_sched_attr(__u64 task, __u32 off, __s64 nframes, __u64 regs)
  * (/proc/PID/stack's frames, and get_wchan()'s): the number of frames, or an error. Unwound
  * once for the task being written, however many of its groups want it (emit() clears
  * kstack_taken for each task).
+ *
+ * stack_trace_save_tsk() leaves out the frames in the scheduler's and the locks' text
+ * (stack_trace_consume_entry_nosched()), so its first frame is get_wchan()'s, and it stops
+ * unwinding once the buffer is full: without KSTACK, one frame is all that is unwound. (The
+ * whole stack's last steps, a failed look-up of the user-space return address in every table
+ * of kernel text, ftrace trampolines and BPF programs included, were half of an unwind.)
  */
 static __always_inline __s64 task_stack(struct scratch *sc, struct task_struct *task)
 {
@@ -2679,7 +2724,7 @@ static __always_inline __s64 task_stack(struct scratch *sc, struct task_struct *
 
 	if (sc->kstack_taken)
 		return sc->kstack_n;
-	n = bpf_get_task_stack(task, sc->kstack, sizeof(sc->kstack), 0);
+	n = bpf_get_task_stack(task, sc->kstack, sc->kstack_whole ? sizeof(sc->kstack) : 8, 0);
 	sc->kstack_n = n < 0 ? n : (__s64)((__u64)n / 8);
 	sc->kstack_taken = true;
 	return sc->kstack_n;
@@ -2782,6 +2827,65 @@ static __always_inline bool put_kstack(struct out *o, struct task_struct *task,
 	n = put_kstack_attr(o->off, nframes);
 	if (n <= 0)
 		return needs_procfs(o, TD_GROUP_KSTACK);
+	o->off += n;
+	pad4(o);
+	return true;
+}
+
+/*
+ * Writes WCHAN for task @task at @off: /proc/PID/wchan alone (sched_wchan(), as SCHED's first
+ * text), for readers that need nothing else of SCHED (its OOM score, system call and affinity
+ * lists were most of its cost). @nframes as for put_sched_attr(). Returns the attribute's
+ * length, or 0 where /proc must say it. Global: verified once.
+ */
+__noinline int put_wchan_attr(__u64 task, __u32 off, __s64 nframes)
+{
+	struct task_struct *t = (void *)task;
+	struct scratch *sc;
+	struct td_attr *a;
+	__u32 zero = 0, state, len;
+	bool current;
+	int n;
+
+	sc = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!sc || off > TD_FIXED_ROOM || !sched_text[0])
+		return 0;
+	a = (void *)(sc->buf + room_mask(off));
+	current = (__u64)t == bpf_get_current_task();
+	state = BPF_CORE_READ(t, __state);
+	sc->ms.at = off + sizeof(*a);
+	/* get_wchan(): 0 for the reader itself, a task that runs, wakes or is queued to run. */
+	n = sched_wchan(sc, nframes,
+			current || state == 0 || (state & TD_TASK_WAKING) || BPF_CORE_READ(t, on_rq));
+	if (n < 0)
+		return 0;
+	len = sc->ms.at - off;
+	if (sc->ms.at > TD_FIXED_ROOM || len > TD_FIXED_ROOM)
+		return 0;
+	a->len = len;
+	a->attr_type = TD_GROUP_WCHAN;
+	return len;
+}
+
+/* WCHAN (see put_wchan_attr()); the kernel stack is taken here, with the task's trusted
+ * pointer, only for a task that may wait somewhere (not running, with a stack): SCHED's or
+ * KSTACK's unwind of the same task is reused. */
+static __always_inline bool put_wchan(struct out *o, struct task_struct *task,
+				      struct task_struct *t, bool bounded)
+{
+	struct scratch *sc = (void *)o->buf;
+	__s64 nframes = 0;
+	int n;
+
+	if (bounded)
+		return needs_procfs(o, TD_GROUP_WCHAN);
+	if (t->stack && t->__state && !t->on_rq) {
+		nframes = task_stack(sc, task);
+		nframes = nframes > 0 ? nframes : 0;
+	}
+	n = put_wchan_attr(as_number(o, t), o->off, nframes);
+	if (n <= 0)
+		return needs_procfs(o, TD_GROUP_WCHAN);
 	o->off += n;
 	pad4(o);
 	return true;
@@ -3125,6 +3229,7 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 		warm(t, mm, forget_u32(&o, (__u32)show));
 	o.off = sizeof(h);
 	((struct scratch *)o.buf)->kstack_taken = false;
+	((struct scratch *)o.buf)->kstack_whole = show & (1 << TD_GROUP_KSTACK);
 	if ((show & (1 << TD_GROUP_BASE)) && !put_base(&o, t, &ns, is_leader))
 		return 0;
 	forget_off(&o);
@@ -3181,6 +3286,9 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 		return 0;
 	forget_off(&o);
 	if ((show & (1 << TD_GROUP_KSTACK)) && !put_kstack(&o, task, t, bounded))
+		return 0;
+	forget_off(&o);
+	if ((show & (1 << TD_GROUP_WCHAN)) && !put_wchan(&o, task, t, bounded))
 		return 0;
 	forget_off(&o);
 	if (with_cmdline && (show & (1 << TD_GROUP_CMDLINE)) && mm && !put_cmdline(&o, task, mm))

@@ -144,13 +144,15 @@ fn cgroup_is_shown_as_the_users_proc_shows_it() {
     }
 }
 
-/// IO, PATHS, ENVIRON, SCHED, SECURITY and KSTACK come from files /proc guards per reader: the daemon
+/// IO, PATHS, ENVIRON, SCHED, SECURITY, KSTACK and WCHAN come from files /proc guards per reader: the daemon
 /// serves them from its programs under the same rules, and leaves a task's to the caller's own
 /// /proc where its programs could not write them (the client library reads them there). Either
 /// way each shows exactly what the user's /proc shows.
 #[test]
 fn guarded_groups_through_the_daemon_are_the_callers_proc() {
-    for group in ["io", "paths", "environ", "sched", "security", "kstack"] {
+    for group in [
+        "io", "paths", "environ", "sched", "security", "kstack", "wchan",
+    ] {
         let (pids, daemon, procfs) = through_both(group);
         for (i, what) in WHO.iter().enumerate() {
             assert_eq!(daemon[i], procfs[i], "{what} process {}: {group}", pids[i]);
@@ -171,6 +173,13 @@ fn guarded_groups_through_the_daemon_are_the_callers_proc() {
                 for d in &daemon[1..] {
                     assert_eq!(d["wchan"], "0", "{d:?}");
                     assert_eq!(d["syscall_hidden"], true, "{d:?}");
+                }
+            }
+            // SCHED's wchan alone: the same rule.
+            "wchan" => {
+                assert!(daemon[0].is_string(), "{:?}", daemon[0]);
+                for d in &daemon[1..] {
+                    assert_eq!(d, "0", "{d:?}");
                 }
             }
             "security" => assert!(daemon.iter().all(|d| d.is_object()), "{daemon:?}"),
@@ -211,7 +220,9 @@ fn guarded_groups_are_served_by_the_daemon_where_its_programs_write_them() {
     let three = Three::start();
     let sp = as_user_sh(USER);
     let mut served = Vec::new();
-    for group in ["io", "paths", "environ", "sched", "security", "kstack"] {
+    for group in [
+        "io", "paths", "environ", "sched", "security", "kstack", "wchan",
+    ] {
         if !programs_write(group, three.pids[0]) {
             eprintln!("{group}: not written by this kernel's programs, left to the client");
             continue;

@@ -3,7 +3,7 @@
 //! IO (`io`), PATHS (the `exe`, `cwd` and `root` links), ENVIRON (`environ`), SCHED
 //! (`wchan`, `syscall`, `oom_score`, `oom_score_adj`, `loginuid`, `sessionid`, `autogroup`; its
 //! affinity lines come from status, read by the caller), SECURITY's label (`attr/current`;
-//! its seccomp lines come from status too) and KSTACK (`stack`).
+//! its seccomp lines come from status too), KSTACK (`stack`) and WCHAN (`wchan`).
 //!
 //! [`ProcReader::task`] calls these between opening status and reading it, like NS and FILES:
 //! if the pid was reused meanwhile, the read of status fails and the task is skipped, so no
@@ -229,6 +229,13 @@ impl ProcReader {
     /// CAP_SYS_ADMIN, as the file is; empty for a task that has no stack to show.
     pub(super) fn kstack(&self, s: &mut Scratch) -> Result<Got<Vec<u8>>> {
         self.whole_file(s, b"stack")
+    }
+
+    /// WCHAN: the bytes of the task's wchan file (`0` where the reader may not ptrace-read the
+    /// task, as the kernel prints it); empty without one (a kernel without CONFIG_KALLSYMS),
+    /// as SCHED's wchan.
+    pub(super) fn wchan(&self, s: &mut Scratch) -> Result<Got<Vec<u8>>> {
+        self.whole_file(s, b"wchan")
     }
 
     /// The bytes of the task's file `name`, read whole; ESRCH or ENOENT (a task with nothing

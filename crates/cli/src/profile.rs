@@ -16,7 +16,7 @@ Every thread in scope is counted whatever it is doing. On a CPU it is sampled F 
 second by a perf event per CPU (kernel and user stacks taken in context). Off a CPU the task
 iterator finds its state, system call, kernel stack and, on 5.18 and later, its user stack by
 a frame-pointer walk, and counts the time it spent off CPU since the last walk (walks come F
-times a second, less often where that would cost more than 1% of a CPU). Each sample weighs
+times a second, less often where that would cost more than 0.5% of a CPU). Each sample weighs
 1/F s, so a thread's samples add up to its wall-clock time, and its state is the root frame
 of its stacks: [running], [runnable], [sleeping], [disk], [stopped], [traced], [parked],
 [idle]. Kernel threads appear under their names with their kernel stacks. Kernel frames carry

@@ -360,8 +360,8 @@ OPTIONS
         /proc/PID/smaps_rollup of each tracked process (a page-table walk each).
     -wchan=BOOL (default true)
         Report namedprocess_namegroup_threads_wchan. Reading every task's wait channel
-        is most of a collection's cost (about three quarters at 50,000 processes through
-        BPF); -wchan=false leaves it out.
+        (an unwind of each waiting task's kernel stack) is the costliest part of a
+        dump; -wchan=false leaves it out.
     -recheck
         Try processes that matched no rule again at every collection (by default a
         process is named once, when first seen).

@@ -3,7 +3,7 @@
 //! dumps instead and reduced to [`ProcSample`]s.
 //!
 //! A collection is one whole-system dump of processes (BASE, CRED, STAT, STATM, IO, FILES,
-//! and SCHED for wait channels), then the command lines of the processes not seen before,
+//! and WCHAN for wait channels), then the command lines of the processes not seen before,
 //! which the rules name (CMDLINE, and CGROUP only when a rule or a name reads cgroups: one
 //! request per process for a few, one dump for many), then the threads of the multi-threaded processes the caller asks
 //! about (one dump per process where that costs about the process alone, else one dump of
@@ -211,8 +211,8 @@ pub struct Want {
     pub thread_io: bool,
     /// smaps_rollup's Pss and SwapPss.
     pub smaps: bool,
-    /// Wait channels (SCHED, the costliest group of a dump: about 3/4 of it at 50,000
-    /// processes).
+    /// Wait channels (WCHAN: an unwind of every sleeping task's kernel stack, the costliest
+    /// group of a dump).
     pub wchan: bool,
 }
 
@@ -278,7 +278,7 @@ fn process_groups(want: Want) -> u64 {
         | Group::Io.flag()
         | Group::Files.flag();
     if want.wchan {
-        g |= Group::Sched.flag();
+        g |= Group::Wchan.flag();
     }
     g
 }
@@ -295,7 +295,7 @@ fn naming_groups(want: Want) -> u64 {
 fn thread_groups(want: Want) -> u64 {
     let mut g = Group::Base.flag() | Group::Stat.flag();
     if want.wchan {
-        g |= Group::Sched.flag();
+        g |= Group::Wchan.flag();
     }
     if want.thread_io {
         g |= Group::Io.flag();
@@ -515,10 +515,8 @@ pub fn fold_threads(p: &mut ProcSample, threads: Vec<ThreadSample>) {
 
 /// A wait channel as process-exporter keeps it: "" for a task that is not waiting ("0").
 fn wchan_of(t: &Task) -> String {
-    match &t.sched {
-        Some(s) if !s.wchan.is_empty() && s.wchan != b"0" => {
-            String::from_utf8_lossy(&s.wchan).into_owned()
-        }
+    match &t.wchan {
+        Some(w) if !w.is_empty() && w != b"0" => String::from_utf8_lossy(w).into_owned(),
         _ => String::new(),
     }
 }
@@ -587,7 +585,7 @@ fn process_sample(t: &Task, boot: i64, page: u64, want: Want) -> ProcSample {
         ),
         None => (None, None),
     };
-    if open_fds.is_none() || (want.wchan && t.sched.is_none()) {
+    if open_fds.is_none() || (want.wchan && t.wchan.is_none()) {
         partial = true;
     }
     let state = state_of(t);

@@ -56,7 +56,7 @@ pub struct Options {
     pub scope: Scope,
     /// Room for distinct (thread, state, stacks) keys.
     pub max_keys: u32,
-    /// Room for distinct stacks.
+    /// Room for distinct stacks (at least; more on a host with many threads).
     pub max_stacks: u32,
 }
 
@@ -302,15 +302,18 @@ impl Sampler {
             .counts
             .set_max_entries(opts.max_keys)
             .map_err(err)?;
-        open.maps
-            .stacks
-            .set_max_entries(opts.max_stacks)
-            .map_err(err)?;
+        // Room for a user and a kernel stack of every thread where there are many (each
+        // process's user stacks are its own: 50,000 sleeping processes are 50,000 stacks), up
+        // to 2^17 (~130 MiB of kernel memory, allocated with the map).
+        let stacks = opts
+            .max_stacks
+            .max(threads_now().saturating_mul(2).min(1 << 17));
+        open.maps.stacks.set_max_entries(stacks).map_err(err)?;
         // Room for every stack the map can take as new in one period (a ring buffer's size is
         // a power of two of pages; each record has an 8-byte header).
         open.maps
             .fresh
-            .set_max_entries(fresh_bytes(opts.max_stacks))
+            .set_max_entries(fresh_bytes(stacks))
             .map_err(err)?;
         // Room for every thread's last sample, twice over (threads come and go).
         open.maps

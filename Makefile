@@ -3,7 +3,7 @@
 #   make test  set up, build, and run every test
 CARGO ?= cargo
 
-.PHONY: setup build python python-install run test procps-suite test-kernels test-kernels-ci bench fuzz clean
+.PHONY: setup build python python-install run test deb test-deb procps-suite test-kernels test-kernels-ci bench fuzz clean
 
 setup:
 	@scripts/setup
@@ -35,6 +35,18 @@ test:
 	./target/release/taskdiag-bench --quick
 	scripts/procps-suite
 
+# The Debian packages of this machine's release (scripts/deb): target/debian/taskdiag_*.deb
+# (taskdiag, taskdiagd, the exporter, the tools' links, units, man pages, completions, docs)
+# and python3-taskdiag_*.deb. cargo-deb is installed on first use (`cargo install --locked`).
+deb: setup
+	scripts/deb
+
+# The packages installed into a clean, minimal Debian root and checked there (root; ~1 min once
+# the root is cached in /var/cache/taskdiag): every command runs, the man pages render, the units
+# pass systemd-analyze verify, the completions load, purging removes all the packages installed.
+test-deb: deb
+	scripts/test-deb
+
 # procps's own DejaGnu suite, once with procps's binaries and once with taskdiag as ps, pgrep,
 # pkill and pidwait; fails if taskdiag loses a case procps passes (root on Debian: fetches and
 # builds Debian's procps source once, in /var/tmp). TOOLS= narrows it (comma list).
@@ -65,3 +77,4 @@ fuzz:
 
 clean:
 	$(CARGO) clean
+	rm -rf packaging/debian/generated

@@ -17,6 +17,10 @@ const PROCMAP_QUERY: libc::c_ulong = 0xC068_6611;
 /// `PROCMAP_QUERY_VMA_EXECUTABLE`: only an executable mapping answers.
 pub const QUERY_EXECUTABLE: u64 = 0x04;
 
+/// `PROCMAP_QUERY_COVERING_OR_NEXT_VMA`: the mapping at the address, or else the next one
+/// after it (to walk the mappings in order).
+pub const QUERY_COVERING_OR_NEXT: u64 = 0x10;
+
 /// `struct procmap_query` (uapi/linux/fs.h, 6.11).
 #[repr(C)]
 #[derive(Default)]
@@ -99,6 +103,19 @@ pub fn query(maps: &File, addr: u64, flags: u64) -> io::Result<Option<Mapping>> 
     }))
 }
 
+/// Every mapping of the process whose /proc/PID/maps `maps` is that matches `flags`
+/// (`QUERY_*`), in address order: the ioctl walked from address 0 (each answer with its own
+/// path only, where a read of the file prints every mapping's).
+pub fn query_all(maps: &File, flags: u64) -> io::Result<Vec<Mapping>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(m) = query(maps, at, flags | QUERY_COVERING_OR_NEXT)? {
+        at = m.end;
+        out.push(m);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +149,21 @@ mod tests {
                 line.rec.dev_minor
             ),
             (m.end, m.offset, m.dev_major, m.dev_minor)
+        );
+        // The walk finds the same executable mappings as the file.
+        let all = query_all(&maps, QUERY_EXECUTABLE).expect("query_all");
+        let exec: Vec<(u64, u64)> = vmas
+            .iter()
+            .filter(|v| v.rec.vm_flags & taskdiag_proto::vma_flags::EXEC != 0)
+            .map(|v| (v.rec.start, v.rec.end))
+            .collect();
+        // (Our own vsyscall page, if any, is not a VMA of ours: the walk ends before it.)
+        let walked: Vec<(u64, u64)> = all.iter().map(|m| (m.start, m.end)).collect();
+        assert_eq!(
+            walked,
+            exec.into_iter()
+                .filter(|&(s, _)| s < 0xffff_8000_0000_0000)
+                .collect::<Vec<_>>()
         );
         // A heap address is in no executable mapping.
         let data = Box::new(7u64);

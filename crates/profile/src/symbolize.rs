@@ -729,31 +729,26 @@ impl Symbols {
     }
 }
 
-/// Makes `known` (process `pid`) know the mappings of the addresses of `want` it does not yet:
-/// asked of the kernel address by address where it can (PROCMAP_QUERY, 6.11+: the mapping and
-/// its path only, where reading /proc/PID/maps prints every mapping with its path, which was
-/// most of the cost of 50,000 new processes), else the whole of /proc/PID/maps, once, and again
-/// at most every [`REMAP_AFTER`] for an address outside it (mapped since). Whether what it
-/// knows now is the process's mappings as they are: an address outside them is in no code.
+/// Makes `known` (process `pid`) know its executable mappings where an address of `want` is
+/// outside them: at its first stack, and again at most every [`REMAP_AFTER`] (mapped since; a
+/// broken frame-pointer chain gives a new unmapped word at nearly every sample of a CPU-bound
+/// loop). Asked of the kernel where it can (PROCMAP_QUERY, 6.11+: the executable mappings and
+/// their paths only, where reading /proc/PID/maps prints every mapping with its path, which
+/// was most of the cost of 50,000 new processes), else /proc/PID/maps read whole. Whether
+/// they were read now: an address outside them is then in no code.
 fn locate(known: &mut Known, pid: u32, want: &[u64], procmap: &mut bool) -> bool {
     let outside =
         |maps: &Option<ExecMaps>, a: u64| maps.as_ref().is_none_or(|m| m.find(a).is_none());
-    let asked: Vec<u64> = want
-        .iter()
-        .copied()
-        .filter(|&a| outside(&known.maps, a))
-        .collect();
-    if asked.is_empty() {
+    if known.maps.is_some()
+        && (known.read_at.elapsed() < REMAP_AFTER || !want.iter().any(|&a| outside(&known.maps, a)))
+    {
         return false;
     }
+    known.read_at = Instant::now();
     if *procmap {
-        match query_each(pid, &asked) {
-            Ok(found) => {
-                known
-                    .maps
-                    .get_or_insert_with(ExecMaps::default)
-                    .0
-                    .extend(found);
+        match query_exec(pid) {
+            Ok(maps) => {
+                known.maps = Some(maps);
                 return true;
             }
             // Before 6.11 (no such ioctl), or a kernel that knows another struct.
@@ -761,34 +756,29 @@ fn locate(known: &mut Known, pid: u32, want: &[u64], procmap: &mut bool) -> bool
                 *procmap = false;
             }
             // Gone, or refused: nothing more is known of it.
-            Err(_) => return false,
+            Err(_) => {
+                known.maps.get_or_insert_with(ExecMaps::default);
+                return false;
+            }
         }
     }
-    if known.maps.is_none() || known.read_at.elapsed() >= REMAP_AFTER {
-        known.maps = Some(ExecMaps::read(pid));
-        known.read_at = Instant::now();
-        return true;
-    }
-    false
+    known.maps = Some(ExecMaps::read(pid));
+    true
 }
 
-/// The executable mappings of process `pid` that hold `addrs` (sorted), asked one by one.
-fn query_each(pid: u32, addrs: &[u64]) -> std::io::Result<Vec<ExecMap>> {
-    use taskdiag_procfs::procmap::{query, QUERY_EXECUTABLE};
+/// Process `pid`'s executable mappings, asked of the kernel one by one.
+fn query_exec(pid: u32) -> std::io::Result<ExecMaps> {
+    use taskdiag_procfs::procmap::{query_all, QUERY_EXECUTABLE};
     let maps = File::open(format!("/proc/{pid}/maps"))?;
-    let mut found: Vec<ExecMap> = Vec::new();
-    for &a in addrs {
-        if found.iter().any(|m| a >= m.start && a < m.end) {
-            continue;
-        }
-        if let Some(m) = query(&maps, a, QUERY_EXECUTABLE)? {
-            let dev = makedev(m.dev_major, m.dev_minor);
-            found.push(ExecMap::new(
-                m.start, m.end, m.offset, dev, m.inode, &m.name,
-            ));
-        }
-    }
-    Ok(found)
+    Ok(ExecMaps(
+        query_all(&maps, QUERY_EXECUTABLE)?
+            .into_iter()
+            .map(|m| {
+                let dev = makedev(m.dev_major, m.dev_minor);
+                ExecMap::new(m.start, m.end, m.offset, dev, m.inode, &m.name)
+            })
+            .collect(),
+    ))
 }
 
 /// Opens the binary mapping `map` of process `pid` maps: through /proc/PID/map_files (the

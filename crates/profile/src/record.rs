@@ -2,16 +2,16 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use taskdiag_proto::prof::{ProfState, PROF_F_KTHREAD};
-use taskdiag_proto::{ProfFresh, ProfKey};
+use taskdiag_proto::ProfKey;
 
 use crate::error::ProfileError;
 use crate::model::{Frame, FrameKind, Profile, Stack, StateKey};
 use crate::sampler::{Options, RawStack, Sampler, Stats};
-use crate::symbolize::{ProcIdent, Quality, SchedText, Symbols};
+use crate::symbolize::{ProcIdent, Quality, Resolved, SchedText, Symbols};
 
 /// The share of a CPU the off-CPU walks may take: on a host with many threads they come less
 /// often than the rate (each walk counts the time since the last one, so nothing is lost but
@@ -20,7 +20,8 @@ use crate::symbolize::{ProcIdent, Quality, SchedText, Symbols};
 /// 3.5% of a CPU to walk 1,000 threads 49 times a second.
 pub const WALK_SHARE: f64 = 0.005;
 
-/// How often the sampling loop looks at its stop flag (Ctrl-C) when nothing else wakes it.
+/// How often the sampling loop looks at its stop flag (Ctrl-C), and the symbolizing thread at
+/// the end of sampling, when nothing else wakes them.
 const STOP_CHECK: Duration = Duration::from_millis(100);
 
 /// How threads are labelled under their state.
@@ -65,14 +66,25 @@ pub struct Run {
 /// names every stack.
 pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError> {
     let mut sampler = Sampler::start(&opts.sampler)?;
-    // New user stacks are symbolized on another thread, so that reading a binary's symbols
-    // never delays a period's walk; a period's stacks go together (one wake-up).
-    let (to_symbolize, stacks_in) = mpsc::channel::<Vec<(ProfFresh, RawStack)>>();
+    let period = Duration::from_nanos(1_000_000_000 / opts.sampler.hz.max(1));
+    // New user stacks are read and symbolized on another thread, woken by the kernel when
+    // there are some (and at most once a period), so that reading a binary's symbols never
+    // delays a walk, and the sampling thread wakes only for its walks. A wake-up is the main
+    // cost of a loop that has little to do: ~60 us on a virtual machine, where two threads
+    // waking every period were half of the profiler's time at 1,000 threads.
+    let source = sampler.fresh_reader()?;
+    let sampled = Arc::new(AtomicBool::new(false));
+    let done = Arc::clone(&sampled);
     let worker = std::thread::Builder::new()
         .name("symbolize".into())
-        .spawn(move || {
+        .spawn(move || -> Result<Resolved, ProfileError> {
+            let reader = source.reader()?;
             let mut symbols = Symbols::new();
-            for batch in stacks_in {
+            loop {
+                // The flag first: what was announced before it was set is read below.
+                let last = done.load(Ordering::Acquire);
+                let batch = reader.take();
+                let drained = !batch.is_empty();
                 for (f, stack) in batch {
                     let ident = ProcIdent {
                         start: f.proc_start,
@@ -80,28 +92,21 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
                     };
                     symbols.add_user(f.id, f.proc_tgid, Some(ident), &stack);
                 }
+                if last {
+                    return Ok(symbols.into_resolved());
+                }
+                if drained {
+                    // At most one drain a period.
+                    std::thread::sleep(period);
+                }
+                reader.wait(STOP_CHECK);
             }
-            symbols.into_resolved()
         })
         .map_err(ProfileError::Iter)?;
-    let send_fresh = |sampler: &Sampler, fresh: Vec<ProfFresh>| {
-        let batch: Vec<_> = fresh
-            .into_iter()
-            .filter_map(|f| Some((f, sampler.stack(f.id)?)))
-            .collect();
-        if !batch.is_empty() {
-            let _ = to_symbolize.send(batch);
-        }
-    };
-    let period = Duration::from_nanos(1_000_000_000 / opts.sampler.hz.max(1));
     let start = Instant::now();
     let end = opts.duration.map(|d| start + d);
     let mut next_walk = start;
     let mut walks = 0;
-    // The loop sleeps until there is something to do -- a walk due, a new user stack (the
-    // kernel wakes it), the end, or a look at the stop flag -- and drains the new stacks at
-    // most once a period: a wake-up is its main cost (about 60 us on a virtual machine; at
-    // every period, half of the profiler's time on CPU at 1,000 threads).
     loop {
         let now = Instant::now();
         if opts.sampler.off_cpu && now >= next_walk {
@@ -112,15 +117,8 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
             let took = now.elapsed();
             next_walk = now + period.max(took.mul_f64(1.0 / WALK_SHARE - 1.0));
         }
-        let fresh = sampler.fresh();
-        let drained = !fresh.is_empty();
-        send_fresh(&sampler, fresh);
         if stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e) {
             break;
-        }
-        if drained {
-            // At most one drain a period.
-            std::thread::sleep(period);
         }
         let now = Instant::now();
         let mut until = now + STOP_CHECK;
@@ -131,7 +129,7 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
             until = until.min(e);
         }
         if until > now {
-            sampler.wait_fresh(until - now);
+            std::thread::sleep(until - now);
         }
     }
     // On-CPU samples end here (the symbolizing left to do would be sampled into the profile,
@@ -142,13 +140,11 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
         sampler.walk()?;
         walks += 1;
     }
+    sampled.store(true, Ordering::Release);
     let duration = start.elapsed();
-    let fresh = sampler.fresh();
-    send_fresh(&sampler, fresh);
-    drop(to_symbolize);
     let mut symbols = Symbols::from_resolved(worker.join().map_err(|_| {
         ProfileError::Iter(std::io::Error::other("the symbolizing thread panicked"))
-    })?);
+    })??);
     let counts = sampler.counts();
     let stats = sampler.stats();
     // A user stack the ring buffer had no room for is named now, if its process lives.

@@ -3,9 +3,9 @@
 //! [`Sampler::start`] loads `profile.bpf.c` for a [`Scope`], opens one cpu-clock perf event per
 //! online CPU at the rate (on-CPU samples, counted by the kernel from then on) and attaches the
 //! off-CPU iterator. [`Sampler::walk`] walks the tasks once (each thread off CPU counted for
-//! its time off CPU since the walk before); [`Sampler::fresh`] returns the user stacks seen for
-//! the first time since it was last called, for symbolizing while their processes live
-//! ([`Sampler::wait_fresh`] waits for one).
+//! its time off CPU since the walk before); [`Sampler::fresh_reader`] gives another thread
+//! the user stacks seen for the first time, as they come, for symbolizing while their
+//! processes live.
 //! [`Sampler::counts`] and [`Sampler::stack`] read the result.
 
 use std::cell::RefCell;
@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, RingBuffer, RingBufferBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, RingBuffer, RingBufferBuilder};
 use taskdiag_bpf::IterLink;
 use taskdiag_proto::prof::PROF_STACK_DEPTH;
 use taskdiag_proto::{ProfFresh, ProfKey, ProfSeenHdr, ProfStackHdr};
@@ -86,10 +86,6 @@ pub struct Stats {
 
 /// The loaded programs, their perf events and the iterator.
 pub struct Sampler {
-    /// The `fresh` ring buffer's reader (before `skel`: dropped before the map it reads).
-    fresh: RingBuffer<'static>,
-    /// What its callback read since the last [`Sampler::fresh`].
-    fresh_read: Rc<RefCell<Vec<ProfFresh>>>,
     skel: ProfileSkel<'static>,
     /// The perf events and their programs' links (on-CPU sampling), until [`Sampler::stop`].
     perf: Vec<(OwnedFd, Link)>,
@@ -98,6 +94,81 @@ pub struct Sampler {
     /// Whether off-CPU samples have user stacks (a sleepable iterator, 5.18+).
     pub user_stacks_off_cpu: bool,
     hz: u64,
+}
+
+/// The stack with this id in stack map `map`.
+fn read_stack(map: &dyn MapCore, id: u64) -> Option<RawStack> {
+    let v = map.lookup(&id.to_ne_bytes(), MapFlags::ANY).ok()??;
+    let hdr = ProfStackHdr::read_from(&v)?;
+    let nr = (hdr.nr as usize).min(PROF_STACK_DEPTH);
+    let ips = v[ProfStackHdr::SIZE..]
+        .chunks_exact(8)
+        .take(nr)
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
+        .collect();
+    Some(RawStack {
+        ips,
+        flags: hdr.flags,
+    })
+}
+
+/// What a thread needs to read the user stacks first seen: handles on the ring buffer they
+/// are announced in and on the stack map (sent to that thread, which makes its
+/// [`FreshReader`]).
+pub struct FreshSource {
+    ring: MapHandle,
+    stacks: MapHandle,
+}
+
+/// The user stacks first seen, read on the thread that made it.
+pub struct FreshReader {
+    ring: RingBuffer<'static>,
+    read: Rc<RefCell<Vec<ProfFresh>>>,
+    stacks: MapHandle,
+}
+
+impl FreshSource {
+    /// The reader (on the thread that reads).
+    pub fn reader(self) -> Result<FreshReader, ProfileError> {
+        let read = Rc::new(RefCell::new(Vec::new()));
+        let out = Rc::clone(&read);
+        let mut b = RingBufferBuilder::new();
+        b.add(&self.ring, move |data: &[u8]| {
+            if let Some(f) = ProfFresh::read_from(data) {
+                out.borrow_mut().push(f);
+            }
+            0
+        })
+        .map_err(ProfileError::Load)?;
+        // The ring buffer maps the map's memory: the handle may go once it is built.
+        let ring = b.build().map_err(ProfileError::Load)?;
+        Ok(FreshReader {
+            ring,
+            read,
+            stacks: self.stacks,
+        })
+    }
+}
+
+impl FreshReader {
+    /// Waits until a user stack not seen before is announced, or `timeout` has passed (the
+    /// kernel wakes the reader at the first record after a drain, not at each one).
+    pub fn wait(&self, timeout: Duration) {
+        // An error is an interrupted wait (a signal): the caller looks at its own flags.
+        let _ = self.ring.poll(timeout);
+    }
+
+    /// The user stacks first seen since the last call, with their processes and addresses.
+    /// Read from the ring buffer's memory (no system call), each stack from the stack map.
+    pub fn take(&self) -> Vec<(ProfFresh, RawStack)> {
+        // An error here is the ring buffer's memory being inconsistent, which the kernel
+        // prevents; the stacks it would have given are named at the end instead.
+        let _ = self.ring.consume();
+        std::mem::take(&mut *self.read.borrow_mut())
+            .into_iter()
+            .filter_map(|f| Some((f, read_stack(&self.stacks, f.id)?)))
+            .collect()
+    }
 }
 
 /// A cpu-clock perf event on `cpu` firing `hz` times a second (perf_event_open(2)).
@@ -223,26 +294,11 @@ impl Sampler {
         } else {
             Vec::new()
         };
-        let fresh_read = Rc::new(RefCell::new(Vec::new()));
-        let fresh = {
-            let out = Rc::clone(&fresh_read);
-            let mut b = RingBufferBuilder::new();
-            b.add(&skel.maps.fresh, move |data: &[u8]| {
-                if let Some(f) = ProfFresh::read_from(data) {
-                    out.borrow_mut().push(f);
-                }
-                0
-            })
-            .map_err(ProfileError::Load)?;
-            b.build().map_err(ProfileError::Load)?
-        };
         // The profile begins now: a thread first seen by a walk counts its time off CPU since.
         if let Some(b) = skel.maps.bss_data.as_deref_mut() {
             b.cfg_begin_ns = boottime_ns();
         }
         Ok(Self {
-            fresh,
-            fresh_read,
             skel,
             perf,
             iters,
@@ -350,41 +406,18 @@ impl Sampler {
         Ok(())
     }
 
-    /// Waits until a user stack not seen before is written, or `timeout` has passed (the
-    /// kernel wakes the reader at the first record after a drain, not at each one).
-    pub fn wait_fresh(&self, timeout: Duration) {
-        // An error is an interrupted wait (a signal): the caller looks at its stop flag.
-        let _ = self.fresh.poll(timeout);
-    }
-
-    /// The user stacks first seen since the last call, with their processes: to symbolize
-    /// while their processes live. Read from the ring buffer's memory: no system call.
-    pub fn fresh(&self) -> Vec<ProfFresh> {
-        // An error here is the ring buffer's memory being inconsistent, which the kernel
-        // prevents; the stacks it would have given are named at the end instead.
-        let _ = self.fresh.consume();
-        std::mem::take(&mut *self.fresh_read.borrow_mut())
+    /// A reader of the user stacks first seen, for another thread (the symbolizer's): its own
+    /// handles on the `fresh` ring buffer and the stack map.
+    pub fn fresh_reader(&self) -> Result<FreshSource, ProfileError> {
+        Ok(FreshSource {
+            ring: MapHandle::try_from(&self.skel.maps.fresh).map_err(ProfileError::Load)?,
+            stacks: MapHandle::try_from(&self.skel.maps.stacks).map_err(ProfileError::Load)?,
+        })
     }
 
     /// The stack with this id.
     pub fn stack(&self, id: u64) -> Option<RawStack> {
-        let v = self
-            .skel
-            .maps
-            .stacks
-            .lookup(&id.to_ne_bytes(), MapFlags::ANY)
-            .ok()??;
-        let hdr = ProfStackHdr::read_from(&v)?;
-        let nr = (hdr.nr as usize).min(PROF_STACK_DEPTH);
-        let ips = v[ProfStackHdr::SIZE..]
-            .chunks_exact(8)
-            .take(nr)
-            .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
-            .collect();
-        Some(RawStack {
-            ips,
-            flags: hdr.flags,
-        })
+        read_stack(&self.skel.maps.stacks, id)
     }
 
     /// Every key counted so far, with its count in samples (its time / the period): the count

@@ -43,7 +43,8 @@ deb: setup
 
 # The packages installed into a clean, minimal Debian root and checked there (root; ~1 min once
 # the root is cached in /var/cache/taskdiag): every command runs, the man pages render, the units
-# pass systemd-analyze verify, the completions load, purging removes all the packages installed.
+# pass systemd-analyze verify and work when the root boots (systemd-nspawn), the completions
+# load, purging removes all the packages installed.
 test-deb: deb
 	scripts/test-deb
 

@@ -157,8 +157,21 @@ def main():
     try:
         if "ready" not in hold.stdout.readline():
             sys.exit("taskdiag-bench hold failed")
-        tasks = sum(len(os.listdir(f"/proc/{p}/task")) for p in os.listdir("/proc")
-                    if p.isdigit() and os.path.exists(f"/proc/{p}/task"))
+        # The children make their threads after "ready": wait until they are all there.
+        def count():
+            n = 0
+            for p in os.listdir("/proc"):
+                try:
+                    n += len(os.listdir(f"/proc/{p}/task")) if p.isdigit() else 0
+                except FileNotFoundError:
+                    pass
+            return n
+        tasks = count()
+        for _ in range(600):
+            if tasks >= processes * threads:
+                break
+            time.sleep(0.1)
+            tasks = count()
         print(f"{processes} processes x {threads} threads held; {tasks} tasks in /proc; "
               f"{os.uname().release}; {os.cpu_count()} CPUs; {hz} Hz, {seconds} s x {runs} runs")
         configs = ["none", "both", "on", "off", "perf"]

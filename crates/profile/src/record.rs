@@ -68,7 +68,7 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
     let mut sampler = Sampler::start(&opts.sampler)?;
     let period = Duration::from_nanos(1_000_000_000 / opts.sampler.hz.max(1));
     // New user stacks are read and symbolized on another thread, woken by the kernel when
-    // there are some (and at most once a period), so that reading a binary's symbols never
+    // there are some (and draining at most every two periods), so that reading a binary's symbols never
     // delays a walk, and the sampling thread wakes only for its walks. A wake-up is the main
     // cost of a loop that has little to do: ~60 us on a virtual machine, where two threads
     // waking every period were half of the profiler's time at 1,000 threads.
@@ -96,9 +96,13 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
                     return Ok(symbols.into_resolved());
                 }
                 if drained {
-                    // At most one drain a period.
-                    std::thread::sleep(period);
+                    // More may come (a CPU-bound loop without frame pointers gives a new stack
+                    // at nearly every sample): the next drain in two periods, without a
+                    // wake-up of the kernel's in between.
+                    std::thread::sleep(period * 2);
+                    continue;
                 }
+                // Nothing new: woken by the next stack (or to look at the flag).
                 reader.wait(STOP_CHECK);
             }
         })

@@ -114,11 +114,14 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
     loop {
         let now = Instant::now();
         if opts.sampler.off_cpu && now >= next_walk {
+            let cpu = thread_cpu_time();
             sampler.walk()?;
             walks += 1;
             // Walks at the rate, unless that would cost more than WALK_SHARE of a CPU: each
-            // thread's time off CPU is counted whatever the time between two walks.
-            let took = now.elapsed();
+            // thread's time off CPU is counted whatever the time between two walks. Its cost
+            // is the CPU time it took (the wall time of a walk preempted on a busy machine
+            // spaced the walks seconds apart).
+            let took = thread_cpu_time().saturating_sub(cpu);
             next_walk = now + period.max(took.mul_f64(1.0 / WALK_SHARE - 1.0));
         }
         if stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e) {
@@ -177,6 +180,17 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
         walks,
         user_stacks_off_cpu: sampler.user_stacks_off_cpu,
     })
+}
+
+/// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes a timespec into `ts`, which is valid for it.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// A thread's name as a frame shows it: control characters as `?` (as ps shows them).

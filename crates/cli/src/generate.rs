@@ -314,6 +314,26 @@ mod tests {
     }
 
     #[test]
+    fn completions_offer_the_subcommands_and_the_exporters_flags() {
+        use taskdiag_docgen::Shell;
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let script = taskdiag_docgen::completion(
+                completion_command(crate::Cli::command()),
+                shell,
+                "taskdiag",
+            );
+            let script = String::from_utf8(script).expect("utf-8");
+            for want in ["dump", "groups", "pstree", "exporter", "config.path"] {
+                assert!(script.contains(want), "{shell:?} lacks {want}");
+            }
+            assert!(
+                !script.contains("generate"),
+                "{shell:?} offers the hidden generate"
+            );
+        }
+    }
+
+    #[test]
     fn the_exporter_completes_the_flags_its_manual_describes() {
         let mut cmd = exporter_command(Command::new("taskdiag-exporter"));
         cmd.build();

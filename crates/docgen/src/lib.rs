@@ -73,13 +73,43 @@ impl Shell {
     }
 }
 
-/// The completion script of `cmd`, run as `bin`, for `shell`.
-pub fn completion(mut cmd: Command, shell: Shell, bin: &str) -> Vec<u8> {
+/// The completion script of `cmd`, run as `bin`, for `shell`: what `--help` lists (hidden
+/// arguments and subcommands, such as the one that writes this, are left out).
+pub fn completion(cmd: Command, shell: Shell, bin: &str) -> Vec<u8> {
+    let mut cmd = cmd;
+    cmd.build();
+    let mut cmd = visible(&cmd);
     let mut out = Vec::new();
     match shell {
         Shell::Bash => clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, bin, &mut out),
         Shell::Zsh => clap_complete::generate(clap_complete::Shell::Zsh, &mut cmd, bin, &mut out),
         Shell::Fish => clap_complete::generate(clap_complete::Shell::Fish, &mut cmd, bin, &mut out),
+    }
+    out
+}
+
+/// A copy of the built `cmd` with only what is not hidden: clap_complete offers hidden
+/// arguments and subcommands too. The built command's own help and version flags and help
+/// subcommand are among those copied, so the copy adds none of its own.
+fn visible(cmd: &Command) -> Command {
+    let mut out = Command::new(cmd.get_name().to_string())
+        .disable_help_flag(true)
+        .disable_version_flag(true)
+        .disable_help_subcommand(true);
+    if let Some(about) = cmd.get_about() {
+        out = out.about(about.clone());
+    }
+    if let Some(version) = cmd.get_version() {
+        out = out.version(version.to_string());
+    }
+    if let Some(version) = cmd.get_long_version() {
+        out = out.long_version(version.to_string());
+    }
+    for a in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+        out = out.arg(a.clone());
+    }
+    for s in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        out = out.subcommand(visible(s));
     }
     out
 }
@@ -380,6 +410,28 @@ mod tests {
             "taskdiagd - the protocol on a socket"
         );
         assert_eq!(name_line("x", "Does y (z)"), "x - Does y (z)");
+    }
+
+    #[test]
+    fn completions_leave_out_what_help_hides() {
+        let cmd = Command::new("td")
+            .version("1")
+            .arg(clap::Arg::new("shown").long("shown"))
+            .arg(clap::Arg::new("secret").long("secret").hide(true))
+            .subcommand(Command::new("dump").arg(clap::Arg::new("pid").long("pid")))
+            .subcommand(Command::new("generate").hide(true));
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let script = String::from_utf8(completion(cmd.clone(), shell, "td")).expect("utf-8");
+            for want in ["shown", "dump", "pid", "help"] {
+                assert!(script.contains(want), "{shell:?} lacks {want}: {script}");
+            }
+            for hidden in ["secret", "generate"] {
+                assert!(
+                    !script.contains(hidden),
+                    "{shell:?} offers {hidden}: {script}"
+                );
+            }
+        }
     }
 
     #[test]

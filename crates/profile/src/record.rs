@@ -68,11 +68,14 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
     let mut sampler = Sampler::start(&opts.sampler)?;
     let period = Duration::from_nanos(1_000_000_000 / opts.sampler.hz.max(1));
     // New user stacks are read and symbolized on another thread, woken by the kernel when
-    // there are some (and draining at most every two periods), so that reading a binary's symbols never
+    // there are some (and draining at most every `drain_gap`), so that reading a binary's symbols never
     // delays a walk, and the sampling thread wakes only for its walks. A wake-up is the main
     // cost of a loop that has little to do: ~60 us on a virtual machine, where two threads
     // waking every period were half of the profiler's time at 1,000 threads.
     let source = sampler.fresh_reader()?;
+    // While new stacks keep coming, drains are this far apart: ~10 wake-ups a second (each
+    // ~100 us with its stacks here), and a process's first stacks named within 0.1 s.
+    let drain_gap = (period * 2).max(Duration::from_millis(100));
     let sampled = Arc::new(AtomicBool::new(false));
     let done = Arc::clone(&sampled);
     let worker = std::thread::Builder::new()
@@ -97,9 +100,9 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
                 }
                 if drained {
                     // More may come (a CPU-bound loop without frame pointers gives a new stack
-                    // at nearly every sample): the next drain in two periods, without a
+                    // at nearly every sample): the next drain a little later, without a
                     // wake-up of the kernel's in between.
-                    std::thread::sleep(period * 2);
+                    std::thread::sleep(drain_gap);
                     continue;
                 }
                 // Nothing new: woken by the next stack (or to look at the flag).
@@ -122,7 +125,13 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
             // is the CPU time it took (the wall time of a walk preempted on a busy machine
             // spaced the walks seconds apart).
             let took = thread_cpu_time().saturating_sub(cpu);
-            next_walk = now + period.max(took.mul_f64(1.0 / WALK_SHARE - 1.0));
+            // The first walk meets every thread for the first time (unwinds them all, fills
+            // the maps): the walks after it are paced by their own cost.
+            next_walk = if walks == 1 {
+                now + period
+            } else {
+                now + period.max(took.mul_f64(1.0 / WALK_SHARE - 1.0))
+            };
         }
         if stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e) {
             break;

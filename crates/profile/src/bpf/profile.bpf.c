@@ -18,7 +18,7 @@
  * system call, stack ids) to a time; `stacks` maps a stack id (a hash of its addresses, seeded
  * with the process for user stacks) to the addresses, stored once. A new user stack's id is
  * also written to `fresh`, a ring buffer user space drains (woken by the first record after a
- * drain, then at most every two periods) to symbolize it while its process lives.
+ * drain, then at most every 0.1 s) to symbolize it while its process lives.
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -259,7 +259,7 @@ static __always_inline __u64 put_stack(struct prof_stack *s, struct task_struct 
 		f.id = id;
 		f.proc_tgid = proc_tgid;
 		/* The kernel's adaptive wake-up: user space is woken by the first record after it
-		 * drained the ring, not by each (and drains at most every two periods). Full (not
+		 * drained the ring, not by each (and drains at most every 0.1 s). Full (not
 		 * drained for a long time): the stack is named at the end, if its process lives. */
 		bpf_ringbuf_output(&fresh, &f, sizeof(f), 0);
 	}

@@ -166,9 +166,8 @@ impl State {
     /// threads and rollups of those tracked.
     fn read(&mut self) -> Result<Vec<ProcSample>, Error> {
         let mut procs = self.reader.processes()?;
-        let unknown = self.grouper.unknown(&procs);
+        let (unknown, wanted) = self.grouper.classify(&procs);
         self.reader.name_details(&mut procs, &unknown)?;
-        let wanted = self.grouper.wanted(&procs);
         // With node_processes, every multi-threaded process's threads, for their states.
         self.reader
             .complete(&mut procs, &wanted, self.node_processes)?;

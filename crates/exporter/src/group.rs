@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::config::{Config, ProcAttrs};
-use crate::sample::{Counts, Id, Memory, ProcSample, States};
+use crate::sample::{Counts, Id, IdMap, Memory, ProcSample, States};
 
 /// A thread of a tracked process.
 #[derive(Debug, Clone)]
@@ -39,7 +39,7 @@ struct Tracked {
     sample: ProcSample,
     /// What its counters grew by at the last collection.
     latest: Counts,
-    threads: HashMap<Id, TrackedThread>,
+    threads: IdMap<Id, TrackedThread>,
     /// The collection that last saw it.
     seen: u64,
 }
@@ -96,9 +96,9 @@ pub struct GroupOptions {
 pub struct Grouper {
     config: Config,
     opts: GroupOptions,
-    tracked: HashMap<Id, Tracked>,
+    tracked: IdMap<Id, Tracked>,
     /// pid → identity of every process known, to find a parent.
-    pids: HashMap<u32, Id>,
+    pids: IdMap<u32, Id>,
     /// Start time since boot of the first collection: processes started later count whole.
     first: Option<u64>,
     generation: u64,
@@ -116,8 +116,8 @@ impl Grouper {
         Grouper {
             config,
             opts,
-            tracked: HashMap::new(),
-            pids: HashMap::new(),
+            tracked: IdMap::default(),
+            pids: IdMap::default(),
             first: None,
             generation: 0,
             group_accum: HashMap::new(),
@@ -134,26 +134,23 @@ impl Grouper {
         self.config = config;
     }
 
-    /// The indexes of `procs` not known yet: the rules will name them, from their command
-    /// lines (and cgroups), which the collection reads for these only.
-    pub fn unknown(&self, procs: &[ProcSample]) -> Vec<usize> {
-        procs
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| !self.tracked.contains_key(&p.id))
-            .map(|(i, _)| i)
-            .collect()
-    }
-
-    /// The indexes of `procs` whose threads and rollups the collection should read: those
-    /// tracked or not yet known (an ignored process is not read further).
-    pub fn wanted(&self, procs: &[ProcSample]) -> Vec<usize> {
-        procs
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| !matches!(self.tracked.get(&p.id), Some(t) if t.group.is_none()))
-            .map(|(i, _)| i)
-            .collect()
+    /// The indexes of `procs` not known yet (the rules will name them, from their command
+    /// lines and cgroups, which the collection reads for these only), and of those whose
+    /// threads and rollups the collection should read (tracked or not yet known: an ignored
+    /// process is not read further).
+    pub fn classify(&self, procs: &[ProcSample]) -> (Vec<usize>, Vec<usize>) {
+        let (mut unknown, mut wanted) = (Vec::new(), Vec::with_capacity(procs.len()));
+        for (i, p) in procs.iter().enumerate() {
+            match self.tracked.get(&p.id) {
+                None => {
+                    unknown.push(i);
+                    wanted.push(i);
+                }
+                Some(t) if t.group.is_some() => wanted.push(i),
+                Some(_) => {}
+            }
+        }
+        (unknown, wanted)
     }
 
     /// Takes one collection; `now_boot_ns` is the time since boot it was taken at. Returns
@@ -199,11 +196,14 @@ impl Grouper {
             keep
         });
         // Processes not seen this time and never tracked (without children they are not
-        // kept as ignored) leave their pid behind: forget those too.
-        let tracked = &self.tracked;
-        let new_ids: std::collections::HashSet<Id> = new.iter().map(|p| p.id).collect();
-        self.pids
-            .retain(|_, id| tracked.contains_key(id) || new_ids.contains(id));
+        // kept as ignored) leave their pid behind: forget those too. (Only where there are
+        // such: every pid is otherwise a tracked process's or a new one's.)
+        if self.pids.len() != self.tracked.len() + new.len() {
+            let tracked = &self.tracked;
+            let new_ids: std::collections::HashSet<Id> = new.iter().map(|p| p.id).collect();
+            self.pids
+                .retain(|_, id| tracked.contains_key(id) || new_ids.contains(id));
+        }
 
         // Step 1: name the new processes the rules match.
         let mut untracked: HashMap<Id, ProcSample> = HashMap::new();
@@ -295,7 +295,7 @@ impl Grouper {
                         ..ProcSample::default()
                     },
                     latest: Counts::default(),
-                    threads: HashMap::new(),
+                    threads: IdMap::default(),
                     seen: gen,
                 },
             );
@@ -347,7 +347,11 @@ impl Grouper {
         let mut threads: HashMap<String, Vec<(&str, Counts)>> = HashMap::new();
         for t in self.tracked.values() {
             let Some(name) = &t.group else { continue };
-            let g = groups.entry(name.clone()).or_default();
+            // The group's entry, its name copied only the first time.
+            let g = match groups.get_mut(name) {
+                Some(g) => g,
+                None => groups.entry(name.clone()).or_default(),
+            };
             let s = &t.sample;
             g.procs += 1;
             g.memory.add(&s.memory);
@@ -368,7 +372,12 @@ impl Grouper {
                 g.oldest_start = Some(start);
             }
             for w in &s.wchans {
-                *g.wchans.entry(w.clone()).or_default() += 1;
+                match g.wchans.get_mut(w) {
+                    Some(n) => *n += 1,
+                    None => {
+                        g.wchans.insert(w.clone(), 1);
+                    }
+                }
             }
             if t.threads.len() > 1 {
                 let v = threads.entry(name.clone()).or_default();
@@ -419,7 +428,7 @@ fn update_threads(t: &mut Tracked, p: &ProcSample) {
         t.threads.clear();
         return;
     }
-    let mut next = HashMap::with_capacity(p.threads.len());
+    let mut next = IdMap::with_capacity_and_hasher(p.threads.len(), Default::default());
     for th in &p.threads {
         let latest = t
             .threads

@@ -1574,6 +1574,57 @@ fn the_programs_wchan_agrees_with_proc() {
     drop((paused, sleeper));
 }
 
+/// WCHAN's memo of where each task waited (the programs unwind a task again only once it has
+/// left a CPU since): a shell waiting for a line on a pipe, read in two walks (the second from
+/// the memo), then given its line, after which it executes sleep and waits there; each walk
+/// says what /proc says before and after it, and the two places differ.
+#[test]
+fn a_task_that_waits_elsewhere_is_unwound_again() {
+    use std::io::Write;
+    use taskdiag_test_support::process::wait_for;
+    let Some(mut it) = programs_writing(Group::Wchan) else {
+        return;
+    };
+    let show = Group::Base.flag() | Group::Wchan.flag();
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "echo ready; read line; exec sleep 1000"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut f = Spawned::spawn_group(&mut cmd);
+    f.expect_line("ready");
+    let pid = f.pid();
+    let syscall_is = |names: &[&str]| {
+        std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+            .is_ok_and(|s| s.split(' ').next().is_some_and(|n| names.contains(&n)))
+    };
+    // read (0), then nanosleep (35) or clock_nanosleep (230).
+    wait_for("the shell to wait for its line", || syscall_is(&["0"]));
+    let wchan_file = |dir: &str| std::fs::read(format!("{dir}/wchan")).ok();
+    let walk = |it: &mut taskdiag_bpf::TaskIter| {
+        let (t, before, after) = around_walk(it, false, show, wchan_file)
+            .into_iter()
+            .find(|(t, ..)| t.pid == pid)
+            .expect("the fixture in the walk");
+        assert_eq!(before, after, "the fixture moved during the walk");
+        assert_eq!(t.wchan.as_ref(), Some(&before), "task {pid}");
+        before
+    };
+    let reading = walk(&mut it);
+    assert_eq!(walk(&mut it), reading, "the second walk (from the memo)");
+    f.child()
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("write");
+    taskdiag_test_support::process::wait_exec(pid, "sleep");
+    wait_for("sleep to wait", || syscall_is(&["35", "230"]));
+    let sleeping = walk(&mut it);
+    assert_ne!(sleeping, reading, "waits in read and in sleep");
+    assert_eq!(walk(&mut it), sleeping);
+    drop(f);
+}
+
 /// DELAY's delay-accounting pairs as the BPF backend reads them: where it read them, its
 /// block I/O total is what stat field 42 shows in clock ticks (with the swap-in total before
 /// Linux 5.14), and the pairs never decrease between two reads.

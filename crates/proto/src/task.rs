@@ -617,6 +617,14 @@ impl TaskAssembler {
                 self.reset();
                 return Err(e);
             }
+            // A task in one message (nearly every one): its attributes are decoded where they
+            // are, not copied out first.
+            None if !m.continued() => {
+                if let Some(t) = Self::single(m)? {
+                    return Ok(Some(t));
+                }
+                self.current = Some((pid, tgid));
+            }
             None => self.current = Some((pid, tgid)),
             _ => {}
         }
@@ -627,29 +635,66 @@ impl TaskAssembler {
                     self.parts[i].extend_from_slice(a.payload);
                     self.seen |= 1 << i;
                 }
-            } else if a.attr_type == ATTR_GROUP_ERROR {
-                let r = GroupErrorRec::read_from(a.payload).ok_or(DecodeError::BadRecord {
-                    pid,
-                    group: "group_error",
-                    what: "short record",
-                })?;
-                self.errors.push(GroupError {
-                    group: r.group,
-                    errno: r.errno,
-                });
-            } else if a.attr_type == ATTR_ACCESS {
-                self.access = AccessRec::read_from(a.payload);
-            } else if a.attr_type == ATTR_VMA_ACCESS {
-                self.vma_access = AccessRec::read_from(a.payload);
+            } else {
+                let mut o = Other {
+                    errors: &mut self.errors,
+                    access: &mut self.access,
+                    vma_access: &mut self.vma_access,
+                };
+                o.take(pid, &a)?;
             }
             // Unknown attribute types are skipped: newer writers may add groups.
         }
         if m.continued() {
             return Ok(None);
         }
-        let t = self.build(pid, tgid);
+        let parts = Parts {
+            seen: self.seen,
+            part: |i: usize| self.parts[i].as_slice(),
+        };
+        let t = build(
+            pid,
+            tgid,
+            std::mem::take(&mut self.errors),
+            self.access.take(),
+            self.vma_access.take(),
+            &parts,
+        );
         self.reset();
         t.map(Some)
+    }
+
+    /// The task of message `m`, which is the whole of it, decoded in place; `None` where a
+    /// group's attribute comes twice (one payload in pieces: assembled by the caller).
+    fn single(m: &Message<'_>) -> Result<Option<Task>, DecodeError> {
+        let pid = m.header.pid;
+        let mut slices: [&[u8]; Group::SUPPORTED.len()] = [&[]; Group::SUPPORTED.len()];
+        let mut seen = 0u32;
+        let (mut errors, mut access, mut vma_access) = (Vec::new(), None, None);
+        for a in m.attrs() {
+            let a = a?;
+            if let Some(i) = Group::from_u16(a.attr_type).map(|g| g as usize) {
+                if i < slices.len() {
+                    if seen & (1 << i) != 0 {
+                        return Ok(None);
+                    }
+                    slices[i] = a.payload;
+                    seen |= 1 << i;
+                }
+            } else {
+                let mut o = Other {
+                    errors: &mut errors,
+                    access: &mut access,
+                    vma_access: &mut vma_access,
+                };
+                o.take(pid, &a)?;
+            }
+        }
+        let parts = Parts {
+            seen,
+            part: |i: usize| slices[i],
+        };
+        build(pid, m.header.tgid, errors, access, vma_access, &parts).map(Some)
     }
 
     /// Whether a task is half-assembled (a CONTINUED message without its end).
@@ -667,147 +712,171 @@ impl TaskAssembler {
         self.access = None;
         self.vma_access = None;
     }
+}
 
-    fn has(&self, g: Group) -> bool {
-        self.seen & (1 << g as usize) != 0
-    }
+/// Where the attributes that are not groups go (GROUP_ERROR, ACCESS, VMA_ACCESS).
+struct Other<'a> {
+    errors: &'a mut Vec<GroupError>,
+    access: &'a mut Option<AccessRec>,
+    vma_access: &'a mut Option<AccessRec>,
+}
 
-    fn build(&mut self, pid: u32, tgid: u32) -> Result<Task, DecodeError> {
-        let bad = |group: Group, what| DecodeError::BadRecord {
-            pid,
-            group: group.name(),
-            what,
-        };
-        let mut t = Task {
-            pid,
-            tgid,
-            errors: std::mem::take(&mut self.errors),
-            access: self.access.take(),
-            vma_access: self.vma_access.take(),
-            ..Task::default()
-        };
-        if self.has(Group::Base) {
-            let p = &self.parts[Group::Base as usize];
-            let rec = BaseRec::read_from(p).ok_or(bad(Group::Base, "short record"))?;
-            let n = rec.comm_len as usize;
-            if n > COMM_MAX {
-                return Err(bad(Group::Base, "name longer than 64 bytes"));
-            }
-            let comm = p
-                .get(BaseRec::SIZE..BaseRec::SIZE + n)
-                .ok_or(bad(Group::Base, "name runs past the attribute"))?;
-            t.base = Some(Base {
-                rec,
-                comm: comm.to_vec(),
+impl Other<'_> {
+    /// Takes attribute `a` of task `pid` if it is one of those; others are skipped.
+    fn take(&mut self, pid: u32, a: &crate::msg::Attr<'_>) -> Result<(), DecodeError> {
+        if a.attr_type == ATTR_GROUP_ERROR {
+            let r = GroupErrorRec::read_from(a.payload).ok_or(DecodeError::BadRecord {
+                pid,
+                group: "group_error",
+                what: "short record",
+            })?;
+            self.errors.push(GroupError {
+                group: r.group,
+                errno: r.errno,
             });
+        } else if a.attr_type == ATTR_ACCESS {
+            *self.access = AccessRec::read_from(a.payload);
+        } else if a.attr_type == ATTR_VMA_ACCESS {
+            *self.vma_access = AccessRec::read_from(a.payload);
         }
-        if self.has(Group::Cred) {
-            let p = &self.parts[Group::Cred as usize];
-            let rec = CredRec::read_from(p).ok_or(bad(Group::Cred, "short record"))?;
-            let n = rec.ngroups as usize;
-            let gb = p
-                .get(CredRec::SIZE..)
-                .and_then(|g| g.get(..n.checked_mul(4)?))
-                .ok_or(bad(Group::Cred, "groups run past the attribute"))?;
-            let groups = gb
-                .chunks_exact(4)
-                .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            t.cred = Some(Cred { rec, groups });
-        }
-        if self.has(Group::Stat) {
-            let p = &self.parts[Group::Stat as usize];
-            t.stat = Some(StatRec::read_from(p).ok_or(bad(Group::Stat, "short record"))?);
-        }
-        if self.has(Group::Statm) {
-            let p = &self.parts[Group::Statm as usize];
-            t.statm = Some(StatmRec::read_from(p).ok_or(bad(Group::Statm, "short record"))?);
-        }
-        if self.has(Group::Cmdline) {
-            t.cmdline = Some(std::mem::take(&mut self.parts[Group::Cmdline as usize]));
-        }
-        if self.has(Group::Signal) {
-            let p = &self.parts[Group::Signal as usize];
-            t.signal = Some(SignalRec::read_from(p).ok_or(bad(Group::Signal, "short record"))?);
-        }
-        if self.has(Group::Ns) {
-            let p = &self.parts[Group::Ns as usize];
-            let rec = NsRec::read_from(p).ok_or(bad(Group::Ns, "short record"))?;
-            let n = rec.levels as usize;
-            if n > Ns::MAX_LEVELS {
-                return Err(bad(Group::Ns, "more than 33 pid namespace levels"));
-            }
-            let lb = p
-                .get(NsRec::SIZE..NsRec::SIZE + n * NsIdsRec::SIZE)
-                .ok_or(bad(Group::Ns, "levels run past the attribute"))?;
-            let ids = lb
-                .chunks_exact(NsIdsRec::SIZE)
-                .filter_map(NsIdsRec::read_from)
-                .collect();
-            t.ns = Some(Ns { rec, ids });
-        }
-        if self.has(Group::Files) {
-            let p = &self.parts[Group::Files as usize];
-            let rec = FilesRec::read_from(p).ok_or(bad(Group::Files, "short record"))?;
-            let n = rec.nlimits as usize;
-            if n > 64 {
-                return Err(bad(Group::Files, "more than 64 limits"));
-            }
-            let lb = p
-                .get(FilesRec::SIZE..FilesRec::SIZE + n * LimitRec::SIZE)
-                .ok_or(bad(Group::Files, "limits run past the attribute"))?;
-            let limits = lb
-                .chunks_exact(LimitRec::SIZE)
-                .filter_map(LimitRec::read_from)
-                .collect();
-            t.files = Some(Files { rec, limits });
-        }
-        if self.has(Group::Cgroup) {
-            let p = &self.parts[Group::Cgroup as usize];
-            let rec = CgroupRec::read_from(p).ok_or(bad(Group::Cgroup, "short record"))?;
-            let text = p[CgroupRec::SIZE..].to_vec();
-            t.cgroup = Some(Cgroup { rec, text });
-        }
-        if self.has(Group::Io) {
-            let p = &self.parts[Group::Io as usize];
-            t.io = Some(IoRec::read_from(p).ok_or(bad(Group::Io, "short record"))?);
-        }
-        if self.has(Group::Paths) {
-            let p = &self.parts[Group::Paths as usize];
-            t.paths = Some(Paths::decode(p).map_err(|what| bad(Group::Paths, what))?);
-        }
-        if self.has(Group::Environ) {
-            t.environ = Some(std::mem::take(&mut self.parts[Group::Environ as usize]));
-        }
-        if self.has(Group::Sched) {
-            let p = &self.parts[Group::Sched as usize];
-            t.sched = Some(Sched::decode(p).map_err(|what| bad(Group::Sched, what))?);
-        }
-        if self.has(Group::Delay) {
-            let p = &self.parts[Group::Delay as usize];
-            t.delay = Some(DelayRec::read_from(p).ok_or(bad(Group::Delay, "short record"))?);
-        }
-        if self.has(Group::Kstack) {
-            t.kstack = Some(std::mem::take(&mut self.parts[Group::Kstack as usize]));
-        }
-        if self.has(Group::Wchan) {
-            t.wchan = Some(std::mem::take(&mut self.parts[Group::Wchan as usize]));
-        }
-        if self.has(Group::Security) {
-            let p = &self.parts[Group::Security as usize];
-            let rec = SecurityRec::read_from(p).ok_or(bad(Group::Security, "short record"))?;
-            let label = p
-                .get(SecurityRec::SIZE..SecurityRec::SIZE + rec.label_len as usize)
-                .ok_or(bad(Group::Security, "label runs past the attribute"))?
-                .to_vec();
-            t.security = Some(Security { rec, label });
-        }
-        if self.has(Group::Vma) {
-            let p = &self.parts[Group::Vma as usize];
-            t.vmas = Some(Vma::decode_all(p).map_err(|what| bad(Group::Vma, what))?);
-        }
-        Ok(t)
+        Ok(())
     }
+}
+
+/// A task's group payloads, by group index: which were seen, and each one's bytes.
+struct Parts<F> {
+    seen: u32,
+    part: F,
+}
+
+impl<'p, F: Fn(usize) -> &'p [u8]> Parts<F> {
+    /// Group `g`'s payload, if the task has the group.
+    fn get(&self, g: Group) -> Option<&'p [u8]> {
+        (self.seen & (1 << g as usize) != 0).then(|| (self.part)(g as usize))
+    }
+}
+
+/// Decodes a task from its group payloads and its other attributes.
+fn build<'p, F: Fn(usize) -> &'p [u8]>(
+    pid: u32,
+    tgid: u32,
+    errors: Vec<GroupError>,
+    access: Option<AccessRec>,
+    vma_access: Option<AccessRec>,
+    parts: &Parts<F>,
+) -> Result<Task, DecodeError> {
+    let bad = |group: Group, what| DecodeError::BadRecord {
+        pid,
+        group: group.name(),
+        what,
+    };
+    let mut t = Task {
+        pid,
+        tgid,
+        errors,
+        access,
+        vma_access,
+        ..Task::default()
+    };
+    if let Some(p) = parts.get(Group::Base) {
+        let rec = BaseRec::read_from(p).ok_or(bad(Group::Base, "short record"))?;
+        let n = rec.comm_len as usize;
+        if n > COMM_MAX {
+            return Err(bad(Group::Base, "name longer than 64 bytes"));
+        }
+        let comm = p
+            .get(BaseRec::SIZE..BaseRec::SIZE + n)
+            .ok_or(bad(Group::Base, "name runs past the attribute"))?;
+        t.base = Some(Base {
+            rec,
+            comm: comm.to_vec(),
+        });
+    }
+    if let Some(p) = parts.get(Group::Cred) {
+        let rec = CredRec::read_from(p).ok_or(bad(Group::Cred, "short record"))?;
+        let n = rec.ngroups as usize;
+        let gb = p
+            .get(CredRec::SIZE..)
+            .and_then(|g| g.get(..n.checked_mul(4)?))
+            .ok_or(bad(Group::Cred, "groups run past the attribute"))?;
+        let groups = gb
+            .chunks_exact(4)
+            .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        t.cred = Some(Cred { rec, groups });
+    }
+    if let Some(p) = parts.get(Group::Stat) {
+        t.stat = Some(StatRec::read_from(p).ok_or(bad(Group::Stat, "short record"))?);
+    }
+    if let Some(p) = parts.get(Group::Statm) {
+        t.statm = Some(StatmRec::read_from(p).ok_or(bad(Group::Statm, "short record"))?);
+    }
+    t.cmdline = parts.get(Group::Cmdline).map(<[u8]>::to_vec);
+    if let Some(p) = parts.get(Group::Signal) {
+        t.signal = Some(SignalRec::read_from(p).ok_or(bad(Group::Signal, "short record"))?);
+    }
+    if let Some(p) = parts.get(Group::Ns) {
+        let rec = NsRec::read_from(p).ok_or(bad(Group::Ns, "short record"))?;
+        let n = rec.levels as usize;
+        if n > Ns::MAX_LEVELS {
+            return Err(bad(Group::Ns, "more than 33 pid namespace levels"));
+        }
+        let lb = p
+            .get(NsRec::SIZE..NsRec::SIZE + n * NsIdsRec::SIZE)
+            .ok_or(bad(Group::Ns, "levels run past the attribute"))?;
+        let ids = lb
+            .chunks_exact(NsIdsRec::SIZE)
+            .filter_map(NsIdsRec::read_from)
+            .collect();
+        t.ns = Some(Ns { rec, ids });
+    }
+    if let Some(p) = parts.get(Group::Files) {
+        let rec = FilesRec::read_from(p).ok_or(bad(Group::Files, "short record"))?;
+        let n = rec.nlimits as usize;
+        if n > 64 {
+            return Err(bad(Group::Files, "more than 64 limits"));
+        }
+        let lb = p
+            .get(FilesRec::SIZE..FilesRec::SIZE + n * LimitRec::SIZE)
+            .ok_or(bad(Group::Files, "limits run past the attribute"))?;
+        let limits = lb
+            .chunks_exact(LimitRec::SIZE)
+            .filter_map(LimitRec::read_from)
+            .collect();
+        t.files = Some(Files { rec, limits });
+    }
+    if let Some(p) = parts.get(Group::Cgroup) {
+        let rec = CgroupRec::read_from(p).ok_or(bad(Group::Cgroup, "short record"))?;
+        let text = p[CgroupRec::SIZE..].to_vec();
+        t.cgroup = Some(Cgroup { rec, text });
+    }
+    if let Some(p) = parts.get(Group::Io) {
+        t.io = Some(IoRec::read_from(p).ok_or(bad(Group::Io, "short record"))?);
+    }
+    if let Some(p) = parts.get(Group::Paths) {
+        t.paths = Some(Paths::decode(p).map_err(|what| bad(Group::Paths, what))?);
+    }
+    t.environ = parts.get(Group::Environ).map(<[u8]>::to_vec);
+    if let Some(p) = parts.get(Group::Sched) {
+        t.sched = Some(Sched::decode(p).map_err(|what| bad(Group::Sched, what))?);
+    }
+    if let Some(p) = parts.get(Group::Delay) {
+        t.delay = Some(DelayRec::read_from(p).ok_or(bad(Group::Delay, "short record"))?);
+    }
+    t.kstack = parts.get(Group::Kstack).map(<[u8]>::to_vec);
+    t.wchan = parts.get(Group::Wchan).map(<[u8]>::to_vec);
+    if let Some(p) = parts.get(Group::Security) {
+        let rec = SecurityRec::read_from(p).ok_or(bad(Group::Security, "short record"))?;
+        let label = p
+            .get(SecurityRec::SIZE..SecurityRec::SIZE + rec.label_len as usize)
+            .ok_or(bad(Group::Security, "label runs past the attribute"))?
+            .to_vec();
+        t.security = Some(Security { rec, label });
+    }
+    if let Some(p) = parts.get(Group::Vma) {
+        t.vmas = Some(Vma::decode_all(p).map_err(|what| bad(Group::Vma, what))?);
+    }
+    Ok(t)
 }
 
 /// One event of a decoded stream.
@@ -1164,6 +1233,26 @@ mod tests {
         let ev = StreamDecoder::decode_all(&stream).unwrap();
         assert_eq!(ev.len(), 3);
         assert_eq!(ev[1], Event::Task(t));
+    }
+
+    /// A group's attribute twice in one message is one payload in two pieces, as across
+    /// CONTINUED messages; the task after it is decoded in place again.
+    #[test]
+    fn a_group_in_two_pieces_of_one_message_is_joined() {
+        let mut buf = Vec::new();
+        let mut w = TaskWriter::begin(&mut buf, 7, 7);
+        w.attr(Group::Cmdline as u16, b"sleep\0");
+        w.attr(Group::Cmdline as u16, b"100\0");
+        w.finish();
+        sample(8, 5).encode(&mut buf);
+        let mut asm = TaskAssembler::new();
+        let got: Vec<Task> = Messages::new(&buf)
+            .filter_map(|m| asm.push(&m.unwrap()).unwrap())
+            .collect();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].cmdline.as_deref(), Some(&b"sleep\0100\0"[..]));
+        assert_eq!(got[1], sample(8, 5));
+        assert_eq!(asm.pending(), None);
     }
 
     #[test]

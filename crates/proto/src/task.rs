@@ -1250,7 +1250,7 @@ mod tests {
             .filter_map(|m| asm.push(&m.unwrap()).unwrap())
             .collect();
         assert_eq!(got.len(), 2);
-        assert_eq!(got[0].cmdline.as_deref(), Some(&b"sleep\0100\0"[..]));
+        assert_eq!(got[0].cmdline.as_deref(), Some(&b"sleep\x00100\0"[..]));
         assert_eq!(got[1], sample(8, 5));
         assert_eq!(asm.pending(), None);
     }

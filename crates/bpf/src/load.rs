@@ -25,7 +25,7 @@ use crate::btf_min;
 use crate::pin;
 use crate::probe::{
     disable_from_env, env_disables_loop, is_perm, kernel_btf_present, may_load_bpf, possible_cpus,
-    possible_nodes,
+    possible_nodes, task_storage_supported,
 };
 use crate::progs::{IterLink, Programs};
 use crate::skel::{TaskdiagSkel, TaskdiagSkelBuilder};
@@ -239,6 +239,13 @@ fn open_skel_inner(
     open.progs.dump_task_cmdline.set_autoload(plan.cmdline);
     open.progs.task_root.set_autoload(plan.maps);
     open.progs.dump_vma.set_autoload(plan.maps);
+    // WCHAN's memo (task storage, 5.11+) is used by the bpf_loop() flavour (5.17+) only. A map
+    // the kernel cannot create fails a load before any program is tried, with no program to
+    // drop (5.10): it is created only where the kernel has the map type, and where it has not,
+    // the bpf_loop() flavour is refused anyway.
+    open.maps
+        .wchan_seen
+        .set_autocreate(plan.task == TaskFlavour::Loop && task_storage_supported())?;
     // SCHED is written by the bpf_loop() flavour only.
     open.progs
         .sched_text_bounds

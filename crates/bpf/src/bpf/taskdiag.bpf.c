@@ -2508,10 +2508,16 @@ static __always_inline int sched_wchan(struct scratch *sc, __s64 nframes, bool z
 	}
 keep:
 	if (n > 0 && n < TD_WCHAN_NAME) {
+		__u32 len = n;
+
 		wc->gen = cfg_walk_gen;
 		wc->ip = ip;
 		wc->len = n;
-		bpf_probe_read_kernel(wc->text, n & (TD_WCHAN_NAME - 1), sc->buf + text_at(sc->ms.at));
+		/* The compiler knows the mask changes nothing here and drops it; 6.1's and 6.12's
+		 * verifiers do not carry the test above to this copy of n ("R2 unbounded memory
+		 * access"): the barrier keeps the mask. */
+		barrier_var(len);
+		bpf_probe_read_kernel(wc->text, len & (TD_WCHAN_NAME - 1), sc->buf + text_at(sc->ms.at));
 	}
 	sc->ms.at += n;
 	return n;
@@ -2690,7 +2696,7 @@ __noinline int put_sched_attr(__u64 task, __u32 off, __s64 nframes, __u64 regs)
 	if (n < 0)
 		return 0;
 	rec->syscall_len = n;
-	n = sched_mask(sc, BPF_CORE_READ(t, cpus_ptr), cfg_nr_cpus, 0);
+	n = sched_mask(sc, __builtin_preserve_access_index(&t->cpus_mask), cfg_nr_cpus, 0);
 	if (n < 0)
 		return 0;
 	rec->cpus_len = n;

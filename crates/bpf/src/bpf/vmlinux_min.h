@@ -463,14 +463,16 @@ struct task_struct {
 	unsigned long atomic_flags;
 	struct seccomp seccomp;
 	/* SCHED: the kernel stack (NULL once freed at exit), a vfork child's completion, the
-	 * audit login uid and session (CONFIG_AUDIT), the CPUs and memory nodes allowed. */
+	 * audit login uid and session (CONFIG_AUDIT), the CPUs and memory nodes allowed (the
+	 * affinity mask, which /proc and sched_getaffinity() report: cpus_ptr points at one CPU
+	 * while a task that disabled migration, as around a BPF program's run, is off its CPU). */
 	void *stack;
 	int on_rq;
 	int tgid;
 	void *vfork_done;
 	kuid_t loginuid;
 	unsigned int sessionid;
-	const struct cpumask *cpus_ptr;
+	struct cpumask cpus_mask;
 	nodemask_t mems_allowed;
 };
 

@@ -52,8 +52,6 @@ move to where many processes are read.
 
 Where taskdiag.psutil differs from psutil:
 
-- A process's pid may be a thread id in psutil (`Process(tid)` works there); here it must be a
-  process id.
 - `environ()` of a kernel thread on a kernel whose /proc refuses it (ESRCH): psutil raises
   NoSuchProcess (and `process_iter(['environ'])` drops every kernel thread); here it is
   AccessDenied (`ad_value` in bulk).

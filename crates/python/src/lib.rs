@@ -53,6 +53,60 @@ fn snapshot(
     pids: Option<Vec<u32>>,
     backend: &str,
 ) -> PyResult<ProcTable> {
+    table_of(py, attrs, backend, |src, groups, b, ctx| {
+        let q = Query { threads, groups };
+        match &pids {
+            // Processes come in pid order from every backend: each is put in the columns as
+            // it is decoded, none kept.
+            None if !threads => src.for_each_process(groups, &mut |t| {
+                b.push(&t, ctx);
+                Ok(())
+            })?,
+            None => {
+                for t in &src.take(&q)? {
+                    b.push(t, ctx);
+                }
+            }
+            Some(p) => {
+                for t in &src.take_tgids_own(&q, p)? {
+                    b.push(t, ctx);
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// task(attrs, pid, backend) -> ProcTable
+/// --
+///
+/// For taskdiag.psutil's Process: the task ``pid`` as /proc/PID shows it, a process or any
+/// thread by its id (psutil.Process takes a thread id too), in a table of one row, or none if
+/// there is no such task.
+#[pyfunction]
+fn task(py: Python<'_>, attrs: Vec<String>, pid: u32, backend: &str) -> PyResult<ProcTable> {
+    table_of(py, Some(attrs), backend, |src, groups, b, ctx| {
+        if let Some(t) = src.one(pid, groups)? {
+            b.push(&t, ctx);
+        }
+        Ok(())
+    })
+}
+
+/// A table of the columns of `attrs` (every column for None), filled by `fill` from a source
+/// opened for their groups (again, where a kept one failed), the GIL released meanwhile.
+fn table_of(
+    py: Python<'_>,
+    attrs: Option<Vec<String>>,
+    backend: &str,
+    mut fill: impl FnMut(
+            &mut taskdiag_tools::snapshot::Source,
+            u64,
+            &mut columns::Builder,
+            &mut columns::Ctx,
+        ) -> Result<(), taskdiag_tools::snapshot::Error>
+        + Send,
+) -> PyResult<ProcTable> {
     let cols = columns::select(attrs.as_deref()).map_err(|e| {
         PyValueError::new_err(format!(
             "invalid attribute name {:?}; valid are: {}",
@@ -66,24 +120,10 @@ fn snapshot(
     let (arrays, backend) = py
         .detach(|| -> Result<_, String> {
             let os = |e: taskdiag_tools::snapshot::Error| e.to_string();
-            let q = Query { threads, groups };
             let mut ctx = columns::Ctx::new();
             let (builder, backend) = source::with(kind, groups, |src| {
                 let mut b = columns::Builder::new(&cols, 1024);
-                match &pids {
-                    // Processes come in pid order from every backend: each is put in the
-                    // columns as it is decoded, none kept.
-                    None if !threads => src.for_each_process(groups, &mut |t| {
-                        b.push(&t, &mut ctx);
-                        Ok(())
-                    })?,
-                    None => src.take(&q)?.iter().for_each(|t| {
-                        b.push(t, &mut ctx);
-                    }),
-                    Some(p) => src.take_tgids_own(&q, p)?.iter().for_each(|t| {
-                        b.push(t, &mut ctx);
-                    }),
-                }
+                fill(src, groups, &mut b, &mut ctx)?;
                 Ok((b, src.backend_name()))
             })
             .map_err(os)?;
@@ -198,6 +238,7 @@ fn attribute_groups(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 #[pymodule]
 fn _taskdiag(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(snapshot, m)?)?;
+    m.add_function(wrap_pyfunction!(task, m)?)?;
     m.add_function(wrap_pyfunction!(column_list, m)?)?;
     m.add_function(wrap_pyfunction!(attributes, m)?)?;
     m.add_function(wrap_pyfunction!(attribute_groups, m)?)?;

@@ -171,14 +171,34 @@ def test_wait_times_out_and_reaps_children():
 
 
 def test_cpu_percent_follows_psutils_definition():
+    """The CPU time the process took between two calls over the wall time between them, in %
+    of one CPU (psutil's scale): checked against its stat file read around the calls, so a
+    busy machine, which gives the burner less than a CPU, changes both alike."""
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def used():
+        with open(f"/proc/{burner.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return time.monotonic(), (int(fields[11]) + int(fields[12])) / tick
+
+    def around(call):
+        (t0, c0), got, (t1, c1) = used(), call(), used()
+        return got, 100 * (c1 - c0) / (t1 - t0), t1 - t0
+
     try:
         p = tp.Process(burner.pid)
+        t0, c0 = used()
         assert p.cpu_percent() == 0.0  # the first call has nothing to compare with
         time.sleep(0.5)
-        # One busy thread: about 100% of one CPU (psutil's scale).
-        assert 50 <= p.cpu_percent() <= 110
-        assert 50 <= p.cpu_percent(interval=0.3) <= 110
+        got = p.cpu_percent()
+        t1, c1 = used()
+        # Two ticks of rounding at each end, over the interval.
+        slack = 100 * 4 / tick / (t1 - t0) + 5
+        assert abs(got - 100 * (c1 - c0) / (t1 - t0)) <= slack, (got, c1 - c0, t1 - t0)
+        got, want, took = around(lambda: p.cpu_percent(interval=0.5))
+        assert abs(got - want) <= 100 * 4 / tick / took + 5, (got, want, took)
+        assert got > 0
     finally:
         burner.kill()
         burner.wait()
@@ -197,13 +217,15 @@ def test_a_process_that_ends_raises_no_such_process():
 
 def test_oneshot_reads_once_and_identity_is_always_read_fresh(hostile, monkeypatch):
     calls = []
-    real = tp._taskdiag.snapshot
 
-    def counted(*args):
-        calls.append(args)
-        return real(*args)
+    def counting(real):
+        def counted(*args):
+            calls.append(args)
+            return real(*args)
+        return counted
 
-    monkeypatch.setattr(tp._taskdiag, "snapshot", counted)
+    for name in ("snapshot", "task"):
+        monkeypatch.setattr(tp._taskdiag, name, counting(getattr(tp._taskdiag, name)))
     p = tp.Process(hostile["space"])
     calls.clear()
     with p.oneshot():
@@ -265,3 +287,38 @@ def test_threads_have_their_own_times():
     finally:
         burner.kill()
         burner.wait()
+
+
+def test_a_thread_id_is_a_process_as_psutil_reads_it():
+    """psutil.Process(TID) reads /proc/TID, which shows the thread's own name, state and start
+    but its process's counters: the same answers here, threads() lists the whole process's,
+    and pid_exists() and process_iter() still know only processes."""
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import threading, time\n"
+                               "def burn():\n"
+                               "    t = time.time()\n"
+                               "    while time.time() - t < 0.3: pass\n"
+                               "    time.sleep(1000)\n"
+                               "threading.Thread(target=burn, name='worker').start()\n"
+                               "time.sleep(1000)\n"])
+    try:
+        deadline = time.monotonic() + 20
+        while len(os.listdir(f"/proc/{holder.pid}/task")) < 2:
+            assert time.monotonic() < deadline, "the thread did not start"
+            time.sleep(0.05)
+        tid = max(int(t) for t in os.listdir(f"/proc/{holder.pid}/task"))
+        assert tid != holder.pid
+        ours, theirs = tp.Process(tid), psutil.Process(tid)
+        for attr in ["name", "status", "ppid", "create_time", "num_threads", "cmdline",
+                     "uids", "nice"]:
+            assert getattr(ours, attr)() == getattr(theirs, attr)(), attr
+        assert ours.pid == tid
+        assert ours.memory_info().rss == theirs.memory_info().rss
+        assert abs(ours.cpu_times().user - theirs.cpu_times().user) <= 0.05
+        assert sorted(t.id for t in ours.threads()) == sorted(t.id for t in theirs.threads())
+        assert ours.is_running()
+        assert tp.pid_exists(tid) == psutil.pid_exists(tid)
+        assert tid not in {p.pid for p in tp.process_iter()}
+    finally:
+        holder.kill()
+        holder.wait()

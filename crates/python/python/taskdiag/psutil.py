@@ -310,6 +310,10 @@ class Process:
     pid now belongs to another one raises NoSuchProcess.
     """
 
+    # The process of a Process made from a thread id (None: its pid; process_iter() makes
+    # only processes, and sets no more than it must on each of them).
+    _tgid = None
+
     def __init__(self, pid=None):
         self._init(pid)
 
@@ -332,12 +336,12 @@ class Process:
         self._ident = (pid, None)
         self._create_time = None
         try:
-            row = self._read(["create_time", "name", "ppid"], check=False)
+            row = self._read(["create_time", "name", "ppid", "tgid"], check=False)
         except NoSuchProcess:
             if not _ignore_nsp:
                 raise
             return
-        self._name, self._ppid = row["name"], row["ppid"]
+        self._name, self._ppid, self._tgid = row["name"], row["ppid"], row["tgid"]
         self._create_time = row["create_time"]
         self._ident = (pid, row["start_time_ns"])
 
@@ -361,7 +365,8 @@ class Process:
         if not fresh and self._oneshot is not None and all(a in self._oneshot for a in attrs):
             return self._oneshot
         want = list(attrs) + ["start_time_ns", "status", "name", "ppid", "refused_groups"]
-        t = _taskdiag.snapshot(sorted(set(want)), False, [self._pid], BACKEND)
+        # The task as /proc/PID shows it: a process, or a thread by its id (as psutil's).
+        t = _taskdiag.task(sorted(set(want)), self._pid, BACKEND)
         rows = t._psutil_rows(_plan(dict.fromkeys(want)), _NULL, _MAKE)
         if not rows:
             raise NoSuchProcess(self._pid, self._name, "process PID not found")
@@ -653,8 +658,9 @@ class Process:
     connections = net_connections
 
     def threads(self):
-        """The threads: id, user and system time, seconds."""
-        t = _taskdiag.snapshot(["start_time_ns", "cpu_times"], True, [self._pid], BACKEND)
+        """The threads (of the whole process, for a Process of a thread id, as psutil's): id,
+        user and system time, seconds."""
+        t = _taskdiag.snapshot(["start_time_ns", "cpu_times"], True, [self._tgid or self._pid], BACKEND)
         rows = t.to_dicts()
         leader = [r for r in rows if r["pid"] == self._pid]
         if not leader or leader[0]["start_time_ns"] != self._start:

@@ -222,6 +222,21 @@ impl ExecMap {
 #[derive(Clone, Debug, Default)]
 struct ExecMaps(Vec<ExecMap>);
 
+/// Raises this process's soft limit on open files to its hard limit (nothing if it cannot).
+fn raise_nofile() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read or write only the rlimit passed, which lives here.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 /// A device number from its major and minor (glibc's makedev).
 fn makedev(major: u32, minor: u32) -> u64 {
     let (ma, mi) = (u64::from(major), u64::from(minor));
@@ -355,8 +370,11 @@ fn own_vdso() -> Option<u64> {
 }
 
 impl Symbols {
-    /// A symbolizer with nothing resolved yet.
+    /// A symbolizer with nothing resolved yet. It holds every binary it meets open (see
+    /// [`Binary`]): the soft limit on open files is raised to the hard one first (the usual
+    /// 1,024 is a few hosts' count of distinct libraries).
     pub fn new() -> Self {
+        raise_nofile();
         Self {
             symbolizer: Symbolizer::builder()
                 .enable_code_info(false)
@@ -485,6 +503,12 @@ impl Symbols {
         want.sort_unstable();
         want.dedup();
         let read_now = locate(known, pid, &want, procmap);
+        if read_now {
+            self.hold_binaries(pid);
+        }
+        let Some(known) = self.procs.get_mut(&pid) else {
+            return Vec::new();
+        };
         // Normalized: per binary, the (address, file offset) pairs to name.
         let mut per_binary: HashMap<BinKey, (ExecMap, Vec<(u64, u64)>)> = HashMap::new();
         let mut vdso: Vec<(u64, u64)> = Vec::new();
@@ -528,6 +552,42 @@ impl Symbols {
             .iter()
             .map(|a| known.names.get(a).cloned().flatten())
             .collect()
+    }
+
+    /// Opens, and holds, every binary process `pid`'s executable mappings (read just now)
+    /// name that is not held yet: the process may be gone, and its binary deleted, before a
+    /// frame of it comes to be named (a symbolizer behind on a loaded machine, a binary that
+    /// runs only after the first stack, all in libc, was seen). One that is not the file the
+    /// mapping names is left to [`Self::name_in_binary`].
+    fn hold_binaries(&mut self, pid: u32) {
+        let Some(maps) = self.procs.get(&pid).and_then(|k| k.maps.as_ref()) else {
+            return;
+        };
+        let new: Vec<(BinKey, ExecMap)> = maps
+            .0
+            .iter()
+            .filter_map(|m| match m.kind {
+                MapKind::File { key, .. } if !self.binaries.contains_key(&key) => {
+                    Some((key, m.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        for (key, map) in new {
+            if self.binaries.contains_key(&key) {
+                continue; // a second mapping of the same file
+            }
+            if let (file @ Some(_), true) = open_binary(pid, &map, key) {
+                self.binaries.insert(
+                    key,
+                    Binary {
+                        file,
+                        name: map.name.clone(),
+                        names: HashMap::new(),
+                    },
+                );
+            }
+        }
     }
 
     /// The names of `pairs`' file offsets in the binary `map` of process `pid` maps, opened
@@ -1009,15 +1069,22 @@ mod tests {
         assert_eq!(s.procs[&pid].ident, Some(second));
         assert_eq!(known(&s), 1);
         assert!(name(&s, 3).is_some_and(|n| n.contains("another_named_function")));
-        // One binary, opened once for both processes, named by file offset.
-        assert_eq!(s.binaries.len(), 1);
+        // Our binary, opened once for both processes, named by file offset; every other
+        // binary we map (libc) held from the first walk too, none named.
         let exe = std::fs::read_link("/proc/self/exe").expect("exe");
-        let bin = s.binaries.values().next().expect("the binary");
-        assert_eq!(
-            exe.file_name().map(|n| n.to_string_lossy().into_owned()),
-            Some(bin.name.clone())
+        let exe_name = exe.file_name().map(|n| n.to_string_lossy().into_owned());
+        let ours: Vec<&Binary> = s
+            .binaries
+            .values()
+            .filter(|b| Some(&b.name) == exe_name.as_ref())
+            .collect();
+        assert_eq!(ours.len(), 1);
+        assert_eq!(ours[0].names.len(), 2);
+        assert!(
+            s.binaries.values().any(|b| b.name.starts_with("libc")),
+            "{:?}",
+            s.binaries.values().map(|b| &b.name).collect::<Vec<_>>()
         );
-        assert_eq!(bin.names.len(), 2);
         // A stack without an identity (named at the end): this process by its start time, the
         // one the kernel gave (another start would be another process).
         s.add_user(4, pid, None, &stack);
@@ -1025,6 +1092,75 @@ mod tests {
         s.procs.insert(pid, Known::new(Some(first), Some(0)));
         s.add_user(5, pid, None, &stack);
         assert_eq!(s.procs[&pid].ident, None);
+    }
+
+    /// A process whose first stack is all in libc, gone (and its binary deleted) before a
+    /// stack in its own code is named: the binary was held at the first walk.
+    #[test]
+    fn a_binary_is_held_from_its_processes_first_walk() {
+        use std::io::{BufRead, BufReader, Write};
+        let dir = taskdiag_test_support::dir::TempDir::new("held-binary");
+        let src = dir.join("held.c");
+        std::fs::File::create(&src)
+            .and_then(|mut f| {
+                f.write_all(
+                    b"#include <stdio.h>\n#include <unistd.h>\n\
+                      __attribute__((noinline)) void held_function(void) { pause(); }\n\
+                      int main(void) { printf(\"%p %p\\n\", (void *)held_function, \
+                      (void *)pause); fflush(stdout); held_function(); return 0; }\n",
+                )
+            })
+            .expect("writing the source");
+        let exe = dir.join("held");
+        let o = std::process::Command::new("cc")
+            .args(["-O1", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .output()
+            .expect("running cc");
+        assert!(
+            o.status.success(),
+            "cc: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let mut child = std::process::Command::new(&exe)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("the program");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("its addresses");
+        let addr = |s: &str| u64::from_str_radix(s.trim().trim_start_matches("0x"), 16);
+        let (own, in_libc) = match line.split_once(' ') {
+            Some((a, b)) => (addr(a).expect("an address"), addr(b).expect("an address")),
+            None => panic!("addresses: {line:?}"),
+        };
+        let pid = child.id();
+        let hz = taskdiag_procfs::clock_ticks();
+        let start = start_time(pid).expect("its start time") * (1_000_000_000 / hz);
+        let ident = ProcIdent { start, exec: 1 };
+        let mut s = Symbols::new();
+        let raw = |a| RawStack {
+            ips: vec![a],
+            flags: 0,
+        };
+        s.add_user(1, pid, Some(ident), &raw(in_libc));
+        assert!(
+            s.user(1).is_some_and(|f| f[0].name.contains("pause")),
+            "{:?}",
+            s.user(1)
+        );
+        child.kill().expect("kill");
+        child.wait().expect("wait");
+        drop(dir);
+        s.add_user(2, pid, Some(ident), &raw(own));
+        assert!(
+            s.user(2)
+                .is_some_and(|f| f[0].name.contains("held_function")),
+            "{:?}",
+            s.user(2)
+        );
     }
 
     #[test]

@@ -209,7 +209,7 @@ fn fresh_bytes(stacks: u32) -> u32 {
 }
 
 /// CLOCK_BOOTTIME in nanoseconds: bpf_ktime_get_boot_ns()'s clock.
-fn boottime_ns() -> u64 {
+pub(crate) fn boottime_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -294,7 +294,8 @@ impl Sampler {
         } else {
             Vec::new()
         };
-        // The profile begins now: a thread first seen by a walk counts its time off CPU since.
+        // The profile begins now (again at [`Sampler::begin`]): a thread first seen by a walk
+        // counts its time off CPU since.
         if let Some(b) = skel.maps.bss_data.as_deref_mut() {
             b.cfg_begin_ns = boottime_ns();
         }
@@ -386,6 +387,25 @@ impl Sampler {
             .off_cpu_kernel
             .set_autoload(opts.off_cpu && !user);
         open.load().map_err(err)
+    }
+
+    /// The profile begins now (CLOCK_BOOTTIME, ns, returned): threads first seen by a walk
+    /// count their time off CPU from here, not from the load.
+    pub fn begin(&mut self) -> u64 {
+        let now = boottime_ns();
+        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+            b.cfg_begin_ns = now;
+        }
+        now
+    }
+
+    /// The profile ended at `ns` (CLOCK_BOOTTIME): walks after it, the last one, count time off
+    /// CPU up to there only (a last walk that comes late, on a loaded machine, would count
+    /// past the end).
+    pub fn end_at(&mut self, ns: u64) {
+        if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+            b.cfg_end_ns = ns;
+        }
     }
 
     /// Ends on-CPU sampling (closes the perf events): at the end of the profile, so that what

@@ -47,8 +47,11 @@ const volatile __u32 cfg_self = 0;
 const volatile bool cfg_only_tgids = false;
 /* The sampling period, 1/F s in nanoseconds: what an on-CPU sample counts. */
 const volatile __u64 cfg_period_ns = 20408163;
-/* When the profile began (CLOCK_BOOTTIME, ns; set by user space before the first walk). */
+/* When the profile began (CLOCK_BOOTTIME, ns; set by user space before the first walk), and
+ * when it ended (0 until it has: the last walk, which may come later, counts time off CPU up
+ * to there only). */
 __u64 cfg_begin_ns = 0;
+__u64 cfg_end_ns = 0;
 
 /* What happened, for the summary line. The off-CPU counters are written by the iterator alone,
  * which only the profiler's thread runs: plain increments. */
@@ -411,11 +414,13 @@ static __always_inline int off_cpu(struct bpf_iter__task *ctx, bool user)
 	runtime = task->se.sum_exec_runtime;
 	tid = task->pid;
 	now = bpf_ktime_get_boot_ns();
+	if (cfg_end_ns && now > cfg_end_ns)
+		now = cfg_end_ns;
 	old = bpf_map_lookup_elem(&seen, &tid);
 	same = old && old->h.start == start;
 	if (same) {
 		/* Off CPU since the last walk: the time between, less the CPU time it used. */
-		off = now - old->h.walked;
+		off = now > old->h.walked ? now - old->h.walked : 0;
 		off = off > runtime - old->h.runtime ? off - (runtime - old->h.runtime) : 0;
 	} else {
 		/* First seen: off CPU since the profile (or the thread) began, less its CPU time

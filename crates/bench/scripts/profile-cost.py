@@ -14,7 +14,11 @@ configuration -- none, `taskdiag profile -a` (on and off CPU), `--on-cpu`, `--of
   * the time its perf_event program ran in the steady state in other tasks' context (it runs
     in the interrupted task, so no process's CPU time shows it; kernel.bpf_stats_enabled, read
     from the profiler's program descriptors' fdinfo), as % of one CPU;
-  * the workload's slowdown: its iterations against the median of the runs without a profiler.
+  * the workload's slowdown: its iterations against the median of the runs without a profiler,
+    over the whole run and over the steady window alone (the rate of its quarter-second slots
+    there), and the share of the steady window it waited to run on its CPU (schedstat's
+    run_delay: the time other tasks, the profiler's among them, took from it; interrupts, the
+    perf_event program's among them, show only in the rate).
 
 Needs root and the release build. Prints a Markdown table (medians over the runs).
 """
@@ -35,16 +39,22 @@ SPIN_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+/* Counts loop iterations for argv[1] seconds; prints the total, then the count of each
+ * quarter-second slot, one a line. */
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
 int main(int argc, char **argv) {
-    double end = now() + atof(argv[1]);
+    double start = now(), end = start + atof(argv[1]);
     volatile unsigned long x = 1;
-    unsigned long n = 0;
-    while (now() < end) {
+    unsigned long n = 0, slots[4096] = {0};
+    double t;
+    while ((t = now()) < end) {
         for (int i = 0; i < 100000; i++) x = x * 6364136223846793005UL + 1;
         n++;
+        int k = (int)((t - start) / 0.25);
+        if (k < 4096) slots[k]++;
     }
     printf("%lu\n", n);
+    for (int k = 0; k < 4096 && k * 0.25 < end - start; k++) printf("%lu\n", slots[k]);
     return 0;
 }
 """
@@ -98,12 +108,25 @@ def cpu_ns(pid):
 WARMUP = 2.0
 
 
+def run_delay_ns(pid):
+    """How long process `pid` (one thread) has waited on a run queue so far, in nanoseconds."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1])
+    except OSError:
+        return 0
+
+
 def run_once(config, seconds, spin, hz):
-    """One run: the workload alone or beside a profiler. Returns (iterations, whole run's
-    cpu%, steady cpu%, steady bpf%, steady cpu% by thread name): the whole run from wait4, the
-    steady state from WARMUP seconds after the start to just before the end (no loading, no
-    final symbolization)."""
+    """One run: the workload alone or beside a profiler. Returns a dict: iterations (whole run),
+    rate (iterations a second over the steady window's whole slots), wait (% of the steady
+    window the workload waited to run), whole (the profiler's CPU over the run, from wait4, %
+    of one CPU), cpu and bpf (its CPU and its perf_event program's in the steady window, % of
+    one CPU) and threads (steady CPU by thread name). The steady window runs from WARMUP
+    seconds after the start to 0.3 s before the end (no loading, no final symbolization); it is
+    the same in the runs without a profiler."""
     work = subprocess.Popen(["taskset", "-c", "1", spin, str(seconds)], stdout=subprocess.PIPE)
+    start = time.monotonic()
     prof = None
     out = tempfile.NamedTemporaryFile(prefix="profile-cost-", delete=False)
     if config == "perf":
@@ -115,25 +138,30 @@ def run_once(config, seconds, spin, hz):
         prof = subprocess.Popen(
             [TASKDIAG, "profile", "-a", "-F", str(hz), "-d", str(seconds), "-q", "-o", out.name] + extra,
             stdout=subprocess.DEVNULL)
-    steady_cpu = steady_bpf = 0.0
-    by_thread = {}
-    if prof is not None:
-        time.sleep(WARMUP)
-        c0, b0, t0 = cpu_ns(prof.pid), prog_run_ns(prof.pid), time.monotonic()
-        time.sleep(max(seconds - WARMUP - 0.3, 0.1))
-        c1, b1, t1 = cpu_ns(prof.pid), prog_run_ns(prof.pid), time.monotonic()
-        by_thread = {k: 100.0 * (v - c0.get(k, 0)) / 1e9 / (t1 - t0) for k, v in c1.items()}
-        steady_cpu = sum(by_thread.values())
-        steady_bpf = 100.0 * (b1 - b0) / 1e9 / (t1 - t0)
-    cpu = 0.0
-    if prof is not None:
+    r = {"cpu": 0.0, "bpf": 0.0, "threads": {}, "whole": 0.0}
+    time.sleep(WARMUP)
+    pid = prof.pid if prof else None
+    c0, b0, d0, t0 = cpu_ns(pid) if pid else {}, prog_run_ns(pid) if pid else 0, run_delay_ns(work.pid), time.monotonic()
+    time.sleep(max(seconds - WARMUP - 0.3, 0.1))
+    c1, b1, d1, t1 = cpu_ns(pid) if pid else {}, prog_run_ns(pid) if pid else 0, run_delay_ns(work.pid), time.monotonic()
+    if pid:
+        r["threads"] = {k: 100.0 * (v - c0.get(k, 0)) / 1e9 / (t1 - t0) for k, v in c1.items()}
+        r["cpu"] = sum(r["threads"].values())
+        r["bpf"] = 100.0 * (b1 - b0) / 1e9 / (t1 - t0)
         _, status, ru = os.wait4(prof.pid, 0)
         if status != 0:
             sys.exit(f"{config}: the profiler failed (status {status})")
-        cpu = ru.ru_utime + ru.ru_stime
-    iters = int(work.communicate()[0])
+        r["whole"] = 100.0 * (ru.ru_utime + ru.ru_stime) / seconds
+    r["wait"] = 100.0 * (d1 - d0) / 1e9 / (t1 - t0)
+    lines = work.communicate()[0].split()
+    r["iterations"] = int(lines[0])
+    slots = [int(v) for v in lines[1:]]
+    # Whole slots inside the window (the workload started a few ms before `start`).
+    first, last = int((t0 - start) / 0.25) + 1, int((t1 - start) / 0.25) - 1
+    window = slots[first:last]
+    r["rate"] = sum(window) / (0.25 * len(window)) if window else 0.0
     os.unlink(out.name)
-    return iters, 100.0 * cpu / seconds, steady_cpu, steady_bpf, by_thread
+    return r
 
 
 def main():
@@ -179,28 +207,32 @@ def main():
         for _ in range(runs):
             for c in configs:
                 res[c].append(run_once(c, seconds, spin, hz))
-        base = statistics.median(r[0] for r in res["none"])
+        med = lambda c, k: statistics.median(r[k] for r in res[c])
+        base, base_rate = med("none", "iterations"), med("none", "rate")
         names = {"none": "no profiler", "both": "taskdiag profile -a (on + off CPU)",
                  "on": "taskdiag profile -a --on-cpu", "off": "taskdiag profile -a --off-cpu",
                  "perf": f"perf record -F {hz} -a -g"}
         print()
         print("| profiler | steady: its CPU | steady: its perf_event program in other tasks | steady total "
-              "(% of one CPU) | whole run incl. loading and symbolizing | workload slowdown |")
-        print("|---|---|---|---|---|---|")
+              "(% of one CPU) | whole run incl. loading and symbolizing | workload slowdown, whole run "
+              "| workload slowdown, steady | steady: workload waited |")
+        print("|---|---|---|---|---|---|---|---|")
         for c in configs:
-            it = statistics.median(r[0] for r in res[c])
-            whole = statistics.median(r[1] for r in res[c])
-            cpu = statistics.median(r[2] for r in res[c])
-            bpf = statistics.median(r[3] for r in res[c])
-            slow = 100.0 * (base - it) / base
-            print(f"| {names[c]} | {cpu:.2f}% | {bpf:.3f}% | **{cpu + bpf:.2f}%** | {whole:.2f}% | "
-                  f"{slow:+.2f}% |")
+            cpu, bpf = med(c, "cpu"), med(c, "bpf")
+            slow = 100.0 * (base - med(c, "iterations")) / base
+            steady = 100.0 * (base_rate - med(c, "rate")) / base_rate
+            print(f"| {names[c]} | {cpu:.2f}% | {bpf:.3f}% | **{cpu + bpf:.2f}%** | {med(c, 'whole'):.2f}% | "
+                  f"{slow:+.2f}% | {steady:+.2f}% | {med(c, 'wait'):.3f}% |")
+        print()
+        print("Steady rate of each run (iterations/s), in run order:")
+        for c in configs:
+            print(f"- {names[c]}: " + ", ".join(f"{r['rate']:.0f}" for r in res[c]))
         print()
         print("Steady CPU by thread (medians, % of one CPU):")
         for c in configs:
-            threads = sorted({k for r in res[c] for k in r[4]})
+            threads = sorted({k for r in res[c] for k in r["threads"]})
             if threads:
-                split = ", ".join(f"{k} {statistics.median(r[4].get(k, 0.0) for r in res[c]):.2f}%"
+                split = ", ".join(f"{k} {statistics.median(r['threads'].get(k, 0.0) for r in res[c]):.2f}%"
                                   for k in threads)
                 print(f"- {names[c]}: {split}")
     finally:

@@ -371,7 +371,7 @@ fn own_vdso() -> Option<u64> {
 
 impl Symbols {
     /// A symbolizer with nothing resolved yet. It holds every binary it meets open (see
-    /// [`Binary`]): the soft limit on open files is raised to the hard one first (the usual
+    /// `Binary`): the soft limit on open files is raised to the hard one first (the usual
     /// 1,024 is a few hosts' count of distinct libraries).
     pub fn new() -> Self {
         raise_nofile();

@@ -103,7 +103,9 @@ fn main() -> ExitCode {
     // First, before anything is opened: systemd's socket (fd 3) stays.
     privs::close_inherited_fds(listen::activation_fd());
     tune_allocator();
-    raise_nofile_limit();
+    // Each client holds two descriptors (its socket and its pidfd), and --max-clients
+    // defaults to 4096.
+    taskdiag_procfs::raise_nofile_limit();
     let args = match Args::try_parse() {
         Ok(a) => a,
         Err(e) => {
@@ -281,22 +283,6 @@ fn tune_allocator() {
     // other thread exists.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
-    }
-}
-
-/// Raises the soft limit on open files to the hard one: each client holds two descriptors (its
-/// socket and its pidfd), and --max-clients defaults to 4096.
-fn raise_nofile_limit() {
-    let mut l = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
-            l.rlim_cur = l.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
-        }
     }
 }
 

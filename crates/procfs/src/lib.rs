@@ -32,4 +32,6 @@ pub mod syscalls;
 pub mod system;
 pub mod taskstats;
 
-pub use reader::{clock_ticks, release_shifts_start_times, CpuTime, ProcReader, ProcfsError};
+pub use reader::{
+    clock_ticks, raise_nofile_limit, release_shifts_start_times, CpuTime, ProcReader, ProcfsError,
+};

@@ -350,6 +350,23 @@ pub fn clock_ticks() -> u64 {
     u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
 }
 
+/// Raises this process's soft limit on open files to its hard one (nothing if it cannot): for
+/// the programs that hold a descriptor per client (taskdiagd) or per binary (the profiler),
+/// beside [`clock_ticks`], the other process-wide fact their /proc work depends on.
+pub fn raise_nofile_limit() {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read or write only the rlimit passed, which lives here.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
+}
+
 /// Whether the running kernel's /proc adds a reader's time namespace boottime offset to the
 /// start times it shows, judged by its release ([`crate::system::timens_shifts_start_times`]):
 /// for where its answers cannot tell ([`crate::system::btime_shifted`]: no offset of one's

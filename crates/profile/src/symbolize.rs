@@ -153,6 +153,15 @@ struct Binary {
 }
 
 impl Binary {
+    /// `file` (if it opened), named `name`, nothing looked up in it yet.
+    fn new(file: Option<File>, name: &str) -> Self {
+        Self {
+            file,
+            name: name.to_owned(),
+            names: HashMap::new(),
+        }
+    }
+
     /// The path blazesym reads it by: the descriptor held open.
     fn path(&self) -> Option<PathBuf> {
         let fd = self.file.as_ref()?.as_raw_fd();
@@ -221,21 +230,6 @@ impl ExecMap {
 /// A process's executable mappings, from /proc/PID/maps.
 #[derive(Clone, Debug, Default)]
 struct ExecMaps(Vec<ExecMap>);
-
-/// Raises this process's soft limit on open files to its hard limit (nothing if it cannot).
-fn raise_nofile() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit read or write only the rlimit passed, which lives here.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-}
 
 /// A device number from its major and minor (glibc's makedev).
 fn makedev(major: u32, minor: u32) -> u64 {
@@ -374,7 +368,7 @@ impl Symbols {
     /// `Binary`): the soft limit on open files is raised to the hard one first (the usual
     /// 1,024 is a few hosts' count of distinct libraries).
     pub fn new() -> Self {
-        raise_nofile();
+        taskdiag_procfs::raise_nofile_limit();
         Self {
             symbolizer: Symbolizer::builder()
                 .enable_code_info(false)
@@ -578,14 +572,7 @@ impl Symbols {
                 continue; // a second mapping of the same file
             }
             if let (file @ Some(_), true) = open_binary(pid, &map, key) {
-                self.binaries.insert(
-                    key,
-                    Binary {
-                        file,
-                        name: map.name.clone(),
-                        names: HashMap::new(),
-                    },
-                );
+                self.binaries.insert(key, Binary::new(file, &map.name));
             }
         }
     }
@@ -608,14 +595,7 @@ impl Symbols {
                 self.private_binaries += 1;
                 key.private = self.private_binaries;
             }
-            self.binaries.insert(
-                key,
-                Binary {
-                    file,
-                    name: map.name.clone(),
-                    names: HashMap::new(),
-                },
-            );
+            self.binaries.insert(key, Binary::new(file, &map.name));
         }
         let Self {
             symbolizer,

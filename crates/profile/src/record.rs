@@ -111,7 +111,7 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
         })
         .map_err(ProfileError::Iter)?;
     let start = Instant::now();
-    let begin_ns = sampler.begin();
+    sampler.begin();
     let end = opts.duration.map(|d| start + d);
     let mut next_walk = start;
     let mut walks = 0;
@@ -155,11 +155,7 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
     sampler.stop();
     if opts.sampler.off_cpu {
         // Up to the end asked for (-d), or to now (Ctrl-C): not to whenever the walk runs.
-        let now_ns = crate::sampler::boottime_ns();
-        let end_ns = opts.duration.map_or(now_ns, |d| {
-            now_ns.min(begin_ns.saturating_add(d.as_nanos() as u64))
-        });
-        sampler.end_at(end_ns);
+        sampler.end(opts.duration);
         sampler.walk()?;
         walks += 1;
     }

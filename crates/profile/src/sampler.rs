@@ -94,6 +94,8 @@ pub struct Sampler {
     /// Whether off-CPU samples have user stacks (a sleepable iterator, 5.18+).
     pub user_stacks_off_cpu: bool,
     hz: u64,
+    /// When the profile began ([`Sampler::begin`]; CLOCK_BOOTTIME, ns).
+    begun_ns: u64,
 }
 
 /// The stack with this id in stack map `map`.
@@ -209,7 +211,7 @@ fn fresh_bytes(stacks: u32) -> u32 {
 }
 
 /// CLOCK_BOOTTIME in nanoseconds: bpf_ktime_get_boot_ns()'s clock.
-pub(crate) fn boottime_ns() -> u64 {
+fn boottime_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -249,7 +251,7 @@ impl Sampler {
         taskdiag_bpf::quiet_libbpf();
         // A sleepable iterator with user stacks first; without it (before 5.18, or a verifier
         // that refuses it), kernel stacks only.
-        let (mut skel, user) = match Self::load(opts, true) {
+        let (skel, user) = match Self::load(opts, true) {
             Ok(s) => (s, true),
             Err(ProfileError::PermissionDenied(e)) => {
                 return Err(ProfileError::PermissionDenied(e))
@@ -294,17 +296,13 @@ impl Sampler {
         } else {
             Vec::new()
         };
-        // The profile begins now (again at [`Sampler::begin`]): a thread first seen by a walk
-        // counts its time off CPU since.
-        if let Some(b) = skel.maps.bss_data.as_deref_mut() {
-            b.cfg_begin_ns = boottime_ns();
-        }
         Ok(Self {
             skel,
             perf,
             iters,
             user_stacks_off_cpu: user && opts.off_cpu,
             hz: opts.hz.max(1),
+            begun_ns: 0,
         })
     }
 
@@ -389,22 +387,25 @@ impl Sampler {
         open.load().map_err(err)
     }
 
-    /// The profile begins now (CLOCK_BOOTTIME, ns, returned): threads first seen by a walk
-    /// count their time off CPU from here, not from the load.
-    pub fn begin(&mut self) -> u64 {
-        let now = boottime_ns();
+    /// The profile begins now, before the first walk: threads first seen by a walk count
+    /// their time off CPU from here, not from the load.
+    pub fn begin(&mut self) {
+        self.begun_ns = boottime_ns();
         if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
-            b.cfg_begin_ns = now;
+            b.cfg_begin_ns = self.begun_ns;
         }
-        now
     }
 
-    /// The profile ended at `ns` (CLOCK_BOOTTIME): walks after it, the last one, count time off
-    /// CPU up to there only (a last walk that comes late, on a loaded machine, would count
-    /// past the end).
-    pub fn end_at(&mut self, ns: u64) {
+    /// The profile ends now, or `duration` after it began if that came first (-d): walks
+    /// after this, the last one, count time off CPU up to there only (a last walk that comes
+    /// late, on a loaded machine, would count past the end).
+    pub fn end(&mut self, duration: Option<std::time::Duration>) {
+        let now = boottime_ns();
+        let end = duration.map_or(now, |d| {
+            now.min(self.begun_ns.saturating_add(d.as_nanos() as u64))
+        });
         if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
-            b.cfg_end_ns = ns;
+            b.cfg_end_ns = end;
         }
     }
 

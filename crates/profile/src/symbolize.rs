@@ -500,9 +500,7 @@ impl Symbols {
         if read_now {
             self.hold_binaries(pid);
         }
-        let Some(known) = self.procs.get_mut(&pid) else {
-            return Vec::new();
-        };
+        let known = self.procs.get_mut(&pid).expect("looked up above");
         // Normalized: per binary, the (address, file offset) pairs to name.
         let mut per_binary: HashMap<BinKey, (ExecMap, Vec<(u64, u64)>)> = HashMap::new();
         let mut vdso: Vec<(u64, u64)> = Vec::new();
@@ -557,7 +555,8 @@ impl Symbols {
         let Some(maps) = self.procs.get(&pid).and_then(|k| k.maps.as_ref()) else {
             return;
         };
-        let new: Vec<(BinKey, ExecMap)> = maps
+        // One mapping of each file (any opens it through map_files).
+        let new: HashMap<BinKey, ExecMap> = maps
             .0
             .iter()
             .filter_map(|m| match m.kind {
@@ -568,9 +567,6 @@ impl Symbols {
             })
             .collect();
         for (key, map) in new {
-            if self.binaries.contains_key(&key) {
-                continue; // a second mapping of the same file
-            }
             if let (file @ Some(_), true) = open_binary(pid, &map, key) {
                 self.binaries.insert(key, Binary::new(file, &map.name));
             }

@@ -1417,11 +1417,8 @@ fn missing_and_hidden_pids_are_no_such_process() {
     let mut fx = Fixtures::default();
     let hidden = fx.sleeper("root", None);
     let own = fx.sleeper("own", Some(USER));
-    let pid_max = tasks::pid_max();
-    let missing = (2..pid_max)
-        .rev()
-        .find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
-        .expect("a free pid");
+    // Past pid_max: a free pid below it could be handed to another test's process meanwhile.
+    let missing = tasks::missing_pid();
     let d = Daemon::start(&[]);
     let sp = Client::plain().setpriv();
     let mut s = Steps::new();

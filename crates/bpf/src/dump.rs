@@ -31,6 +31,11 @@ const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
     | Group::Kstack.flag()
     | Group::Wchan.flag();
 
+/// A whole-system walk expected to write fewer tasks than this reads its seq file, not the
+/// ring buffer: mapping the 4 MiB ring costs about a millisecond a walk, more than the reads it
+/// saves (one per 32 KiB: a few dozen here). Measured: docs/BENCHMARKS.md.
+const RING_AT: u64 = 5000;
+
 /// The groups only the sleepable program writes (it reads the task's memory): a request for
 /// any of them walks with it.
 pub(crate) const USER_MEMORY_GROUPS: u64 = Group::Cmdline.flag() | Group::Environ.flag();
@@ -89,6 +94,15 @@ impl TaskIter {
             have &= !crate::load::SCHED_TEXT_GROUPS;
         }
         show_flags & !have
+    }
+
+    /// Tells the whole-system walks how many tasks (threads, every pid namespace's) there are,
+    /// before the first: a walk expected to write fewer than [`RING_AT`] (as many as the last
+    /// one of its kind, or this) reads its seq file, a larger one the ring buffer.
+    pub fn expect_tasks(&mut self, threads: u64) {
+        for w in &mut self.last_walk {
+            w.get_or_insert(threads);
+        }
     }
 
     fn configure(&mut self, strategy: Strategy, show: u64, parent: u32) {
@@ -204,9 +218,19 @@ impl TaskIter {
         let show = req.show_flags & !report.missing_groups;
         let tally = match strategy {
             Strategy::All | Strategy::AllThread => {
+                let kind = usize::from(strategy == Strategy::AllThread);
                 self.configure(strategy, show, 0);
+                // TASKDIAG_BPF_RINGBUF_SIZE (a ring of that size, for tests) keeps every walk on it.
+                let small = self.last_walk[kind].is_some_and(|n| n < RING_AT);
+                if small && std::env::var_os("TASKDIAG_BPF_RINGBUF_SIZE").is_none() {
+                    if let Some(b) = self.progs.bss_mut() {
+                        b.cfg_ringbuf = 0;
+                    }
+                }
                 let link = self.shared_link(cmdline)?;
-                self.run(link, sink)?
+                let t = self.run(link, sink)?;
+                self.last_walk[kind] = Some(t.messages);
+                t
             }
             Strategy::Children => {
                 let tgid = self.tgid_of(req.pid)?;

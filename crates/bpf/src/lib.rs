@@ -201,6 +201,9 @@ pub struct TaskIter {
     cgroup: CgroupHierarchies,
     /// See [`TaskIter::set_lsm_labels`].
     lsm_labels: bool,
+    /// Tasks the last whole-system walk of processes (0) and of threads (1) wrote, or the
+    /// [`TaskIter::expect_tasks`] estimate before the first.
+    last_walk: [Option<u64>; 2],
 }
 
 /// The cgroup hierarchies /proc/PID/cgroup lists ([`TaskIter::set_cgroup_hierarchies`]).

@@ -417,6 +417,7 @@ impl TaskIter {
                 unified: true,
             },
             lsm_labels: true,
+            last_walk: [None; 2],
         };
         // Found when these programs were loaded (by this process or the one that pinned them).
         it.features.sched = task == TaskFlavour::Loop

@@ -195,3 +195,59 @@ fn the_task_program_verifies_in_linear_work() {
 fn may_find_kernel_symbols() -> bool {
     std::fs::read_to_string("/proc/sys/kernel/kptr_restrict").is_ok_and(|v| v.trim() != "2")
 }
+
+/// A whole-system walk expected to be small reads the iterator's seq file; one expected to be
+/// large maps the ring buffer while it runs (seen from the sink, as the program sets' mappings
+/// of /proc/self/maps). Both answer the same tasks, in pid order.
+#[test]
+fn small_walks_read_the_seq_file_and_large_ones_the_ring() {
+    if std::env::var_os("TASKDIAG_BPF_RINGBUF_SIZE").is_some() {
+        return; // which keeps every walk on the ring
+    }
+    let bpf_maps = || {
+        std::fs::read_to_string("/proc/self/maps")
+            .expect("/proc/self/maps")
+            .lines()
+            .filter(|l| l.contains("bpf-map"))
+            .count()
+    };
+    let walk = |expect: u64| {
+        let mut it = TaskIter::load().expect("load (run as root)");
+        if !it.features().ringbuf {
+            return None;
+        }
+        it.expect_tasks(expect);
+        let (mut buf, mut mapped) = (Vec::new(), 0);
+        let req = Request::new(Strategy::All, 0, Group::Base.flag());
+        it.dump(&req, &mut |b| {
+            mapped = mapped.max(bpf_maps());
+            buf.extend_from_slice(b);
+            Ok(())
+        })
+        .expect("dump");
+        let mut asm = TaskAssembler::new();
+        let pids: Vec<u32> = Messages::new(&buf)
+            .filter_map(|m| asm.push(&m.expect("a message")).expect("a task"))
+            .map(|t| t.pid)
+            .collect();
+        Some((mapped, pids))
+    };
+    let Some((seq_maps, seq_pids)) = walk(1) else {
+        return; // no ring buffer on this kernel: every walk reads the seq file
+    };
+    let (ring_maps, ring_pids) = walk(1 << 40).expect("the same kernel");
+    assert!(
+        ring_maps > seq_maps,
+        "the ring is mapped only for the large walk: {ring_maps} against {seq_maps} mappings"
+    );
+    for pids in [&seq_pids, &ring_pids] {
+        assert!(pids.windows(2).all(|w| w[0] < w[1]), "pid order");
+        assert!(pids.contains(&std::process::id()));
+    }
+    // Tasks that live through both walks are in both (the test's own threads, at least).
+    let me = std::process::id();
+    assert_eq!(
+        seq_pids.iter().filter(|&&p| p == me).count(),
+        ring_pids.iter().filter(|&&p| p == me).count()
+    );
+}

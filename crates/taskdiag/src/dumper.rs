@@ -168,6 +168,9 @@ impl Dumper {
             Backend::Bpf(_) => completing_proc(),
             Backend::Procfs(_) | Backend::Daemon(_) => (None, 0),
         };
+        if let (Backend::Bpf(it), Some(n)) = (&mut backend, host_tasks()) {
+            it.expect_tasks(u64::from(n));
+        }
         if let (Backend::Bpf(it), Some(p)) = (&mut backend, &procfs) {
             if show_flags & Group::Statm.flag() != 0 {
                 calibrate::rss_rule(it, p.root(), proc_up == 0);

@@ -9,8 +9,13 @@
 #
 #   crates/bench/scripts/exporter-vs-process-exporter.sh [TASKS] [RUNS] [EXTRA FLAGS...]
 #   crates/bench/scripts/exporter-vs-process-exporter.sh 50000 5 -gather-smaps=false
+#
+# EXPORTERS (default "pe bpf daemon") chooses which run; GAP seconds between rounds (default 0).
+# `EXPORTERS="bpf daemon" GAP=1` is ours alone in the steady state of a short scrape interval
+# (process-exporter's 70 s scrapes otherwise space ours 70 s apart). The daemon row's CPU is
+# the exporter's plus taskdiagd's.
 set -eu
-TASKS=${1:-50000} RUNS=${2:-5}
+TASKS=${1:-50000} RUNS=${2:-5} EXPORTERS=${EXPORTERS:-pe bpf daemon} GAP=${GAP:-0}
 shift $(( $# > 2 ? 2 : $# ))
 FLAGS=("$@")
 here=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -32,7 +37,8 @@ printf 'process_names:\n  - name: "{{.Comm}}"\n    cmdline: [".+"]\n' > "$dir/al
 chmod 644 "$dir/all.yml"
 
 "$rel/taskdiagd" --foreground --socket "$dir/td.sock" 2>"$dir/td.err" &
-pids+=($!)
+pid_taskdiagd=$!
+pids+=($pid_taskdiagd)
 until [ -S "$dir/td.sock" ]; do sleep 0.1; done
 
 # name port command...
@@ -50,38 +56,48 @@ start() {
     done
 }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-start pe 19301 prometheus-process-exporter
-start bpf 19302 "$rel/taskdiag-exporter" -backend bpf
-start daemon 19303 env TASKDIAG_SOCKET="$dir/td.sock" \
-    setpriv --reuid taskdiag-bench --regid taskdiag-bench --init-groups --inh-caps=-all \
-    "$rel/taskdiag-exporter" -backend daemon
+for name in $EXPORTERS; do
+    case $name in
+    pe) start pe 19301 prometheus-process-exporter ;;
+    bpf) start bpf 19302 "$rel/taskdiag-exporter" -backend bpf ;;
+    daemon)
+        start daemon 19303 env TASKDIAG_SOCKET="$dir/td.sock" \
+            setpriv --reuid taskdiag-bench --regid taskdiag-bench --init-groups --inh-caps=-all \
+            "$rel/taskdiag-exporter" -backend daemon
+        ;;
+    *) echo "unknown exporter $name (pe, bpf, daemon)" >&2; exit 2 ;;
+    esac
+done
 
 echo "$(ls /proc | grep -c '^[0-9]') processes in /proc; $RUNS scrape(s) each after a warm-up; flags: ${FLAGS[*]:-(defaults)}; kernel $(uname -r); $(nproc) CPUs"
 echo
 echo "| exporter | wall per scrape (s), median [min-max] | CPU per scrape (s), median | peak memory (VmHWM) | series |"
 echo "|---|---|---|---|---|"
 declare -A wall cpu
-for name in pe bpf daemon; do wall[$name]=""; cpu[$name]=""; done
+for name in $EXPORTERS; do wall[$name]=""; cpu[$name]=""; done
 for r in $(seq 0 "$RUNS"); do
-    for name in pe bpf daemon; do
+    for name in $EXPORTERS; do
         eval "pid=\$pid_$name port=\$port_$name"
         t0=$(ticks "$pid")
+        [ "$name" = daemon ] && t0=$((t0 + $(ticks "$pid_taskdiagd")))
         w=$(curl -s -o "$dir/$name.out" -w '%{time_total}' "http://127.0.0.1:$port/metrics")
         t1=$(ticks "$pid")
+        [ "$name" = daemon ] && t1=$((t1 + $(ticks "$pid_taskdiagd")))
         if [ "$r" -gt 0 ]; then
             wall[$name]+="$w "
             cpu[$name]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", (b-a)/100}') "
         fi
     done
+    sleep "$GAP"
 done
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END{printf "%s [%s-%s]", v[int((NR+1)/2)], v[1], v[NR]}'; }
-for name in pe bpf daemon; do
+for name in $EXPORTERS; do
     eval "pid=\$pid_$name"
     label=$name
     case $name in
         pe) label="process-exporter 0.7.10 (root)" ;;
         bpf) label="taskdiag exporter, BPF (root)" ;;
-        daemon) label="taskdiag exporter, taskdiagd (user)" ;;
+        daemon) label="taskdiag exporter, taskdiagd (user; CPU with the daemon's)" ;;
     esac
     hwm=$(awk '/VmHWM/{printf "%.0f MiB", $2/1024}' "/proc/$pid/status")
     n=$(grep -c '^namedprocess_namegroup_' "$dir/$name.out" || true)

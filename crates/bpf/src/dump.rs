@@ -97,7 +97,7 @@ impl TaskIter {
     }
 
     /// Tells the whole-system walks how many tasks (threads, every pid namespace's) there are,
-    /// before the first: a walk expected to write fewer than [`RING_AT`] (as many as the last
+    /// before the first: a walk expected to write fewer than 5,000 tasks (as many as the last
     /// one of its kind, or this) reads its seq file, a larger one the ring buffer.
     pub fn expect_tasks(&mut self, threads: u64) {
         for w in &mut self.last_walk {

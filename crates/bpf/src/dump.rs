@@ -34,7 +34,7 @@ const TASK_PROGRAM_GROUPS: u64 = Group::Base.flag()
 /// A whole-system walk expected to write fewer tasks than this reads its seq file, not the
 /// ring buffer: mapping the 4 MiB ring costs about a millisecond a walk, more than the reads it
 /// saves (one per 32 KiB: a few dozen here). Measured: docs/BENCHMARKS.md.
-const RING_AT: u64 = 5000;
+pub(crate) const RING_AT: u64 = 5000;
 
 /// The groups only the sleepable program writes (it reads the task's memory): a request for
 /// any of them walks with it.
@@ -109,9 +109,9 @@ impl TaskIter {
         self.configure_filter(strategy, show, parent, 0, 0);
     }
 
-    /// Configures a walk of one task or one thread group (a link with parameters): through the
-    /// seq file. Setting up the ring buffer's mapping (~0.5 ms) would cost more than the few
-    /// reads it saves.
+    /// Configures a walk of one task or one thread group (a link with parameters), or a small
+    /// whole-system walk: through the seq file. Setting up the ring buffer's mapping (~0.5-1
+    /// ms) would cost more than the few reads it saves.
     pub(crate) fn configure_seq(&mut self, strategy: Strategy, show: u64) {
         self.configure(strategy, show, 0);
         if let Some(b) = self.progs.bss_mut() {
@@ -219,13 +219,10 @@ impl TaskIter {
         let tally = match strategy {
             Strategy::All | Strategy::AllThread => {
                 let kind = usize::from(strategy == Strategy::AllThread);
-                self.configure(strategy, show, 0);
-                // TASKDIAG_BPF_RINGBUF_SIZE (a ring of that size, for tests) keeps every walk on it.
-                let small = self.last_walk[kind].is_some_and(|n| n < RING_AT);
-                if small && std::env::var_os("TASKDIAG_BPF_RINGBUF_SIZE").is_none() {
-                    if let Some(b) = self.progs.bss_mut() {
-                        b.cfg_ringbuf = 0;
-                    }
+                if self.last_walk[kind].is_some_and(|n| n < self.ring_at) {
+                    self.configure_seq(strategy, show);
+                } else {
+                    self.configure(strategy, show, 0);
                 }
                 let link = self.shared_link(cmdline)?;
                 let t = self.run(link, sink)?;

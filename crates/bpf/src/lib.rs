@@ -204,6 +204,10 @@ pub struct TaskIter {
     /// Tasks the last whole-system walk of processes (0) and of threads (1) wrote, or the
     /// [`TaskIter::expect_tasks`] estimate before the first.
     last_walk: [Option<u64>; 2],
+    /// Whole-system walks expected to write fewer tasks than this read the seq file:
+    /// `dump::RING_AT`, or 0 (every walk on the ring) under `TASKDIAG_BPF_RINGBUF_SIZE`, the
+    /// tests' small ring.
+    ring_at: u64,
 }
 
 /// The cgroup hierarchies /proc/PID/cgroup lists ([`TaskIter::set_cgroup_hierarchies`]).

@@ -418,6 +418,11 @@ impl TaskIter {
             },
             lsm_labels: true,
             last_walk: [None; 2],
+            ring_at: if std::env::var_os("TASKDIAG_BPF_RINGBUF_SIZE").is_some() {
+                0
+            } else {
+                crate::dump::RING_AT
+            },
         };
         // Found when these programs were loaded (by this process or the one that pinned them).
         it.features.sched = task == TaskFlavour::Loop

@@ -1720,6 +1720,67 @@ fn on_block_device(dir: &std::path::Path) -> bool {
     std::path::Path::new(&format!("/sys/dev/block/{major}:{minor}")).exists()
 }
 
+/// The `blkio` fixture, started in `dir` (with delay accounting on, as root): its leader and
+/// second thread each wrote, fsynced and read back around the page cache. A fast device can
+/// finish such a round before the task sleeps for it, so where `dir` is on a block device each
+/// task is asked for more rounds, at most [`BLKIO_ROUNDS`], until taskstats (the procfs
+/// backend) counts a block I/O wait for it. Returns the fixture, its tids (leader first), and
+/// whether both tasks waited; if not, says why on stderr. Without `accounting` (delay
+/// accounting off, nothing counts the waits) no more rounds are asked for.
+fn blkio_fixture(dir: &TempDir, accounting: bool) -> (Fixture, Vec<u32>, bool) {
+    let data = dir.join("data");
+    let mut f = spawn(&["blkio", data.to_str().expect("utf-8 path")], None);
+    let pid = f.pid();
+    let tids = threads_of(pid);
+    assert_eq!(tids.len(), 2, "{tids:?}");
+    assert_eq!(tids[0], pid, "{tids:?}");
+    if !accounting {
+        return (f, tids, false);
+    }
+    if !on_block_device(dir.path()) {
+        eprintln!(
+            "{}: not on a block device, no block I/O to wait for",
+            dir.path().display()
+        );
+        return (f, tids, false);
+    }
+    let req = Request::new(
+        Strategy::Thread,
+        pid,
+        Group::Base.flag() | Group::Delay.flag(),
+    );
+    for _ in 0..BLKIO_ROUNDS {
+        let now = delay_by_task(BackendKind::Procfs, &req);
+        let idle: Vec<u32> = tids
+            .iter()
+            .copied()
+            .filter(|t| now.get(t).is_none_or(|(_, d)| d.blkio_count == 0))
+            .collect();
+        if idle.is_empty() {
+            return (f, tids, true);
+        }
+        for t in idle {
+            let sig = if t == pid {
+                libc::SIGUSR1
+            } else {
+                libc::SIGUSR2
+            };
+            // SAFETY: kill has no memory preconditions; `pid` is our living child.
+            assert_eq!(unsafe { libc::kill(pid as libc::pid_t, sig) }, 0);
+            f.expect_line("again");
+        }
+    }
+    eprintln!(
+        "{}: {BLKIO_ROUNDS} rounds of fsync and O_DIRECT reads never made the fixture wait \
+         (the device completes I/O before a task sleeps)",
+        dir.path().display()
+    );
+    (f, tids, false)
+}
+
+/// How many rounds of block I/O [`blkio_fixture`] asks each task for at most.
+const BLKIO_ROUNDS: usize = 20;
+
 /// As root with delay accounting on, the procfs backend reads the delay-accounting pairs
 /// through taskstats, and they are the BPF programs' (`task->delays`, per task: a process's
 /// are its leader's, not its threads' sum): for every task in both dumps, per process and per
@@ -1727,10 +1788,10 @@ fn on_block_device(dir: &std::path::Path) -> bool {
 /// ways round: they only grow). DELAY_F_COUNTERS: BPF's where the task has a
 /// `task_delay_info`, procfs's where a pair is nonzero (taskstats answers zeros for a task
 /// without one, created while delay accounting was off, whose pairs must then be 0 on both).
-/// A fixture started with accounting on waits for block I/O in its leader and, more, in a
-/// second thread, so that its pairs are not all 0, the flag is set on both, and a thread
-/// group's sum would show. Tasks that start, exit or have their id reused between the reads
-/// are skipped.
+/// A fixture started with accounting on ran and waited for block I/O ([`blkio_fixture`]) in
+/// its leader and in a second thread, so that its pairs are not all 0 and the flag is set on
+/// both; its process's pairs are its leader's exactly (it waits without running), not its
+/// threads' sum. Tasks that start, exit or have their id reused between the reads are skipped.
 #[test]
 fn delay_counters_from_taskstats_lie_between_the_programs_reads() {
     let Some(_on) = DelayAccounting::on() else {
@@ -1738,12 +1799,8 @@ fn delay_counters_from_taskstats_lie_between_the_programs_reads() {
         return;
     };
     let dir = TempDir::new("delay");
-    let data = dir.join("data");
-    let f = spawn(&["blkio", data.to_str().expect("utf-8 path")], None);
+    let (f, tids, block) = blkio_fixture(&dir, true);
     let pid = f.pid();
-    let tids = threads_of(pid);
-    assert_eq!(tids.len(), 2, "{tids:?}");
-    let block = on_block_device(dir.path());
     let show = Group::Base.flag() | Group::Delay.flag();
     let counters = |d: &taskdiag_proto::DelayRec| d.flags & taskdiag_proto::DELAY_F_COUNTERS != 0;
     let accounted = |d: &taskdiag_proto::DelayRec| d.named_pairs().iter().any(|&(_, v)| v != 0);
@@ -1813,11 +1870,11 @@ fn delay_counters_from_taskstats_lie_between_the_programs_reads() {
                 Strategy::All => &[pid],
                 _ => &tids,
             };
-            for t in fixture.iter().filter(|_| block) {
+            for t in fixture {
                 assert!(
                     compared.contains(t),
                     "{strategy:?}: the fixture's task {t}, started with delay accounting on, \
-                     waited for block I/O but has no pairs from both backends"
+                     ran but has no pairs from both backends"
                 );
             }
             eprintln!(
@@ -1826,8 +1883,7 @@ fn delay_counters_from_taskstats_lie_between_the_programs_reads() {
                 compared.len()
             );
         }
-        // The fixture's own numbers, once more (it waits in pause()): it did block I/O, in
-        // both threads, so the leader's pairs are not the thread group's.
+        // The fixture's own numbers, once more (it waits without running).
         let procfs = delay_by_task(BackendKind::Procfs, &req);
         for t in match strategy {
             Strategy::All => vec![pid],
@@ -1840,6 +1896,19 @@ fn delay_counters_from_taskstats_lie_between_the_programs_reads() {
             }
         }
     }
+    // A process's pairs are its leader's, not the sum with its second thread (which ran).
+    let on_both = |kind| {
+        let process = delay_by_task(kind, &Request::new(Strategy::All, 0, show))[&pid].1;
+        let threads = delay_by_task(kind, &Request::new(Strategy::AllThread, 0, show));
+        let (leader, second) = (threads[&tids[0]].1, threads[&tids[1]].1);
+        assert_ne!(
+            second.run_ns, 0,
+            "{kind:?}: the second thread ran: {second:?}"
+        );
+        assert_eq!(process, leader, "{kind:?}: process {pid} is its leader");
+    };
+    on_both(BackendKind::Procfs);
+    on_both(BackendKind::Bpf);
     drop(f);
 }
 
@@ -1868,11 +1937,10 @@ fn delay_counters_stay_unread_for_an_unprivileged_caller() {
     // A fixture with pairs to read: started with delay accounting on, waiting for block I/O.
     let on = DelayAccounting::on();
     let dir = TempDir::new("delay-user");
-    let data = dir.join("data");
-    let f = spawn(&["blkio", data.to_str().expect("utf-8 path")], None);
+    let (f, _, _) = blkio_fixture(&dir, on.is_some());
     let req = Request::new(Strategy::All, 0, Group::Base.flag() | Group::Delay.flag());
     let as_root = delay_by_task(BackendKind::Procfs, &req)[&f.pid()].1;
-    if on.is_some() && on_block_device(dir.path()) {
+    if on.is_some() {
         assert_ne!(
             as_root.flags & taskdiag_proto::DELAY_F_COUNTERS,
             0,

@@ -180,7 +180,25 @@ impl Source {
         groups: u64,
         f: &mut dyn FnMut(Task) -> io::Result<()>,
     ) -> Result<(), Error> {
-        let req = Request::new(Strategy::All, 0, groups | Group::Base.flag());
+        self.for_each_task(false, groups, f)
+    }
+
+    /// [`Source::for_each_process`], or with `threads` every thread of every process, each as
+    /// /proc/PID/task/TID shows it (a leader's STAT its own), in the backend's order: the BPF
+    /// walk goes by thread id, so one process's threads may come between another's, and a
+    /// caller that groups them by process must not rely on their order.
+    pub fn for_each_task(
+        &mut self,
+        threads: bool,
+        groups: u64,
+        f: &mut dyn FnMut(Task) -> io::Result<()>,
+    ) -> Result<(), Error> {
+        let strategy = if threads {
+            Strategy::AllThread
+        } else {
+            Strategy::All
+        };
+        let req = Request::new(strategy, 0, groups | Group::Base.flag());
         let mut dec = StreamDecoder::new();
         let mut bad = None;
         let mut sink_err = None;

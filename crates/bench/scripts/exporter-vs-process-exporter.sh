@@ -10,12 +10,13 @@
 #   crates/bench/scripts/exporter-vs-process-exporter.sh [TASKS] [RUNS] [EXTRA FLAGS...]
 #   crates/bench/scripts/exporter-vs-process-exporter.sh 50000 5 -gather-smaps=false
 #
-# EXPORTERS (default "pe bpf daemon") chooses which run; GAP seconds between rounds (default 0).
+# EXPORTERS (default "pe bpf daemon") chooses which run; GAP seconds between rounds (default 0);
+# THREADS threads in each held process (default 1; the thread metrics, -threads, are on).
 # `EXPORTERS="bpf daemon" GAP=1` is ours alone in the steady state of a short scrape interval
 # (process-exporter's 70 s scrapes otherwise space ours 70 s apart). The daemon row's CPU is
 # the exporter's plus taskdiagd's.
 set -eu
-TASKS=${1:-50000} RUNS=${2:-5} EXPORTERS=${EXPORTERS:-pe bpf daemon} GAP=${GAP:-0}
+TASKS=${1:-50000} RUNS=${2:-5} EXPORTERS=${EXPORTERS:-pe bpf daemon} GAP=${GAP:-0} THREADS=${THREADS:-1}
 shift $(( $# > 2 ? 2 : $# ))
 FLAGS=("$@")
 here=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -31,7 +32,7 @@ cleanup() {
     unhold
 }
 trap cleanup EXIT
-hold "$rel/taskdiag-bench" "$TASKS"
+hold "$rel/taskdiag-bench" "$TASKS" "$THREADS"
 chmod 755 "$dir"
 printf 'process_names:\n  - name: "{{.Comm}}"\n    cmdline: [".+"]\n' > "$dir/all.yml"
 chmod 644 "$dir/all.yml"
@@ -69,7 +70,7 @@ for name in $EXPORTERS; do
     esac
 done
 
-echo "$(ls /proc | grep -c '^[0-9]') processes in /proc; $RUNS scrape(s) each after a warm-up; flags: ${FLAGS[*]:-(defaults)}; kernel $(uname -r); $(nproc) CPUs"
+echo "$(ls /proc | grep -c '^[0-9]') processes in /proc, $(awk '{sub(/.*\//, "", $4); print $4}' /proc/loadavg) tasks; $RUNS scrape(s) each after a warm-up; flags: ${FLAGS[*]:-(defaults)}; kernel $(uname -r); $(nproc) CPUs"
 echo
 echo "| exporter | wall per scrape (s), median [min-max] | CPU per scrape (s), median | peak memory (VmHWM) | series |"
 echo "|---|---|---|---|---|"

@@ -13,13 +13,17 @@ out):
   polars            polars.DataFrame(taskdiag.snapshot(ATTRS))
   snapshot          taskdiag.snapshot(ATTRS)
 
-with ATTRS = pid, ppid, name, username, cmdline (the issue's). Prints a Markdown table: the
+with ATTRS = pid, ppid, name, username, cmdline (the issue's), and, as the floor under every
+taskdiag case, the BPF walk alone that answers them (`taskdiag dump -b bpf --all -g
+base,cred,cmdline -f raw -s`: the kernel's walk and its completion from /proc, as the dump
+itself times them; no Python, no program loading). Prints a Markdown table: the
 median time, its ratio to psutil's, the processes listed, the peak RSS of the run's
 interpreter and how much the call added to it (ru_maxrss after the call less the RSS before),
 and which backend taskdiag used.
 """
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -28,6 +32,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(HERE, "..", "..", "..", "target", "release", "taskdiag-bench")
+TASKDIAG = os.path.join(HERE, "..", "..", "..", "target", "release", "taskdiag")
+FLOOR = "walk alone (BPF, no Python)"
 ATTRS = ["pid", "ppid", "name", "username", "cmdline"]
 
 CASES = {
@@ -70,6 +76,14 @@ print(json.dumps({{"s": t1 - t0, "n": {count}, "peak": peak, "added": peak - bef
 
 
 def run(case):
+    if case == FLOOR:
+        out = subprocess.run([TASKDIAG, "dump", "-b", "bpf", "--all", "-g", "base,cred,cmdline",
+                              "-f", "raw", "-s"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, check=True)
+        m = re.search(r"(\d+) tasks via bpf in ([0-9.]+) ms", out.stderr)
+        if not m:
+            sys.exit(f"taskdiag dump -s: no timing in {out.stderr!r}")
+        return {"s": float(m.group(2)) / 1000, "n": int(m.group(1))}
     imports, call, count, backend = CASES[case]
     code = RUN.format(attrs=ATTRS, imports=imports, call=call, count=count, backend=backend)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -88,9 +102,9 @@ def main():
                 if holder.poll() is not None:
                     sys.exit("taskdiag-bench hold failed")
                 time.sleep(0.2)
-            results = {c: [] for c in CASES}
+            results = {c: [] for c in [*CASES, FLOOR]}
             for _ in range(runs):
-                for c in CASES:
+                for c in results:
                     results[c].append(run(c))
         finally:
             holder.stdin.close()
@@ -104,6 +118,9 @@ def main():
     for c, rs in results.items():
         s = statistics.median(r["s"] for r in rs)
         mib = lambda k: statistics.median(r[k] for r in rs) / 2**20  # noqa: E731
+        if c == FLOOR:
+            print(f"| {c} | {s:.4f} | {base / s:.1f} | {rs[0]['n']} tasks | - | - | bpf |")
+            continue
         print(f"| {c} | {s:.4f} | {base / s:.1f} | {rs[0]['n']} | {mib('peak'):.0f} "
               f"| {mib('added'):.1f} | {rs[0]['backend']} |")
 

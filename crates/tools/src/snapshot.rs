@@ -474,6 +474,55 @@ mod tests {
         assert!(pid_length().expect("pid_max") >= 3);
     }
 
+    /// Every thread of a dump of threads, each once, with its process; none in a dump of
+    /// processes: three threads of this process, through /proc and (as root) BPF.
+    #[test]
+    fn each_task_is_every_thread_once_or_only_processes() {
+        use std::sync::{mpsc, Arc, Barrier};
+        let done = Arc::new(Barrier::new(4));
+        let (tx, rx) = mpsc::channel();
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                let (tx, done) = (tx.clone(), done.clone());
+                std::thread::spawn(move || {
+                    // SAFETY: gettid has no preconditions.
+                    tx.send(unsafe { libc::gettid() } as u32).expect("send");
+                    done.wait();
+                })
+            })
+            .collect();
+        let tids: Vec<u32> = rx.iter().take(3).collect();
+        let me = std::process::id();
+        for kind in [BackendKind::Procfs, BackendKind::Bpf] {
+            let Ok(mut src) = Source::open_kind(kind, Group::Base.flag()) else {
+                eprintln!("{kind:?}: not available here");
+                continue;
+            };
+            for threads in [true, false] {
+                let mut seen = std::collections::HashMap::new();
+                src.for_each_task(threads, Group::Base.flag(), &mut |t| {
+                    *seen.entry(t.pid).or_insert(0) += 1;
+                    if t.pid == me || tids.contains(&t.pid) {
+                        assert_eq!(t.tgid, me, "{kind:?}: task {}", t.pid);
+                    }
+                    Ok(())
+                })
+                .expect("dump");
+                assert!(seen.values().all(|&n| n == 1), "{kind:?}: a task twice");
+                assert_eq!(seen.get(&me), Some(&1), "{kind:?}: this process");
+                for t in &tids {
+                    assert_eq!(
+                        seen.contains_key(t),
+                        threads,
+                        "{kind:?} {threads}: thread {t}"
+                    );
+                }
+            }
+        }
+        done.wait();
+        threads.into_iter().for_each(|t| t.join().expect("join"));
+    }
+
     #[test]
     fn a_bad_backend_is_named_with_the_known_ones() {
         let e = Error::BadBackend("bfp".parse::<BackendKind>().unwrap_err());

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use taskdiag_proto::task::Task;
 use taskdiag_proto::{Group, FILES_F_FDS_HIDDEN};
-use taskdiag_tools::snapshot::{Error as SnapshotError, Machine, Query, Source};
+use taskdiag_tools::snapshot::{proc_order, Error as SnapshotError, Machine, Query, Source};
 
 /// RLIMIT_NOFILE's index among FILES's limits.
 const RLIMIT_NOFILE: usize = 7;
@@ -406,38 +406,30 @@ impl Reader {
             n += 1;
             f(t);
         };
-        if tgids.len() > FEW || self.few_cheap == Some(false) {
+        // The tasks of `tgids[..asked]`, read one by one to find out whether that is cheap.
+        let (mut read, mut asked) = (Vec::new(), 0);
+        let one_by_one = if tgids.len() > FEW || self.few_cheap == Some(false) {
+            false
+        } else if self.src.single_task_reads_are_cheap() || self.few_cheap == Some(true) {
+            true
+        } else {
+            // The backend cannot say (taskdiagd: it depends on the server's kernel): time one.
+            let t0 = Instant::now();
+            (read, asked) = (self.src.take_tgids_own(q, &tgids[..1])?, 1);
+            let cheap = t0.elapsed() < Duration::from_millis(20);
+            self.few_cheap = Some(cheap);
+            cheap
+        };
+        if one_by_one {
+            read.extend(self.src.take_tgids_own(q, &tgids[asked..])?);
+            read.into_iter().for_each(each);
+        } else {
+            // (A process already read comes again in the walk of all.)
             self.src.for_each_task(q.threads, q.groups, &mut |t| {
                 each(t);
                 Ok(())
             })?;
-            return Ok(n);
         }
-        if self.src.single_task_reads_are_cheap() || self.few_cheap == Some(true) {
-            self.src
-                .take_tgids_own(q, tgids)?
-                .into_iter()
-                .for_each(each);
-            return Ok(n);
-        }
-        // The backend cannot say (taskdiagd: it depends on the server's kernel): time one.
-        let t0 = Instant::now();
-        let first = self.src.take_tgids_own(q, &tgids[..1])?;
-        let cheap = t0.elapsed() < Duration::from_millis(20);
-        self.few_cheap = Some(cheap);
-        if !cheap {
-            // The one already read comes again in the walk of all.
-            self.src.for_each_task(q.threads, q.groups, &mut |t| {
-                each(t);
-                Ok(())
-            })?;
-            return Ok(n);
-        }
-        first.into_iter().for_each(&mut each);
-        self.src
-            .take_tgids_own(q, &tgids[1..])?
-            .into_iter()
-            .for_each(each);
         Ok(n)
     }
 
@@ -530,12 +522,9 @@ impl Reader {
             })?;
             for &i in &multi {
                 let p = &mut procs[i];
-                let Some(mut threads) = by_tgid.remove(&p.id.0) else {
-                    continue;
-                };
-                // The leader first, then by thread id, whatever order the backend gave.
-                let tgid = p.id.0;
-                threads.sort_unstable_by_key(|t| (t.id.0 != tgid, t.id.0));
+                let mut threads = by_tgid.remove(&p.id.0).unwrap_or_default();
+                // In /proc's order, whatever order the backend gave.
+                threads.sort_unstable_by_key(|t| proc_order(p.id.0, t.id.0));
                 fold_threads(p, threads);
             }
         }

@@ -1791,7 +1791,8 @@ const BLKIO_ROUNDS: usize = 20;
 /// A fixture started with accounting on waited for block I/O ([`blkio_fixture`], where its
 /// file system is on a block device) in its leader and in a second thread, so that its pairs
 /// are not all 0 and the flag is set on both; its process's pairs are its leader's exactly (it
-/// waits without running), not its threads' sum. Tasks that start, exit or have their id reused between the reads are skipped.
+/// waits without running), not its threads' sum. Tasks that start, exit or have their id
+/// reused between the reads are skipped.
 #[test]
 fn delay_counters_from_taskstats_lie_between_the_programs_reads() {
     let Some(_on) = DelayAccounting::on() else {

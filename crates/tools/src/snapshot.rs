@@ -412,7 +412,12 @@ fn patch_leaders(tasks: &mut [Task], procs: &[Task]) {
 
 /// Sorts processes by pid and, within a process, the leader first and then threads by tid.
 pub fn sort_like_proc(tasks: &mut [Task]) {
-    tasks.sort_by_key(|t| (t.tgid, t.pid != t.tgid, t.pid));
+    tasks.sort_by_key(|t| proc_order(t.tgid, t.pid));
+}
+
+/// The key of [`sort_like_proc`]'s order for task `pid` of process `tgid`.
+pub fn proc_order(tgid: u32, pid: u32) -> (u32, bool, u32) {
+    (tgid, pid != tgid, pid)
 }
 
 /// Opens a source for `q` and takes one snapshot.

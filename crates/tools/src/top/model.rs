@@ -112,7 +112,7 @@ struct Prev {
 
 /// The sort order key of a snapshot (as `snapshot::sort_like_proc`).
 fn proc_key(t: &Task) -> (u32, bool, u32) {
-    (t.tgid, t.pid != t.tgid, t.pid)
+    crate::snapshot::proc_order(t.tgid, t.pid)
 }
 
 /// Turns successive snapshots into rows with CPU deltas.
@@ -172,7 +172,7 @@ impl Deltas {
         let ns_per_tick = ns_per_tick.max(1);
         self.prev.clear();
         self.prev.extend(times.iter().map(|t| Prev {
-            key: (t.tgid, t.pid != t.tgid, t.pid),
+            key: crate::snapshot::proc_order(t.tgid, t.pid),
             start_ns: t.start_ns,
             tics: t.cpu_ns / ns_per_tick,
             flt: None,

@@ -160,7 +160,7 @@ impl Refresher {
 /// both sorted like /proc). A process whose tasks are the same ones is updated in place; when
 /// tasks started or ended, `last` is rebuilt around them (a merge: linear time).
 fn patch(last: &mut Vec<Task>, fresh: Vec<Task>, tgids: &[u32]) {
-    let key = |t: &Task| (t.tgid, t.pid != t.tgid, t.pid);
+    let key = |t: &Task| crate::snapshot::proc_order(t.tgid, t.pid);
     let range =
         |v: &[Task], g: u32| v.partition_point(|t| t.tgid < g)..v.partition_point(|t| t.tgid <= g);
     let same_tasks = tgids.iter().all(|&g| {

@@ -14,9 +14,13 @@
 # THREADS threads in each held process (default 1; the thread metrics, -threads, are on).
 # `EXPORTERS="bpf daemon" GAP=1` is ours alone in the steady state of a short scrape interval
 # (process-exporter's 70 s scrapes otherwise space ours 70 s apart). The daemon row's CPU is
-# the exporter's plus taskdiagd's.
+# the exporter's plus taskdiagd's. AGAIN=K (default 0) scrapes each of ours K more times, 1 s
+# apart, right after its scrape in a round, and reports those scrapes in rows of their own: the
+# steady state of a short scrape interval (rollups and wait channels reused), in the same run
+# as process-exporter's.
 set -eu
 TASKS=${1:-50000} RUNS=${2:-5} EXPORTERS=${EXPORTERS:-pe bpf daemon} GAP=${GAP:-0} THREADS=${THREADS:-1}
+AGAIN=${AGAIN:-0}
 shift $(( $# > 2 ? 2 : $# ))
 FLAGS=("$@")
 here=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -75,18 +79,27 @@ echo
 echo "| exporter | wall per scrape (s), median [min-max] | CPU per scrape (s), median | peak memory (VmHWM) | series |"
 echo "|---|---|---|---|---|"
 declare -A wall cpu
-for name in $EXPORTERS; do wall[$name]=""; cpu[$name]=""; done
+for name in $EXPORTERS; do wall[$name]=""; cpu[$name]=""; wall[$name+]=""; cpu[$name+]=""; done
+# scrape NAME KEY: one scrape of exporter NAME, its wall and CPU time added to KEY's lists
+# (after the warm-up round).
+scrape() {
+    local name=$1 key=$2 pid port t0 t1 w
+    eval "pid=\$pid_$name port=\$port_$name"
+    t0=$(ticks "$pid")
+    [ "$name" = daemon ] && t0=$((t0 + $(ticks "$pid_taskdiagd")))
+    w=$(curl -s -o "$dir/$name.out" -w '%{time_total}' "http://127.0.0.1:$port/metrics")
+    t1=$(ticks "$pid")
+    [ "$name" = daemon ] && t1=$((t1 + $(ticks "$pid_taskdiagd")))
+    if [ "$r" -gt 0 ]; then
+        wall[$key]+="$w "
+        cpu[$key]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", (b-a)/100}') "
+    fi
+}
 for r in $(seq 0 "$RUNS"); do
     for name in $EXPORTERS; do
-        eval "pid=\$pid_$name port=\$port_$name"
-        t0=$(ticks "$pid")
-        [ "$name" = daemon ] && t0=$((t0 + $(ticks "$pid_taskdiagd")))
-        w=$(curl -s -o "$dir/$name.out" -w '%{time_total}' "http://127.0.0.1:$port/metrics")
-        t1=$(ticks "$pid")
-        [ "$name" = daemon ] && t1=$((t1 + $(ticks "$pid_taskdiagd")))
-        if [ "$r" -gt 0 ]; then
-            wall[$name]+="$w "
-            cpu[$name]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", (b-a)/100}') "
+        scrape "$name" "$name"
+        if [ "$name" != pe ]; then
+            for _ in $(seq "$AGAIN"); do sleep 1; scrape "$name" "$name+"; done
         fi
     done
     sleep "$GAP"
@@ -103,4 +116,7 @@ for name in $EXPORTERS; do
     hwm=$(awk '/VmHWM/{printf "%.0f MiB", $2/1024}' "/proc/$pid/status")
     n=$(grep -c '^namedprocess_namegroup_' "$dir/$name.out" || true)
     echo "| $label | $(echo "${wall[$name]}" | median) | $(echo "${cpu[$name]}" | median) | $hwm | $n |"
+    if [ -n "${wall[$name+]}" ]; then
+        echo "| the same, scraped again 1 s later | $(echo "${wall[$name+]}" | median) | $(echo "${cpu[$name+]}" | median) | | |"
+    fi
 done

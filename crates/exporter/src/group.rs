@@ -18,7 +18,8 @@
 //! accumulator is kept while its group lives, so per-thread counters never go down either
 //! (0.7.10 restarts one at 0 when no thread of that name was seen at a collection).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::config::{Config, ProcAttrs};
 use crate::sample::{Counts, Id, IdMap, Memory, ProcSample, States};
@@ -34,7 +35,9 @@ struct TrackedThread {
 /// A process the tracker knows: tracked under a group, or ignored (`group: None`).
 #[derive(Debug, Clone)]
 struct Tracked {
-    group: Option<String>,
+    /// The group's name, one allocation per name ([`Grouper::intern`]): a collection sums
+    /// its processes by the name's address, not by comparing names.
+    group: Option<Arc<str>>,
     /// The last sample.
     sample: ProcSample,
     /// What its counters grew by at the last collection.
@@ -104,6 +107,8 @@ pub struct Grouper {
     generation: u64,
     group_accum: HashMap<String, Counts>,
     thread_accum: HashMap<String, HashMap<String, Counts>>,
+    /// The name of every group a tracked process is in, once.
+    names: HashSet<Arc<str>>,
     /// Euid → user name.
     users: HashMap<u32, String>,
     needs_username: bool,
@@ -122,6 +127,7 @@ impl Grouper {
             generation: 0,
             group_accum: HashMap::new(),
             thread_accum: HashMap::new(),
+            names: HashSet::new(),
             users: HashMap::new(),
             needs_username,
         }
@@ -210,7 +216,10 @@ impl Grouper {
         for p in new {
             let attrs = self.attrs(&p);
             match self.config.match_and_name(&attrs) {
-                Some(name) => self.track(name, p, first, gen),
+                Some(name) => {
+                    let name = self.intern(name);
+                    self.track(name, p, first, gen)
+                }
                 None => {
                     untracked.insert(p.id, p);
                 }
@@ -226,7 +235,19 @@ impl Grouper {
                 }
             }
         }
+        // Names no tracked process is in any more (the set's own reference is the last).
+        self.names.retain(|n| Arc::strong_count(n) > 1);
         (self.groups(), partial)
+    }
+
+    /// The one allocation of group name `name`.
+    fn intern(&mut self, name: String) -> Arc<str> {
+        if let Some(n) = self.names.get(name.as_str()) {
+            return n.clone();
+        }
+        let n: Arc<str> = name.into();
+        self.names.insert(n.clone());
+        n
     }
 
     fn attrs(&mut self, p: &ProcSample) -> ProcAttrs {
@@ -251,7 +272,7 @@ impl Grouper {
         }
     }
 
-    fn track(&mut self, group: String, p: ProcSample, first: u64, gen: u64) {
+    fn track(&mut self, group: Arc<str>, p: ProcSample, first: u64, gen: u64) {
         // Started after the first collection: everything it did happened since, and counts.
         let latest = if p.id.1 > first {
             p.counts
@@ -312,7 +333,7 @@ impl Grouper {
         first: u64,
         gen: u64,
         depth: usize,
-    ) -> Option<String> {
+    ) -> Option<Arc<str>> {
         let p = untracked.get(&id)?;
         let parent = self.pids.get(&p.ppid).copied().filter(|_| p.ppid >= 1);
         let Some(parent) = parent else {
@@ -343,15 +364,16 @@ impl Grouper {
 
     /// Sums the tracked processes by group and adds the accumulators.
     fn groups(&mut self) -> BTreeMap<String, GroupMetrics> {
-        let mut groups: BTreeMap<String, GroupMetrics> = BTreeMap::new();
-        let mut threads: HashMap<String, Vec<(&str, Counts)>> = HashMap::new();
+        // Summed by the name's address (names are interned): index in `sums`.
+        let mut at: IdMap<usize, usize> = IdMap::default();
+        let mut sums: Vec<(&Arc<str>, GroupMetrics, Vec<(&str, Counts)>)> = Vec::new();
         for t in self.tracked.values() {
             let Some(name) = &t.group else { continue };
-            // The group's entry, its name copied only the first time.
-            let g = match groups.get_mut(name) {
-                Some(g) => g,
-                None => groups.entry(name.clone()).or_default(),
-            };
+            let i = *at.entry(Arc::as_ptr(name) as *const u8 as usize).or_insert_with(|| {
+                sums.push((name, GroupMetrics::default(), Vec::new()));
+                sums.len() - 1
+            });
+            let (_, g, threads) = &mut sums[i];
             let s = &t.sample;
             g.procs += 1;
             g.memory.add(&s.memory);
@@ -380,17 +402,18 @@ impl Grouper {
                 }
             }
             if t.threads.len() > 1 {
-                let v = threads.entry(name.clone()).or_default();
-                v.extend(t.threads.values().map(|th| (th.name.as_str(), th.latest)));
+                threads.extend(t.threads.values().map(|th| (th.name.as_str(), th.latest)));
             }
         }
-        for (name, g) in groups.iter_mut() {
+        let mut groups: BTreeMap<String, GroupMetrics> = BTreeMap::new();
+        for (name, mut g, threads) in sums {
+            let name = name.to_string();
             let acc = self.group_accum.entry(name.clone()).or_default();
             acc.add(&g.counts);
             g.counts = *acc;
             let hist = self.thread_accum.entry(name.clone()).or_default();
             let mut by_name: BTreeMap<&str, ThreadGroup> = BTreeMap::new();
-            for (tname, latest) in threads.get(name).map(Vec::as_slice).unwrap_or(&[]) {
+            for (tname, latest) in &threads {
                 let e = by_name.entry(tname).or_insert_with(|| ThreadGroup {
                     name: tname.to_string(),
                     ..ThreadGroup::default()
@@ -404,6 +427,7 @@ impl Grouper {
                 tg.counts = *h;
             }
             g.threads = by_name.into_values().collect();
+            groups.insert(name, g);
         }
         // Groups seen before with no process now: their counters stay (or they go).
         if self.opts.remove_empty_groups {

@@ -369,10 +369,12 @@ impl Grouper {
         let mut sums: Vec<(&Arc<str>, GroupMetrics, Vec<(&str, Counts)>)> = Vec::new();
         for t in self.tracked.values() {
             let Some(name) = &t.group else { continue };
-            let i = *at.entry(Arc::as_ptr(name) as *const u8 as usize).or_insert_with(|| {
-                sums.push((name, GroupMetrics::default(), Vec::new()));
-                sums.len() - 1
-            });
+            let i = *at
+                .entry(Arc::as_ptr(name) as *const u8 as usize)
+                .or_insert_with(|| {
+                    sums.push((name, GroupMetrics::default(), Vec::new()));
+                    sums.len() - 1
+                });
             let (_, g, threads) = &mut sums[i];
             let s = &t.sample;
             g.procs += 1;
@@ -452,22 +454,35 @@ fn update_threads(t: &mut Tracked, p: &ProcSample) {
         t.threads.clear();
         return;
     }
-    let mut next = IdMap::with_capacity_and_hasher(p.threads.len(), Default::default());
+    // In place: a thread seen before keeps its entry and name (most collections change no
+    // thread but their counters; at 150,000 threads a new map and name for each was a tenth
+    // of a collection).
     for th in &p.threads {
-        let latest = t
-            .threads
-            .get(&th.id)
-            .map_or(Counts::default(), |old| th.counts.since(&old.counts));
-        next.insert(
-            th.id,
-            TrackedThread {
-                name: th.name.clone(),
-                counts: th.counts,
-                latest,
-            },
-        );
+        match t.threads.get_mut(&th.id) {
+            Some(old) => {
+                old.latest = th.counts.since(&old.counts);
+                old.counts = th.counts;
+                if old.name != th.name {
+                    old.name.clone_from(&th.name);
+                }
+            }
+            None => {
+                t.threads.insert(
+                    th.id,
+                    TrackedThread {
+                        name: th.name.clone(),
+                        counts: th.counts,
+                        latest: Counts::default(),
+                    },
+                );
+            }
+        }
     }
-    t.threads = next;
+    // Threads gone since: the map holds more than this collection's.
+    if t.threads.len() > p.threads.len() {
+        let now: std::collections::HashSet<Id> = p.threads.iter().map(|th| th.id).collect();
+        t.threads.retain(|id, _| now.contains(id));
+    }
 }
 
 #[cfg(test)]
@@ -685,5 +700,14 @@ mod tests {
         );
         let io = g["app"].threads.iter().find(|t| t.name == "io").unwrap();
         assert_eq!((io.count, io.counts.cpu_user_ns), (1, 6));
+        // A thread that renames itself counts under its new name from then on.
+        let (g, _) = gr.update(
+            vec![with(vec![th(10, "app", 8), th(13, "io2", 4)])],
+            BOOT_NOW + 5,
+        );
+        let names: Vec<_> = g["app"].threads.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["app", "io2"]);
+        let io2 = &g["app"].threads[1];
+        assert_eq!((io2.count, io2.counts.cpu_user_ns), (1, 1));
     }
 }

@@ -192,7 +192,8 @@ pub struct ThreadSample {
     pub name: String,
     /// Its own counters (CPU times, faults, context switches, I/O when asked for).
     pub counts: Counts,
-    /// Where it sleeps, "" when running or hidden.
+    /// Where it sleeps, "" when running or hidden (moved to its process's `wchans` when
+    /// [`fold_threads`] folds it in).
     pub wchan: String,
     /// Its state letter.
     pub state: char,
@@ -577,16 +578,16 @@ impl Reader {
 /// Folds a process's threads into it as process-exporter 0.7.10 does when it finds two or
 /// more: context switches become the sum over the threads, every thread's state and wait
 /// channel is counted besides the leader's.
-pub fn fold_threads(p: &mut ProcSample, threads: Vec<ThreadSample>) {
+pub fn fold_threads(p: &mut ProcSample, mut threads: Vec<ThreadSample>) {
     if threads.len() < 2 {
         return;
     }
     p.counts.ctx_voluntary = threads.iter().map(|t| t.counts.ctx_voluntary).sum();
     p.counts.ctx_nonvoluntary = threads.iter().map(|t| t.counts.ctx_nonvoluntary).sum();
-    for t in &threads {
+    for t in &mut threads {
         p.states.count(t.state);
         if !t.wchan.is_empty() {
-            p.wchans.push(t.wchan.clone());
+            p.wchans.push(std::mem::take(&mut t.wchan));
         }
     }
     p.threads = threads;

@@ -544,9 +544,12 @@ fn ps_pss_and_uss_match_procps() {
         for form in [
             vec!["-o", "pid,pss,uss,comm", "-p", &pid],
             vec!["-L", "-o", "pid,lwp,pss,uss", "-p", &pid],
+            // Without the names: a kworker's name carries the workqueue it runs now
+            // ("kworker/1:0-events", then "-mm_percpu_wq"), which can change between procps's
+            // reads and ours, and once did.
             vec![
                 "-o",
-                "pid,pss,uss,comm",
+                "pid,pss,uss",
                 "--sort=-pss,uss,pid",
                 "-p",
                 &pid,

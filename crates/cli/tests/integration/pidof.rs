@@ -110,7 +110,9 @@ const BACKENDS: [&str; 2] = ["procfs", "bpf"];
 /// A task can live only during our read: a concurrent test's process between losing its
 /// memory at exit and being reaped has an empty argv[0], which `nothing/` and kernel-thread
 /// names match. procps read before and after ours cannot see it, so the extra pid is accepted
-/// when /proc has no such task any more; a listed live task, or a missing one, still differs.
+/// when /proc has no such task any more, or only its zombie (whose root link procps cannot
+/// read for `-c`: it read the zombie after ours saw the task still exiting); a listed live
+/// task, or a missing one, still differs.
 fn same_but_vanished(reference: &Shown, ours: &Shown) -> bool {
     if reference == ours {
         return true;
@@ -128,7 +130,9 @@ fn same_but_vanished(reference: &Shown, ours: &Shown) -> bool {
     let gone = |w: &[u8]| {
         !want.iter().any(|r| r == w)
             && std::str::from_utf8(w).is_ok_and(|pid| {
-                pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists()
+                // (No state: the task is gone.)
+                pid.parse::<u32>()
+                    .is_ok_and(|n| matches!(tasks::state(n), None | Some('Z' | 'X')))
             })
     };
     let kept: Vec<_> = words(&ours.stdout)

@@ -47,6 +47,14 @@ struct Tracked {
     seen: u64,
 }
 
+/// One group's sums at a collection, before its accumulators are added: its name, its
+/// processes' metrics, and each of their threads' name and growth.
+struct Sum<'a> {
+    name: &'a Arc<str>,
+    g: GroupMetrics,
+    threads: Vec<(&'a str, Counts)>,
+}
+
 /// Per thread name: how many threads, and their accumulated counters.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ThreadGroup {
@@ -366,16 +374,20 @@ impl Grouper {
     fn groups(&mut self) -> BTreeMap<String, GroupMetrics> {
         // Summed by the name's address (names are interned): index in `sums`.
         let mut at: IdMap<usize, usize> = IdMap::default();
-        let mut sums: Vec<(&Arc<str>, GroupMetrics, Vec<(&str, Counts)>)> = Vec::new();
+        let mut sums: Vec<Sum> = Vec::new();
         for t in self.tracked.values() {
             let Some(name) = &t.group else { continue };
             let i = *at
                 .entry(Arc::as_ptr(name) as *const u8 as usize)
                 .or_insert_with(|| {
-                    sums.push((name, GroupMetrics::default(), Vec::new()));
+                    sums.push(Sum {
+                        name,
+                        g: GroupMetrics::default(),
+                        threads: Vec::new(),
+                    });
                     sums.len() - 1
                 });
-            let (_, g, threads) = &mut sums[i];
+            let Sum { g, threads, .. } = &mut sums[i];
             let s = &t.sample;
             g.procs += 1;
             g.memory.add(&s.memory);
@@ -408,7 +420,12 @@ impl Grouper {
             }
         }
         let mut groups: BTreeMap<String, GroupMetrics> = BTreeMap::new();
-        for (name, mut g, threads) in sums {
+        for Sum {
+            name,
+            mut g,
+            threads,
+        } in sums
+        {
             let name = name.to_string();
             let acc = self.group_accum.entry(name.clone()).or_default();
             acc.add(&g.counts);

@@ -214,7 +214,7 @@ impl Grouper {
         // such: every pid is otherwise a tracked process's or a new one's.)
         if self.pids.len() != self.tracked.len() + new.len() {
             let tracked = &self.tracked;
-            let new_ids: std::collections::HashSet<Id> = new.iter().map(|p| p.id).collect();
+            let new_ids: HashSet<Id> = new.iter().map(|p| p.id).collect();
             self.pids
                 .retain(|_, id| tracked.contains_key(id) || new_ids.contains(id));
         }
@@ -497,7 +497,7 @@ fn update_threads(t: &mut Tracked, p: &ProcSample) {
     }
     // Threads gone since: the map holds more than this collection's.
     if t.threads.len() > p.threads.len() {
-        let now: std::collections::HashSet<Id> = p.threads.iter().map(|th| th.id).collect();
+        let now: HashSet<Id> = p.threads.iter().map(|th| th.id).collect();
         t.threads.retain(|id, _| now.contains(id));
     }
 }

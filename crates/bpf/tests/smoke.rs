@@ -186,7 +186,9 @@ fn the_task_program_verifies_in_linear_work() {
     // 80,706 on 6.1 with FILES and NS (NS's levels a global function: inline they cost 6.1's
     // verifier 120,000 more); 30,491 on 6.18 with SIGNAL, 20,271 before it; 137,690 on 6.18
     // with the regression this test was written for (6.8x the program of then: today's would
-    // walk some 500,000).
+    // walk some 500,000); 96,140 on 6.18 and 101,514 on 6.1 with every group to WCHAN
+    // (2026-11-28; a test of the strategy that split the program by strategy made it 162,428
+    // on 6.1).
     assert!(n < 150_000, "{n} instructions verified");
 }
 

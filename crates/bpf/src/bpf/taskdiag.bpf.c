@@ -442,6 +442,37 @@ static __always_inline void cputime_adjust(__u64 utime, __u64 stime, __u64 rtime
 	*st = stime;
 }
 
+/*
+ * bpf_rdonly_cast() (6.2+): an untrusted, typed view of a kernel address, whose loads are
+ * inline probing loads instead of a helper call each. Weak: where the kernel lacks it,
+ * bpf_ksym_exists() is a constant 0 and the verifier drops the code that calls it.
+ */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
+/*
+ * sum_one_thread() with plain loads through bpf_rdonly_cast() views, for kernels that have it:
+ * the process walk of a host of multi-threaded processes spent a tenth of its time in the
+ * six probe-read helper calls per thread (perf, 15,000 processes of 10 threads).
+ */
+static long sum_one_thread_cast(__u64 i, struct thread_sum *s)
+{
+	struct task_struct *t;
+
+	if (s->pos == s->head) {
+		s->done = true;
+		return 1;
+	}
+	t = bpf_rdonly_cast((void *)s->pos - bpf_core_field_offset(struct task_struct, thread_node),
+			    bpf_core_type_id_kernel(struct task_struct));
+	s->min_flt += t->min_flt;
+	s->maj_flt += t->maj_flt;
+	s->utime += t->utime;
+	s->stime += t->stime;
+	s->rtime += t->se.sum_exec_runtime;
+	s->pos = t->thread_node.next;
+	return 0;
+}
+
 static long sum_one_thread(__u64 i, struct thread_sum *s)
 {
 	struct task_struct *t;
@@ -476,6 +507,23 @@ static __always_inline bool add_io(struct td_io *to, const void *from, struct td
 	for (int i = 0; i < sizeof(*to) / 8; i++)
 		dst[i] += src[i];
 	return true;
+}
+
+/* sum_io_thread() stepping with a plain load (see sum_one_thread_cast()). */
+static long sum_io_thread_cast(__u64 i, struct io_sum *s)
+{
+	struct task_struct *t;
+
+	if (s->pos == s->head) {
+		s->done = true;
+		return 1;
+	}
+	t = bpf_rdonly_cast((void *)s->pos - bpf_core_field_offset(struct task_struct, thread_node),
+			    bpf_core_type_id_kernel(struct task_struct));
+	if (!add_io(s->acc, __builtin_preserve_access_index(&t->ioac), s->tmp))
+		return 1;
+	s->pos = t->thread_node.next;
+	return 0;
 }
 
 /* bpf_loop() step: adds the I/O of the thread at @s->pos, then moves on. */
@@ -982,7 +1030,10 @@ static __always_inline bool put_stat(struct out *o, struct task_struct *t, bool 
 		} else {
 			sum.head = __builtin_preserve_access_index(&sig->thread_head);
 			sum.pos = sig->thread_head.next;
-			bpf_loop(TD_BPF_MAX_THREADS, sum_one_thread, &sum, 0);
+			if (bpf_ksym_exists(bpf_rdonly_cast))
+				bpf_loop(TD_BPF_MAX_THREADS, sum_one_thread_cast, &sum, 0);
+			else
+				bpf_loop(TD_BPF_MAX_THREADS, sum_one_thread, &sum, 0);
 			if (!sum.done)
 				return needs_procfs(o, TD_GROUP_STAT);
 		}
@@ -1475,7 +1526,10 @@ static __always_inline int io_counters(__u64 task, bool bounded)
 	s.tmp = &sc->io_tmp;
 	s.head = head;
 	s.pos = next;
-	bpf_loop(TD_BPF_MAX_THREADS, sum_io_thread, &s, 0);
+	if (bpf_ksym_exists(bpf_rdonly_cast))
+		bpf_loop(TD_BPF_MAX_THREADS, sum_io_thread_cast, &s, 0);
+	else
+		bpf_loop(TD_BPF_MAX_THREADS, sum_io_thread, &s, 0);
 	return s.done;
 }
 
@@ -3130,8 +3184,6 @@ static __always_inline bool put_environ(struct out *o, struct task_struct *t, st
  * search, so emit() works on views made by bpf_rdonly_cast() where the kernel has it (6.2+;
  * older kernels do not do the search either).
  */
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
-
 static __always_inline struct task_struct *untrusted(struct out *o, struct task_struct *t)
 {
 	if (!bpf_ksym_exists(bpf_rdonly_cast))
@@ -3228,6 +3280,17 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 
 	if (!task)
 		return 0;
+	/* First: a process walk steps over every task that is not a leader (135,000 of 150,000
+	 * tasks on a host of 10-thread processes), and the set-up below cost a tenth of it. The
+	 * strategy is read again (volatile) rather than tested in @strategy: refined here, it
+	 * split the rest of the program by strategy for 6.1's verifier (162,000 instructions
+	 * verified instead of 102,000). */
+	if (task->group_leader != task) {
+		__u32 s = *(volatile __u32 *)&cfg_strategy;
+
+		if (s == TD_STRATEGY_ALL || s == TD_STRATEGY_CHILDREN)
+			return 0;
+	}
 	o.buf = bpf_map_lookup_elem(&scratch_map, &zero);
 	if (!o.buf)
 		return 0;

@@ -174,7 +174,11 @@ fn answer(sh: &Shared, d: &mut Dumper, conn: &mut Conn, ticket: &mut Ticket) {
             deadline,
             stop: None,
         };
+        // Blocks the client took while the dump writes are used again for what follows, and
+        // given back once it is done (Output::keep_spares).
+        sink.out.keep_spares(true);
         let r = d.dump_for(&req, viewer, &mut |c| sink.write(c));
+        sink.out.keep_spares(false);
         (sink.stop, r)
     };
     sh.stats.requests.fetch_add(1, Ordering::Relaxed);

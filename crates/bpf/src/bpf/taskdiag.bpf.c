@@ -449,6 +449,13 @@ static __always_inline void cputime_adjust(__u64 utime, __u64 stime, __u64 rtime
  */
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
+/* The task whose thread_node is at @pos, as a bpf_rdonly_cast() view. */
+static __always_inline struct task_struct *thread_view(struct list_head *pos)
+{
+	return bpf_rdonly_cast((void *)pos - bpf_core_field_offset(struct task_struct, thread_node),
+			       bpf_core_type_id_kernel(struct task_struct));
+}
+
 /*
  * sum_one_thread() with plain loads through bpf_rdonly_cast() views, for kernels that have it:
  * the process walk of a host of multi-threaded processes spent a tenth of its time in the
@@ -462,8 +469,7 @@ static long sum_one_thread_cast(__u64 i, struct thread_sum *s)
 		s->done = true;
 		return 1;
 	}
-	t = bpf_rdonly_cast((void *)s->pos - bpf_core_field_offset(struct task_struct, thread_node),
-			    bpf_core_type_id_kernel(struct task_struct));
+	t = thread_view(s->pos);
 	s->min_flt += t->min_flt;
 	s->maj_flt += t->maj_flt;
 	s->utime += t->utime;
@@ -518,8 +524,7 @@ static long sum_io_thread_cast(__u64 i, struct io_sum *s)
 		s->done = true;
 		return 1;
 	}
-	t = bpf_rdonly_cast((void *)s->pos - bpf_core_field_offset(struct task_struct, thread_node),
-			    bpf_core_type_id_kernel(struct task_struct));
+	t = thread_view(s->pos);
 	if (!add_io(s->acc, __builtin_preserve_access_index(&t->ioac), s->tmp))
 		return 1;
 	s->pos = t->thread_node.next;

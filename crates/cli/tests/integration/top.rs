@@ -740,7 +740,7 @@ fn descendant(root: u32, name: &str) -> Option<u32> {
 fn interactive(backend: &str, tag: &str) -> (Tmux, u32) {
     let cmd = format!(
         "sh -c 'echo BEFORE-TOP; TASKDIAG_BACKEND={backend} {BIN} top -d 0.5; \
-         echo \"TOP-EXIT=$?\"; stty -a | tr \" ;\" \"\\n\\n\" | grep -Ex -- \"-?(icanon|echo)\"; sleep 600'"
+         echo \"TOP-EXIT=$?\"; stty -a | tr \" ;\" \"\\n\\n\" | grep -Ex -- \"-?(icanon|echo)\"; echo STTY-DONE; sleep 600'"
     );
     let t = Tmux::start(tag, &cmd);
     t.wait_for("the task table", |s| {
@@ -761,7 +761,9 @@ fn assert_restored(t: &Tmux) {
         "the screen before top is back: {s}"
     );
     assert!(!s.contains("  PID USER"), "top's screen is gone: {s}");
-    let s = t.wait_for("stty", |s| s.contains("icanon"));
+    // Until stty's lines are all there (waiting for the first one alone saw `icanon` and
+    // not yet `echo`: make test, 2026-11-28).
+    let s = t.wait_for("stty", |s| s.contains("STTY-DONE"));
     assert!(
         s.lines().any(|l| l.trim() == "icanon") && s.lines().any(|l| l.trim() == "echo"),
         "cooked mode: {s}"

@@ -654,9 +654,8 @@ fn process_sample(mut t: Task, boot: i64, page: u64, want: Want) -> ProcSample {
         ),
         None => (0, 0, String::new()),
     };
-    let t = &mut t;
     let mut partial = false;
-    let counts = counts_of(t);
+    let counts = counts_of(&t);
     if t.io.is_none() {
         partial = true;
     }
@@ -677,12 +676,12 @@ fn process_sample(mut t: Task, boot: i64, page: u64, want: Want) -> ProcSample {
     if open_fds.is_none() || (want.wchan && t.wchan.is_none()) {
         partial = true;
     }
-    let state = state_of(t);
+    let state = state_of(&t);
     let mut states = States::default();
     states.count(state);
-    let wchan = wchan_of(t);
+    let wchan = wchan_of(&mut t);
     let (cgroups, cgroup) = if want.cgroups {
-        cgroups_of(t)
+        cgroups_of(&t)
     } else {
         (Vec::new(), String::new())
     };

@@ -79,14 +79,53 @@ pub(crate) fn read_messages<R: Read + ?Sized>(
     Ok(tally)
 }
 
+/// Bytes of records the ring is drained into before they go to the sink. The ring holds 4 MiB
+/// and a read() fills it; drained whole, each walk's copy of it, and each copy the sink makes
+/// of a piece (taskdiagd's filtered stream and the output it holds for the reader), was a
+/// fresh 4 MiB of memory: a page fault and a page clearing for every 4 KiB of the stream. In
+/// pieces this size the same buffers are used again, and stay in the CPU's cache.
+const PIECE: usize = 256 << 10;
+
+/// The ring drained so far: the piece not yet passed on, and what the sink said.
+struct Drain<'s> {
+    piece: Vec<u8>,
+    /// Stream offset of `piece`'s first byte.
+    offset: usize,
+    tally: Tally,
+    sink: &'s mut dyn FnMut(&[u8]) -> io::Result<()>,
+    /// Why the last piece did not go through: the walk ends with it.
+    failed: Option<BpfError>,
+}
+
+impl Drain<'_> {
+    /// Passes the piece on (it holds whole messages: one ring record is one task's message).
+    fn pass(&mut self) -> Result<(), BpfError> {
+        if self.piece.is_empty() {
+            return Ok(());
+        }
+        self.tally.add_chunk(&self.piece, self.offset)?;
+        self.offset += self.piece.len();
+        (self.sink)(&self.piece).map_err(BpfError::Sink)?;
+        self.piece.clear();
+        Ok(())
+    }
+}
+
 /// Drives an iterator whose program writes to the ring buffer: each read() walks tasks until
-/// the ring is full (EAGAIN) or the walk ends (0); the ring is drained after each.
+/// the ring is full (EAGAIN) or the walk ends (0); the ring is drained after each, and passed
+/// on in pieces of [`PIECE`] bytes.
 pub(crate) fn read_ringbuf(
     it: &mut std::fs::File,
     map: &dyn libbpf_rs::MapCore,
     sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
 ) -> Result<Tally, BpfError> {
-    let chunk = RefCell::new(Vec::<u8>::with_capacity(1 << 20));
+    let drain = RefCell::new(Drain {
+        piece: Vec::with_capacity(PIECE + taskdiag_proto::MSG_MAX),
+        offset: 0,
+        tally: Tally::default(),
+        sink,
+        failed: None,
+    });
     let mut builder = libbpf_rs::RingBufferBuilder::new();
     let ring_err = |e| BpfError::Attach {
         what: "ring buffer".into(),
@@ -94,26 +133,33 @@ pub(crate) fn read_ringbuf(
     };
     builder
         .add(map, |rec: &[u8]| {
-            chunk.borrow_mut().extend_from_slice(rec);
+            let mut d = drain.borrow_mut();
+            d.piece.extend_from_slice(rec);
+            if d.piece.len() >= PIECE {
+                if let Err(e) = d.pass() {
+                    // Stops the draining: the walk ends with this error.
+                    d.failed = Some(e);
+                    return -1;
+                }
+            }
             0
         })
         .map_err(ring_err)?;
     let rb = builder.build().map_err(ring_err)?;
-    let (mut tally, mut offset) = (Tally::default(), 0usize);
     let mut seq = [0u8; 64];
     loop {
         let r = it.read(&mut seq);
-        rb.consume()
-            .map_err(|e| BpfError::Read(io::Error::other(e)))?;
-        let mut c = chunk.borrow_mut();
-        if !c.is_empty() {
-            tally.add_chunk(&c, offset)?;
-            offset += c.len();
-            sink(&c).map_err(BpfError::Sink)?;
-            c.clear();
+        let drained = rb.consume();
+        if let Some(e) = drain.borrow_mut().failed.take() {
+            return Err(e);
         }
+        drained.map_err(|e| BpfError::Read(io::Error::other(e)))?;
         match r {
-            Ok(0) => return Ok(tally),
+            Ok(0) => {
+                let mut d = drain.borrow_mut();
+                d.pass()?;
+                return Ok(d.tally);
+            }
             // The program writes nothing to the seq file in this mode.
             Ok(_) => return Err(BpfError::Read(io::Error::other("unexpected seq output"))),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

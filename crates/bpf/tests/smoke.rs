@@ -6,8 +6,18 @@ use taskdiag_proto::task::TaskAssembler;
 use taskdiag_proto::{Group, Request, Strategy, SHOW_SUPPORTED};
 use taskdiag_test_support::tasks::kernel_at_least;
 
+/// Held by every test of this file while it has programs loaded: one of them counts the
+/// process's BPF mappings (/proc/self/maps is the whole process's), which another test's walk,
+/// run in parallel, would add to.
+static LOADED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    LOADED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[test]
 fn all_processes_decode() {
+    let _serial = serial();
     let mut it = TaskIter::load().expect("load (run as root)");
     let mut buf = Vec::new();
     let rep = it
@@ -39,6 +49,7 @@ fn all_processes_decode() {
 /// this says whether every program loads where the kernel has what it needs.
 #[test]
 fn every_program_loads_where_the_kernel_supports_it() {
+    let _serial = serial();
     let it = TaskIter::load().expect("load (run as root)");
     let f = it.features();
     // The modern task program needs bpf_loop() (5.17) and bpf_map_lookup_percpu_elem() (5.19);
@@ -66,6 +77,7 @@ fn every_program_loads_where_the_kernel_supports_it() {
 /// missing for the caller to fill.
 #[test]
 fn groups_not_loaded_are_reported_missing() {
+    let _serial = serial();
     let it = TaskIter::load_for(Group::Base.flag() | Group::Cred.flag()).expect("load");
     let f = it.features();
     assert!(!f.cmdline && !f.maps && !it.has_vma(), "{f:?}");
@@ -119,6 +131,7 @@ fn groups_not_loaded_are_reported_missing() {
 /// (It loads wherever BTF tracepoints exist, 5.5+: every kernel taskdiag supports.)
 #[test]
 fn tracker_marks_tasks_that_ran_and_not_those_that_slept() {
+    let _serial = serial();
     use std::process::Command;
     let mut t = taskdiag_bpf::Tracker::start().expect("start the tracker (run as root)");
     let mut sleeper = Command::new("sleep").arg("1000").spawn().expect("sleep");
@@ -172,6 +185,7 @@ fn tracker_marks_tasks_that_ran_and_not_those_that_slept() {
 /// stopped the paths from merging) shows here as a count, independent of the machine's speed.
 #[test]
 fn the_task_program_verifies_in_linear_work() {
+    let _serial = serial();
     let it = TaskIter::load().expect("load (run as root)");
     // verified_insns is reported from 5.16 on.
     let Some(n) = it.task_verified_insns() else {
@@ -203,6 +217,7 @@ fn may_find_kernel_symbols() -> bool {
 /// of /proc/self/maps). Both answer the same tasks, in pid order.
 #[test]
 fn small_walks_read_the_seq_file_and_large_ones_the_ring() {
+    let _serial = serial();
     if std::env::var_os("TASKDIAG_BPF_RINGBUF_SIZE").is_some() {
         return; // which keeps every walk on the ring
     }
@@ -252,4 +267,67 @@ fn small_walks_read_the_seq_file_and_large_ones_the_ring() {
         seq_pids.iter().filter(|&&p| p == me).count(),
         ring_pids.iter().filter(|&&p| p == me).count()
     );
+}
+
+/// A walk on the ring hands its records over in pieces of at most 256 KiB and a message (not
+/// the ring's 4 MiB at once), whole messages in pid order; a sink that fails ends the walk at
+/// once with its error.
+#[test]
+fn the_ring_is_passed_on_in_pieces_and_a_failing_sink_ends_the_walk() {
+    let _serial = serial();
+    const PIECE: usize = 256 << 10;
+    // 32 processes with 12 KiB of environment each: more than a piece of ENVIRON.
+    let env = "x".repeat(12 << 10);
+    let mut kids: Vec<_> = (0..32)
+        .map(|_| {
+            std::process::Command::new("sleep")
+                .arg("60")
+                .env("TASKDIAG_SMOKE_PAD", &env)
+                .spawn()
+                .expect("sleep")
+        })
+        .collect();
+    let walk = |fail_at: Option<usize>| {
+        let mut it = TaskIter::load().expect("load (run as root)");
+        if !it.features().ringbuf || !it.features().cmdline {
+            return None;
+        }
+        it.expect_tasks(1 << 40);
+        let (mut buf, mut sizes) = (Vec::new(), Vec::new());
+        let req = Request::new(Strategy::All, 0, Group::Base.flag() | Group::Environ.flag());
+        let r = it.dump(&req, &mut |b| {
+            sizes.push(b.len());
+            if fail_at == Some(sizes.len()) {
+                return Err(std::io::Error::other("the sink failed"));
+            }
+            buf.extend_from_slice(b);
+            Ok(())
+        });
+        Some((r, buf, sizes))
+    };
+    let whole = walk(None);
+    let failed = walk(Some(1));
+    for k in &mut kids {
+        let _ = k.kill();
+        let _ = k.wait();
+    }
+    let Some((r, buf, sizes)) = whole else {
+        return; // no ring buffer (or no ENVIRON) on this kernel
+    };
+    r.expect("dump");
+    assert!(sizes.len() > 1, "{} bytes in one piece", buf.len());
+    assert!(
+        sizes.iter().all(|&n| n <= PIECE + taskdiag_proto::MSG_MAX),
+        "pieces {sizes:?}"
+    );
+    let mut asm = TaskAssembler::new();
+    let pids: Vec<u32> = Messages::new(&buf)
+        .filter_map(|m| asm.push(&m.expect("whole messages")).expect("a task"))
+        .map(|t| t.pid)
+        .collect();
+    assert!(pids.windows(2).all(|w| w[0] < w[1]), "pid order");
+    assert!(kids.iter().all(|k| pids.contains(&k.id())));
+    let (r, _, sizes) = failed.expect("the same kernel");
+    assert!(matches!(r, Err(taskdiag_bpf::BpfError::Sink(_))), "{r:?}");
+    assert_eq!(sizes.len(), 1, "the walk went on after its sink failed");
 }

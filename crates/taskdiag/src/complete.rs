@@ -16,11 +16,11 @@ use std::io;
 
 use taskdiag_bpf::{BpfError, TaskIter};
 use taskdiag_procfs::{ProcReader, ProcfsError};
-use taskdiag_proto::msg::{write_start, Messages, TaskWriter};
+use taskdiag_proto::msg::{write_start, Message, Messages, TaskWriter};
 use taskdiag_proto::task::{GroupError, Task, TaskAssembler};
 use taskdiag_proto::{
-    Group, MsgType, Request, Start, Strategy, ATTR_ACCESS, BASE_F_KTHREAD, ERRNO_NEEDS_PROCFS,
-    MSG_F_CONTINUED, MSG_F_FIXUP, SHOW_MAPS,
+    Group, GroupErrorRec, MsgType, Request, Start, Strategy, ATTR_ACCESS, ATTR_GROUP_ERROR,
+    BASE_F_KTHREAD, ERRNO_NEEDS_PROCFS, MSG_F_CONTINUED, MSG_F_FIXUP, SHOW_MAPS,
 };
 
 use crate::vma_walk::VmaStream;
@@ -408,10 +408,16 @@ impl<'a> CallerGroups<'a> {
         chunk: &[u8],
         out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<()> {
+        // Nearly every chunk has nothing to complete: it is passed on as it came, not decoded
+        // and encoded again (that was a third of an unprivileged exporter's time).
+        if Messages::new(chunk).all(|m| m.is_ok_and(|m| self.passes(&m))) {
+            return out(chunk);
+        }
         self.buf.clear();
         let per_thread = self.req.strategy().is_some_and(Strategy::per_thread);
         for m in Messages::new(chunk) {
             let m = m.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+            let raw = &chunk[m.offset..m.offset + m.header.len as usize];
             match m.msg_type() {
                 Some(MsgType::Start) => {
                     let mut s = Start::read_from(m.payload).ok_or_else(|| {
@@ -420,6 +426,7 @@ impl<'a> CallerGroups<'a> {
                     s.show_flags = self.req.show_flags;
                     write_start(&mut self.buf, &s);
                 }
+                Some(MsgType::Task) if self.passes(&m) => self.buf.extend_from_slice(raw),
                 Some(MsgType::Task) => {
                     let t = self
                         .asm
@@ -427,18 +434,13 @@ impl<'a> CallerGroups<'a> {
                         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
                     if let Some(mut t) = t {
                         let ids = (t.pid, t.tgid);
-                        let deferred = |e: &GroupError| {
-                            e.errno == libc::EOPNOTSUPP
-                                && Group::from_u16(e.group)
-                                    .is_some_and(|g| SHOW_SERVER_DEFERS & g.flag() != 0)
-                        };
                         let groups: Vec<Group> = t
                             .errors
                             .iter()
-                            .filter(|e| deferred(e))
+                            .filter(|e| deferred(e.group, e.errno))
                             .filter_map(|e| Group::from_u16(e.group))
                             .collect();
-                        t.errors.retain(|e| !deferred(e));
+                        t.errors.retain(|e| !deferred(e.group, e.errno));
                         fill_from_procfs(&mut t, ids, &groups, per_thread, self.reader);
                         if self.strip_base {
                             t.base = None;
@@ -446,13 +448,41 @@ impl<'a> CallerGroups<'a> {
                         t.encode(&mut self.buf);
                     }
                 }
-                _ => self
-                    .buf
-                    .extend_from_slice(&chunk[m.offset..m.offset + m.header.len as usize]),
+                _ => self.buf.extend_from_slice(raw),
             }
         }
         out(&self.buf)
     }
+
+    /// Whether message `m` goes to the caller as it came: any but START and TASK, and a TASK that is
+    /// whole in it (no task being assembled, not CONTINUED), with no group deferred to the
+    /// caller and BASE asked for by the caller. An attribute that does not decode is not passed
+    /// (the decoding path reports it).
+    fn passes(&self, m: &Message<'_>) -> bool {
+        match m.msg_type() {
+            Some(MsgType::Start) => false,
+            Some(MsgType::Task) => {
+                !self.strip_base
+                    && !m.continued()
+                    && self.asm.pending().is_none()
+                    && m.attrs().all(|a| {
+                        a.is_ok_and(|a| {
+                            a.attr_type != ATTR_GROUP_ERROR
+                                || GroupErrorRec::read_from(a.payload)
+                                    .is_some_and(|e| !deferred(e.group, e.errno))
+                        })
+                    })
+            }
+            _ => true,
+        }
+    }
+}
+
+/// Whether a GROUP_ERROR of `group` with `errno` is the daemon's deferral of a group to the
+/// caller's own /proc ([`SHOW_SERVER_DEFERS`]).
+fn deferred(group: u16, errno: i32) -> bool {
+    errno == libc::EOPNOTSUPP
+        && Group::from_u16(group).is_some_and(|g| SHOW_SERVER_DEFERS & g.flag() != 0)
 }
 
 /// Nanoseconds per clock tick, the resolution of /proc's start times.
@@ -907,5 +937,79 @@ mod tests {
         h.merge(&chunk_of(&[8]), &mut sink).unwrap();
         h.flush(&mut sink).unwrap();
         assert_eq!(pids(&out), [1, 2, 3, 7, 8, 50]);
+    }
+
+    /// A daemon's answer goes to the caller as it came, not decoded and encoded again, where
+    /// nothing in it is the caller's to complete: unknown attributes and all. A task with a
+    /// deferred group is completed from the caller's /proc, and START names the caller's groups.
+    #[test]
+    fn a_daemon_answer_passes_unchanged_but_for_what_the_caller_completes() {
+        let (a, b) = (FakeTask::process(100), FakeTask::process(200));
+        let proc = FakeProc::with(&[a.clone(), b.clone()]);
+        let reader = proc.reader();
+        let caller = Request::new(Strategy::All, 0, Group::Base.flag() | Group::Io.flag());
+        let (mut cg, sent) = CallerGroups::new(&caller, Some(&reader));
+        // A: BASE and an attribute this version does not know. B: IO deferred to the caller.
+        let mut plain = Vec::new();
+        let mut w = TaskWriter::begin(&mut plain, a.pid, a.tgid);
+        let mut fixed = Vec::new();
+        let mut rec = base_of(&a).rec;
+        rec.comm_len = a.comm.len() as u16;
+        rec.write_to(&mut fixed);
+        fixed.extend_from_slice(a.comm.as_bytes());
+        w.attr(Group::Base as u16, &fixed);
+        w.attr(0x7ffe, b"from a newer daemon");
+        w.finish();
+        let mut deferring = Vec::new();
+        Task {
+            pid: b.pid,
+            tgid: b.tgid,
+            base: Some(base_of(&b)),
+            errors: vec![GroupError {
+                group: Group::Io as u16,
+                errno: libc::EOPNOTSUPP,
+            }],
+            ..Task::default()
+        }
+        .encode(&mut deferring);
+
+        // A chunk with nothing to complete is the very slice received.
+        let mut passed = None;
+        cg.chunk(&plain, &mut |o| {
+            passed = Some((o.as_ptr(), o.len()));
+            Ok(())
+        })
+        .expect("a valid chunk");
+        assert_eq!(passed, Some((plain.as_ptr(), plain.len())));
+
+        // One with START and a deferred group: START rewritten, A as it came, B completed.
+        let mut chunk = Vec::new();
+        write_start(
+            &mut chunk,
+            &Start {
+                version: taskdiag_proto::VERSION,
+                show_flags: sent.show_flags | Group::Cred.flag(),
+                ..Start::default()
+            },
+        );
+        chunk.extend_from_slice(&plain);
+        chunk.extend_from_slice(&deferring);
+        let mut out = Vec::new();
+        cg.chunk(&chunk, &mut |o| {
+            out.extend_from_slice(o);
+            Ok(())
+        })
+        .expect("a valid chunk");
+        let msgs: Vec<_> = Messages::new(&out).map(|m| m.expect("whole")).collect();
+        assert_eq!(msgs.len(), 3);
+        let start = Start::read_from(msgs[0].payload).expect("START");
+        assert_eq!(start.show_flags, caller.show_flags);
+        assert_eq!(&out[msgs[1].offset..msgs[2].offset], &plain[..]);
+        let t = TaskAssembler::new()
+            .push(&msgs[2])
+            .expect("valid")
+            .expect("whole");
+        // Tried in the caller's /proc (the fake one has no io file), no longer deferred.
+        assert_eq!(errno(&t, Group::Io), Some(libc::ENOENT));
     }
 }

@@ -304,14 +304,14 @@ fn check_unprivileged_walk(ident: &mut Dumper) -> anyhow::Result<()> {
 }
 
 /// Makes big buffers go back to the system when freed. Each request allocates large,
-/// short-lived buffers (iterator chunks of up to the ring buffer's 4 MiB, responses held for
-/// slow readers) on a worker thread. glibc raises its mmap threshold to the largest buffer
-/// freed so far, after which such buffers come from per-thread arenas (up to 8 per CPU) and
-/// stay there: after a burst of large dumps from a dozen clients the idle daemon kept 95 MB
-/// for 6 MB of live data, and the buffer budget no longer bounded its memory. A fixed
-/// threshold (which also fixes the trim threshold) keeps the daemon's memory to what is live;
-/// the 128 KiB blocks that hold responses for slow readers (`conn::BLOCK`) are each a mapping
-/// of their own because of it.
+/// short-lived buffers (the ring buffer's pieces of 256 KiB and the copies made of them,
+/// responses held for slow readers) on a worker thread. glibc raises its mmap threshold to
+/// the largest buffer freed so far, after which such buffers come from per-thread arenas (up
+/// to 8 per CPU) and stay there: after a burst of large dumps from a dozen clients the idle
+/// daemon kept 95 MB for 6 MB of live data, and the buffer budget no longer bounded its
+/// memory. A fixed threshold (which also fixes the trim threshold) keeps the daemon's memory
+/// to what is live; the 128 KiB blocks that hold responses for slow readers (`conn::BLOCK`)
+/// are each a mapping of their own because of it.
 fn tune_allocator() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only sets allocator parameters; called first thing in main, before any

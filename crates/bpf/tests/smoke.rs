@@ -278,15 +278,17 @@ fn the_ring_is_passed_on_in_pieces_and_a_failing_sink_ends_the_walk() {
     const PIECE: usize = 256 << 10;
     // 32 processes with 12 KiB of environment each: more than a piece of ENVIRON.
     let env = "x".repeat(12 << 10);
-    let mut kids: Vec<_> = (0..32)
-        .map(|_| {
-            std::process::Command::new("sleep")
-                .arg("60")
-                .env("TASKDIAG_SMOKE_PAD", &env)
-                .spawn()
-                .expect("sleep")
-        })
-        .collect();
+    let kids = Kids(
+        (0..32)
+            .map(|_| {
+                std::process::Command::new("sleep")
+                    .arg("60")
+                    .env("TASKDIAG_SMOKE_PAD", &env)
+                    .spawn()
+                    .expect("sleep")
+            })
+            .collect(),
+    );
     let walk = |fail_at: Option<usize>| {
         let mut it = TaskIter::load().expect("load (run as root)");
         if !it.features().ringbuf || !it.features().cmdline {
@@ -307,10 +309,8 @@ fn the_ring_is_passed_on_in_pieces_and_a_failing_sink_ends_the_walk() {
     };
     let whole = walk(None);
     let failed = walk(Some(1));
-    for k in &mut kids {
-        let _ = k.kill();
-        let _ = k.wait();
-    }
+    let ids: Vec<u32> = kids.0.iter().map(|k| k.id()).collect();
+    drop(kids);
     let Some((r, buf, sizes)) = whole else {
         return; // no ring buffer (or no ENVIRON) on this kernel
     };
@@ -326,8 +326,20 @@ fn the_ring_is_passed_on_in_pieces_and_a_failing_sink_ends_the_walk() {
         .map(|t| t.pid)
         .collect();
     assert!(pids.windows(2).all(|w| w[0] < w[1]), "pid order");
-    assert!(kids.iter().all(|k| pids.contains(&k.id())));
+    assert!(ids.iter().all(|id| pids.contains(id)));
     let (r, _, sizes) = failed.expect("the same kernel");
     assert!(matches!(r, Err(taskdiag_bpf::BpfError::Sink(_))), "{r:?}");
     assert_eq!(sizes.len(), 1, "the walk went on after its sink failed");
+}
+
+/// Children killed and reaped when dropped, also when a test fails first.
+struct Kids(Vec<std::process::Child>);
+
+impl Drop for Kids {
+    fn drop(&mut self) {
+        for k in &mut self.0 {
+            let _ = k.kill();
+            let _ = k.wait();
+        }
+    }
 }

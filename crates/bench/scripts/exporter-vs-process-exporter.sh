@@ -76,8 +76,8 @@ done
 
 echo "$(ls /proc | grep -c '^[0-9]') processes in /proc, $(awk '{sub(/.*\//, "", $4); print $4}' /proc/loadavg) tasks; $RUNS scrape(s) each after a warm-up; flags: ${FLAGS[*]:-(defaults)}; kernel $(uname -r); $(nproc) CPUs"
 echo
-echo "| exporter | wall per scrape (s), median [min-max] | CPU per scrape (s), median | peak memory (VmHWM) | series |"
-echo "|---|---|---|---|---|"
+echo "| exporter | wall per scrape (s), median [min-max] | CPU per scrape (s), median [min-max] | CPU per scrape (s), mean | peak memory (VmHWM) | series |"
+echo "|---|---|---|---|---|---|"
 declare -A wall cpu
 for name in $EXPORTERS; do wall[$name]=""; cpu[$name]=""; wall[$name+]=""; cpu[$name+]=""; done
 # scrape NAME KEY: one scrape of exporter NAME, its wall and CPU time added to KEY's lists
@@ -105,6 +105,9 @@ for r in $(seq 0 "$RUNS"); do
     sleep "$GAP"
 done
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END{printf "%s [%s-%s]", v[int((NR+1)/2)], v[1], v[NR]}'; }
+# The mean of per-scrape CPU times, to the millisecond: each is whole clock ticks (10 ms), so
+# at a few ticks a scrape only the mean over many scrapes resolves a ratio.
+mean() { tr ' ' '\n' | grep . | awk '{s+=$1} END{printf "%.3f", s/NR}'; }
 for name in $EXPORTERS; do
     eval "pid=\$pid_$name"
     label=$name
@@ -115,8 +118,8 @@ for name in $EXPORTERS; do
     esac
     hwm=$(awk '/VmHWM/{printf "%.0f MiB", $2/1024}' "/proc/$pid/status")
     n=$(grep -c '^namedprocess_namegroup_' "$dir/$name.out" || true)
-    echo "| $label | $(echo "${wall[$name]}" | median) | $(echo "${cpu[$name]}" | median) | $hwm | $n |"
+    echo "| $label | $(echo "${wall[$name]}" | median) | $(echo "${cpu[$name]}" | median) | $(echo "${cpu[$name]}" | mean) | $hwm | $n |"
     if [ -n "${wall[$name+]}" ]; then
-        echo "| the same, scraped again 1 s later | $(echo "${wall[$name+]}" | median) | $(echo "${cpu[$name+]}" | median) | | |"
+        echo "| the same, scraped again 1 s later | $(echo "${wall[$name+]}" | median) | $(echo "${cpu[$name+]}" | median) | $(echo "${cpu[$name+]}" | mean) | | |"
     fi
 done

@@ -4,6 +4,7 @@ use taskdiag_bpf::{TaskFlavour, TaskIter};
 use taskdiag_proto::msg::Messages;
 use taskdiag_proto::task::TaskAssembler;
 use taskdiag_proto::{Group, Request, Strategy, SHOW_SUPPORTED};
+use taskdiag_test_support::process::Spawned;
 use taskdiag_test_support::tasks::kernel_at_least;
 
 /// Held by every test of this file while it has programs loaded: one of them counts the
@@ -278,17 +279,15 @@ fn the_ring_is_passed_on_in_pieces_and_a_failing_sink_ends_the_walk() {
     const PIECE: usize = 256 << 10;
     // 32 processes with 12 KiB of environment each: more than a piece of ENVIRON.
     let env = "x".repeat(12 << 10);
-    let kids = Kids(
-        (0..32)
-            .map(|_| {
+    let kids: Vec<Spawned> = (0..32)
+        .map(|_| {
+            Spawned::spawn(
                 std::process::Command::new("sleep")
                     .arg("60")
-                    .env("TASKDIAG_SMOKE_PAD", &env)
-                    .spawn()
-                    .expect("sleep")
-            })
-            .collect(),
-    );
+                    .env("TASKDIAG_SMOKE_PAD", &env),
+            )
+        })
+        .collect();
     let walk = |fail_at: Option<usize>| {
         let mut it = TaskIter::load().expect("load (run as root)");
         if !it.features().ringbuf || !it.features().cmdline {
@@ -309,7 +308,7 @@ fn the_ring_is_passed_on_in_pieces_and_a_failing_sink_ends_the_walk() {
     };
     let whole = walk(None);
     let failed = walk(Some(1));
-    let ids: Vec<u32> = kids.0.iter().map(|k| k.id()).collect();
+    let ids: Vec<u32> = kids.iter().map(Spawned::pid).collect();
     drop(kids);
     let Some((r, buf, sizes)) = whole else {
         return; // no ring buffer (or no ENVIRON) on this kernel
@@ -330,16 +329,4 @@ fn the_ring_is_passed_on_in_pieces_and_a_failing_sink_ends_the_walk() {
     let (r, _, sizes) = failed.expect("the same kernel");
     assert!(matches!(r, Err(taskdiag_bpf::BpfError::Sink(_))), "{r:?}");
     assert_eq!(sizes.len(), 1, "the walk went on after its sink failed");
-}
-
-/// Children killed and reaped when dropped, also when a test fails first.
-struct Kids(Vec<std::process::Child>);
-
-impl Drop for Kids {
-    fn drop(&mut self) {
-        for k in &mut self.0 {
-            let _ = k.kill();
-            let _ = k.wait();
-        }
-    }
 }

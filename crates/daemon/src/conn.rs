@@ -90,8 +90,8 @@ pub struct Output {
     /// instead of being unmapped and mapped again: fresh pages cost a fault and a clearing
     /// each, 14% of taskdiagd's time answering the exporter at 50,000 processes (the ring
     /// walk then handed over 4 MiB at once; now pieces of 256 KiB, still more than the socket
-    /// takes while its reader decodes). What is held never
-    /// exceeds the dump's peak of held output; [`Output::keep_spares`] gives it back.
+    /// takes while its reader decodes). What is held never exceeds the dump's peak of held
+    /// output; [`Output::keep_spares`] gives it back.
     spare: Vec<Vec<u8>>,
     /// Whether sent blocks are kept as spares.
     keep: bool,

@@ -454,10 +454,10 @@ impl<'a> CallerGroups<'a> {
         out(&self.buf)
     }
 
-    /// Whether message `m` goes to the caller as it came: any but START and TASK, and a TASK that is
-    /// whole in it (no task being assembled, not CONTINUED), with no group deferred to the
-    /// caller and BASE asked for by the caller. An attribute that does not decode is not passed
-    /// (the decoding path reports it).
+    /// Whether message `m` goes to the caller as it came: any but START and TASK, and a TASK
+    /// that is whole in it (no task being assembled, not CONTINUED), with no group deferred to
+    /// the caller and BASE asked for by the caller. An attribute that does not decode is not
+    /// passed (the decoding path reports it).
     fn passes(&self, m: &Message<'_>) -> bool {
         match m.msg_type() {
             Some(MsgType::Start) => false,
@@ -950,14 +950,16 @@ mod tests {
         let caller = Request::new(Strategy::All, 0, Group::Base.flag() | Group::Io.flag());
         let (mut cg, sent) = CallerGroups::new(&caller, Some(&reader));
         // A: BASE and an attribute this version does not know. B: IO deferred to the caller.
+        let mut known = Vec::new();
+        Task {
+            pid: a.pid,
+            tgid: a.tgid,
+            base: Some(base_of(&a)),
+            ..Task::default()
+        }
+        .encode(&mut known);
         let mut plain = Vec::new();
-        let mut w = TaskWriter::begin(&mut plain, a.pid, a.tgid);
-        let mut fixed = Vec::new();
-        let mut rec = base_of(&a).rec;
-        rec.comm_len = a.comm.len() as u16;
-        rec.write_to(&mut fixed);
-        fixed.extend_from_slice(a.comm.as_bytes());
-        w.attr(Group::Base as u16, &fixed);
+        let mut w = TaskWriter::resume(&mut plain, &known).expect("one whole TASK message");
         w.attr(0x7ffe, b"from a newer daemon");
         w.finish();
         let mut deferring = Vec::new();

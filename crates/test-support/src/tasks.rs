@@ -90,6 +90,26 @@ pub fn state(pid: u32) -> Option<char> {
     stat(pid)?.first()?.chars().next()
 }
 
+/// When task `pid` started, in clock ticks since boot (stat's field 22); `None` if it vanished.
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    stat(pid)?.get(19)?.parse().ok()
+}
+
+/// The time since boot now, in clock ticks (/proc/uptime, the clock of [`start_ticks`]),
+/// rounded down.
+pub fn boot_ticks() -> u64 {
+    let up = read_string("/proc/uptime").expect("/proc/uptime");
+    let (whole, hundredths) = up
+        .split_whitespace()
+        .next()
+        .and_then(|s| s.split_once('.'))
+        .expect("/proc/uptime: seconds with hundredths");
+    let ticks_per_second = taskdiag_procfs::clock_ticks();
+    let whole: u64 = whole.parse().expect("/proc/uptime: seconds");
+    let hundredths: u64 = hundredths.parse().expect("/proc/uptime: hundredths");
+    whole * ticks_per_second + hundredths * ticks_per_second / 100
+}
+
 /// utime + stime of task `pid`, in clock ticks.
 pub fn cpu_ticks(pid: u32) -> Option<u64> {
     let f = stat(pid)?;

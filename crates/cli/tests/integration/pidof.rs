@@ -105,15 +105,19 @@ fn ours(args: &[String], backend: &str) -> Shown {
 
 const BACKENDS: [&str; 2] = ["procfs", "bpf"];
 
-/// Whether `ours` shows what `reference` does, but for pids of tasks that are gone now.
+/// Whether `ours` shows what `reference` does, but for pids of tasks that are gone now, or
+/// that were born after `since` (clock ticks since boot) and changed since.
 ///
-/// A task can live only during our read: a concurrent test's process between losing its
+/// A task can match only during our read. A concurrent test's process between losing its
 /// memory at exit and being reaped has an empty argv[0], which `nothing/` and kernel-thread
-/// names match. procps read before and after ours cannot see it, so the extra pid is accepted
-/// when /proc has no such task any more, or only its zombie (whose root link procps cannot
-/// read for `-c`: it read the zombie after ours saw the task still exiting); a listed live
-/// task, or a missing one, still differs.
-fn same_but_vanished(reference: &Shown, ours: &Shown) -> bool {
+/// names match; so has a process in the middle of an exec, between taking its new memory and
+/// having its arguments set up there (`begin_new_exec` and `create_elf_tables`). procps read
+/// before and after ours cannot see either, so the extra pid is accepted when /proc has no such
+/// task any more, or only its zombie (whose root link procps cannot read for `-c`: it read the
+/// zombie after ours saw the task still exiting), or when the task was born during this
+/// comparison (a fork that went on to exec). A listed live task that was there before, or a
+/// missing one, still differs.
+fn same_but_vanished(since: u64, reference: &Shown, ours: &Shown) -> bool {
     if reference == ours {
         return true;
     }
@@ -131,8 +135,10 @@ fn same_but_vanished(reference: &Shown, ours: &Shown) -> bool {
         !want.iter().any(|r| r == w)
             && std::str::from_utf8(w).is_ok_and(|pid| {
                 // (No state: the task is gone.)
-                pid.parse::<u32>()
-                    .is_ok_and(|n| matches!(tasks::state(n), None | Some('Z' | 'X')))
+                pid.parse::<u32>().is_ok_and(|n| {
+                    matches!(tasks::state(n), None | Some('Z' | 'X'))
+                        || tasks::start_ticks(n).is_none_or(|born| born >= since)
+                })
             })
     };
     let kept: Vec<_> = words(&ours.stdout)
@@ -147,10 +153,12 @@ fn same_but_vanished(reference: &Shown, ours: &Shown) -> bool {
 fn check(pidof: &str, args: &[String]) -> Shown {
     let mut got = None;
     for backend in BACKENDS {
+        // (A tick back: the clocks' roundings differ.)
+        let since = tasks::boot_ticks().saturating_sub(1);
         let r = agree_by(
             || procps(pidof, args),
             || ours(args, backend),
-            same_but_vanished,
+            |r, o| same_but_vanished(since, r, o),
         )
         .unwrap_or_else(|m| panic!("pidof {args:?} on {backend}: {m}"));
         got = Some(r);

@@ -249,4 +249,21 @@ mod tests {
             Some("0\t0\t0\t0")
         );
     }
+
+    #[test]
+    fn a_task_born_after_a_boot_time_reading_starts_no_earlier() {
+        let before = start_ticks(std::process::id()).expect("our own stat");
+        for _ in 0..50 {
+            let since = boot_ticks();
+            assert!(before <= since, "we started at {before}, now is {since}");
+            let mut child = std::process::Command::new("true")
+                .spawn()
+                .expect("spawn true");
+            // (Gone already, it reads as None: nothing to compare.)
+            if let Some(born) = start_ticks(child.id()) {
+                assert!(born >= since, "born at {born}, before {since}");
+            }
+            child.wait().expect("wait");
+        }
+    }
 }

@@ -153,8 +153,9 @@ fn same_but_vanished(since: u64, reference: &Shown, ours: &Shown) -> bool {
 fn check(pidof: &str, args: &[String]) -> Shown {
     let mut got = None;
     for backend in BACKENDS {
-        // (A tick back: the clocks' roundings differ.)
-        let since = tasks::boot_ticks().saturating_sub(1);
+        // (Both clocks are the boot-time clock rounded down to a tick: a task born after
+        // this has a start time of at least this.)
+        let since = tasks::boot_ticks();
         let r = agree_by(
             || procps(pidof, args),
             || ours(args, backend),

@@ -33,5 +33,6 @@ pub mod system;
 pub mod taskstats;
 
 pub use reader::{
-    clock_ticks, raise_nofile_limit, release_shifts_start_times, CpuTime, ProcReader, ProcfsError,
+    clock_ticks, raise_nofile_limit, read_small_file, release_shifts_start_times, CpuTime,
+    ProcReader, ProcfsError,
 };

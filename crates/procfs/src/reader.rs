@@ -178,6 +178,17 @@ fn readlinkat(dir: RawFd, path: &CStr, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// The whole of a small /proc file (`/proc/PID/wchan`, `/proc/PID/smaps_rollup`): one `read()`
+/// where it fits 4 KiB, and the one that returns its end. `std::fs::read` first asks the
+/// file's size (0 for /proc) and then reads in growing steps: a statx and seven reads for a
+/// smaps_rollup.
+pub fn read_small_file(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+    let fd: OwnedFd = std::fs::File::open(path)?.into();
+    let mut buf = Vec::with_capacity(4096);
+    read_seq(&fd, &mut buf)?;
+    Ok(buf)
+}
+
 /// Reads a whole /proc file into `buf` (replacing its contents) with as few `read()`s as
 /// possible: a read that does not fill the space offered is the last one (seq_file and cmdline
 /// reads return everything they can).
@@ -1631,6 +1642,37 @@ mod tests {
     use super::*;
     use taskdiag_proto::msg::Messages;
     use taskdiag_proto::task::TaskAssembler;
+
+    #[test]
+    fn a_small_file_reads_whole_and_so_does_a_long_one() {
+        let names = |b: &[u8]| -> Vec<Vec<u8>> {
+            b.split(|&c| c == b'\n')
+                .map(|l| l.split(|&c| c == b':').next().unwrap_or_default().to_vec())
+                .collect()
+        };
+        // One read: the same fields as std reads, in the same order.
+        let ours = read_small_file("/proc/self/smaps_rollup").unwrap();
+        let std = std::fs::read("/proc/self/smaps_rollup").unwrap();
+        assert!(ours.ends_with(b"\n") && names(&ours).len() > 10);
+        assert_eq!(names(&ours), names(&std));
+        // Many reads: smaps runs far past 4 KiB (each read ends at a mapping); each of its
+        // mappings ends with its VmFlags line, the file's last line included.
+        let ours = read_small_file("/proc/self/smaps").unwrap();
+        assert!(ours.len() > 16384, "smaps: {} bytes only", ours.len());
+        let text = String::from_utf8_lossy(&ours);
+        let last = text.lines().last().unwrap_or_default();
+        assert!(last.starts_with("VmFlags:"), "smaps ends with {last:?}");
+        let mappings = |t: &str| t.lines().filter(|l| l.starts_with("VmFlags:")).count();
+        let std = std::fs::read("/proc/self/smaps").unwrap();
+        // (Another test's thread may map or unmap between the two reads.)
+        assert!(mappings(&text).abs_diff(mappings(&String::from_utf8_lossy(&std))) < 8);
+        assert_eq!(
+            read_small_file("/proc/self/no-such-file")
+                .unwrap_err()
+                .kind(),
+            io::ErrorKind::NotFound
+        );
+    }
 
     fn dump(req: Request) -> Vec<taskdiag_proto::task::Task> {
         let r = ProcReader::open().unwrap();

@@ -428,7 +428,7 @@ pub fn take(q: &Query) -> Result<Vec<Task>, Error> {
 /// Reads a small text file of a task (`/proc/PID/wchan`, say) as bytes; `None` if it cannot
 /// be read.
 pub fn proc_file(pid: u32, name: &str) -> Option<Vec<u8>> {
-    std::fs::read(format!("/proc/{pid}/{name}")).ok()
+    taskdiag_procfs::read_small_file(format!("/proc/{pid}/{name}")).ok()
 }
 
 /// The inode number stat() gives for `/proc/PID/NAME` (following links), as procps reads a

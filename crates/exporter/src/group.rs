@@ -402,6 +402,11 @@ impl Grouper {
                     }
                 }
             }
+            debug_assert!(
+                s.threads.len() < 2 || s.threads.len() == t.thread_latest.len(),
+                "{:?}",
+                s.id
+            );
             if s.threads.len() > 1 {
                 threads.extend(
                     s.threads
@@ -462,7 +467,7 @@ impl Grouper {
 }
 
 /// What each thread in `new` (a process's threads at this collection, in /proc's order, as
-/// [`crate::sample::fold_threads`] leaves them) grew by since `old` (the same process's at the
+/// [`crate::sample::fold_threads`] sorts them) grew by since `old` (the same process's at the
 /// last one): a thread seen then (same id and start time) by the growth of its counters, a new
 /// one by nothing (counted from now on, as process-exporter does). None for a process with
 /// fewer than two threads. A merge of the two ordered lists: at 150,000 threads, looking each
@@ -493,7 +498,6 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::sample::ThreadSample;
 
     fn config(yaml: &str) -> Config {
         Config::parse(yaml, Path::new("t.yml")).unwrap()

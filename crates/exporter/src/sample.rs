@@ -523,10 +523,7 @@ impl Reader {
             })?;
             for &i in &multi {
                 let p = &mut procs[i];
-                let mut threads = by_tgid.remove(&p.id.0).unwrap_or_default();
-                // In /proc's order, whatever order the backend gave.
-                threads.sort_unstable_by_key(|t| proc_order(p.id.0, t.id.0));
-                fold_threads(p, threads);
+                fold_threads(p, by_tgid.remove(&p.id.0).unwrap_or_default());
             }
         }
         if self.want.smaps {
@@ -577,11 +574,13 @@ impl Reader {
 
 /// Folds a process's threads into it as process-exporter 0.7.10 does when it finds two or
 /// more: context switches become the sum over the threads, every thread's state and wait
-/// channel is counted besides the leader's.
+/// channel is counted besides the leader's. The threads are kept in /proc's order, whatever
+/// order the backend gave (the tracker merges them with the last collection's by that order).
 pub fn fold_threads(p: &mut ProcSample, mut threads: Vec<ThreadSample>) {
     if threads.len() < 2 {
         return;
     }
+    threads.sort_unstable_by_key(|t| proc_order(p.id.0, t.id.0));
     p.counts.ctx_voluntary = threads.iter().map(|t| t.counts.ctx_voluntary).sum();
     p.counts.ctx_nonvoluntary = threads.iter().map(|t| t.counts.ctx_nonvoluntary).sum();
     for t in &mut threads {

@@ -1655,8 +1655,8 @@ mod tests {
         let std = std::fs::read("/proc/self/smaps_rollup").unwrap();
         assert!(ours.ends_with(b"\n") && names(&ours).len() > 10);
         assert_eq!(names(&ours), names(&std));
-        // Many reads: smaps runs far past 4 KiB (each read ends at a mapping); each of its
-        // mappings ends with its VmFlags line, the file's last line included.
+        // Many reads: smaps runs far past 4 KiB; each of its mappings ends with its VmFlags
+        // line, the file's last line included.
         let ours = read_small_file("/proc/self/smaps").unwrap();
         assert!(ours.len() > 16384, "smaps: {} bytes only", ours.len());
         let text = String::from_utf8_lossy(&ours);

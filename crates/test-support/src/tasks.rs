@@ -259,10 +259,9 @@ mod tests {
             let mut child = std::process::Command::new("true")
                 .spawn()
                 .expect("spawn true");
-            // (Gone already, it reads as None: nothing to compare.)
-            if let Some(born) = start_ticks(child.id()) {
-                assert!(born >= since, "born at {born}, before {since}");
-            }
+            // (Not waited for yet, it is at least a zombie, whose stat keeps its start.)
+            let born = start_ticks(child.id()).expect("the child's stat");
+            assert!(born >= since, "born at {born}, before {since}");
             child.wait().expect("wait");
         }
     }

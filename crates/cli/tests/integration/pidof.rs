@@ -95,6 +95,11 @@ fn procps(pidof: &str, args: &[String]) -> Shown {
     run(Command::new(pidof).arg0("pidof").args(args))
 }
 
+/// Whether task `pid` has its arguments now (past an exec's window without them), or is gone.
+fn exec_done(pid: u32) -> bool {
+    tasks::read(format!("/proc/{pid}/cmdline")).is_none_or(|c| !c.is_empty())
+}
+
 /// `taskdiag pidof ARGS` on `backend`.
 fn ours(args: &[String], backend: &str) -> Shown {
     run(Command::new(BIN)
@@ -115,8 +120,8 @@ const BACKENDS: [&str; 2] = ["procfs", "bpf"];
 /// before and after ours cannot see either, so the extra pid is accepted when /proc has no such
 /// task any more, or only its zombie (whose root link procps cannot read for `-c`: it read the
 /// zombie after ours saw the task still exiting), or when the task was born during this
-/// comparison (a fork that went on to exec). A listed live task that was there before, or a
-/// missing one, still differs.
+/// comparison and has its arguments now (a fork that went on to exec). A listed live task that
+/// was there before, or one without arguments still, or a missing one, still differs.
 fn same_but_vanished(since: u64, reference: &Shown, ours: &Shown) -> bool {
     if reference == ours {
         return true;
@@ -137,7 +142,7 @@ fn same_but_vanished(since: u64, reference: &Shown, ours: &Shown) -> bool {
                 // (No state: the task is gone.)
                 pid.parse::<u32>().is_ok_and(|n| {
                     matches!(tasks::state(n), None | Some('Z' | 'X'))
-                        || tasks::start_ticks(n).is_none_or(|born| born >= since)
+                        || (tasks::start_ticks(n).is_none_or(|born| born >= since) && exec_done(n))
                 })
             })
     };

@@ -64,15 +64,16 @@ struct Sel {
     text: Option<Vec<u8>>,
 }
 
-/// The namespace inode numbers of a task for the namespaces in `flags`, from its NS group: 0
-/// where it has no such link or its links are withheld, as procps' stat of /proc/PID/ns/NAME
-/// gives 0 when it fails.
+/// The namespace inode numbers of a task for the namespaces in `flags`, from its NS group, as
+/// procps' stat of /proc/PID/ns/NAME gives them to this caller ([`crate::procvals::ns_inode`]):
+/// 0 where it has no such link or stat fails on a withheld one (on Linux 5.10, the inode of the
+/// withheld link's directory).
 fn ns_ids(t: &Task, flags: u32) -> [u32; 6] {
     let mut ids = [0u32; 6];
     let Some(ns) = &t.ns else { return ids };
     for (i, name) in NAMESPACES.iter().enumerate() {
         if flags & (1 << i) != 0 {
-            ids[i] = ns.inode(name).unwrap_or(0);
+            ids[i] = crate::procvals::ns_inode(Some(ns), true, t.pid, name).unwrap_or(0);
         }
     }
     ids

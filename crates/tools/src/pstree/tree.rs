@@ -78,10 +78,13 @@ impl Node {
     }
 }
 
-/// A task's namespace inodes in psmisc's order (all 0 without NS).
+/// A task's namespace inodes in psmisc's order (all 0 without NS), as psmisc's stat() of
+/// /proc/PID/ns/NAME gives them to this caller ([`crate::procvals::ns_inode`]: on Linux 5.10,
+/// the inode of a withheld link's directory).
 fn ns_of(t: &Task) -> [u32; 8] {
     let ns = t.ns.as_ref();
-    super::opts::NAMESPACES.map(|name| ns.and_then(|n| n.inode(name)).unwrap_or(0))
+    super::opts::NAMESPACES
+        .map(|name| crate::procvals::ns_inode(ns, true, t.pid, name).unwrap_or(0))
 }
 
 /// How to build.

@@ -98,16 +98,12 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
 /// The time since boot now, in clock ticks (/proc/uptime, the clock of [`start_ticks`]),
 /// rounded down.
 pub fn boot_ticks() -> u64 {
-    let up = read_string("/proc/uptime").expect("/proc/uptime");
-    let (whole, hundredths) = up
-        .split_whitespace()
-        .next()
-        .and_then(|s| s.split_once('.'))
-        .expect("/proc/uptime: seconds with hundredths");
-    let ticks_per_second = taskdiag_procfs::clock_ticks();
-    let whole: u64 = whole.parse().expect("/proc/uptime: seconds");
-    let hundredths: u64 = hundredths.parse().expect("/proc/uptime: hundredths");
-    whole * ticks_per_second + hundredths * ticks_per_second / 100
+    let up = read("/proc/uptime").expect("/proc/uptime");
+    let seconds = taskdiag_procfs::system::parse_uptime(&up).expect("/proc/uptime");
+    // (Hundredths, as printed: rounding undoes the float's error before the division rounds
+    // down.)
+    let hundredths = (seconds * 100.0).round() as u64;
+    hundredths * taskdiag_procfs::clock_ticks() / 100
 }
 
 /// utime + stime of task `pid`, in clock ticks.

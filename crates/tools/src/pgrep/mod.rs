@@ -70,10 +70,9 @@ struct Sel {
 /// withheld link's directory).
 fn ns_ids(t: &Task, flags: u32) -> [u32; 6] {
     let mut ids = [0u32; 6];
-    let Some(ns) = &t.ns else { return ids };
     for (i, name) in NAMESPACES.iter().enumerate() {
         if flags & (1 << i) != 0 {
-            ids[i] = crate::procvals::ns_inode(Some(ns), true, t.pid, name).unwrap_or(0);
+            ids[i] = crate::procvals::ns_inode(t.ns.as_ref(), true, t.pid, name).unwrap_or(0);
         }
     }
     ids

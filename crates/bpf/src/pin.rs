@@ -482,6 +482,15 @@ mod tests {
     use crate::load::TaskFilter;
     use crate::TaskIter;
 
+    /// Held by the tests that take slots, one at a time: a slot one of them frees is the
+    /// lowest free one, which another's `pinned()` would take in between (the slot test then
+    /// found its slot held: "the slot is free again" failed once in `make test`).
+    static SLOTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn slots() -> std::sync::MutexGuard<'static, ()> {
+        SLOTS.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Programs pinned for this test (loaded and pinned if no slot is free); `None` (the test
     /// then has nothing to check) only for a caller without the privilege to load.
     fn pinned() -> Option<TaskIter> {
@@ -515,6 +524,7 @@ mod tests {
 
     #[test]
     fn a_slot_is_held_by_one_process_at_a_time_and_left_clean() {
+        let _slots = slots();
         let Some(mut it) = pinned() else {
             return;
         };
@@ -528,8 +538,19 @@ mod tests {
         let mut walk = link.walk().expect("walk");
         let _ = walk.read(&mut [0u8; 64]);
         drop((walk, link, it));
-        // The next holder of that slot sees each task once: the leftovers are gone.
-        let slot = Slot::open_at(&path).expect("the slot is free again");
+        // The next holder of that slot sees each task once: the leftovers are gone. (Freed
+        // when the lock's descriptor is closed; a child another test forks holds a copy of it
+        // until its exec closes it: asked again for up to 30 s.)
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let slot = loop {
+            match Slot::open_at(&path) {
+                Some(s) => break s,
+                None if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                None => panic!("{path:?} is not free again within 30 s"),
+            }
+        };
         let mut next = TaskIter::from_slot(slot).expect("a task program");
         let pids = walk_pids(&mut next);
         // SAFETY: getpid has no preconditions.
@@ -539,6 +560,7 @@ mod tests {
 
     #[test]
     fn only_what_nobody_holds_of_other_builds_is_removed() {
+        let _slots = slots();
         if pinned().is_none() {
             return;
         }

@@ -126,6 +126,12 @@ pub(crate) fn read_ringbuf(
         sink,
         failed: None,
     });
+    // What an earlier walk left in the ring is dropped before this one starts (the programs
+    // write only inside this walk's read()s): a walk whose sink failed, a client of taskdiagd
+    // gone mid-answer, stops draining with the rest of its records still there, which the
+    // next walk of this instance would otherwise hand on first, another walk's and perhaps
+    // another viewer's.
+    let leftovers = std::cell::Cell::new(true);
     let mut builder = libbpf_rs::RingBufferBuilder::new();
     let ring_err = |e| BpfError::Attach {
         what: "ring buffer".into(),
@@ -133,6 +139,9 @@ pub(crate) fn read_ringbuf(
     };
     builder
         .add(map, |rec: &[u8]| {
+            if leftovers.get() {
+                return 0;
+            }
             let mut d = drain.borrow_mut();
             d.piece.extend_from_slice(rec);
             if d.piece.len() >= PIECE {
@@ -146,6 +155,9 @@ pub(crate) fn read_ringbuf(
         })
         .map_err(ring_err)?;
     let rb = builder.build().map_err(ring_err)?;
+    rb.consume()
+        .map_err(|e| BpfError::Read(io::Error::other(e)))?;
+    leftovers.set(false);
     let mut seq = [0u8; 64];
     loop {
         let r = it.read(&mut seq);

@@ -339,19 +339,15 @@ impl Slot {
             ring,
             path,
         };
-        slot.clear_leftovers()?;
+        slot.clear_leftovers();
         Ok(slot)
     }
 
-    /// What a holder killed mid-walk may have left: records in the ring buffer, the rss probe
-    /// switched on. Every other global is set before each walk that reads it.
-    fn clear_leftovers(&mut self) -> io::Result<()> {
+    /// What a holder killed mid-walk may have left: the rss probe switched on. (Records it
+    /// left in the ring buffer are dropped by the next ring walk as it starts, `read_ringbuf`;
+    /// every other global is set before each walk that reads it.)
+    fn clear_leftovers(&mut self) {
         self.bss.get_mut().cfg_rss_probe = 0;
-        let mut b = libbpf_rs::RingBufferBuilder::new();
-        b.add(&self.ring, |_| 0).map_err(io::Error::other)?;
-        b.build()
-            .and_then(|rb| rb.consume())
-            .map_err(io::Error::other)
     }
 
     /// The descriptor of program `name`, if the slot has it.
@@ -541,16 +537,15 @@ mod tests {
         // The next holder of that slot sees each task once: the leftovers are gone. (Freed
         // when the lock's descriptor is closed; a child another test forks holds a copy of it
         // until its exec closes it: asked again for up to 30 s.)
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        let slot = loop {
-            match Slot::open_at(&path) {
-                Some(s) => break s,
-                None if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(20))
-                }
-                None => panic!("{path:?} is not free again within 30 s"),
-            }
-        };
+        let mut slot = None;
+        let free =
+            taskdiag_test_support::process::wait_until(std::time::Duration::from_secs(30), || {
+                slot = Slot::open_at(&path);
+                slot.is_some()
+            });
+        let slot = slot
+            .filter(|_| free)
+            .unwrap_or_else(|| panic!("{path:?} is not free again within 30 s"));
         let mut next = TaskIter::from_slot(slot).expect("a task program");
         let pids = walk_pids(&mut next);
         // SAFETY: getpid has no preconditions.

@@ -4,10 +4,10 @@
 
 use std::io::{self, Read};
 
-use taskdiag_proto::msg::{Messages, StreamReader};
-use taskdiag_proto::{Group, MsgHeader, Request, Strategy};
+use taskdiag_proto::msg::{mark_processes, Messages, StreamReader};
+use taskdiag_proto::{Group, MsgHeader, Request, Strategy, SHOW_ONE_WALK};
 
-use crate::load::{Prog, TaskFilter};
+use crate::load::{Prog, TaskFilter, TaskFlavour};
 use crate::progs::IterLink;
 use crate::read::{read_messages, read_ringbuf, Tally};
 use crate::{BpfError, CgroupHierarchies, DumpReport, Features, TaskIter, View, VmaWalk};
@@ -209,9 +209,10 @@ impl TaskIter {
         if strategy.takes_pid() && req.pid == 0 {
             return Err(BpfError::NoSuchTask { pid: 0 });
         }
-        let cmdline = req.show_flags & USER_MEMORY_GROUPS != 0 && self.features.cmdline;
+        let all = req.all_groups();
+        let cmdline = all & USER_MEMORY_GROUPS != 0 && self.features.cmdline;
         let mut report = DumpReport {
-            missing_groups: self.missing_groups(req.show_flags),
+            missing_groups: self.missing_groups(all),
             ..DumpReport::default()
         };
         // Nothing the caller fills is asked of the programs.
@@ -228,6 +229,10 @@ impl TaskIter {
                 let t = self.run(link, sink)?;
                 self.last_walk[kind] = Some(t.messages);
                 t
+            }
+            Strategy::AllWithThreads => {
+                let process = req.show_process & !report.missing_groups;
+                self.with_threads(show, process, cmdline, sink)?
             }
             Strategy::Children => {
                 let tgid = self.tgid_of(req.pid)?;
@@ -253,6 +258,71 @@ impl TaskIter {
         report.tasks = tally.messages;
         report.fixups = tally.fixups;
         Ok(report)
+    }
+
+    /// ALL_WITH_THREADS: every thread's record (groups `show`), and each process's own
+    /// (`process`, [`taskdiag_proto::MSG_F_PROCESS`]) before its leader's. In one walk where
+    /// `dump_task_both` is loaded here, or in an instance of its own loaded at the first such
+    /// request ([`TaskIter::load_with_threads`]: twice the task program to verify, which a
+    /// process that never asks does not pay); else, and with CMDLINE or ENVIRON (the
+    /// sleepable program's), a process walk with its records marked and a thread walk:
+    /// the same records, each task visited twice.
+    fn with_threads(
+        &mut self,
+        show: u64,
+        process: u64,
+        cmdline: bool,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<Tally, BpfError> {
+        if !cmdline && (show | process) & !SHOW_ONE_WALK == 0 {
+            if self.features.both {
+                return self.both_walk(show, process, sink);
+            }
+            // (Not where this process may load nothing: a server that gave up its privileges.)
+            if self.features.task == TaskFlavour::Loop && crate::may_load_bpf() {
+                if self.both.is_none() {
+                    let it = TaskIter::load_with_threads(self.groups).ok();
+                    self.both = Some(it.filter(|it| it.features.both).map(Box::new));
+                }
+                if let Some(Some(it)) = &mut self.both {
+                    it.view = self.view;
+                    it.cgroup = self.cgroup;
+                    it.lsm_labels = self.lsm_labels;
+                    return it.both_walk(show, process, sink);
+                }
+            }
+        }
+        self.configure(Strategy::All, process, 0);
+        let link = self.shared_link(cmdline)?;
+        let mut marked = Vec::new();
+        let procs = self.run(link, &mut |chunk| {
+            marked.clear();
+            marked.extend_from_slice(chunk);
+            mark_processes(&mut marked);
+            sink(&marked)
+        })?;
+        self.configure(Strategy::AllThread, show, 0);
+        let link = self.shared_link(cmdline)?;
+        let threads = self.run(link, sink)?;
+        Ok(Tally {
+            messages: procs.messages + threads.messages,
+            fixups: procs.fixups || threads.fixups,
+        })
+    }
+
+    /// One walk of `dump_task_both` (see [`TaskIter::with_threads`]).
+    fn both_walk(
+        &mut self,
+        show: u64,
+        process: u64,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<Tally, BpfError> {
+        self.configure(Strategy::AllWithThreads, show, 0);
+        if let Some(b) = self.progs.bss_mut() {
+            b.cfg_show_process = process;
+        }
+        let link = self.attach_prog(Prog::Both, TaskFilter::None)?;
+        self.run(LinkRef::Owned(&link), sink)
     }
 
     /// Whether the memory-map program is loaded (asked for by requests with VMA, and accepted

@@ -143,6 +143,8 @@ pub struct Features {
     /// text sections were found (`sched_text_bounds`, for wchan), if the load asked for
     /// either.
     pub sched: bool,
+    /// `dump_task_both`: ALL_WITH_THREADS in one walk ([`TaskIter::load_with_threads`]).
+    pub both: bool,
 }
 
 /// The outcome of a dump.
@@ -204,6 +206,9 @@ pub struct TaskIter {
     /// Tasks the last whole-system walk of processes (0) and of threads (1) wrote, or the
     /// [`TaskIter::expect_tasks`] estimate before the first.
     last_walk: [Option<u64>; 2],
+    /// The instance that answers ALL_WITH_THREADS in one walk, loaded at the first such
+    /// request where this one has no `dump_task_both` (`Some(None)`: it could not be).
+    both: Option<Option<Box<TaskIter>>>,
     /// Whole-system walks expected to write fewer tasks than this read the seq file:
     /// `dump::RING_AT`, or 0 (every walk on the ring) under `TASKDIAG_BPF_RINGBUF_SIZE`, the
     /// tests' small ring.

@@ -35,6 +35,8 @@ use crate::{BpfError, CgroupHierarchies, Features, TaskIter, View};
 #[derive(Clone, Copy)]
 pub(crate) enum Prog {
     Task,
+    /// `dump_task_both` (TD_STRATEGY_ALL_WITH_THREADS).
+    Both,
     Cmdline,
     Vma,
     Root,
@@ -107,6 +109,9 @@ pub(crate) struct Plan {
     pub(crate) sched: bool,
     /// CO-RE against the reduced copy of the kernel's BTF (`btf_min`).
     pub(crate) reduced_btf: bool,
+    /// `dump_task_both` (ALL_WITH_THREADS in one walk; twice the task program to verify:
+    /// only on request).
+    pub(crate) both: bool,
 }
 
 impl Plan {
@@ -118,6 +123,7 @@ impl Plan {
             maps: groups & taskdiag_proto::SHOW_MAPS != 0,
             sched: groups & SCHED_TEXT_GROUPS != 0,
             reduced_btf,
+            both: false,
         }
     }
 
@@ -134,6 +140,7 @@ impl Plan {
             Some("dump_task_cmdline") if self.cmdline => next.cmdline = false,
             Some("dump_vma" | "task_root") if self.maps => next.maps = false,
             Some("sched_text_bounds") if self.sched => next.sched = false,
+            Some("dump_task_both") if self.both => next.both = false,
             _ if self.reduced_btf => next.reduced_btf = false,
             _ => return None,
         }
@@ -152,6 +159,7 @@ impl Plan {
             maps: self.maps && !rejected.maps,
             sched: self.sched && !rejected.sched,
             reduced_btf: self.reduced_btf && !rejected.reduced_btf,
+            both: self.both && !rejected.both,
         }
     }
 
@@ -164,6 +172,7 @@ impl Plan {
         rejected.maps |= first.maps && !self.maps;
         rejected.sched |= first.sched && !self.sched;
         rejected.reduced_btf |= first.reduced_btf && !self.reduced_btf;
+        rejected.both |= first.both && !self.both;
     }
 }
 
@@ -176,6 +185,7 @@ static REJECTED: Mutex<Plan> = Mutex::new(Plan {
     maps: false,
     sched: false,
     reduced_btf: false,
+    both: false,
 });
 
 /// The groups whose wait channel needs the scheduler's text sections (`sched_text_bounds`):
@@ -237,6 +247,9 @@ fn open_skel_inner(
         .dump_task_bounded
         .set_autoload(plan.task == TaskFlavour::Bounded);
     open.progs.dump_task_cmdline.set_autoload(plan.cmdline);
+    open.progs
+        .dump_task_both
+        .set_autoload(plan.both && plan.task == TaskFlavour::Loop);
     open.progs.task_root.set_autoload(plan.maps);
     open.progs.dump_vma.set_autoload(plan.maps);
     // WCHAN's memo (task storage, 5.11+) is used by the bpf_loop() flavour (5.17+) only. A map
@@ -325,6 +338,28 @@ impl TaskIter {
     /// program. Requests for other groups are still answered (CMDLINE then comes from /proc,
     /// see [`crate::DumpReport::missing_groups`]).
     pub fn load_for(show_flags: u64) -> Result<Self, BpfError> {
+        Self::load_planned(show_flags, false)
+    }
+
+    /// [`TaskIter::load_for`] with `dump_task_both`, the program that answers
+    /// ALL_WITH_THREADS in one walk, and without the CMDLINE and memory-map programs: for a
+    /// long-lived reader of every thread and every process (the exporter). Where the kernel
+    /// refuses that program, the instance has the others ([`Features::both`] false).
+    pub fn load_with_threads(show_flags: u64) -> Result<Self, BpfError> {
+        Self::load_planned(
+            show_flags & !crate::dump::USER_MEMORY_GROUPS & !taskdiag_proto::SHOW_MAPS,
+            true,
+        )
+    }
+
+    /// [`TaskIter::load_for`] with `dump_task_both` too (where the kernel takes it): for a
+    /// server, which loads once for its life and cannot load later (it gives up its
+    /// privileges), so that its clients' ALL_WITH_THREADS is one walk.
+    pub fn load_serving(show_flags: u64) -> Result<Self, BpfError> {
+        Self::load_planned(show_flags, true)
+    }
+
+    fn load_planned(show_flags: u64, both: bool) -> Result<Self, BpfError> {
         quiet_libbpf();
         // Task iterators are BTF-typed programs: without the kernel's BTF none loads.
         if !kernel_btf_present() {
@@ -340,7 +375,9 @@ impl TaskIter {
             _ => None,
         };
         let known = *REJECTED.lock().unwrap_or_else(|e| e.into_inner());
-        let mut first = Plan::for_groups(groups, min_btf.is_some()).without(&known);
+        let mut first = Plan::for_groups(groups, min_btf.is_some());
+        first.both = both;
+        let mut first = first.without(&known);
         if env_disables_loop() {
             first.task = TaskFlavour::Bounded;
         }
@@ -375,14 +412,19 @@ impl TaskIter {
             skel: Box::new(skel),
             pinned: None,
         };
-        Ok(TaskIter::new(
+        let mut it = TaskIter::new(
             progs,
             groups,
             plan.task,
             plan.cmdline,
             plan.maps,
             plan.reduced_btf,
-        ))
+        );
+        if plan.both && plan.task == TaskFlavour::Loop {
+            it.features.both = true;
+            disable_from_env(&mut it.features);
+        }
+        Ok(it)
     }
 
     /// An instance of loaded `progs` (for `groups`; which task flavour, and whether the CMDLINE
@@ -408,6 +450,7 @@ impl TaskIter {
                 ringbuf: true,
                 reduced_btf,
                 sched: false,
+                both: false,
             },
             link_all: None,
             link_all_cmdline: None,
@@ -418,6 +461,7 @@ impl TaskIter {
             },
             lsm_labels: true,
             last_walk: [None; 2],
+            both: None,
             ring_at: if std::env::var_os("TASKDIAG_BPF_RINGBUF_SIZE").is_some() {
                 0
             } else {
@@ -598,9 +642,13 @@ mod tests {
                 cmdline: true,
                 maps: true,
                 sched: true,
-                reduced_btf: true
+                reduced_btf: true,
+                both: false,
             }
         );
+        // The one-walk program, asked for, is dropped alone.
+        let both = Plan { both: true, ..all };
+        assert_eq!(both.after_failure(Some("dump_task_both")), Some(all));
         // Each program named drops that program (the modern task program: its bounded
         // flavour instead), and nothing else.
         let bounded = all.after_failure(Some("dump_task")).unwrap();
@@ -663,7 +711,8 @@ mod tests {
                 cmdline: false,
                 maps: false,
                 sched: false,
-                reduced_btf: true
+                reduced_btf: true,
+                both: false,
             }
         );
     }
@@ -682,6 +731,7 @@ mod tests {
             maps: false,
             sched: false,
             reduced_btf: false,
+            both: false,
         };
         loaded.note_rejected(all, &mut rejected);
         assert_eq!(all.without(&rejected), loaded);

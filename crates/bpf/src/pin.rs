@@ -57,6 +57,7 @@ pub(crate) fn prog_name(p: Prog, flavour: TaskFlavour) -> &'static str {
     match p {
         Prog::Task if flavour == TaskFlavour::Bounded => "dump_task_bounded",
         Prog::Task => "dump_task",
+        Prog::Both => "dump_task_both",
         Prog::Cmdline => "dump_task_cmdline",
         Prog::Vma => "dump_vma",
         Prog::Root => "task_root",

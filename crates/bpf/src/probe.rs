@@ -103,8 +103,9 @@ fn cpu_list_len(list: &str) -> Option<u32> {
 }
 
 /// Kernel features the environment asks to treat as missing: `TASKDIAG_BPF_DISABLE`, a comma
-/// list of "cmdline", "maps", "task_params", "ringbuf" and "loop" (the task program's bounded
-/// flavour, see [`env_disables_loop`]). Lets tests run the paths of older kernels on this one.
+/// list of "cmdline", "maps", "task_params", "ringbuf", "both" (ALL_WITH_THREADS in two walks)
+/// and "loop" (the task program's bounded flavour, see [`env_disables_loop`]). Lets tests run
+/// the paths of older kernels on this one.
 pub(crate) fn disable_from_env(features: &mut Features) {
     let Ok(off) = std::env::var("TASKDIAG_BPF_DISABLE") else {
         return;
@@ -130,6 +131,7 @@ fn apply_disable(list: &str, features: &mut Features) {
             "maps" => features.maps = false,
             "task_params" => features.task_params = false,
             "ringbuf" => features.ringbuf = false,
+            "both" => features.both = false,
             _ => {}
         }
     }
@@ -185,14 +187,16 @@ mod tests {
             ringbuf: true,
             reduced_btf: true,
             sched: true,
+            both: true,
         };
         let mut f = all;
-        apply_disable("cmdline, ringbuf,bogus", &mut f);
+        apply_disable("cmdline, ringbuf,bogus,both", &mut f);
         assert_eq!(
             f,
             Features {
                 cmdline: false,
                 ringbuf: false,
+                both: false,
                 ..all
             }
         );

@@ -99,6 +99,7 @@ fn skel_prog<'a>(skel: &'a TaskdiagSkel<'static>, name: &str) -> Option<Borrowed
         "dump_task" => p.dump_task.as_libbpf_object(),
         "dump_task_bounded" => p.dump_task_bounded.as_libbpf_object(),
         "dump_task_cmdline" => p.dump_task_cmdline.as_libbpf_object(),
+        "dump_task_both" => p.dump_task_both.as_libbpf_object(),
         "dump_vma" => p.dump_vma.as_libbpf_object(),
         "task_root" => p.task_root.as_libbpf_object(),
         _ => return None,

@@ -200,6 +200,12 @@ fn run(a: Args) -> anyhow::Result<()> {
         Dumper::open_private_bpf(show_flags)
             .context("cannot serve: the BPF task iterators do not load")
     };
+    // A worker's set also answers every thread and every process in one walk (an exporter's
+    // scrape).
+    let serving = |show_flags| {
+        Dumper::open_serving_bpf(show_flags)
+            .context("cannot serve: the BPF task iterators do not load")
+    };
     // Identifying a client looks up one task's BASE, CRED and NS (its cgroup namespace), and
     // its root directory (a program of the memory-map set): only those programs.
     let ident_groups =
@@ -216,7 +222,7 @@ fn run(a: Args) -> anyhow::Result<()> {
                 let n = workers / lanes + usize::from(i < workers % lanes);
                 let sets = move || -> anyhow::Result<Vec<Dumper>> {
                     (0..n)
-                        .map(|_| load(taskdiag::proto::SHOW_SUPPORTED))
+                        .map(|_| serving(taskdiag::proto::SHOW_SUPPORTED))
                         .collect()
                 };
                 std::thread::Builder::new()

@@ -517,7 +517,7 @@ impl EventLoop {
                 match frame {
                     // VMA comes from the BPF map walk and is checked per task; nothing is
                     // read from /proc for a caller.
-                    Frame::Request(r) => match unserved(r.show_flags, self.sh.maps_walk) {
+                    Frame::Request(r) => match unserved(r.all_groups(), self.sh.maps_walk) {
                         Some(why) => conn.error(libc::EOPNOTSUPP, why, false),
                         None => return self.dispatch(conn, r, now + timeout),
                     },

@@ -274,6 +274,13 @@ pub struct Reader {
     /// Whether a request for a few processes costs about those processes, where the backend
     /// cannot say (taskdiagd): measured on the first such request.
     few_cheap: Option<bool>,
+    /// Whether the last collection read threads in a walk of every task: this one then reads
+    /// processes and threads in one walk ([`Source::for_each_with_threads`]), where a process
+    /// walk and a thread walk each visited every task (~85 ms apiece at 150,000 tasks).
+    threads_in_walk: bool,
+    /// The threads the one walk of this collection read, by process, for
+    /// [`Reader::complete`].
+    walked_threads: Option<IdMap<u32, Vec<ThreadSample>>>,
 }
 
 /// A process's proportional sizes, and what it looked like when they were read.
@@ -365,6 +372,8 @@ impl Reader {
             rollups: IdMap::default(),
             rollup_gen: 0,
             few_cheap: None,
+            threads_in_walk: false,
+            walked_threads: None,
         })
     }
 
@@ -394,14 +403,14 @@ impl Reader {
     /// Hands `f` the tasks of `q` for the processes `tgids`, and perhaps others (the caller
     /// picks its own), each as it is decoded, none kept: a few processes are asked for one by
     /// one where that costs about each process, many (or where it would walk every task each
-    /// time) in one walk of all. Returns how many tasks `f` was handed.
+    /// time) in one walk of all. Returns how many tasks `f` was handed, and whether they came
+    /// from a walk of all.
     fn for_some(
         &mut self,
         q: &Query,
         tgids: &[u32],
         f: &mut dyn FnMut(Task),
-    ) -> Result<u64, SnapshotError> {
-        const FEW: usize = 256;
+    ) -> Result<(u64, bool), SnapshotError> {
         let mut n = 0u64;
         let mut each = |t: Task| {
             n += 1;
@@ -431,7 +440,15 @@ impl Reader {
                 Ok(())
             })?;
         }
-        Ok(n)
+        Ok((n, !one_by_one))
+    }
+
+    /// Whether the threads of `n` processes are read one process at a time for less than a
+    /// walk of every task: as [`Reader::for_some`] decides (unknown until it measured: not).
+    fn few_are_cheap(&self, n: usize) -> bool {
+        n <= FEW
+            && (self.few_cheap == Some(true)
+                || (self.few_cheap.is_none() && self.src.single_task_reads_are_cheap()))
     }
 
     /// Reads the command lines (and cgroups, when a rule or name reads them) of
@@ -468,19 +485,46 @@ impl Reader {
         Ok(())
     }
 
-    /// Every process, in pid order, without threads.
+    /// Every process, in pid order, without threads (where the last collection read threads
+    /// in a walk of every task, they are read in the same walk, for [`Reader::complete`]).
     pub fn processes(&mut self) -> Result<Vec<ProcSample>, SnapshotError> {
         // The last collection's count: the vector is not moved as it grows.
         let mut out = Vec::with_capacity(self.processes_scanned as usize + 1024);
         let boot = self.machine.boot_time as i64;
         let page = self.machine.page_size;
         let want = self.want;
-        self.src.for_each_process(process_groups(want), &mut |t| {
-            out.push(process_sample(t, boot, page, want));
-            Ok(())
-        })?;
-        self.tasks_scanned = out.len() as u64;
-        self.processes_scanned = self.tasks_scanned;
+        self.walked_threads = None;
+        if self.threads_in_walk {
+            let mut threads: IdMap<u32, Vec<ThreadSample>> = IdMap::default();
+            let mut n = 0u64;
+            self.src.for_each_with_threads(
+                thread_groups(want),
+                process_groups(want),
+                &mut |t| {
+                    n += 1;
+                    if t.process {
+                        out.push(process_sample(t, boot, page, want));
+                    } else {
+                        let tgid = t.tgid;
+                        if let Some(s) = thread_sample(t) {
+                            threads.entry(tgid).or_default().push(s);
+                        }
+                    }
+                    Ok(())
+                },
+            )?;
+            // The backend's order (BPF: by thread id); processes as a process walk gives them.
+            out.sort_unstable_by_key(|p| p.id.0);
+            self.walked_threads = Some(threads);
+            self.tasks_scanned = n;
+        } else {
+            self.src.for_each_process(process_groups(want), &mut |t| {
+                out.push(process_sample(t, boot, page, want));
+                Ok(())
+            })?;
+            self.tasks_scanned = out.len() as u64;
+        }
+        self.processes_scanned = out.len() as u64;
         Ok(out)
     }
 
@@ -505,7 +549,14 @@ impl Reader {
                 .filter(|&i| procs[i].num_threads > 1)
                 .collect()
         };
-        if !multi.is_empty() {
+        if let Some(mut walked) = self.walked_threads.take() {
+            // Read with the processes, in one walk of every task.
+            for &i in &multi {
+                let p = &mut procs[i];
+                fold_threads(p, walked.remove(&p.id.0).unwrap_or_default());
+            }
+            self.threads_in_walk = !multi.is_empty() && !self.few_are_cheap(multi.len());
+        } else if !multi.is_empty() {
             let q = Query {
                 threads: true,
                 groups: thread_groups(self.want),
@@ -522,11 +573,13 @@ impl Reader {
                     (procs[i].id.0, Vec::with_capacity(n.min(MAX_PRESIZE)))
                 })
                 .collect();
-            self.tasks_scanned += self.for_some(&q, &tgids, &mut |t| {
+            let (n, walked_all) = self.for_some(&q, &tgids, &mut |t| {
                 if let Some(v) = by_tgid.get_mut(&t.tgid) {
                     v.extend(thread_sample(t));
                 }
             })?;
+            self.tasks_scanned += n;
+            self.threads_in_walk = walked_all;
             for &i in &multi {
                 let p = &mut procs[i];
                 fold_threads(p, by_tgid.remove(&p.id.0).unwrap_or_default());
@@ -577,6 +630,9 @@ impl Reader {
         Ok(())
     }
 }
+
+/// Processes whose threads [`Reader::for_some`] may read one by one, where that is cheap.
+const FEW: usize = 256;
 
 /// The most threads a process's list is sized for before its walk (a process's thread count
 /// is its own to set: one claiming millions is given room as its threads come).

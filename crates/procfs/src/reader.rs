@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
-use taskdiag_proto::msg::TaskWriter;
+use taskdiag_proto::msg::{mark_processes, TaskWriter};
 use taskdiag_proto::task::Ns;
 use taskdiag_proto::{
     state_index, BaseRec, CgroupRec, CredRec, DelayRec, FilesRec, Group, LimitRec, NsIdsRec, NsRec,
@@ -656,6 +656,32 @@ impl ProcReader {
                 }
                 sink(&out).map_err(ProcfsError::Sink)?;
                 Ok(n)
+            }
+            // Each process's own record (as ALL reads it), then its threads' (as ALL_THREAD),
+            // in increasing tid order like the kernel's walk, a process's record just before
+            // its leader's.
+            Strategy::AllWithThreads => {
+                let pids = self.processes(&mut s)?;
+                let mut units = Vec::with_capacity(pids.len() * 2);
+                for &pid in &pids {
+                    units.push((pid, false, pid));
+                    if self.list_threads(&mut s, pid)? {
+                        units.extend(s.tids.iter().map(|&tid| (tid, true, pid)));
+                    }
+                }
+                units.sort_unstable();
+                let process = req.show_process;
+                self.dump_parallel(&units, sink, |s, (tid, thread, pid), out| {
+                    if thread {
+                        return self
+                            .task(s, pid, Some(tid), show, false, out)
+                            .map(u64::from);
+                    }
+                    let from = out.len();
+                    let written = self.task(s, pid, None, process, true, out)?;
+                    mark_processes(&mut out[from..]);
+                    Ok(u64::from(written))
+                })
             }
             Strategy::Children => {
                 let children = self.children_of(&mut s, req.pid)?;

@@ -117,8 +117,9 @@ wire_structs! {
         strategy: u32,
         /// Target pid/tid for ONE, THREAD and CHILDREN, in the caller's pid namespace.
         pid: u32,
-        /// Reserved; must be 0.
-        reserved: u64,
+        /// ALL_WITH_THREADS: bitmask of the groups of each process's own record (show flags
+        /// are its threads'); must be 0 for the other strategies.
+        show_process: u64,
     }
 
     /// Header of every message in a response stream.

@@ -50,6 +50,10 @@ pub const COMM_MAX: usize = 64;
 /// Message flag: more messages for the same task follow.
 pub const MSG_F_CONTINUED: u16 = 1;
 
+/// Message flag: the record of a whole process, in a walk of [`Strategy::AllWithThreads`]
+/// (its leader's own record follows without it).
+pub const MSG_F_PROCESS: u16 = 2;
+
 /// Message flag set by the BPF programs on a message that carries a GROUP_ERROR with
 /// [`ERRNO_NEEDS_PROCFS`]: a group did not fit and must be read from /proc. Internal to
 /// taskdiag, like that errno: the library clears it before output.
@@ -180,6 +184,9 @@ pub enum Strategy {
     Children = 3,
     /// Every thread of the process containing `pid`.
     Thread = 4,
+    /// Every thread of every process, and each process's own record besides (flagged
+    /// [`MSG_F_PROCESS`], with the groups of the request's `show_process`), in one walk.
+    AllWithThreads = 5,
 }
 
 impl Strategy {
@@ -191,6 +198,7 @@ impl Strategy {
             2 => Some(Self::AllThread),
             3 => Some(Self::Children),
             4 => Some(Self::Thread),
+            5 => Some(Self::AllWithThreads),
             _ => None,
         }
     }
@@ -212,6 +220,25 @@ impl Strategy {
     /// own STAT totals (procps reads a leader's line from /proc/PID, not /proc/PID/task/PID).
     pub fn stands_for_process(self, pid: u32, tgid: u32) -> bool {
         !self.per_thread() || pid == tgid
+    }
+
+    /// [`Strategy::stands_for_process`] for a record whose message has `flags`: with
+    /// [`Strategy::AllWithThreads`], only the processes' own records ([`MSG_F_PROCESS`]) do.
+    pub fn record_stands_for_process(self, pid: u32, tgid: u32, flags: u16) -> bool {
+        match self {
+            Self::AllWithThreads => flags & MSG_F_PROCESS != 0,
+            _ => self.stands_for_process(pid, tgid),
+        }
+    }
+
+    /// Whether a record whose message has `flags` shows one thread (its STAT and IO its own,
+    /// read from /proc/PID/task/TID): every record of a per-thread strategy, and with
+    /// [`Strategy::AllWithThreads`] those that are not a process's own.
+    pub fn record_per_thread(self, flags: u16) -> bool {
+        match self {
+            Self::AllWithThreads => flags & MSG_F_PROCESS == 0,
+            _ => self.per_thread(),
+        }
     }
 }
 
@@ -379,6 +406,18 @@ pub const SHOW_SUPPORTED: u64 = (1 << Group::Base as u16)
 /// ptrace-read rule, and left out of "all".
 pub const SHOW_MAPS: u64 = (1 << Group::Vma as u16) | (1 << Group::VmaStat as u16);
 
+/// The groups the BPF backend answers [`Strategy::AllWithThreads`] with in one walk: its
+/// program writes two records of a leader in one call, and with NS, CGROUP or SCHED (or the
+/// sleepable program's CMDLINE and ENVIRON) their frames passed the verifier's 512 bytes of
+/// stack. A request for others is answered in two walks.
+pub const SHOW_ONE_WALK: u64 = SHOW_SUPPORTED
+    & !SHOW_MAPS
+    & !(1 << Group::Ns as u16)
+    & !(1 << Group::Cgroup as u16)
+    & !(1 << Group::Sched as u16)
+    & !(1 << Group::Cmdline as u16)
+    & !(1 << Group::Environ as u16);
+
 /// Which backend produced a stream (START message).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u16)]
@@ -442,6 +481,7 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_MSG_VMA_PIECE", MSG_VMA_PIECE as i64),
     ("TD_MSG_F_CONTINUED", MSG_F_CONTINUED as i64),
     ("TD_MSG_F_FIXUP", MSG_F_FIXUP as i64),
+    ("TD_MSG_F_PROCESS", MSG_F_PROCESS as i64),
     ("TD_ATTR_GROUP_ERROR", ATTR_GROUP_ERROR as i64),
     ("TD_ATTR_ACCESS", ATTR_ACCESS as i64),
     ("TD_ACCESS_F_EXEC", ACCESS_F_EXEC as i64),
@@ -478,6 +518,11 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_STRATEGY_ALL_THREAD", Strategy::AllThread as i64),
     ("TD_STRATEGY_CHILDREN", Strategy::Children as i64),
     ("TD_STRATEGY_THREAD", Strategy::Thread as i64),
+    (
+        "TD_STRATEGY_ALL_WITH_THREADS",
+        Strategy::AllWithThreads as i64,
+    ),
+    ("TD_SHOW_ONE_WALK", SHOW_ONE_WALK as i64),
     ("TD_BASE_F_KTHREAD", BASE_F_KTHREAD as i64),
     ("TD_BASE_F_LEADER", BASE_F_LEADER as i64),
     ("TD_ERRNO_NEEDS_PROCFS", ERRNO_NEEDS_PROCFS as i64),

@@ -11,7 +11,8 @@ use std::io::{self, Read};
 
 use crate::{
     align4, AttrHeader, Done, Group, GroupErrorRec, MsgHeader, MsgType, Request, Start, Strategy,
-    ATTR_GROUP_ERROR, ATTR_MESSAGE, MSG_F_CONTINUED, MSG_MAX, SHOW_SUPPORTED, VERSION,
+    ATTR_GROUP_ERROR, ATTR_MESSAGE, MSG_F_CONTINUED, MSG_F_PROCESS, MSG_MAX, SHOW_MAPS,
+    SHOW_SUPPORTED, VERSION,
 };
 
 /// What is wrong with a byte stream, and where.
@@ -102,8 +103,16 @@ impl Request {
             show_flags,
             strategy: strategy as u32,
             pid,
-            reserved: 0,
+            show_process: 0,
         }
+    }
+
+    /// A request of [`Strategy::AllWithThreads`]: every thread with the groups of
+    /// `show_threads`, and each process's own record with those of `show_process`.
+    pub fn all_with_threads(show_threads: u64, show_process: u64) -> Self {
+        let mut r = Request::new(Strategy::AllWithThreads, 0, show_threads);
+        r.show_process = show_process;
+        r
     }
 
     /// Decodes and validates a request.
@@ -115,12 +124,22 @@ impl Request {
         if r.len as usize != Request::SIZE {
             return Err(RequestError::BadLength(r.len));
         }
-        if r.flags != 0 || r.reserved != 0 {
+        let strategy = Strategy::from_u32(r.strategy).ok_or(RequestError::Strategy(r.strategy))?;
+        if r.flags != 0 || (r.show_process != 0 && strategy != Strategy::AllWithThreads) {
             return Err(RequestError::Reserved);
         }
-        Strategy::from_u32(r.strategy).ok_or(RequestError::Strategy(r.strategy))?;
         if r.show_flags & !SHOW_SUPPORTED != 0 {
             return Err(RequestError::Groups(r.show_flags));
+        }
+        if r.show_process & !SHOW_SUPPORTED != 0 {
+            return Err(RequestError::Groups(r.show_process));
+        }
+        // Memory maps come with a process walk (ALL), not with this one.
+        if strategy == Strategy::AllWithThreads && (r.show_flags | r.show_process) & SHOW_MAPS != 0
+        {
+            return Err(RequestError::Groups(
+                (r.show_flags | r.show_process) & SHOW_MAPS,
+            ));
         }
         Ok(r)
     }
@@ -130,9 +149,43 @@ impl Request {
         Strategy::from_u32(self.strategy)
     }
 
-    /// Whether the request asks for `g`.
+    /// Whether the request asks for `g` (of any record: with [`Strategy::AllWithThreads`],
+    /// of its threads' or of its processes').
     pub fn wants(&self, g: Group) -> bool {
-        self.show_flags & g.flag() != 0
+        self.all_groups() & g.flag() != 0
+    }
+
+    /// Every group the request asks for, of any of its records.
+    pub fn all_groups(&self) -> u64 {
+        self.show_flags | self.show_process
+    }
+
+    /// The groups asked for of a record whose message has `flags`: a process's own record
+    /// ([`MSG_F_PROCESS`]) has those of `show_process`.
+    pub fn groups_of(&self, flags: u16) -> u64 {
+        if flags & MSG_F_PROCESS != 0 {
+            self.show_process
+        } else {
+            self.show_flags
+        }
+    }
+}
+
+/// Marks every TASK message of `buf` (whole messages) as records of whole processes
+/// ([`MSG_F_PROCESS`]): what a process walk answers for [`Strategy::AllWithThreads`] where it
+/// is made of two walks. Stops at the first malformed header.
+pub fn mark_processes(buf: &mut [u8]) {
+    let mut at = 0;
+    while let Some(h) = buf.get(at..).and_then(MsgHeader::read_from) {
+        let len = h.len as usize;
+        if len < MsgHeader::SIZE || at + len > buf.len() {
+            return;
+        }
+        if h.msg_type == MsgType::Task as u16 {
+            let flags = h.flags | MSG_F_PROCESS;
+            buf[at + 6..at + 8].copy_from_slice(&flags.to_ne_bytes());
+        }
+        at += len;
     }
 }
 
@@ -241,6 +294,11 @@ impl<'a> TaskWriter<'a> {
             tgid: h.tgid,
             flags: h.flags,
         })
+    }
+
+    /// Marks every message of the task with `flags` (e.g. [`MSG_F_PROCESS`]).
+    pub fn add_flags(&mut self, flags: u16) {
+        self.flags |= flags;
     }
 
     /// Adds an attribute whose payload is `payload`.
@@ -611,6 +669,57 @@ impl<'a> Iterator for Attrs<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn processes_groups_come_only_with_all_with_threads() {
+        let (threads, procs) = (Group::Stat.flag(), Group::Files.flag() | Group::Stat.flag());
+        let r = Request::all_with_threads(threads, procs);
+        assert_eq!(Request::parse(&r.to_bytes()), Ok(r));
+        assert_eq!(r.all_groups(), threads | procs);
+        assert!(r.wants(Group::Files));
+        assert_eq!(r.groups_of(0), threads);
+        assert_eq!(r.groups_of(MSG_F_PROCESS), procs);
+        // Another strategy with them: the field is reserved there.
+        let mut all = Request::new(Strategy::All, 0, threads);
+        all.show_process = procs;
+        assert_eq!(Request::parse(&all.to_bytes()), Err(RequestError::Reserved));
+        // Unknown groups, and memory maps (a process walk's), are refused by name.
+        let bad = Request::all_with_threads(threads, 1 << 40);
+        assert_eq!(
+            Request::parse(&bad.to_bytes()),
+            Err(RequestError::Groups(1 << 40))
+        );
+        let maps = Request::all_with_threads(threads, Group::Vma.flag());
+        assert_eq!(
+            Request::parse(&maps.to_bytes()),
+            Err(RequestError::Groups(Group::Vma.flag()))
+        );
+    }
+
+    #[test]
+    fn marked_messages_are_processes_records_and_only_they() {
+        let mut buf = Vec::new();
+        let mut w = TaskWriter::begin(&mut buf, 7, 7);
+        // Long enough to be cut: every message of the task is marked.
+        w.attr(Group::Cmdline as u16, &[1u8; MSG_MAX + 100]);
+        w.finish();
+        let split = buf.len();
+        TaskWriter::begin(&mut buf, 8, 7).finish();
+        mark_processes(&mut buf[..split]);
+        let flags: Vec<(u32, bool)> = Messages::new(&buf)
+            .map(|m| {
+                let m = m.expect("message");
+                (m.header.pid, m.header.flags & MSG_F_PROCESS != 0)
+            })
+            .collect();
+        assert_eq!(flags, [(7, true), (7, true), (8, false)]);
+        let mut asm = crate::task::TaskAssembler::new();
+        let tasks: Vec<(u32, bool)> = Messages::new(&buf)
+            .filter_map(|m| asm.push(&m.expect("message")).expect("task"))
+            .map(|t| (t.pid, t.process))
+            .collect();
+        assert_eq!(tasks, [(7, true), (8, false)]);
+    }
 
     #[test]
     fn request_validation_names_the_problem() {

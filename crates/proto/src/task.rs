@@ -464,6 +464,10 @@ pub struct Task {
     /// The internal VMA_ACCESS attribute ([`crate::ATTR_VMA_ACCESS`]): the task as it was while
     /// its memory maps were read, when the library checks them for another caller.
     pub vma_access: Option<AccessRec>,
+    /// Whether this is a process's own record in a walk of
+    /// [`crate::Strategy::AllWithThreads`] ([`crate::MSG_F_PROCESS`]): its leader's own record
+    /// comes besides it.
+    pub process: bool,
 }
 
 impl Task {
@@ -475,6 +479,9 @@ impl Task {
     /// Appends the task as TASK message(s).
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = TaskWriter::begin(out, self.pid, self.tgid);
+        if self.process {
+            w.add_flags(crate::MSG_F_PROCESS);
+        }
         if let Some(a) = &self.access {
             w.attr(ATTR_ACCESS, &a.to_bytes());
         }
@@ -595,6 +602,8 @@ impl Task {
 #[derive(Default)]
 pub struct TaskAssembler {
     current: Option<(u32, u32)>,
+    /// Whether the task being assembled is a process's own record (MSG_F_PROCESS).
+    process: bool,
     parts: [Vec<u8>; Group::SUPPORTED.len()],
     seen: u32,
     errors: Vec<GroupError>,
@@ -624,8 +633,12 @@ impl TaskAssembler {
                     return Ok(Some(t));
                 }
                 self.current = Some((pid, tgid));
+                self.process = m.header.flags & crate::MSG_F_PROCESS != 0;
             }
-            None => self.current = Some((pid, tgid)),
+            None => {
+                self.current = Some((pid, tgid));
+                self.process = m.header.flags & crate::MSG_F_PROCESS != 0;
+            }
             _ => {}
         }
         for a in m.attrs() {
@@ -660,8 +673,12 @@ impl TaskAssembler {
             self.vma_access.take(),
             &parts,
         );
+        let process = self.process;
         self.reset();
-        t.map(Some)
+        t.map(|mut t| {
+            t.process = process;
+            Some(t)
+        })
     }
 
     /// The task of message `m`, which is the whole of it, decoded in place; `None` where a
@@ -694,7 +711,11 @@ impl TaskAssembler {
             seen,
             part: |i: usize| slices[i],
         };
-        build(pid, m.header.tgid, errors, access, vma_access, &parts).map(Some)
+        let process = m.header.flags & crate::MSG_F_PROCESS != 0;
+        build(pid, m.header.tgid, errors, access, vma_access, &parts).map(|mut t| {
+            t.process = process;
+            Some(t)
+        })
     }
 
     /// Whether a task is half-assembled (a CONTINUED message without its end).
@@ -704,6 +725,7 @@ impl TaskAssembler {
 
     fn reset(&mut self) {
         self.current = None;
+        self.process = false;
         for p in &mut self.parts {
             p.clear();
         }
@@ -1110,6 +1132,7 @@ mod tests {
             }],
             access: None,
             vma_access: None,
+            process: false,
             vmas: Some(vec![Vma {
                 rec: VmaRec {
                     start: 0x1000,

@@ -158,6 +158,9 @@ fn task() -> impl Strategy<Value = Task> {
                 errors: vec![],
                 access: None,
                 vma_access: None,
+                // A process's own record (ALL_WITH_THREADS) on some: the flag of every one of
+                // its messages.
+                process: tgid % 3 == 0,
                 vmas: maps.map(|m| {
                     m.into_iter()
                         .map(|(start, flags, rss, name)| Vma {

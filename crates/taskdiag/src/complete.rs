@@ -16,11 +16,11 @@ use std::io;
 
 use taskdiag_bpf::{BpfError, TaskIter};
 use taskdiag_procfs::{ProcReader, ProcfsError};
-use taskdiag_proto::msg::{write_start, Message, Messages, TaskWriter};
+use taskdiag_proto::msg::{mark_processes, write_start, Message, Messages, TaskWriter};
 use taskdiag_proto::task::{GroupError, Task, TaskAssembler};
 use taskdiag_proto::{
     Group, GroupErrorRec, MsgType, Request, Start, Strategy, ATTR_ACCESS, ATTR_GROUP_ERROR,
-    BASE_F_KTHREAD, ERRNO_NEEDS_PROCFS, MSG_F_CONTINUED, MSG_F_FIXUP, SHOW_MAPS,
+    BASE_F_KTHREAD, ERRNO_NEEDS_PROCFS, MSG_F_CONTINUED, MSG_F_FIXUP, MSG_F_PROCESS, SHOW_MAPS,
 };
 
 use crate::vma_walk::VmaStream;
@@ -70,7 +70,7 @@ pub(crate) fn bpf_tasks(
         let labels = src.reader.and_then(|p| p.lsm_labels());
         it.set_lsm_labels(labels != Some(false));
     }
-    let mut missing = it.missing_groups(req.show_flags);
+    let mut missing = it.missing_groups(req.all_groups());
     if maps.is_some() {
         missing &= !SHOW_MAPS;
     }
@@ -172,9 +172,15 @@ impl Hidden {
 /// pid order.
 fn init_if_hidden(req: &Request, first_chunk: &[u8], procfs: Option<&ProcReader>) -> Hidden {
     let mut hidden = Hidden::default();
-    let strategy = match req.strategy() {
-        Some(Strategy::All) => Strategy::One,
-        Some(Strategy::AllThread) => Strategy::Thread,
+    // Its records as the request's: with ALL_WITH_THREADS, its process's (marked) and then
+    // its threads'.
+    let asks: &[(Strategy, u64)] = match req.strategy() {
+        Some(Strategy::All) => &[(Strategy::One, req.show_flags)],
+        Some(Strategy::AllThread) => &[(Strategy::Thread, req.show_flags)],
+        Some(Strategy::AllWithThreads) => &[
+            (Strategy::One, req.show_process),
+            (Strategy::Thread, req.show_flags),
+        ],
         _ => return hidden,
     };
     let Some(procfs) = procfs else { return hidden };
@@ -186,13 +192,19 @@ fn init_if_hidden(req: &Request, first_chunk: &[u8], procfs: Option<&ProcReader>
         return hidden;
     }
     let mut buf = Vec::new();
-    let Ok(n) = procfs.dump(&Request::new(strategy, 1, req.show_flags), &mut |b| {
-        buf.extend_from_slice(b);
-        Ok(())
-    }) else {
-        return hidden;
-    };
-    hidden.tasks = n;
+    for (i, &(strategy, show)) in asks.iter().enumerate() {
+        let from = buf.len();
+        let Ok(n) = procfs.dump(&Request::new(strategy, 1, show), &mut |b| {
+            buf.extend_from_slice(b);
+            Ok(())
+        }) else {
+            return Hidden::default();
+        };
+        if asks.len() > 1 && i == 0 {
+            mark_processes(&mut buf[from..]);
+        }
+        hidden.tasks += n;
+    }
     // Whole messages, grouped per task (CONTINUED pieces stay with their task).
     let mut cur: Option<(u32, Vec<u8>)> = None;
     for m in Messages::new(&buf).flatten() {
@@ -230,7 +242,6 @@ fn complete(
     // (smaps' counters are ~10 KB a process): passed on every MiB, between tasks.
     const FLUSH_AT: usize = 1 << 20;
     let strategy = req.strategy().unwrap_or(Strategy::All);
-    let per_thread = strategy.per_thread();
     let mut asm = TaskAssembler::new();
     for m in Messages::new(chunk) {
         let m = m?;
@@ -242,6 +253,8 @@ fn complete(
         let bytes = &chunk[m.offset..m.offset + m.header.len as usize];
         let whole =
             m.header.flags & (MSG_F_FIXUP | MSG_F_CONTINUED) == 0 && asm.pending().is_none();
+        // What /proc adds to this record: of the groups its kind of record asks for.
+        let missing = missing & req.groups_of(m.header.flags);
         if whole && missing == 0 && src.naming != Naming::Above {
             match vmas {
                 None => {
@@ -249,7 +262,13 @@ fn complete(
                     continue;
                 }
                 // Memory maps only on a record that stands for its process (threads share them).
-                Some(_) if !strategy.stands_for_process(m.header.pid, m.header.tgid) => {
+                Some(_)
+                    if !strategy.record_stands_for_process(
+                        m.header.pid,
+                        m.header.tgid,
+                        m.header.flags,
+                    ) =>
+                {
                     out.extend_from_slice(bytes);
                     continue;
                 }
@@ -276,6 +295,8 @@ fn complete(
         let Some(mut task) = asm.push(&m)? else {
             continue;
         };
+        let flags = if task.process { MSG_F_PROCESS } else { 0 };
+        let per_thread = strategy.record_per_thread(flags);
         // The task's ids in our /proc.
         let ids = match src.naming {
             Naming::Above => task.access.take(),
@@ -291,7 +312,8 @@ fn complete(
         task.errors.retain(|e| e.errno != ERRNO_NEEDS_PROCFS);
         // Memory maps only on a record that stands for its process (threads share them), and
         // only for a task with an address space.
-        let maps_here = may_have_cmdline(&task) && strategy.stands_for_process(task.pid, task.tgid);
+        let maps_here = may_have_cmdline(&task)
+            && strategy.record_stands_for_process(task.pid, task.tgid, flags);
         for g in Group::SUPPORTED {
             let here = match g {
                 Group::Vma | Group::VmaStat => maps_here,
@@ -380,7 +402,6 @@ pub const SHOW_SERVER_DEFERS: u64 = Group::Io.flag()
 /// again.
 pub(crate) struct CallerGroups<'a> {
     req: Request,
-    strip_base: bool,
     reader: Option<&'a ProcReader>,
     asm: TaskAssembler,
     buf: Vec<u8>,
@@ -392,9 +413,11 @@ impl<'a> CallerGroups<'a> {
     pub(crate) fn new(req: &Request, reader: Option<&'a ProcReader>) -> (Self, Request) {
         let mut sent = *req;
         sent.show_flags |= Group::Base.flag();
+        if req.strategy() == Some(Strategy::AllWithThreads) {
+            sent.show_process |= Group::Base.flag();
+        }
         let c = CallerGroups {
             req: *req,
-            strip_base: !req.wants(Group::Base),
             reader,
             asm: TaskAssembler::new(),
             buf: Vec::new(),
@@ -414,7 +437,7 @@ impl<'a> CallerGroups<'a> {
             return out(chunk);
         }
         self.buf.clear();
-        let per_thread = self.req.strategy().is_some_and(Strategy::per_thread);
+        let strategy = self.req.strategy().unwrap_or(Strategy::All);
         for m in Messages::new(chunk) {
             let m = m.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
             let raw = &chunk[m.offset..m.offset + m.header.len as usize];
@@ -433,6 +456,8 @@ impl<'a> CallerGroups<'a> {
                         .push(&m)
                         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
                     if let Some(mut t) = t {
+                        let flags = if t.process { MSG_F_PROCESS } else { 0 };
+                        let per_thread = strategy.record_per_thread(flags);
                         let ids = (t.pid, t.tgid);
                         let groups: Vec<Group> = t
                             .errors
@@ -442,7 +467,7 @@ impl<'a> CallerGroups<'a> {
                             .collect();
                         t.errors.retain(|e| !deferred(e.group, e.errno));
                         fill_from_procfs(&mut t, ids, &groups, per_thread, self.reader);
-                        if self.strip_base {
+                        if self.strips_base(flags) {
                             t.base = None;
                         }
                         t.encode(&mut self.buf);
@@ -462,7 +487,7 @@ impl<'a> CallerGroups<'a> {
         match m.msg_type() {
             Some(MsgType::Start) => false,
             Some(MsgType::Task) => {
-                !self.strip_base
+                !self.strips_base(m.header.flags)
                     && !m.continued()
                     && self.asm.pending().is_none()
                     && m.attrs().all(|a| {
@@ -475,6 +500,14 @@ impl<'a> CallerGroups<'a> {
             }
             _ => true,
         }
+    }
+}
+
+impl CallerGroups<'_> {
+    /// Whether a record whose message has `flags` loses the BASE the daemon was asked for
+    /// besides the caller's groups (it tells a reused pid).
+    fn strips_base(&self, flags: u16) -> bool {
+        self.req.groups_of(flags) & Group::Base.flag() == 0
     }
 }
 

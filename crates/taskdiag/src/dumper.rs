@@ -119,6 +119,16 @@ impl Dumper {
         ))
     }
 
+    /// [`Dumper::open_private_bpf`] for a server's workers: also with the program that
+    /// answers [`taskdiag_proto::Strategy::AllWithThreads`] in one walk, which a server that
+    /// gives up its privileges after loading could not load later.
+    pub fn open_serving_bpf(show_flags: u64) -> Result<Self, Error> {
+        Ok(Self::with(
+            Backend::Bpf(Box::new(TaskIter::load_serving(show_flags)?)),
+            show_flags,
+        ))
+    }
+
     /// `Auto`: the fastest way to the same answer on this host. Programs already verified
     /// (pinned by an earlier process) cost nothing to start at any size; a daemon has its own
     /// loaded; without either, loading costs more than it saves on a host with few tasks
@@ -283,7 +293,7 @@ impl Dumper {
         self.daemon_declined = None;
         if let Backend::Daemon(c) = &mut self.backend {
             // The groups the daemon could not read for us come from our own /proc, task by task.
-            let own = req.show_flags & SHOW_SERVER_DEFERS != 0;
+            let own = req.all_groups() & SHOW_SERVER_DEFERS != 0;
             let reader = own.then(|| ProcReader::open().ok()).flatten();
             let (mut caller, sent) = CallerGroups::new(&req, reader.as_ref());
             let sent = if own { sent } else { req };
@@ -358,7 +368,7 @@ impl Dumper {
         out(&head).map_err(Error::Sink)?;
         // Memory maps and namespace links are checked per task (ptrace-read), so they always
         // go through the view.
-        let guarded = req.show_flags & crate::view::SHOW_GUARDED != 0;
+        let guarded = req.all_groups() & crate::view::SHOW_GUARDED != 0;
         let res = match viewer.filter(|v| v.rewrites() || guarded) {
             // No task has pid 0, in any backend or namespace.
             _ if req.pid == 0 && req.strategy().is_some_and(Strategy::takes_pid) => {
@@ -407,7 +417,7 @@ impl Dumper {
         };
         it.set_view(taskdiag_bpf::View {
             pidns: viewer.pidns,
-            access: viewer.needs_access() || req.show_flags & crate::view::SHOW_GUARDED != 0,
+            access: viewer.needs_access() || req.all_groups() & crate::view::SHOW_GUARDED != 0,
             proc_up: 0,
             boottime_offset_ns,
         });

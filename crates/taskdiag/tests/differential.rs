@@ -412,6 +412,70 @@ fn strategies_select_the_same_tasks_on_both_backends() {
     }
 }
 
+/// The records of [`Strategy::AllWithThreads`] split: each process's own (flagged) and each
+/// thread's, by pid; panics on a pid twice in either.
+fn split_with_threads(tasks: Vec<Task>) -> (BTreeMap<u32, Task>, BTreeMap<u32, Task>) {
+    let (procs, threads): (Vec<Task>, Vec<Task>) = tasks.into_iter().partition(|t| t.process);
+    (by_pid(procs), by_pid(threads))
+}
+
+#[test]
+fn one_walk_gives_what_a_process_walk_and_a_thread_walk_give() {
+    // The exporter's groups: a process's own, and its threads'.
+    let process = Group::Base.flag()
+        | Group::Cred.flag()
+        | Group::Stat.flag()
+        | Group::Statm.flag()
+        | Group::Io.flag()
+        | Group::Files.flag()
+        | Group::Wchan.flag();
+    let thread = Group::Base.flag() | Group::Stat.flag() | Group::Io.flag() | Group::Wchan.flag();
+    let threads = spawn(&["threads", "3"], None);
+    let single = spawn(&["children", "2"], None);
+    let tids = threads_of(threads.pid());
+    let one = Request::all_with_threads(thread, process);
+    let mut walks = Vec::new();
+    for kind in [BackendKind::Procfs, BackendKind::Bpf] {
+        let (procs, thr) = split_with_threads(dump(kind, &one).expect("one walk"));
+        // What a process walk and a thread walk of the same backend say (the fixtures sleep:
+        // nothing they show moves between the walks).
+        let all = by_pid(dump(kind, &Request::new(Strategy::All, 0, process)).expect("all"));
+        let each =
+            by_pid(dump(kind, &Request::new(Strategy::AllThread, 0, thread)).expect("all threads"));
+        for pid in [threads.pid(), single.pid()] {
+            let p = procs
+                .get(&pid)
+                .unwrap_or_else(|| panic!("{kind:?}: no record of process {pid}"));
+            let mut p = p.clone();
+            p.process = false;
+            same_task(&all[&pid], &p).unwrap_or_else(|e| panic!("{kind:?}, process: {e}"));
+        }
+        assert_eq!(procs[&threads.pid()].stat.expect("stat").threads, 4);
+        for &tid in tids.iter().chain([single.pid()].iter()) {
+            let t = thr
+                .get(&tid)
+                .unwrap_or_else(|| panic!("{kind:?}: no record of thread {tid}"));
+            same_task(&each[&tid], t).unwrap_or_else(|e| panic!("{kind:?}, thread: {e}"));
+        }
+        // Only processes have records of their own; every one of them has its leader's too.
+        for (pid, p) in &procs {
+            assert_eq!(
+                p.tgid, *pid,
+                "{kind:?}: a thread's record flagged as a process's"
+            );
+        }
+        walks.push((procs, thr));
+    }
+    // Both backends agree on the fixtures' records.
+    let (bp, bt) = &walks[1];
+    for pid in [threads.pid(), single.pid()] {
+        same_task(&walks[0].0[&pid], &bp[&pid]).unwrap_or_else(|e| panic!("{e}"));
+    }
+    for tid in &tids {
+        same_task(&walks[0].1[tid], &bt[tid]).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
 #[test]
 fn missing_pid_is_esrch_on_both_backends() {
     let max = tasks::pid_max();

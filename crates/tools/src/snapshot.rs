@@ -198,11 +198,36 @@ impl Source {
         } else {
             Strategy::All
         };
-        let req = Request::new(strategy, 0, groups | Group::Base.flag());
+        self.for_each_of(&Request::new(strategy, 0, groups | Group::Base.flag()), f)
+    }
+
+    /// Every thread of every process with `thread_groups`, and each process's own record
+    /// ([`Task::process`]) with `process_groups`, each handed to `f` as it is decoded, in the
+    /// backend's order (a process's record before its leader's): a process walk and a thread
+    /// walk in one, where the backend can (BPF visits each task once).
+    pub fn for_each_with_threads(
+        &mut self,
+        thread_groups: u64,
+        process_groups: u64,
+        f: &mut dyn FnMut(Task) -> io::Result<()>,
+    ) -> Result<(), Error> {
+        let req = Request::all_with_threads(
+            thread_groups | Group::Base.flag(),
+            process_groups | Group::Base.flag(),
+        );
+        self.for_each_of(&req, f)
+    }
+
+    /// The tasks of `req`, each handed to `f` as it is decoded.
+    fn for_each_of(
+        &mut self,
+        req: &Request,
+        f: &mut dyn FnMut(Task) -> io::Result<()>,
+    ) -> Result<(), Error> {
         let mut dec = StreamDecoder::new();
         let mut bad = None;
         let mut sink_err = None;
-        let res = self.dumper.dump(&req, &mut |chunk| {
+        let res = self.dumper.dump(req, &mut |chunk| {
             for m in Messages::new(chunk) {
                 match m.and_then(|m| dec.push(&m)) {
                     Ok(Some(Event::Task(t))) => {

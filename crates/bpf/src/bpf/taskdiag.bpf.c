@@ -100,6 +100,9 @@ const volatile __u64 ro_groups = ~0ULL;
 
 /* Configuration (user space writes these before creating an iterator). */
 __u64 cfg_show_flags = 0;
+/* TD_STRATEGY_ALL_WITH_THREADS: the groups of each process's own record (cfg_show_flags are
+ * its threads'). */
+__u64 cfg_show_process = 0;
 __u32 cfg_strategy = 0;
 __u32 cfg_parent = 0;
 /* Without iterator link parameters (before 6.1), ONE and THREAD filter a full walk instead. */
@@ -309,6 +312,9 @@ struct scratch {
 	__s64 kstack_n;
 	bool kstack_taken;
 	bool kstack_whole;
+	/* In a walk of TD_STRATEGY_ALL_WITH_THREADS: the record being written is a thread's own
+	 * (not its process's), for the groups that read the strategy themselves (IO, SCHED). */
+	bool thread_pass;
 	/* SCHED (sched_attr()): bpf_snprintf()'s arguments, the bitmap being written as a list,
 	 * the texts' cursor, and the last list of each bitmap. */
 	__u64 sched_args[12];
@@ -1512,6 +1518,8 @@ static __always_inline int io_counters(__u64 task, bool bounded)
 
 	if (!sc)
 		return 0;
+	if (strategy == TD_STRATEGY_ALL_WITH_THREADS && sc->thread_pass)
+		whole = false;
 	if (!whole)
 		return !bpf_probe_read_kernel(&sc->io, sizeof(sc->io),
 					      __builtin_preserve_access_index(&t->ioac));
@@ -2735,7 +2743,8 @@ __noinline int put_sched_attr(__u64 task, __u32 off, __s64 nframes, __u64 regs)
 	}
 	/* A thread's directory (task/TID) has no autogroup file, as a kernel without autogroups. */
 	if (!bpf_core_field_exists(sig->autogroup) || cfg_strategy == TD_STRATEGY_THREAD ||
-	    cfg_strategy == TD_STRATEGY_ALL_THREAD) {
+	    cfg_strategy == TD_STRATEGY_ALL_THREAD ||
+	    (cfg_strategy == TD_STRATEGY_ALL_WITH_THREADS && sc->thread_pass)) {
 		rec->flags |= TD_SCHED_F_NO_AUTOGROUP;
 	} else {
 		ag = BPF_CORE_READ(sig, autogroup);
@@ -3265,13 +3274,19 @@ static __always_inline void warm(struct task_struct *t, struct mm_struct *mm, __
 	barrier_var(x);
 }
 
+/* Which record emit() writes: the one the strategy asks for, or one of the two of
+ * TD_STRATEGY_ALL_WITH_THREADS. */
+#define TD_PASS_ONE 0
+#define TD_PASS_PROCESS 1
+#define TD_PASS_THREAD 2
+
 /*
  * One TASK message for @task. @with_cmdline: the sleepable program, which adds CMDLINE and
  * ENVIRON.
  * @bounded: the flavour for kernels without bpf_loop() (see the top of this file).
  */
 static __always_inline int emit(struct seq_file *seq, struct task_struct *task, bool with_cmdline,
-				bool bounded)
+				bool bounded, int pass)
 {
 	struct task_struct *cur, *t;
 	struct td_msg h = { .msg_type = TD_MSG_TASK };
@@ -3280,11 +3295,15 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	struct mm_struct *mm;
 	struct out o = {};
 	__u32 zero = 0, strategy = cfg_strategy, flags, lvl, reader_pid, reader_tgid;
-	__u64 show = cfg_show_flags & ro_groups;
+	__u64 show = (pass == TD_PASS_PROCESS ? cfg_show_process : cfg_show_flags) & ro_groups;
 	bool is_leader;
 
 	if (!task)
 		return 0;
+	/* The groups dump_task_both writes: the others' frames on top of its two records' passed
+	 * the verifier's 512 bytes of stack. */
+	if (pass != TD_PASS_ONE)
+		show &= TD_SHOW_ONE_WALK;
 	/* First: a process walk steps over every task that is not a leader (135,000 of 150,000
 	 * tasks on a host of 10-thread processes), and the set-up below cost a tenth of it. The
 	 * strategy is read again (volatile) rather than tested in @strategy: refined here, it
@@ -3312,6 +3331,7 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	is_leader = t->group_leader == t;
 	if ((strategy == TD_STRATEGY_ALL || strategy == TD_STRATEGY_CHILDREN) && !is_leader)
 		return 0;
+
 	reader_pid = pid_nr_ns(t->thread_pid, ns.level, ns.ns);
 	reader_tgid = task_tgid_nr(t, &ns);
 
@@ -3351,6 +3371,10 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 	o.off = sizeof(h);
 	((struct scratch *)o.buf)->kstack_taken = false;
 	((struct scratch *)o.buf)->kstack_whole = show & (1 << TD_GROUP_KSTACK);
+	/* (@pass is a constant: the program a walk of the strategy asks for has nothing more
+	 * to verify.) */
+	if (pass != TD_PASS_ONE)
+		((struct scratch *)o.buf)->thread_pass = pass == TD_PASS_THREAD;
 	if ((show & (1 << TD_GROUP_BASE)) && !put_base(&o, t, &ns, is_leader))
 		return 0;
 	forget_off(&o);
@@ -3372,7 +3396,10 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 		return 0;
 	forget_off(&o);
 	if ((show & (1 << TD_GROUP_STAT)) &&
-	    !put_stat(&o, t, strategy != TD_STRATEGY_THREAD && strategy != TD_STRATEGY_ALL_THREAD,
+	    !put_stat(&o, t,
+		      pass == TD_PASS_ONE ?
+			      strategy != TD_STRATEGY_THREAD && strategy != TD_STRATEGY_ALL_THREAD :
+			      pass == TD_PASS_PROCESS,
 		      bounded))
 		return 0;
 	forget_off(&o);
@@ -3421,7 +3448,7 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 		recheck_access(&o, t);
 
 	h.len = o.off;
-	h.flags = o.fixup ? TD_MSG_F_FIXUP : 0;
+	h.flags = (o.fixup ? TD_MSG_F_FIXUP : 0) | (pass == TD_PASS_PROCESS ? TD_MSG_F_PROCESS : 0);
 	bpf_probe_read_kernel(o.buf, sizeof(h), &h);
 	if (cfg_ringbuf)
 		return bpf_ringbuf_output(&out_rb, o.buf, o.off & (TD_MSG_MAX - 1), BPF_RB_NO_WAKEUP) ? 1 : 0;
@@ -3432,19 +3459,44 @@ static __always_inline int emit(struct seq_file *seq, struct task_struct *task, 
 SEC("iter/task")
 int dump_task(struct bpf_iter__task *ctx)
 {
-	return emit(ctx->meta->seq, ctx->task, false, false);
+	return emit(ctx->meta->seq, ctx->task, false, false, TD_PASS_ONE);
 }
 
 SEC("iter/task")
 int dump_task_bounded(struct bpf_iter__task *ctx)
 {
-	return emit(ctx->meta->seq, ctx->task, false, true);
+	return emit(ctx->meta->seq, ctx->task, false, true, TD_PASS_ONE);
 }
 
 SEC("iter.s/task")
 int dump_task_cmdline(struct bpf_iter__task *ctx)
 {
-	return emit(ctx->meta->seq, ctx->task, true, false);
+	return emit(ctx->meta->seq, ctx->task, true, false, TD_PASS_ONE);
+}
+
+/*
+ * TD_STRATEGY_ALL_WITH_THREADS: each task's own record, and before a leader's its process's
+ * (TD_MSG_F_PROCESS, the groups of cfg_show_process): one walk where a process walk and a
+ * thread walk each visited every task. Twice the task program to verify: loaded only on
+ * request.
+ */
+SEC("iter/task")
+int dump_task_both(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+
+	if (task && task->group_leader == task) {
+		/* Both records or neither: a task the ring has no room for is retried once user
+		 * space drains it, and its process's record must not come twice. (The seq file
+		 * takes back what a retried task wrote.) */
+		if (cfg_ringbuf && bpf_ringbuf_query(&out_rb, BPF_RB_RING_SIZE) -
+					   bpf_ringbuf_query(&out_rb, BPF_RB_AVAIL_DATA) <
+				   2 * (TD_MSG_MAX + 8))
+			return 1;
+		if (emit(ctx->meta->seq, task, false, false, TD_PASS_PROCESS))
+			return 1;
+	}
+	return emit(ctx->meta->seq, task, false, false, TD_PASS_THREAD);
 }
 
 /*

@@ -52,6 +52,10 @@ enum {
 	BPF_RB_NO_WAKEUP = 1,
 };
 enum {
+	BPF_RB_AVAIL_DATA = 0,
+	BPF_RB_RING_SIZE = 1,
+};
+enum {
 	BPF_ANY = 0,
 	BPF_NOEXIST = 1,
 };

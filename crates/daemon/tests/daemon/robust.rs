@@ -557,10 +557,10 @@ fn bad_requests() -> Vec<Bad> {
             false,
         ),
         bad(
-            "strategy 5",
-            request_with(|r| r.strategy = 5),
+            "strategy 6",
+            request_with(|r| r.strategy = 6),
             libc::EINVAL,
-            &["unknown dump strategy 5"],
+            &["unknown dump strategy 6"],
             false,
         ),
         bad(
@@ -578,10 +578,20 @@ fn bad_requests() -> Vec<Bad> {
             false,
         ),
         bad(
-            "reserved field",
-            request_with(|r| r.reserved = 1 << 63),
+            "processes' groups for another strategy than ALL_WITH_THREADS",
+            request_with(|r| r.show_process = Group::Base.flag()),
             libc::EINVAL,
             &["reserved request fields must be zero"],
+            false,
+        ),
+        bad(
+            "unknown processes' groups",
+            request_with(|r| {
+                r.strategy = Strategy::AllWithThreads as u32;
+                r.show_process = 1 << 63;
+            }),
+            libc::EOPNOTSUPP,
+            &["unknown or unsupported groups", "0x8000000000000000"],
             false,
         ),
         bad(
@@ -981,6 +991,7 @@ fn many_requests_on_one_connection() {
         Request::new(Strategy::Thread, me(), base_cred()),
         Request::new(Strategy::Children, me(), base_cred()),
         Request::new(Strategy::One, tasks::missing_pid(), base_cred()),
+        Request::all_with_threads(Group::Base.flag(), base_cred()),
     ];
     let t0 = Instant::now();
     let rounds = 40;
@@ -1016,6 +1027,22 @@ fn many_requests_on_one_connection() {
                 Strategy::Thread => {
                     assert!(pids.contains(&tid), "{what}");
                     assert!(tasks.iter().all(|t| t.tgid == me()), "{what}");
+                }
+                Strategy::AllWithThreads => {
+                    // Our thread's record, and our process's own (flagged) beside our
+                    // leader's.
+                    assert!(pids.contains(&tid), "{what}");
+                    let ours: Vec<bool> = tasks
+                        .iter()
+                        .filter(|t| t.pid == me())
+                        .map(|t| t.process)
+                        .collect();
+                    assert_eq!(ours.len(), 2, "{what}: {ours:?}");
+                    assert!(ours.contains(&true) && ours.contains(&false), "{what}");
+                    assert!(
+                        tasks.iter().all(|t| !t.process || t.pid == t.tgid),
+                        "{what}"
+                    );
                 }
                 Strategy::Children => {
                     assert!(pids.contains(&d.pid()), "{what}: the daemon is our child");

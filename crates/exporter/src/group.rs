@@ -48,7 +48,9 @@ struct Tracked {
 struct Sum<'a> {
     name: &'a Arc<str>,
     g: GroupMetrics,
-    threads: Vec<(&'a str, Counts)>,
+    /// Its threads by name (built as the processes are summed: collecting every thread
+    /// first grew a list of 150,000 at 15,000 x 10).
+    threads: BTreeMap<&'a str, ThreadGroup>,
 }
 
 /// Per thread name: how many threads, and their accumulated counters.
@@ -367,7 +369,7 @@ impl Grouper {
                     sums.push(Sum {
                         name,
                         g: GroupMetrics::default(),
-                        threads: Vec::new(),
+                        threads: BTreeMap::new(),
                     });
                     sums.len() - 1
                 });
@@ -395,10 +397,10 @@ impl Grouper {
             // run looked up once.
             for run in s.wchans.chunk_by(|a, b| a == b) {
                 let n = run.len() as u64;
-                match g.wchans.get_mut(&run[0]) {
+                match g.wchans.get_mut(&*run[0]) {
                     Some(c) => *c += n,
                     None => {
-                        g.wchans.insert(run[0].clone(), n);
+                        g.wchans.insert(run[0].to_string(), n);
                     }
                 }
             }
@@ -408,12 +410,22 @@ impl Grouper {
                 s.id
             );
             if s.threads.len() > 1 {
-                threads.extend(
-                    s.threads
-                        .iter()
-                        .zip(&t.thread_latest)
-                        .map(|(th, latest)| (th.name.as_str(), *latest)),
-                );
+                // Threads of one name tend to come together (a pool's workers): each run of
+                // one name is looked up once.
+                let mut at = 0;
+                for run in s.threads.chunk_by(|a, b| a.name == b.name) {
+                    let name = &*run[0].name;
+                    let e = threads.entry(name).or_insert_with(|| ThreadGroup {
+                        name: name.to_string(),
+                        ..ThreadGroup::default()
+                    });
+                    e.count += run.len() as u64;
+                    let latest = t.thread_latest.get(at..at + run.len()).unwrap_or(&[]);
+                    for latest in latest {
+                        e.counts.add(latest);
+                    }
+                    at += run.len();
+                }
             }
         }
         let mut groups: BTreeMap<String, GroupMetrics> = BTreeMap::new();
@@ -428,20 +440,7 @@ impl Grouper {
             acc.add(&g.counts);
             g.counts = *acc;
             let hist = self.thread_accum.entry(name.clone()).or_default();
-            let mut by_name: BTreeMap<&str, ThreadGroup> = BTreeMap::new();
-            // Threads of one name tend to come together (a pool's workers): each run of one
-            // name is looked up once.
-            for run in threads.chunk_by(|a, b| a.0 == b.0) {
-                let name = run[0].0;
-                let e = by_name.entry(name).or_insert_with(|| ThreadGroup {
-                    name: name.to_string(),
-                    ..ThreadGroup::default()
-                });
-                e.count += run.len() as u64;
-                for (_, latest) in run {
-                    e.counts.add(latest);
-                }
-            }
+            let mut by_name = threads;
             for (tname, tg) in by_name.iter_mut() {
                 let h = hist.entry(tname.to_string()).or_default();
                 h.add(&tg.counts);
@@ -671,7 +670,7 @@ mod tests {
                 cpu_user_ns: cpu,
                 ..Counts::default()
             },
-            wchan: String::new(),
+            wchan: None,
             state: 'S',
         };
         let with = |threads: Vec<ThreadSample>| {
@@ -727,7 +726,7 @@ mod tests {
                 cpu_user_ns: cpu,
                 ..Counts::default()
             },
-            wchan: String::new(),
+            wchan: None,
             state: 'S',
         };
         let cpu = |v: &[Counts]| v.iter().map(|c| c.cpu_user_ns).collect::<Vec<_>>();

@@ -16,7 +16,8 @@
 //! which made it 80% of a collection's cost): a process's rollup is read again only when its
 //! resident size or fault counts changed since the last read, or that read is 30-60 s old.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use taskdiag_proto::task::Task;
@@ -183,18 +184,57 @@ impl std::hash::Hasher for IdHasher {
 /// A map keyed by [`Id`] (or by id alone), hashed with [`IdHasher`].
 pub type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
 
+/// Thread names and wait channels, each kept once for all the tasks that have it.
+///
+/// Kept per thread, they were two of the 300,000 small allocations a collection of
+/// 15,000 x 10 made, each freed a collection later, when the samples are replaced: with the
+/// allocator's consolidation that followed, a quarter of the exporter's CPU. The decoded
+/// task's copy is now freed at once, where the allocator reuses it for the next.
+#[derive(Debug, Default)]
+pub struct Names {
+    set: HashSet<Arc<str>>,
+    /// The last name asked for: a process's threads mostly share theirs.
+    last: Option<Arc<str>>,
+}
+
+impl Names {
+    /// `bytes` as text (U+FFFD for what is not UTF-8), interned.
+    pub fn get(&mut self, bytes: &[u8]) -> Arc<str> {
+        let s = String::from_utf8_lossy(bytes);
+        if let Some(l) = self.last.as_ref().filter(|l| ***l == *s) {
+            return Arc::clone(l);
+        }
+        let a = match self.set.get(&*s) {
+            Some(a) => Arc::clone(a),
+            None => {
+                let a: Arc<str> = Arc::from(&*s);
+                self.set.insert(Arc::clone(&a));
+                a
+            }
+        };
+        self.last = Some(Arc::clone(&a));
+        a
+    }
+
+    /// Forgets the names no sample holds any more (threads come and go by name too).
+    pub fn forget_unused(&mut self) {
+        self.last = None;
+        self.set.retain(|a| Arc::strong_count(a) > 1);
+    }
+}
+
 /// One thread of a multi-threaded process.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ThreadSample {
     /// Thread id and start time.
     pub id: Id,
-    /// Its name (comm).
-    pub name: String,
+    /// Its name (comm), interned ([`Names`]).
+    pub name: Arc<str>,
     /// Its own counters (CPU times, faults, context switches, I/O when asked for).
     pub counts: Counts,
-    /// Where it sleeps, "" when running or hidden (moved to its process's `wchans` when
-    /// [`fold_threads`] folds it in).
-    pub wchan: String,
+    /// Where it sleeps, interned; `None` when running or hidden (moved to its process's
+    /// `wchans` when [`fold_threads`] folds it in).
+    pub wchan: Option<Arc<str>>,
     /// Its state letter.
     pub state: char,
 }
@@ -236,7 +276,7 @@ pub struct ProcSample {
     pub states: States,
     /// The leader's wait channel, and each thread's when there are several: how many of the
     /// process's tasks wait in each.
-    pub wchans: Vec<String>,
+    pub wchans: Vec<Arc<str>>,
     /// Threads, when the process has two or more and they were read.
     pub threads: Vec<ThreadSample>,
     /// Some value could not be read (I/O counters, descriptors, wait channel, rollup).
@@ -279,8 +319,10 @@ pub struct Reader {
     /// walk and a thread walk each visited every task (~85 ms apiece at 150,000 tasks).
     threads_in_walk: bool,
     /// The threads the one walk of this collection read, by process, for
-    /// [`Reader::complete`].
-    walked_threads: Option<IdMap<u32, Vec<ThreadSample>>>,
+    /// [`Reader::complete`] (`None`: a process with one thread, whose thread was not kept).
+    walked_threads: Option<IdMap<u32, Option<Vec<ThreadSample>>>>,
+    /// The thread names and wait channels of the samples.
+    names: Names,
 }
 
 /// A process's proportional sizes, and what it looked like when they were read.
@@ -374,6 +416,7 @@ impl Reader {
             few_cheap: None,
             threads_in_walk: false,
             walked_threads: None,
+            names: Names::default(),
         })
     }
 
@@ -494,8 +537,15 @@ impl Reader {
         let page = self.machine.page_size;
         let want = self.want;
         self.walked_threads = None;
+        self.names.forget_unused();
+        let names = &mut self.names;
         if self.threads_in_walk {
-            let mut threads: IdMap<u32, Vec<ThreadSample>> = IdMap::default();
+            // Per process: its threads, sized for the count its own record gives, or `None`
+            // for one with a single thread, whose thread record is not kept (it is not
+            // folded in). A process's record comes before its threads' from BPF; a thread
+            // that comes first is kept. (Growing the lists, and keeping every single-threaded
+            // process's one thread, were a tenth of the exporter's CPU at 15,000 x 10.)
+            let mut threads: IdMap<u32, Option<Vec<ThreadSample>>> = IdMap::default();
             let mut n = 0u64;
             self.src.for_each_with_threads(
                 thread_groups(want),
@@ -503,11 +553,24 @@ impl Reader {
                 &mut |t| {
                     n += 1;
                     if t.process {
-                        out.push(process_sample(t, boot, page, want));
+                        let p = process_sample(t, boot, page, want, names);
+                        let nt = p.num_threads as usize;
+                        let e = threads.entry(p.id.0).or_insert(None);
+                        match e {
+                            Some(v) => v.reserve(nt.min(MAX_PRESIZE).saturating_sub(v.len())),
+                            None if nt > 1 => *e = Some(Vec::with_capacity(nt.min(MAX_PRESIZE))),
+                            None => {}
+                        }
+                        out.push(p);
                     } else {
                         let tgid = t.tgid;
-                        if let Some(s) = thread_sample(t) {
-                            threads.entry(tgid).or_default().push(s);
+                        match threads.get_mut(&tgid) {
+                            Some(None) => {}
+                            Some(Some(v)) => v.extend(thread_sample(t, names)),
+                            None => {
+                                let v = thread_sample(t, names).into_iter().collect();
+                                threads.insert(tgid, Some(v));
+                            }
                         }
                     }
                     Ok(())
@@ -519,7 +582,7 @@ impl Reader {
             self.tasks_scanned = n;
         } else {
             self.src.for_each_process(process_groups(want), &mut |t| {
-                out.push(process_sample(t, boot, page, want));
+                out.push(process_sample(t, boot, page, want, names));
                 Ok(())
             })?;
             self.tasks_scanned = out.len() as u64;
@@ -553,7 +616,7 @@ impl Reader {
             // Read with the processes, in one walk of every task.
             for &i in &multi {
                 let p = &mut procs[i];
-                fold_threads(p, walked.remove(&p.id.0).unwrap_or_default());
+                fold_threads(p, walked.remove(&p.id.0).flatten().unwrap_or_default());
             }
             self.threads_in_walk = !multi.is_empty() && !self.few_are_cheap(multi.len());
         } else if !multi.is_empty() {
@@ -573,11 +636,15 @@ impl Reader {
                     (procs[i].id.0, Vec::with_capacity(n.min(MAX_PRESIZE)))
                 })
                 .collect();
-            let (n, walked_all) = self.for_some(&q, &tgids, &mut |t| {
+            // (Lent to the reader's closure, and given back whatever the walk gave.)
+            let mut names = std::mem::take(&mut self.names);
+            let read = self.for_some(&q, &tgids, &mut |t| {
                 if let Some(v) = by_tgid.get_mut(&t.tgid) {
-                    v.extend(thread_sample(t));
+                    v.extend(thread_sample(t, &mut names));
                 }
-            })?;
+            });
+            self.names = names;
+            let (n, walked_all) = read?;
             self.tasks_scanned += n;
             self.threads_in_walk = walked_all;
             for &i in &multi {
@@ -652,19 +719,18 @@ pub fn fold_threads(p: &mut ProcSample, mut threads: Vec<ThreadSample>) {
     p.wchans.reserve(threads.len());
     for t in &mut threads {
         p.states.count(t.state);
-        if !t.wchan.is_empty() {
-            p.wchans.push(std::mem::take(&mut t.wchan));
+        if let Some(w) = t.wchan.take() {
+            p.wchans.push(w);
         }
     }
     p.threads = threads;
 }
 
-/// A wait channel as process-exporter keeps it: "" for a task that is not waiting ("0").
-/// Taken out of the task, which is dropped next.
-fn wchan_of(t: &mut Task) -> String {
-    match t.wchan.take() {
-        Some(w) if !w.is_empty() && w != b"0" => text(w),
-        _ => String::new(),
+/// A wait channel as process-exporter keeps it: none for a task that is not waiting ("0").
+fn wchan_of(t: &Task, names: &mut Names) -> Option<Arc<str>> {
+    match t.wchan.as_deref() {
+        Some(w) if !w.is_empty() && w != b"0" => Some(names.get(w)),
+        _ => None,
     }
 }
 
@@ -711,7 +777,7 @@ pub fn split_cmdline(raw: &[u8]) -> Vec<String> {
         .collect()
 }
 
-fn process_sample(mut t: Task, boot: i64, page: u64, want: Want) -> ProcSample {
+fn process_sample(mut t: Task, boot: i64, page: u64, want: Want, names: &mut Names) -> ProcSample {
     let (start_ns, ppid, comm) = match &mut t.base {
         Some(b) => (
             b.rec.start_time_ns,
@@ -745,7 +811,7 @@ fn process_sample(mut t: Task, boot: i64, page: u64, want: Want) -> ProcSample {
     let state = state_of(&t);
     let mut states = States::default();
     states.count(state);
-    let wchan = wchan_of(&mut t);
+    let wchan = wchan_of(&t, names);
     let (cgroups, cgroup) = if want.cgroups {
         cgroups_of(&t)
     } else {
@@ -770,11 +836,7 @@ fn process_sample(mut t: Task, boot: i64, page: u64, want: Want) -> ProcSample {
         num_threads: t.stat.as_ref().map_or(1, |s| u64::from(s.threads)),
         state,
         states,
-        wchans: if wchan.is_empty() {
-            vec![]
-        } else {
-            vec![wchan]
-        },
+        wchans: wchan.into_iter().collect(),
         threads: Vec::new(),
         partial,
     }
@@ -801,16 +863,15 @@ fn cgroups_of(t: &Task) -> (Vec<String>, String) {
     (all, v2)
 }
 
-fn thread_sample(mut t: Task) -> Option<ThreadSample> {
+fn thread_sample(t: Task, names: &mut Names) -> Option<ThreadSample> {
     t.stat.as_ref()?;
-    let b = t.base.as_mut()?;
-    let (start_ns, name) = (b.rec.start_time_ns, text(std::mem::take(&mut b.comm)));
+    let b = t.base.as_ref()?;
     Some(ThreadSample {
-        id: (t.pid, start_ns),
-        name,
+        id: (t.pid, b.rec.start_time_ns),
+        name: names.get(&b.comm),
         counts: counts_of(&t),
         state: state_of(&t),
-        wchan: wchan_of(&mut t),
+        wchan: wchan_of(&t, names),
     })
 }
 
@@ -850,6 +911,22 @@ mod tests {
     }
 
     #[test]
+    fn names_are_kept_once_while_a_sample_holds_them() {
+        let mut names = Names::default();
+        let a = names.get(b"worker");
+        names.get(b"other");
+        let b = names.get(b"worker");
+        assert!(Arc::ptr_eq(&a, &b), "the same name twice is one");
+        assert_eq!(&*names.get(b"bad\xff"), "bad\u{fffd}");
+        names.forget_unused();
+        assert_eq!(names.set.len(), 1, "only the held name is kept");
+        assert!(Arc::ptr_eq(&names.get(b"worker"), &a));
+        drop((a, b));
+        names.forget_unused();
+        assert!(names.set.is_empty());
+    }
+
+    #[test]
     fn threads_fold_in_as_process_exporter_counts_them() {
         let mut p = ProcSample::default();
         p.states.count('S');
@@ -861,7 +938,7 @@ mod tests {
                 ctx_voluntary: vol,
                 ..Counts::default()
             },
-            wchan: wchan.into(),
+            wchan: (!wchan.is_empty()).then(|| wchan.into()),
             state,
         };
         fold_threads(&mut p, vec![th(1, 'S', "do_wait", 3)]);
@@ -869,7 +946,7 @@ mod tests {
         fold_threads(&mut p, vec![th(1, 'S', "futex_wait", 3), th(2, 'R', "", 7)]);
         assert_eq!(p.counts.ctx_voluntary, 10);
         assert_eq!((p.states.sleeping, p.states.running), (2, 1));
-        assert_eq!(p.wchans, ["futex_wait"]);
+        assert_eq!(p.wchans, [Arc::from("futex_wait")]);
         assert_eq!(p.threads.len(), 2);
     }
 }

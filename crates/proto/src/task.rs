@@ -846,10 +846,12 @@ fn build<'p, F: Fn(usize) -> &'p [u8]>(
         let lb = p
             .get(NsRec::SIZE..NsRec::SIZE + n * NsIdsRec::SIZE)
             .ok_or(bad(Group::Ns, "levels run past the attribute"))?;
-        let ids = lb
-            .chunks_exact(NsIdsRec::SIZE)
-            .filter_map(NsIdsRec::read_from)
-            .collect();
+        // (Sized first: filter_map's lower bound is 0, so collect() grew it step by step.)
+        let mut ids = Vec::with_capacity(n);
+        ids.extend(
+            lb.chunks_exact(NsIdsRec::SIZE)
+                .filter_map(NsIdsRec::read_from),
+        );
         t.ns = Some(Ns { rec, ids });
     }
     if let Some(p) = parts.get(Group::Files) {
@@ -861,10 +863,12 @@ fn build<'p, F: Fn(usize) -> &'p [u8]>(
         let lb = p
             .get(FilesRec::SIZE..FilesRec::SIZE + n * LimitRec::SIZE)
             .ok_or(bad(Group::Files, "limits run past the attribute"))?;
-        let limits = lb
-            .chunks_exact(LimitRec::SIZE)
-            .filter_map(LimitRec::read_from)
-            .collect();
+        // (Sized first: growing it took three reallocations per process.)
+        let mut limits = Vec::with_capacity(n);
+        limits.extend(
+            lb.chunks_exact(LimitRec::SIZE)
+                .filter_map(LimitRec::read_from),
+        );
         t.files = Some(Files { rec, limits });
     }
     if let Some(p) = parts.get(Group::Cgroup) {

@@ -41,25 +41,22 @@ impl<'v> ViewFilter<'v> {
         out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<()> {
         self.buf.clear();
+        let (viewer, buf, passed) = (self.viewer, &mut self.buf, &mut self.passed);
         for m in Messages::new(chunk) {
             let decoded = m.and_then(|m| {
                 if m.msg_type() != Some(MsgType::Task) {
-                    return Ok(None);
+                    return Ok(());
                 }
-                self.asm.push(&m)
-            });
-            match decoded {
-                Ok(Some(mut t)) => {
-                    if self.viewer.filter_task(&mut t) {
-                        t.encode(&mut self.buf);
-                        self.passed += 1;
+                self.asm.push_to(&m, &mut |mut t| {
+                    if viewer.filter_task(&mut t) {
+                        t.encode(buf);
+                        *passed += 1;
                     }
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    self.error = Some(e);
-                    return Err(io::Error::other("invalid record"));
-                }
+                })
+            });
+            if let Err(e) = decoded {
+                self.error = Some(e);
+                return Err(io::Error::other("invalid record"));
             }
         }
         if self.buf.is_empty() {

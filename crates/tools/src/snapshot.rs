@@ -16,8 +16,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use taskdiag::CpuTime;
 use taskdiag::{BackendKind, Dumper, Group, Request, Strategy, UnknownBackend};
 use taskdiag_proto::msg::Messages;
+use taskdiag_proto::task::StreamDecoder;
 pub use taskdiag_proto::task::Task;
-use taskdiag_proto::task::{Event, StreamDecoder};
 
 /// Errors of taking a snapshot.
 #[derive(Debug, thiserror::Error)]
@@ -229,19 +229,20 @@ impl Source {
         let mut sink_err = None;
         let res = self.dumper.dump(req, &mut |chunk| {
             for m in Messages::new(chunk) {
-                match m.and_then(|m| dec.push(&m)) {
-                    Ok(Some(Event::Task(t))) => {
+                // Each task is handed on from where it is decoded (not returned as an event).
+                let mut each = |t| {
+                    if sink_err.is_none() {
                         if let Err(e) = f(t) {
-                            let kind = e.kind();
                             sink_err = Some(e);
-                            return Err(io::Error::from(kind));
                         }
                     }
-                    Ok(_) => {}
-                    Err(e) => {
-                        bad = Some(e);
-                        return Err(io::Error::other("invalid record"));
-                    }
+                };
+                if let Err(e) = m.and_then(|m| dec.push_to(&m, &mut each)) {
+                    bad = Some(e);
+                    return Err(io::Error::other("invalid record"));
+                }
+                if let Some(e) = &sink_err {
+                    return Err(io::Error::from(e.kind()));
                 }
             }
             Ok(())
@@ -348,14 +349,9 @@ impl Source {
         let mut bad = None;
         let res = self.dumper.dump(&req, &mut |chunk| {
             for m in Messages::new(chunk) {
-                let ev = m.and_then(|m| dec.push(&m));
-                match ev {
-                    Ok(Some(Event::Task(t))) => tasks.push(t),
-                    Ok(_) => {}
-                    Err(e) => {
-                        bad = Some(e);
-                        return Err(io::Error::other("invalid record"));
-                    }
+                if let Err(e) = m.and_then(|m| dec.push_to(&m, &mut |t| tasks.push(t))) {
+                    bad = Some(e);
+                    return Err(io::Error::other("invalid record"));
                 }
             }
             Ok(())

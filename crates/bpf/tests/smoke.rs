@@ -72,6 +72,12 @@ fn every_program_loads_where_the_kernel_supports_it() {
     // CO-RE against the reduced kernel BTF, wherever the kernel has BTF.
     let btf = std::path::Path::new("/sys/kernel/btf/vmlinux").exists();
     assert_eq!(f.reduced_btf, btf, "{f:?}");
+    // dump_task_both (ALL_WITH_THREADS in one walk): only on request, with the loop flavour.
+    assert!(!f.both, "{f:?}");
+    drop(it);
+    let both = TaskIter::load_with_threads(SHOW_SUPPORTED).expect("load with threads");
+    let f = both.features();
+    assert_eq!(f.both, f.task == TaskFlavour::Loop, "{f:?}");
 }
 
 /// What a load did not ask for is not loaded, and a rejected or missing group is reported as

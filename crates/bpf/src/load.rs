@@ -25,7 +25,7 @@ use crate::btf_min;
 use crate::pin;
 use crate::probe::{
     disable_from_env, env_disables_loop, is_perm, kernel_btf_present, may_load_bpf, possible_cpus,
-    possible_nodes, task_storage_supported,
+    possible_nodes,
 };
 use crate::progs::{IterLink, Programs};
 use crate::skel::{TaskdiagSkel, TaskdiagSkelBuilder};
@@ -252,13 +252,13 @@ fn open_skel_inner(
         .set_autoload(plan.both && plan.task == TaskFlavour::Loop);
     open.progs.task_root.set_autoload(plan.maps);
     open.progs.dump_vma.set_autoload(plan.maps);
-    // WCHAN's memo (task storage, 5.11+) is used by the bpf_loop() flavour (5.17+) only. A map
-    // the kernel cannot create fails a load before any program is tried, with no program to
-    // drop (5.10): it is created only where the kernel has the map type, and where it has not,
-    // the bpf_loop() flavour is refused anyway.
-    open.maps
-        .wchan_seen
-        .set_autocreate(plan.task == TaskFlavour::Loop && task_storage_supported())?;
+    // WCHAN's memo is kept by the bpf_loop() flavour only.
+    let memo_slots = if plan.task == TaskFlavour::Loop {
+        wchan_memo_slots()
+    } else {
+        1
+    };
+    open.maps.wchan_memo.set_max_entries(memo_slots)?;
     // SCHED is written by the bpf_loop() flavour only.
     open.progs
         .sched_text_bounds
@@ -272,6 +272,7 @@ fn open_skel_inner(
     }
     if let Some(r) = open.maps.rodata_data.as_deref_mut() {
         r.ro_groups = groups;
+        r.ro_wchan_memo_mask = memo_slots - 1;
     }
     // SAFETY: sysconf and getpagesize have no memory-safety preconditions.
     let (tck, page) = unsafe {
@@ -310,6 +311,21 @@ fn open_skel_inner(
         find_sched_text(&mut skel);
     }
     Ok(skel)
+}
+
+/// The slots of WCHAN's memo (`wchan_memo` in the BPF C): a power of two, twice the tasks
+/// there are now, at least 4,096 (128 KiB) and at most 2^20 (32 MiB, at 500,000 tasks). Task
+/// ids that collide in it share a slot (each unwound when the other holds it): a host whose
+/// tasks multiply after the programs were loaded keeps the memo for part of them.
+fn wchan_memo_slots() -> u32 {
+    let tasks = std::fs::read("/proc/loadavg")
+        .ok()
+        .and_then(|b| taskdiag_procfs::system::parse_loadavg_tasks(&b).ok())
+        .unwrap_or(0);
+    tasks
+        .saturating_mul(2)
+        .clamp(1 << 12, 1 << 20)
+        .next_power_of_two()
 }
 
 /// Runs `sched_text_bounds` once: it leaves the scheduler's text sections in the programs'
@@ -606,6 +622,22 @@ pub fn quiet_libbpf() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wchan_memo_has_room_for_twice_the_tasks_within_its_bounds() {
+        let tasks = taskdiag_procfs::system::parse_loadavg_tasks(
+            &std::fs::read("/proc/loadavg").expect("/proc/loadavg"),
+        )
+        .expect("tasks");
+        let slots = wchan_memo_slots();
+        assert!(slots.is_power_of_two(), "{slots}");
+        assert!((1 << 12..=1 << 20).contains(&slots), "{slots}");
+        // (Tasks come and go between the two reads: a margin of a quarter.)
+        assert!(
+            slots >= (tasks * 3 / 2).min(1 << 20),
+            "{slots} slots for {tasks} tasks"
+        );
+    }
 
     #[test]
     fn libbpf_warnings_name_the_program_that_failed() {

@@ -21,22 +21,6 @@ pub fn kernel_btf_present() -> bool {
     std::fs::metadata(VMLINUX_BTF).is_ok_and(|m| m.len() > 0)
 }
 
-/// Whether the kernel creates task-local storage maps (5.11+), which WCHAN's memo is: asked of
-/// the kernel (libbpf creates a small one), once per process.
-pub(crate) fn task_storage_supported() -> bool {
-    static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *SUPPORTED.get_or_init(|| {
-        // SAFETY: a null options pointer is allowed (libbpf's documented default); the call
-        // only creates and closes a map.
-        unsafe {
-            libbpf_sys::libbpf_probe_bpf_map_type(
-                libbpf_sys::BPF_MAP_TYPE_TASK_STORAGE,
-                std::ptr::null(),
-            ) == 1
-        }
-    })
-}
-
 /// Whether a load failure is for lack of privilege (rather than, say, a verifier rejection,
 /// which the kernel also reports as EACCES).
 pub(crate) fn is_perm(e: &libbpf_rs::Error) -> bool {

@@ -98,6 +98,9 @@ enum { MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES };
  */
 const volatile __u64 ro_groups = ~0ULL;
 
+/* WCHAN's memo has this many slots less one (a power of two, set before load: wchan_memo). */
+const volatile __u32 ro_wchan_memo_mask = 0;
+
 /* Configuration (user space writes these before creating an iterator). */
 __u64 cfg_show_flags = 0;
 /* TD_STRATEGY_ALL_WITH_THREADS: the groups of each process's own record (cfg_show_flags are
@@ -2946,45 +2949,73 @@ __noinline int put_wchan_attr(__u64 task, __u32 off, __s64 nframes)
  * left a CPU then (nvcsw + nivcsw): a task that has not run since sleeps where it slept (it
  * leaves a CPU, and counts it, before it can wait anywhere else), so its wait channel is that
  * address again without an unwind, which was a quarter of a dump of the exporter's groups
- * at 50,000 idle processes. Task-local storage: 16 bytes (and the kernel's ~100 of
- * bookkeeping) for each task a WCHAN walk met, freed with the task.
+ * at 50,000 idle processes.
+ *
+ * A direct-mapped array indexed by the task's pid in the initial namespace (unique among live
+ * tasks; a walk meets them in pid order, so its slots are read in order), sized by user space
+ * at load for twice the tasks there are then (ro_wchan_memo_mask). A slot names its task by
+ * pid and start time, and is written so that one half-written by another walk of the same
+ * programs, or shared by two tasks whose pids collide, never passes for a task's: @check
+ * covers the other fields and the pid, and is cleared first. A task whose slot another holds
+ * is unwound, as it was before the memo. (Task-local storage was its first home: three
+ * dependent cache misses per task, 14% of taskdiagd's time in a walk of 150,000 threads.)
  */
-struct wchan_seen {
+struct wchan_memo_slot {
+	__u64 start;
 	__u64 switches;
 	__u64 ip;
+	__u64 check;
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct wchan_seen);
-} wchan_seen SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* set before load */
+	__type(key, __u32);
+	__type(value, struct wchan_memo_slot);
+} wchan_memo SEC(".maps");
+
+static __always_inline __u64 memo_check(__u64 start, __u64 switches, __u64 ip, __u32 pid)
+{
+	return (start * 0x9e3779b97f4a7c15ULL) ^ (switches * 0xc2b2ae3d27d4eb4fULL) ^
+	       (ip * 0x165667b19e3779f9ULL) ^ pid;
+}
 
 /* The first frame get_wchan() looks at for @task (trusted pointer) in kstack[0], or 0 frames:
- * from wchan_seen for a task that has not left a CPU since it was unwound (and is on none
+ * from wchan_memo for a task that has not left a CPU since it was unwound (and is on none
  * now: one being switched out has not counted its switch yet), else from an unwind, which is
- * remembered. @memo: the program may use task storage (not the sleepable one, which may only
- * from 5.19 on). */
+ * remembered. @memo: the program keeps the memo (not the sleepable one). */
 static __always_inline __s64 wchan_frame(struct scratch *sc, struct task_struct *task,
 					 struct task_struct *t, bool memo)
 {
-	struct wchan_seen *ws = 0;
+	struct wchan_memo_slot *ws = 0;
 	__u64 switches = t->nvcsw + t->nivcsw;
+	__u64 start = t->start_boottime;
+	__u32 pid = t->pid;
+	__u32 idx = pid & ro_wchan_memo_mask;
 	__s64 n;
 
 	if (memo && !sc->kstack_taken && !(bpf_core_field_exists(t->on_cpu) && t->on_cpu))
-		ws = bpf_task_storage_get(&wchan_seen, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (ws && ws->ip && ws->switches == switches) {
-		sc->kstack[0] = ws->ip;
-		return 1;
+		ws = bpf_map_lookup_elem(&wchan_memo, &idx);
+	if (ws) {
+		__u64 ip = *(volatile __u64 *)&ws->ip;
+
+		if (ip && ws->start == start && ws->switches == switches &&
+		    ws->check == memo_check(start, switches, ip, pid)) {
+			sc->kstack[0] = ip;
+			return 1;
+		}
 	}
 	n = task_stack(sc, task);
 	if (n <= 0)
 		return 0;
 	if (ws) {
+		__u64 ip = sc->kstack[0];
+
+		ws->check = 0;
+		ws->start = start;
 		ws->switches = switches;
-		ws->ip = sc->kstack[0];
+		ws->ip = ip;
+		ws->check = memo_check(start, switches, ip, pid);
 	}
 	return n;
 }

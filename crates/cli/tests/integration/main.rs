@@ -393,6 +393,12 @@ fn kernels_without_sleepable_iterators_or_link_params_give_the_same_answers() {
     // Answers must not change.
     let child = Spawned::spawn(Command::new("sleep").arg("1000"));
     taskdiag_test_support::process::wait_exec(child.pid(), "sleep");
+    // Asleep in nanosleep (35) or clock_nanosleep (230): until then its wait channel is 0,
+    // and /proc's answer, read first, may say so where the walks after it do not.
+    taskdiag_test_support::process::wait_for("sleep to wait in its system call", || {
+        std::fs::read_to_string(format!("/proc/{}/syscall", child.pid()))
+            .is_ok_and(|s| matches!(s.split(' ').next(), Some("35" | "230")))
+    });
     let pid = child.pid().to_string();
     let dump = |backend: &str, disable: &str, sel: &[&str]| {
         let o = Command::new(BIN)

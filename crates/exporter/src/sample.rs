@@ -461,10 +461,13 @@ impl Reader {
         };
         // The tasks of `tgids[..asked]`, read one by one to find out whether that is cheap.
         let (mut read, mut asked) = (Vec::new(), 0);
-        let one_by_one = if tgids.len() > FEW || self.few_cheap == Some(false) {
-            false
-        } else if self.src.single_task_reads_are_cheap() || self.few_cheap == Some(true) {
+        let one_by_one = if self.few_are_cheap(tgids.len()) {
             true
+        } else if tgids.len() > FEW
+            || self.few_cheap.is_some()
+            || self.src.single_task_reads_are_cheap()
+        {
+            false
         } else {
             // The backend cannot say (taskdiagd: it depends on the server's kernel): time one.
             let t0 = Instant::now();
@@ -486,8 +489,9 @@ impl Reader {
         Ok((n, !one_by_one))
     }
 
-    /// Whether the threads of `n` processes are read one process at a time for less than a
-    /// walk of every task: as [`Reader::for_some`] decides (unknown until it measured: not).
+    /// Whether `n` processes are read one process at a time for less than a walk of every
+    /// task, as far as is known ([`Reader::for_some`] measures it where the backend cannot
+    /// say; until then: not).
     fn few_are_cheap(&self, n: usize) -> bool {
         n <= FEW
             && (self.few_cheap == Some(true)

@@ -229,12 +229,11 @@ impl Source {
         let mut sink_err = None;
         let res = self.dumper.dump(req, &mut |chunk| {
             for m in Messages::new(chunk) {
-                // Each task is handed on from where it is decoded (not returned as an event).
+                // Each task is handed on from where it is decoded (not returned as an event);
+                // a message holds at most one, and the walk ends at the first the sink refuses.
                 let mut each = |t| {
-                    if sink_err.is_none() {
-                        if let Err(e) = f(t) {
-                            sink_err = Some(e);
-                        }
+                    if let Err(e) = f(t) {
+                        sink_err = Some(e);
                     }
                 };
                 if let Err(e) = m.and_then(|m| dec.push_to(&m, &mut each)) {

@@ -1,11 +1,12 @@
 #!/bin/bash
 # taskdiag exporter against Debian's prometheus-process-exporter (0.7.10) on TASKS sleeping
 # processes (issue 20): per scrape, wall time (curl) and the exporter's CPU time (utime+stime of
-# /proc/PID/stat before and after), and each exporter's peak memory (VmHWM) at the end. Both run
-# with the same config (every process with a command line, grouped by name: process-exporter's
-# packaged config) and the same flags; the scrapes alternate between them. Ours is measured as
-# root (BPF) and as an unprivileged user through taskdiagd. Run as root from the repository
-# after `cargo build --release --workspace`:
+# /proc/PID/stat before and after), the same over the whole run divided by the scrapes (with what
+# it does between them: ours reads aged smaps rollups again in the background), and each
+# exporter's peak memory (VmHWM) at the end. Both run with the same config (every process with a
+# command line, grouped by name: process-exporter's packaged config) and the same flags; the
+# scrapes alternate between them. Ours is measured as root (BPF) and as an unprivileged user
+# through taskdiagd. Run as root from the repository after `cargo build --release --workspace`:
 #
 #   crates/bench/scripts/exporter-vs-process-exporter.sh [TASKS] [RUNS] [EXTRA FLAGS...]
 #   crates/bench/scripts/exporter-vs-process-exporter.sh 50000 5 -gather-smaps=false
@@ -76,10 +77,20 @@ done
 
 echo "$(ls /proc | grep -c '^[0-9]') processes in /proc, $(awk '{sub(/.*\//, "", $4); print $4}' /proc/loadavg) tasks; $RUNS scrape(s) each after a warm-up; flags: ${FLAGS[*]:-(defaults)}; kernel $(uname -r); $(nproc) CPUs"
 echo
-echo "| exporter | wall per scrape (s), median [min-max] | CPU per scrape (s), median [min-max] | CPU per scrape (s), mean | peak memory (VmHWM) | series |"
-echo "|---|---|---|---|---|---|"
-declare -A wall cpu
+echo "| exporter | wall per scrape (s), median [min-max] | CPU per scrape (s), median [min-max] | CPU per scrape (s), mean | CPU per scrape (s), whole run | peak memory (VmHWM) | series |"
+echo "|---|---|---|---|---|---|---|"
+declare -A wall cpu since
 for name in $EXPORTERS; do wall[$name]=""; cpu[$name]=""; wall[$name+]=""; cpu[$name+]=""; done
+# An exporter's CPU from the end of the warm-up round to the end of the run (with taskdiagd's
+# for the daemon row): what it does between scrapes as well (the rollups it reads again in the
+# background), divided by its scrapes.
+total_ticks() {
+    local pid t
+    eval "pid=\$pid_$1"
+    t=$(ticks "$pid")
+    [ "$1" = daemon ] && t=$((t + $(ticks "$pid_taskdiagd")))
+    echo "$t"
+}
 # scrape NAME KEY: one scrape of exporter NAME, its wall and CPU time added to KEY's lists
 # (after the warm-up round).
 scrape() {
@@ -102,8 +113,13 @@ for r in $(seq 0 "$RUNS"); do
             for _ in $(seq "$AGAIN"); do sleep 1; scrape "$name" "$name+"; done
         fi
     done
+    if [ "$r" = 0 ]; then
+        for name in $EXPORTERS; do since[$name]=$(total_ticks "$name"); done
+    fi
     sleep "$GAP"
 done
+# The last round's background reads end before the figures are taken.
+sleep 5
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END{printf "%s [%s-%s]", v[int((NR+1)/2)], v[1], v[NR]}'; }
 # The mean of per-scrape CPU times, to the millisecond: each is whole clock ticks (10 ms), so
 # at a few ticks a scrape only the mean over many scrapes resolves a ratio.
@@ -118,8 +134,12 @@ for name in $EXPORTERS; do
     esac
     hwm=$(awk '/VmHWM/{printf "%.0f MiB", $2/1024}' "/proc/$pid/status")
     n=$(grep -c '^namedprocess_namegroup_' "$dir/$name.out" || true)
-    echo "| $label | $(echo "${wall[$name]}" | median) | $(echo "${cpu[$name]}" | median) | $(echo "${cpu[$name]}" | mean) | $hwm | $n |"
+    scrapes=$RUNS
+    [ "$name" != pe ] && scrapes=$((RUNS * (1 + AGAIN)))
+    whole=$(awk -v a="${since[$name]}" -v b="$(total_ticks "$name")" -v n="$scrapes" \
+        'BEGIN{printf "%.3f", (b-a)/100/n}')
+    echo "| $label | $(echo "${wall[$name]}" | median) | $(echo "${cpu[$name]}" | median) | $(echo "${cpu[$name]}" | mean) | $whole | $hwm | $n |"
     if [ -n "${wall[$name+]}" ]; then
-        echo "| the same, scraped again 1 s later | $(echo "${wall[$name+]}" | median) | $(echo "${cpu[$name+]}" | median) | $(echo "${cpu[$name+]}" | mean) | | |"
+        echo "| the same, scraped again 1 s later | $(echo "${wall[$name+]}" | median) | $(echo "${cpu[$name+]}" | median) | $(echo "${cpu[$name+]}" | mean) | (above) | | |"
     fi
 done

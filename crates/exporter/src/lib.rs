@@ -8,7 +8,8 @@
 //!
 //! * [`options`]: the command line, Go flag style, and the manual page.
 //! * [`config`] and [`template`]: the rules that name a process's group.
-//! * [`sample`]: one collection, reduced to what process-exporter reads per process.
+//! * [`sample`]: one collection, reduced to what process-exporter reads per process;
+//!   [`rollup`]: the proportional sizes, kept and read again between scrapes.
 //! * [`group`]: tracking processes across collections, per-group accumulators.
 //! * [`metrics`]: the families, in the 0.0.4 text format or OpenMetrics.
 //! * [`exporter`]: the state between scrapes; concurrent scrapes share a collection
@@ -25,6 +26,7 @@ pub mod flight;
 pub mod group;
 pub mod metrics;
 pub mod options;
+pub mod rollup;
 pub mod sample;
 pub mod server;
 pub mod template;

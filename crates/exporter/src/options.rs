@@ -357,7 +357,10 @@ OPTIONS
         Also report per-thread-name series (namedprocess_namegroup_thread_*).
     -gather-smaps=BOOL (default true)
         Also report proportionalResident and proportionalSwapped memory, read from
-        /proc/PID/smaps_rollup of each tracked process (a page-table walk each).
+        /proc/PID/smaps_rollup of each tracked process (a page-table walk each): in
+        the scrape for a process new or changed in size or faults, else 30-60 s after
+        its last read by a background thread at nice 19, the scrapes keeping the last
+        value meanwhile.
     -wchan=BOOL (default true)
         Report namedprocess_namegroup_threads_wchan. Reading every task's wait channel
         (an unwind of each waiting task's kernel stack) is the costliest part of a

@@ -12,14 +12,14 @@
 //! /proc/PID/smaps_rollup shows the reader exactly what its /proc allows). Tasks that exit
 //! between reads are left out, never half-filled.
 //!
-//! smaps_rollup walks the page tables of every mapping (about 50 µs for a small idle process,
-//! which made it 80% of a collection's cost): a process's rollup is read again only when its
-//! resident size or fault counts changed since the last read, or that read is 30-60 s old.
+//! smaps_rollup walks the page tables of every mapping: [`crate::rollup`] keeps each process's
+//! read and decides when it is read again, and by whom.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::rollup::Rollups;
 use taskdiag_proto::task::Task;
 use taskdiag_proto::{Group, FILES_F_FDS_HIDDEN};
 use taskdiag_tools::snapshot::{proc_order, Error as SnapshotError, Machine, Query, Source};
@@ -307,10 +307,8 @@ pub struct Reader {
     pub tasks_scanned: u64,
     /// Processes the last collection's walk returned.
     processes_scanned: u64,
-    /// The last smaps_rollup read of each process asked about.
-    rollups: IdMap<Id, Rollup>,
-    /// Numbers the collections that read rollups.
-    rollup_gen: u64,
+    /// The proportional sizes of the processes asked about.
+    rollups: Rollups,
     /// Whether a request for a few processes costs about those processes, where the backend
     /// cannot say (taskdiagd): measured on the first such request.
     few_cheap: Option<bool>,
@@ -323,27 +321,6 @@ pub struct Reader {
     walked_threads: Option<IdMap<u32, Option<Vec<ThreadSample>>>>,
     /// The thread names and wait channels of the samples.
     names: Names,
-}
-
-/// A process's proportional sizes, and what it looked like when they were read.
-#[derive(Debug, Clone, Copy)]
-struct Rollup {
-    readable: bool,
-    pss: u64,
-    swap_pss: u64,
-    resident: u64,
-    faults: u64,
-    /// When read (`None`: not yet).
-    read_at: Option<Instant>,
-    /// The last collection that asked about it.
-    gen: u64,
-}
-
-/// How long a process's proportional sizes are reused while its resident size and fault
-/// counts stay the same: 30 to 60 s, spread by pid so that a host of idle processes is not
-/// read all at once. (They still move when other processes map or unmap pages it shares.)
-fn rollup_max_age(pid: u32) -> Duration {
-    Duration::from_secs(30 + u64::from(pid % 31))
 }
 
 impl std::fmt::Debug for Reader {
@@ -411,8 +388,7 @@ impl Reader {
             want,
             tasks_scanned: 0,
             processes_scanned: 0,
-            rollups: IdMap::default(),
-            rollup_gen: 0,
+            rollups: Rollups::default(),
             few_cheap: None,
             threads_in_walk: false,
             walked_threads: None,
@@ -657,46 +633,7 @@ impl Reader {
             }
         }
         if self.want.smaps {
-            let now = Instant::now();
-            self.rollup_gen = self.rollup_gen.wrapping_add(1);
-            let gen = self.rollup_gen;
-            for &i in which {
-                let p = &mut procs[i];
-                let faults = p.counts.minor_faults + p.counts.major_faults;
-                let r = self.rollups.entry(p.id).or_insert(Rollup {
-                    readable: false,
-                    pss: 0,
-                    swap_pss: 0,
-                    resident: 0,
-                    faults: 0,
-                    read_at: None,
-                    gen,
-                });
-                let fresh = r.read_at.is_some_and(|at| {
-                    r.resident == p.memory.resident
-                        && r.faults == faults
-                        && now.duration_since(at) < rollup_max_age(p.id.0)
-                });
-                if !fresh {
-                    let read = rollup(p.id.0);
-                    r.readable = read.is_some();
-                    r.pss = read.map_or(0, |r| r.0);
-                    r.swap_pss = read.map_or(0, |r| r.1);
-                    r.resident = p.memory.resident;
-                    r.faults = faults;
-                    r.read_at = Some(now);
-                }
-                r.gen = gen;
-                // One this reader may not read (another user's, through taskdiagd) is asked
-                // again no sooner than a readable one: the refusal counts at each collection.
-                p.partial |= !r.readable;
-                p.memory.proportional_resident = r.pss;
-                p.memory.proportional_swapped = r.swap_pss;
-            }
-            // Those not asked about this time (gone, or no longer tracked) are forgotten.
-            if self.rollups.len() > which.len() {
-                self.rollups.retain(|_, r| r.gen == gen);
-            }
+            self.rollups.fill(procs, which, Instant::now());
         }
         Ok(())
     }
@@ -877,12 +814,6 @@ fn thread_sample(t: Task, names: &mut Names) -> Option<ThreadSample> {
         state: state_of(&t),
         wchan: wchan_of(&t, names),
     })
-}
-
-/// smaps_rollup's Pss and SwapPss of process `pid`, bytes; `None` where it cannot be read.
-fn rollup(pid: u32) -> Option<(u64, u64)> {
-    let r = taskdiag_tools::procvals::read_smaps_rollup(pid)?;
-    Some((r.pss * 1024, r.swap_pss * 1024))
 }
 
 #[cfg(test)]

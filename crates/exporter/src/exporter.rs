@@ -180,7 +180,9 @@ impl State {
         &mut self,
     ) -> Result<(BTreeMap<String, GroupMetrics>, Option<NodeProcesses>), Error> {
         let t0 = Instant::now();
-        let now = taskdiag_tools::top::sys::boottime_ns();
+        // At the start times' resolution (Grouper::update).
+        let tick = self.reader.start_time_resolution_ns();
+        let now = taskdiag_tools::top::sys::boottime_ns() / tick * tick;
         // A kept backend that fails (a taskdiagd connection closed while idle) is opened
         // again, once.
         let procs = match self.read() {

@@ -108,7 +108,8 @@ pub struct Grouper {
     tracked: IdMap<Id, Tracked>,
     /// pid → identity of every process known, to find a parent.
     pids: IdMap<u32, Id>,
-    /// Start time since boot of the first collection: processes started later count whole.
+    /// Time since boot of the first collection, at the start times' resolution: processes
+    /// started then or later count whole.
     first: Option<u64>,
     generation: u64,
     group_accum: HashMap<String, Counts>,
@@ -165,7 +166,9 @@ impl Grouper {
         (unknown, wanted)
     }
 
-    /// Takes one collection; `now_boot_ns` is the time since boot it was taken at. Returns
+    /// Takes one collection; `now_boot_ns` is the time since boot it was taken at, cut to the
+    /// resolution of the samples' start times (a clock tick: a process started within the
+    /// tick after the first collection would otherwise show a start time before it). Returns
     /// every group's metrics by name, and how many tracked or new processes had values that
     /// could not be read.
     pub fn update(
@@ -280,7 +283,10 @@ impl Grouper {
 
     fn track(&mut self, group: Arc<str>, p: ProcSample, first: u64, gen: u64) {
         // Started after the first collection: everything it did happened since, and counts.
-        let latest = if p.id.1 > first {
+        // In the same clock tick (start times have that resolution) it counts whole too: what
+        // one started before did in that tick is the error, not what one started after did
+        // before it was first seen, which can be a whole scrape interval.
+        let latest = if p.id.1 >= first {
             p.counts
         } else {
             Counts::default()
@@ -542,6 +548,18 @@ mod tests {
         assert_eq!(cpu(&g, "app"), 0);
         assert_eq!(g["app"].procs, 1);
         let (g, _) = gr.update(vec![proc_(10, 1_000, 1, "app", 53)], BOOT_NOW + 1);
+        assert_eq!(cpu(&g, "app"), 3);
+    }
+
+    #[test]
+    fn a_process_started_in_the_tick_of_the_first_collection_counts_whole() {
+        let mut gr = by_comm(true);
+        // The collection's time, cut to the tick; the process's start, cut the same way.
+        gr.update(vec![proc_(10, 1_000, 1, "app", 50)], BOOT_NOW);
+        let (g, _) = gr.update(
+            vec![proc_(10, 1_000, 1, "app", 50), proc_(20, BOOT_NOW, 1, "app", 3)],
+            BOOT_NOW + 10_000_000,
+        );
         assert_eq!(cpu(&g, "app"), 3);
     }
 

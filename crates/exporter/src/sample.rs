@@ -409,6 +409,12 @@ impl Reader {
         Ok(())
     }
 
+    /// The resolution of the samples' start times, ns: a clock tick, as /proc/PID/stat gives
+    /// them (every backend cuts them to it).
+    pub fn start_time_resolution_ns(&self) -> u64 {
+        self.machine.ns_per_tick().max(1)
+    }
+
     /// What collections read.
     pub fn want(&self) -> Want {
         self.want

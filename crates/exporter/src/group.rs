@@ -557,7 +557,10 @@ mod tests {
         // The collection's time, cut to the tick; the process's start, cut the same way.
         gr.update(vec![proc_(10, 1_000, 1, "app", 50)], BOOT_NOW);
         let (g, _) = gr.update(
-            vec![proc_(10, 1_000, 1, "app", 50), proc_(20, BOOT_NOW, 1, "app", 3)],
+            vec![
+                proc_(10, 1_000, 1, "app", 50),
+                proc_(20, BOOT_NOW, 1, "app", 3),
+            ],
             BOOT_NOW + 10_000_000,
         );
         assert_eq!(cpu(&g, "app"), 3);

@@ -22,6 +22,8 @@
 set -eu
 TASKS=${1:-50000} RUNS=${2:-5} EXPORTERS=${EXPORTERS:-pe bpf daemon} GAP=${GAP:-0} THREADS=${THREADS:-1}
 AGAIN=${AGAIN:-0}
+HZ=$(getconf CLK_TCK)
+[ "$RUNS" -ge 1 ] || { echo "RUNS must be at least 1" >&2; exit 2; }
 shift $(( $# > 2 ? 2 : $# ))
 FLAGS=("$@")
 here=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -103,7 +105,7 @@ scrape() {
     [ "$name" = daemon ] && t1=$((t1 + $(ticks "$pid_taskdiagd")))
     if [ "$r" -gt 0 ]; then
         wall[$key]+="$w "
-        cpu[$key]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", (b-a)/100}') "
+        cpu[$key]+="$(awk -v a="$t0" -v b="$t1" -v hz="$HZ" 'BEGIN{printf "%.2f", (b-a)/hz}') "
     fi
 }
 for r in $(seq 0 "$RUNS"); do
@@ -118,8 +120,17 @@ for r in $(seq 0 "$RUNS"); do
     fi
     sleep "$GAP"
 done
-# The last round's background reads end before the figures are taken.
-sleep 5
+# The last round's background reads end before the figures are taken: until no exporter's CPU
+# time moves for 2 s (60 s at most).
+settled=0 last=""
+for _ in $(seq 60); do
+    now=""
+    for name in $EXPORTERS; do now+="$(total_ticks "$name") "; done
+    if [ "$now" = "$last" ]; then settled=$((settled + 1)); else settled=0; fi
+    [ "$settled" -ge 2 ] && break
+    last=$now
+    sleep 1
+done
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END{printf "%s [%s-%s]", v[int((NR+1)/2)], v[1], v[NR]}'; }
 # The mean of per-scrape CPU times, to the millisecond: each is whole clock ticks (10 ms), so
 # at a few ticks a scrape only the mean over many scrapes resolves a ratio.
@@ -137,7 +148,7 @@ for name in $EXPORTERS; do
     scrapes=$RUNS
     [ "$name" != pe ] && scrapes=$((RUNS * (1 + AGAIN)))
     whole=$(awk -v a="${since[$name]}" -v b="$(total_ticks "$name")" -v n="$scrapes" \
-        'BEGIN{printf "%.3f", (b-a)/100/n}')
+        -v hz="$HZ" 'BEGIN{printf "%.3f", (b-a)/hz/n}')
     echo "| $label | $(echo "${wall[$name]}" | median) | $(echo "${cpu[$name]}" | median) | $(echo "${cpu[$name]}" | mean) | $whole | $hwm | $n |"
     if [ -n "${wall[$name+]}" ]; then
         echo "| the same, scraped again 1 s later | $(echo "${wall[$name+]}" | median) | $(echo "${cpu[$name+]}" | median) | $(echo "${cpu[$name+]}" | mean) | (above) | | |"

@@ -10,9 +10,13 @@
 //! come and go: 30-60 s after its read (spread by pid, so that a host of idle processes is not
 //! due all at once), a background thread at nice 19 reads it again, and collections keep the
 //! last value meanwhile. A scrape does not wait for those reads (at a one-minute interval they
-//! were every process's, over a second of a scrape of 50,000), unless the thread fell behind:
-//! one it was handed at an earlier collection and has not read since (a host too busy to give a
-//! nice-19 thread time, or scrapes closer than its reads take) is read by the collection.
+//! were every process's, over a second of a scrape of 50,000), unless the thread fell behind (a
+//! host too busy to give a nice-19 thread time, or scrapes closer than its reads take): the
+//! thread is handed one collection's aged rollups at a time, and one it was handed and has not
+//! read by the next collection, or one that aged while it was still reading an earlier hand-
+//! over and is still due at the next collection, is read by that collection. So the thread's
+//! queue holds one hand-over at most, and a value is at most one scrape interval older than
+//! the 30-60 s.
 //!
 //! A read answers for whatever process has the pid when it is made: one made after the process
 //! exited (and its pid was taken again) is kept under the exited process's identity, which no
@@ -54,6 +58,8 @@ struct Entry {
     gen: u64,
     /// Handed to the thread, and not answered yet.
     queued: bool,
+    /// Aged at a collection while the thread was still reading an earlier hand-over.
+    deferred: bool,
 }
 
 /// What a collection does about one process's rollup.
@@ -69,10 +75,11 @@ enum Due {
 
 /// What to do about a process whose last read is `e` (`None`: never read), with resident size
 /// `resident` and `faults` faults now, at `now`. One handed to the thread at an earlier
-/// collection and not read since (the thread is behind) is read now.
+/// collection and not read since, or left to it while it was busy (the thread is behind), is
+/// read now.
 fn due(e: Option<&Entry>, pid: u32, resident: u64, faults: u64, now: Instant) -> Due {
     let Some(e) = e else { return Due::Now };
-    if e.resident != resident || e.faults != faults || e.queued {
+    if e.resident != resident || e.faults != faults || e.queued || e.deferred {
         return Due::Now;
     }
     if now.saturating_duration_since(e.read_at) < max_age(pid) {
@@ -136,6 +143,8 @@ pub struct Rollups {
     refresher: Option<Refresher>,
     /// Whether starting it failed (it is not tried again).
     no_refresher: bool,
+    /// Reads handed to the thread and not answered yet.
+    in_flight: usize,
 }
 
 impl Default for Rollups {
@@ -153,6 +162,7 @@ impl Rollups {
             read,
             refresher: None,
             no_refresher: false,
+            in_flight: 0,
         }
     }
 
@@ -164,6 +174,8 @@ impl Rollups {
         self.gen = self.gen.wrapping_add(1);
         let gen = self.gen;
         let mut aged = Vec::new();
+        // Still reading an earlier hand-over: this collection's aged rollups wait for the next.
+        let busy = self.in_flight > 0;
         for &i in which {
             let p = &mut procs[i];
             let faults = p.counts.minor_faults + p.counts.major_faults;
@@ -186,6 +198,7 @@ impl Rollups {
                             read_at: now,
                             gen,
                             queued: false,
+                            deferred: false,
                         },
                     );
                     self.cache.get_mut(&p.id)
@@ -194,9 +207,13 @@ impl Rollups {
             };
             let Some(e) = e else { continue };
             e.gen = gen;
-            if d == Due::Background && !e.queued {
-                e.queued = true;
-                aged.push(p.id);
+            if d == Due::Background {
+                if busy {
+                    e.deferred = true;
+                } else {
+                    e.queued = true;
+                    aged.push(p.id);
+                }
             }
             // One this reader may not read (another user's, through taskdiagd) is asked
             // again no sooner than a readable one: the refusal counts at each collection.
@@ -209,10 +226,13 @@ impl Rollups {
             self.cache.retain(|_, e| e.gen == gen);
         }
         if !aged.is_empty() {
+            let n = aged.len();
             let sent = self.refresher.as_ref().map(|r| r.todo.send(aged));
-            if !matches!(sent, Some(Ok(()))) {
+            if matches!(sent, Some(Ok(()))) {
+                self.in_flight += n;
+            } else {
                 // The thread is gone: the collections read aged rollups from now on (those
-                // just marked are read when twice their age).
+                // just marked queued are read by the next).
                 self.refresher = None;
                 self.no_refresher = true;
             }
@@ -234,6 +254,7 @@ impl Rollups {
     fn take_answers(&mut self) {
         let Some(r) = &self.refresher else { return };
         while let Ok(answers) = r.done.try_recv() {
+            self.in_flight -= answers.len().min(self.in_flight);
             keep(&mut self.cache, answers);
         }
     }
@@ -241,11 +262,12 @@ impl Rollups {
     /// Waits until the thread has answered every read handed to it (tests).
     #[cfg(test)]
     fn settle(&mut self) {
-        while self.cache.values().any(|e| e.queued) {
+        while self.in_flight > 0 {
             let Some(r) = &self.refresher else { return };
             let Ok(answers) = r.done.recv_timeout(Duration::from_secs(10)) else {
                 return;
             };
+            self.in_flight -= answers.len().min(self.in_flight);
             keep(&mut self.cache, answers);
         }
     }
@@ -292,6 +314,7 @@ mod tests {
             read_at,
             gen: 0,
             queued: false,
+            deferred: false,
         }
     }
 
@@ -310,6 +333,11 @@ mod tests {
         // Handed to the thread, and not read by the next collection: the thread is behind.
         let queued = Entry { queued: true, ..e };
         assert_eq!(due(Some(&queued), pid, 4096, 7, t + s(1)), Due::Now);
+        let deferred = Entry {
+            deferred: true,
+            ..e
+        };
+        assert_eq!(due(Some(&deferred), pid, 4096, 7, t + s(1)), Due::Now);
         // Spread by pid: 30 to 60 s.
         assert_eq!(due(Some(&e), 92, 4096, 7, t + s(59)), Due::Fresh);
     }
@@ -402,6 +430,49 @@ mod tests {
             vec![((62, 1062), None, t + Duration::from_secs(1))],
         );
         assert!(!cache[&(62, 1062)].readable);
+    }
+
+    // The thread's reads wait until the test lets them go; the collection's do not.
+    static BEHIND: AtomicU64 = AtomicU64::new(1);
+    static HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+    fn read_behind(pid: u32) -> Option<(u64, u64)> {
+        if std::thread::current().name() == Some("rollups") {
+            while HELD.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Some((u64::from(pid) * 1000 + BEHIND.load(Ordering::SeqCst), 0))
+    }
+
+    #[test]
+    fn a_thread_behind_leaves_the_reads_to_the_collection_and_holds_one_hand_over() {
+        let mut r = Rollups::with_reader(read_behind);
+        let t = Instant::now();
+        let mut procs = vec![proc(62, 4096), proc(63, 4096)];
+        r.fill(&mut procs, &[0, 1], t);
+        BEHIND.store(2, Ordering::SeqCst);
+        // 62 aged: handed to the thread, which does not answer.
+        r.fill(&mut procs, &[0, 1], t + Duration::from_secs(30));
+        assert_eq!(procs[0].memory.proportional_resident, 62_001);
+        assert_eq!(r.in_flight, 1);
+        // The next collection reads 62 itself; 63 has aged meanwhile, but the thread is still
+        // busy: it is not handed over, and keeps its value.
+        BEHIND.store(3, Ordering::SeqCst);
+        r.fill(&mut procs, &[0, 1], t + Duration::from_secs(31));
+        assert_eq!(procs[0].memory.proportional_resident, 62_003);
+        assert_eq!(procs[1].memory.proportional_resident, 63_001);
+        assert!(r.cache[&(63, 1063)].deferred);
+        assert_eq!(r.in_flight, 1, "one hand-over at a time");
+        // Still busy at the next: the collection reads 63 too.
+        BEHIND.store(4, Ordering::SeqCst);
+        r.fill(&mut procs, &[0, 1], t + Duration::from_millis(31_500));
+        assert_eq!(procs[1].memory.proportional_resident, 63_004);
+        // Let go, the thread's late read of 62 is older than the collection's and is dropped.
+        HELD.store(false, Ordering::SeqCst);
+        r.settle();
+        assert_eq!(r.in_flight, 0);
+        r.fill(&mut procs, &[0, 1], t + Duration::from_millis(31_600));
+        assert_eq!(procs[0].memory.proportional_resident, 62_003);
     }
 
     #[test]

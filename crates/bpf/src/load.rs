@@ -318,11 +318,8 @@ fn open_skel_inner(
 /// ids that collide in it share a slot (each unwound when the other holds it): a host whose
 /// tasks multiply after the programs were loaded keeps the memo for part of them.
 fn wchan_memo_slots() -> u32 {
-    let tasks = std::fs::read("/proc/loadavg")
-        .ok()
-        .and_then(|b| taskdiag_procfs::system::parse_loadavg_tasks(&b).ok())
-        .unwrap_or(0);
-    tasks
+    taskdiag_procfs::host_tasks()
+        .unwrap_or(0)
         .saturating_mul(2)
         .clamp(1 << 12, 1 << 20)
         .next_power_of_two()
@@ -625,10 +622,7 @@ mod tests {
 
     #[test]
     fn the_wchan_memo_has_room_for_twice_the_tasks_within_its_bounds() {
-        let tasks = taskdiag_procfs::system::parse_loadavg_tasks(
-            &std::fs::read("/proc/loadavg").expect("/proc/loadavg"),
-        )
-        .expect("tasks");
+        let tasks = taskdiag_procfs::host_tasks().expect("tasks in /proc/loadavg");
         let slots = wchan_memo_slots();
         assert!(slots.is_power_of_two(), "{slots}");
         assert!((1 << 12..=1 << 20).contains(&slots), "{slots}");

@@ -62,6 +62,33 @@ struct Entry {
     deferred: bool,
 }
 
+impl Entry {
+    /// A read made at `at` of a process with resident size `resident` and `faults` faults.
+    fn new(read: Option<(u64, u64)>, at: Instant, resident: u64, faults: u64) -> Entry {
+        let mut e = Entry {
+            readable: false,
+            pss: 0,
+            swap_pss: 0,
+            resident,
+            faults,
+            read_at: at,
+            gen: 0,
+            queued: false,
+            deferred: false,
+        };
+        e.set(read, at);
+        e
+    }
+
+    /// Keeps `read`, made at `at`.
+    fn set(&mut self, read: Option<(u64, u64)>, at: Instant) {
+        self.readable = read.is_some();
+        self.pss = read.map_or(0, |r| r.0);
+        self.swap_pss = read.map_or(0, |r| r.1);
+        self.read_at = at;
+    }
+}
+
 /// What a collection does about one process's rollup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Due {
@@ -186,26 +213,15 @@ impl Rollups {
             }
             let e = match d {
                 Due::Now => {
-                    let read = (self.read)(p.id.0);
-                    self.cache.insert(
-                        p.id,
-                        Entry {
-                            readable: read.is_some(),
-                            pss: read.map_or(0, |r| r.0),
-                            swap_pss: read.map_or(0, |r| r.1),
-                            resident: p.memory.resident,
-                            faults,
-                            read_at: now,
-                            gen,
-                            queued: false,
-                            deferred: false,
-                        },
-                    );
-                    self.cache.get_mut(&p.id)
+                    let read = Entry::new((self.read)(p.id.0), now, p.memory.resident, faults);
+                    self.cache.entry(p.id).insert_entry(read).into_mut()
                 }
-                Due::Fresh | Due::Background => self.cache.get_mut(&p.id),
+                // (Kept: `due` says Now for a process never read.)
+                Due::Fresh | Due::Background => match self.cache.get_mut(&p.id) {
+                    Some(e) => e,
+                    None => continue,
+                },
             };
-            let Some(e) = e else { continue };
             e.gen = gen;
             if d == Due::Background {
                 if busy {
@@ -254,8 +270,7 @@ impl Rollups {
     fn take_answers(&mut self) {
         let Some(r) = &self.refresher else { return };
         while let Ok(answers) = r.done.try_recv() {
-            self.in_flight -= answers.len().min(self.in_flight);
-            keep(&mut self.cache, answers);
+            keep(&mut self.cache, &mut self.in_flight, answers);
         }
     }
 
@@ -267,25 +282,23 @@ impl Rollups {
             let Ok(answers) = r.done.recv_timeout(Duration::from_secs(10)) else {
                 return;
             };
-            self.in_flight -= answers.len().min(self.in_flight);
-            keep(&mut self.cache, answers);
+            keep(&mut self.cache, &mut self.in_flight, answers);
         }
     }
 }
 
-/// Keeps the thread's reads of the processes still asked about; a read older than the kept
-/// one is dropped (the collection read that process itself meanwhile).
-fn keep(cache: &mut IdMap<Id, Entry>, answers: Answers) {
+/// Keeps the thread's reads of the processes still asked about, and counts them off
+/// `in_flight`; a read older than the kept one is dropped (the collection read that process
+/// itself meanwhile).
+fn keep(cache: &mut IdMap<Id, Entry>, in_flight: &mut usize, answers: Answers) {
+    *in_flight -= answers.len().min(*in_flight);
     for (id, read, at) in answers {
         let Some(e) = cache.get_mut(&id) else {
             continue;
         };
         e.queued = false;
         if at > e.read_at {
-            e.readable = read.is_some();
-            e.pss = read.map_or(0, |r| r.0);
-            e.swap_pss = read.map_or(0, |r| r.1);
-            e.read_at = at;
+            e.set(read, at);
         }
     }
 }
@@ -414,8 +427,10 @@ mod tests {
         let mut cache = IdMap::default();
         cache.insert((62, 1062), entry(4096, 0, t));
         cache.get_mut(&(62, 1062)).unwrap().queued = true;
+        let mut in_flight = 3;
         keep(
             &mut cache,
+            &mut in_flight,
             vec![
                 ((62, 1062), Some((9, 9)), t - Duration::from_secs(1)),
                 ((63, 1063), Some((9, 9)), t + Duration::from_secs(1)),
@@ -427,6 +442,7 @@ mod tests {
         assert_eq!(cache.len(), 1);
         keep(
             &mut cache,
+            &mut in_flight,
             vec![((62, 1062), None, t + Duration::from_secs(1))],
         );
         assert!(!cache[&(62, 1062)].readable);

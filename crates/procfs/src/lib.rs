@@ -33,6 +33,6 @@ pub mod system;
 pub mod taskstats;
 
 pub use reader::{
-    clock_ticks, raise_nofile_limit, read_small_file, release_shifts_start_times, CpuTime,
-    ProcReader, ProcfsError,
+    clock_ticks, host_tasks, raise_nofile_limit, read_small_file, release_shifts_start_times,
+    CpuTime, ProcReader, ProcfsError,
 };

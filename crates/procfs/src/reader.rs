@@ -361,6 +361,13 @@ pub fn clock_ticks() -> u64 {
     u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
 }
 
+/// The number of tasks (threads, in every pid namespace) on the host now, from /proc/loadavg;
+/// `None` if it cannot be read.
+pub fn host_tasks() -> Option<u32> {
+    let buf = std::fs::read("/proc/loadavg").ok()?;
+    crate::system::parse_loadavg_tasks(&buf).ok()
+}
+
 /// Raises this process's soft limit on open files to its hard one (nothing if it cannot): for
 /// the programs that hold a descriptor per client (taskdiagd) or per binary (the profiler),
 /// beside [`clock_ticks`], the other process-wide fact their /proc work depends on.

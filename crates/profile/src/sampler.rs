@@ -221,12 +221,9 @@ fn boottime_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The number of threads now (/proc/loadavg's "running/total" field), 0 if unknown.
+/// The number of threads now, 0 if unknown.
 fn threads_now() -> u32 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(3)?.split_once('/')?.1.parse().ok())
-        .unwrap_or(0)
+    taskdiag_procfs::host_tasks().unwrap_or(0)
 }
 
 /// The online CPUs, from /sys/devices/system/cpu/online ("0-3,8").

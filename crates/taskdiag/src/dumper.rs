@@ -45,12 +45,6 @@ fn completing_proc() -> (Option<ProcReader>, u32) {
     }
 }
 
-/// The number of tasks on the host, from /proc/loadavg; `None` if it cannot be read.
-fn host_tasks() -> Option<u32> {
-    let buf = std::fs::read("/proc/loadavg").ok()?;
-    taskdiag_procfs::system::parse_loadavg_tasks(&buf).ok()
-}
-
 enum Backend {
     Bpf(Box<TaskIter>),
     Procfs(ProcReader),
@@ -154,7 +148,7 @@ impl Dumper {
             let why = BpfError::NoBtf.to_string();
             return Ok(because(Backend::Procfs(ProcReader::open()?), why));
         }
-        if let Some(n) = host_tasks().filter(|&n| n < AUTO_PROCFS_BELOW) {
+        if let Some(n) = taskdiag_procfs::host_tasks().filter(|&n| n < AUTO_PROCFS_BELOW) {
             // A /proc of another pid namespace would answer for the wrong processes.
             if let Ok(p) = ProcReader::open() {
                 let why = format!(
@@ -178,7 +172,7 @@ impl Dumper {
             Backend::Bpf(_) => completing_proc(),
             Backend::Procfs(_) | Backend::Daemon(_) => (None, 0),
         };
-        if let (Backend::Bpf(it), Some(n)) = (&mut backend, host_tasks()) {
+        if let (Backend::Bpf(it), Some(n)) = (&mut backend, taskdiag_procfs::host_tasks()) {
             it.expect_tasks(u64::from(n));
         }
         if let (Backend::Bpf(it), Some(p)) = (&mut backend, &procfs) {

@@ -135,8 +135,7 @@ fn auto_without_shared_programs_reads_proc_on_a_small_host_and_says_why() {
         .expect("run taskdiag");
     assert!(o.status.success(), "{}", stderr(&o));
     let line = stderr(&o);
-    let loadavg = std::fs::read("/proc/loadavg").expect("/proc/loadavg");
-    let tasks = taskdiag_procfs::system::parse_loadavg_tasks(&loadavg).expect("tasks");
+    let tasks = taskdiag_procfs::host_tasks().expect("tasks in /proc/loadavg");
     // A few tasks either way of the threshold can change between the two reads.
     let limit = taskdiag::AUTO_PROCFS_BELOW;
     if tasks + 50 < limit {

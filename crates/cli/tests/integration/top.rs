@@ -85,6 +85,22 @@ fn tids(pid: u32) -> Vec<u32> {
     tasks::tids(pid)
 }
 
+/// The width procps top gives its pid columns (PID, PPID, ...) on this machine: as many digits
+/// as pid_max has when that is 6 to 10, else 5 (procps-ng 4.0.2 top.c, from
+/// /proc/sys/kernel/pid_max). A benchmark that raised pid_max to 4,194,304 makes them 7 wide.
+fn pid_col_width() -> usize {
+    let max = std::fs::read_to_string("/proc/sys/kernel/pid_max").expect("pid_max");
+    match max.trim().len() {
+        n @ 6..=10 => n,
+        _ => 5,
+    }
+}
+
+/// A pid column's heading as procps top right-aligns it: `  PID` at the usual width.
+fn pid_heading(name: &str) -> String {
+    format!("{name:>w$}", w = pid_col_width())
+}
+
 /// Fields of /proc/PID/stat after the name (field 3 is index 0) of a fixture, which lives.
 fn proc_stat(pid: u32) -> Vec<String> {
     tasks::stat(pid).unwrap_or_else(|| panic!("fixture {pid} vanished"))
@@ -1286,7 +1302,8 @@ fn batch_fields_from_a_toprc_match_procps_top() {
                 })
                 .0;
                 // The fields are there, with the fixture's values.
-                let heading = o.lines().find(|l| l.starts_with("  PID")).expect("heading");
+                let pid_h = pid_heading("PID");
+                let heading = o.lines().find(|l| l.starts_with(&pid_h)).expect("heading");
                 assert!(heading.contains(shown[1]), "{tag}: {heading}");
                 if tag == "text" && width == "512" {
                     assert!(o.contains("TDTOP_A=1 TDTOP_B=two words"), "{o}");
@@ -1345,7 +1362,8 @@ fn every_field_name_like_procps() {
     for name in stdout(&ours).lines() {
         let o = top("procfs", &["-b", "-n", "1", "-o", name, "-p", &pid]);
         assert!(o.status.success(), "{name}: {}", stderr(&o));
-        assert!(stdout(&o).contains(&format!("\n{pid:>5} ")), "{name}");
+        let w = pid_col_width();
+        assert!(stdout(&o).contains(&format!("\n{pid:>w$} ")), "{name}");
     }
     let o = top("procfs", &["-b", "-n", "1", "-o", "NOPE"]);
     assert_eq!(o.status.code(), Some(1));
@@ -1413,16 +1431,19 @@ fn interactive_field_management_like_procps() {
         t.keys(&["q"]);
         t.wait_for("the task table", |s| s.contains("  PID USER"));
     }
+    let (pid_h, ppid_h) = (pid_heading("PID"), pid_heading("PPID"));
     let heading = |t: &Tmux| {
         t.screen()
             .lines()
-            .find(|l| l.starts_with("  PID USER"))
+            .find(|l| l.starts_with(&format!("{pid_h} USER")))
             .map(|l| l.trim_end().to_string())
             .expect("heading")
     };
     let h = heading(&ours);
     assert!(
-        h == "  PID USER      PR    VIRT    RES    SHR S  %CPU  %MEM  PPID     TIME+ COMMAND",
+        h == format!(
+            "{pid_h} USER      PR    VIRT    RES    SHR S  %CPU  %MEM {ppid_h}     TIME+ COMMAND"
+        ),
         "{h}"
     );
     assert_eq!(h, heading(&theirs));

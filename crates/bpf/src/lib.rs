@@ -63,7 +63,7 @@ mod read;
 mod rss;
 mod track;
 
-pub use load::{quiet_libbpf, TaskFlavour};
+pub use load::{quiet_libbpf, refusals, Refusal, TaskFlavour};
 pub use probe::{kernel_btf_present, may_load_bpf};
 pub use progs::IterLink;
 pub use rss::RssSample;
@@ -131,6 +131,11 @@ pub struct Features {
     /// The memory-map programs (`iter/task_vma`, and the task's root directory), if the load
     /// asked for them.
     pub maps: bool,
+    /// The map walk names files with probe reads (`dump_vma_walk`), not bpf_d_path(): the
+    /// kernel's verifier refused `dump_vma`, or `TASKDIAG_BPF_DISABLE` named "d_path". A
+    /// process one of whose file names the walk cannot write (memfd, SysV shm: names the file
+    /// system makes up) gets its maps from /proc.
+    pub vma_walk: bool,
     /// Task iterator link parameters (tid/pid), for ONE and THREAD.
     pub task_params: bool,
     /// Output through a BPF ring buffer (a few read()s per dump) rather than the iterator's

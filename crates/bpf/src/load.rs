@@ -24,8 +24,8 @@ use taskdiag_proto::Group;
 use crate::btf_min;
 use crate::pin;
 use crate::probe::{
-    disable_from_env, env_disables_loop, is_perm, kernel_btf_present, may_load_bpf, possible_cpus,
-    possible_nodes,
+    disable_from_env, env_disables_d_path, env_disables_loop, is_perm, kernel_btf_present,
+    may_load_bpf, possible_cpus, possible_nodes,
 };
 use crate::progs::{IterLink, Programs};
 use crate::skel::{TaskdiagSkel, TaskdiagSkelBuilder};
@@ -103,6 +103,10 @@ pub(crate) struct Plan {
     pub(crate) cmdline: bool,
     /// `dump_vma` and `task_root` (memory maps and the root directory they are named from).
     pub(crate) maps: bool,
+    /// The map walk as `dump_vma_walk`, which names files with probe reads, instead of
+    /// `dump_vma` (bpf_d_path()): where the kernel's verifier refuses `dump_vma`, or
+    /// `TASKDIAG_BPF_DISABLE` names "d_path".
+    pub(crate) vma_walk: bool,
     /// `sched_text_bounds`, the system-call program that finds the scheduler's text for the
     /// wait channel of SCHED and WCHAN (needs BPF_PROG_TYPE_SYSCALL and
     /// bpf_kallsyms_lookup_name(), 5.16+).
@@ -121,6 +125,7 @@ impl Plan {
             task: TaskFlavour::Loop,
             cmdline: groups & crate::dump::USER_MEMORY_GROUPS != 0,
             maps: groups & taskdiag_proto::SHOW_MAPS != 0,
+            vma_walk: env_disables_d_path(),
             sched: groups & SCHED_TEXT_GROUPS != 0,
             reduced_btf,
             both: false,
@@ -128,17 +133,22 @@ impl Plan {
     }
 
     /// The next attempt after this one failed in program `failed` (as libbpf named it; `None`
-    /// when no program was named): without that program (the task program's bounded flavour
-    /// instead of the modern one), or once without the reduced BTF; `None` when nothing is left
-    /// to try. Only what failed is given up: a rejected CMDLINE program costs CMDLINE alone.
-    pub(crate) fn after_failure(self, failed: Option<&str>) -> Option<Self> {
+    /// when no program was named; `refused`: by the kernel's verifier, not for a missing attach
+    /// target or helper): without that program (the task program's bounded flavour instead of
+    /// the modern one, the map walk that names files by probe reads instead of bpf_d_path()),
+    /// or once without the reduced BTF; `None` when nothing is left to try. Only what failed
+    /// is given up: a rejected CMDLINE program costs CMDLINE alone.
+    pub(crate) fn after_failure(self, failed: Option<&str>, refused: bool) -> Option<Self> {
         let mut next = self;
         match failed {
             Some("dump_task") if self.task == TaskFlavour::Loop => {
                 next.task = TaskFlavour::Bounded;
             }
             Some("dump_task_cmdline") if self.cmdline => next.cmdline = false,
-            Some("dump_vma" | "task_root") if self.maps => next.maps = false,
+            // bpf_d_path() refused the mapping's file (kernels tighten which pointers helpers
+            // take): the same walk, naming files with probe reads.
+            Some("dump_vma") if self.maps && !self.vma_walk && refused => next.vma_walk = true,
+            Some("dump_vma" | "dump_vma_walk" | "task_root") if self.maps => next.maps = false,
             Some("sched_text_bounds") if self.sched => next.sched = false,
             Some("dump_task_both") if self.both => next.both = false,
             _ if self.reduced_btf => next.reduced_btf = false,
@@ -157,6 +167,7 @@ impl Plan {
             },
             cmdline: self.cmdline && !rejected.cmdline,
             maps: self.maps && !rejected.maps,
+            vma_walk: self.vma_walk || rejected.vma_walk,
             sched: self.sched && !rejected.sched,
             reduced_btf: self.reduced_btf && !rejected.reduced_btf,
             both: self.both && !rejected.both,
@@ -170,6 +181,7 @@ impl Plan {
         }
         rejected.cmdline |= first.cmdline && !self.cmdline;
         rejected.maps |= first.maps && !self.maps;
+        rejected.vma_walk |= self.vma_walk && !first.vma_walk;
         rejected.sched |= first.sched && !self.sched;
         rejected.reduced_btf |= first.reduced_btf && !self.reduced_btf;
         rejected.both |= first.both && !self.both;
@@ -183,6 +195,7 @@ static REJECTED: Mutex<Plan> = Mutex::new(Plan {
     task: TaskFlavour::Loop,
     cmdline: false,
     maps: false,
+    vma_walk: false,
     sched: false,
     reduced_btf: false,
     both: false,
@@ -201,24 +214,97 @@ pub(crate) fn failed_program(msg: &str) -> Option<&str> {
         .then_some(&rest[..end])
 }
 
+/// The verifier's own words for program `prog` in libbpf's warnings: the last line of its log
+/// (`R1 type=untrusted_ptr_ expected=...`), without the statistics after it; `None` when the
+/// verifier did not refuse it (its attach target or a helper is missing, say).
+pub(crate) fn verifier_reason(warnings: &[String], prog: &str) -> Option<String> {
+    let begin = format!("prog '{prog}': -- BEGIN PROG LOAD LOG --");
+    let log = warnings
+        .iter()
+        .find_map(|m| Some(&m[m.find(&begin)? + begin.len()..]))?;
+    let log = log.split("-- END PROG LOAD LOG --").next().unwrap_or(log);
+    let stats = [
+        "processed ",
+        "verification time ",
+        "stack depth ",
+        "mark_precise",
+    ];
+    log.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && !stats.iter().any(|s| l.starts_with(s)))
+        .map(str::to_owned)
+}
+
+/// A program the running kernel refused to load, and why (the verifier's last line, or
+/// libbpf's error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The program's name (`dump_vma`, `dump_task_cmdline`, ...).
+    pub program: String,
+    /// The verifier's last line where it refused the program; otherwise libbpf's error.
+    pub reason: String,
+}
+
+/// The programs loads in this process found the kernel refuses, each once.
+static REFUSALS: Mutex<Vec<Refusal>> = Mutex::new(Vec::new());
+
+/// The programs loads in this process found the running kernel refuses, and why: what `-s`
+/// says about groups that came from /proc (or from another flavour of a program) instead.
+pub fn refusals() -> Vec<Refusal> {
+    REFUSALS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+fn note_refusal(program: &str, reason: String) {
+    let mut r = REFUSALS.lock().unwrap_or_else(|e| e.into_inner());
+    if !r.iter().any(|x| x.program == program) {
+        r.push(Refusal {
+            program: program.to_owned(),
+            reason,
+        });
+    }
+}
+
 thread_local! {
     /// libbpf's warnings during a load on this thread (`Some` while one runs).
     static WARNINGS: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
 }
 
+/// Why a load attempt failed: libbpf's error, the program libbpf named as the one that failed,
+/// and whether the kernel's verifier refused it (rather than an attach target or helper the
+/// kernel lacks).
+struct LoadFailure {
+    error: libbpf_rs::Error,
+    program: Option<String>,
+    refused: bool,
+}
+
 /// Opens and loads the programs of `plan`; with `min_btf`, CO-RE against that reduced kernel
-/// BTF. On failure, also the program libbpf named as the one that failed.
+/// BTF. A program that failed is recorded with its reason ([`refusals`]).
 fn open_skel(
     plan: Plan,
     groups: u64,
     min_btf: Option<&btf_min::MinBtf>,
-) -> Result<TaskdiagSkel<'static>, (libbpf_rs::Error, Option<String>)> {
+) -> Result<TaskdiagSkel<'static>, LoadFailure> {
     WARNINGS.with(|w| *w.borrow_mut() = Some(Vec::new()));
     let r = open_skel_inner(plan, groups, min_btf);
     let warnings = WARNINGS.with(|w| w.borrow_mut().take()).unwrap_or_default();
-    r.map_err(|e| {
-        let failed = warnings.iter().find_map(|m| failed_program(m));
-        (e, failed.map(str::to_owned))
+    r.map_err(|error| {
+        let program = warnings
+            .iter()
+            .find_map(|m| failed_program(m))
+            .map(str::to_owned);
+        let reason = program
+            .as_deref()
+            .and_then(|p| verifier_reason(&warnings, p));
+        if let (Some(p), false) = (&program, is_perm(&error)) {
+            let why = reason.clone().unwrap_or_else(|| error.to_string());
+            note_refusal(p, why);
+        }
+        LoadFailure {
+            error,
+            program,
+            refused: reason.is_some(),
+        }
     })
 }
 
@@ -251,7 +337,12 @@ fn open_skel_inner(
         .dump_task_both
         .set_autoload(plan.both && plan.task == TaskFlavour::Loop);
     open.progs.task_root.set_autoload(plan.maps);
-    open.progs.dump_vma.set_autoload(plan.maps);
+    open.progs
+        .dump_vma
+        .set_autoload(plan.maps && !plan.vma_walk);
+    open.progs
+        .dump_vma_walk
+        .set_autoload(plan.maps && plan.vma_walk);
     // WCHAN's memo is kept by the bpf_loop() flavour only.
     let memo_slots = if plan.task == TaskFlavour::Loop {
         wchan_memo_slots()
@@ -405,13 +496,13 @@ impl TaskIter {
             };
             match open_skel(plan, groups, btf) {
                 Ok(s) => break s,
-                Err((e, _)) if is_perm(&e) => return Err(BpfError::PermissionDenied(e)),
-                Err((e, failed)) => match plan.after_failure(failed.as_deref()) {
+                Err(f) if is_perm(&f.error) => return Err(BpfError::PermissionDenied(f.error)),
+                Err(f) => match plan.after_failure(f.program.as_deref(), f.refused) {
                     Some(next) => plan = next,
                     None => {
                         return Err(BpfError::Load {
-                            program: failed,
-                            source: e,
+                            program: f.program,
+                            source: f.error,
                         })
                     }
                 },
@@ -433,6 +524,7 @@ impl TaskIter {
             plan.maps,
             plan.reduced_btf,
         );
+        it.features.vma_walk = plan.maps && plan.vma_walk;
         if plan.both && plan.task == TaskFlavour::Loop {
             it.features.both = true;
             disable_from_env(&mut it.features);
@@ -459,6 +551,7 @@ impl TaskIter {
                 task,
                 cmdline,
                 maps,
+                vma_walk: false,
                 task_params: true,
                 ringbuf: true,
                 reduced_btf,
@@ -509,7 +602,9 @@ impl TaskIter {
         let (cmdline, maps) = (has(Prog::Cmdline), has(Prog::Vma) && has(Prog::Root));
         let groups = taskdiag_proto::SHOW_SUPPORTED | Group::Base.flag();
         let progs = Programs::Pinned(Box::new(slot));
-        Some(TaskIter::new(progs, groups, task, cmdline, maps, false))
+        let mut it = TaskIter::new(progs, groups, task, cmdline, maps, false);
+        it.features.vma_walk = maps && it.vma_prog_is_walk();
+        Some(it)
     }
 
     /// Programs verified once per boot: pinned ones when a slot is free
@@ -532,6 +627,35 @@ impl TaskIter {
         let mut it = Self::load_for(taskdiag_proto::SHOW_SUPPORTED)?;
         it.progs.pin();
         Ok(it)
+    }
+
+    /// Whether the map walk loaded (here or by the process that pinned it) is `dump_vma_walk`:
+    /// the kernel's own name for the program.
+    fn vma_prog_is_walk(&self) -> bool {
+        let Some(fd) = self
+            .progs
+            .prog(pin::prog_name(Prog::Vma, self.features.task))
+        else {
+            return false;
+        };
+        let mut info = libbpf_sys::bpf_prog_info::default();
+        let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+        // SAFETY: `info` is a bpf_prog_info of `len` bytes, which the kernel fills (up to the
+        // size it knows); `fd` is a loaded program's descriptor.
+        let r = unsafe {
+            libbpf_sys::bpf_prog_get_info_by_fd(
+                std::os::fd::AsRawFd::as_raw_fd(&fd),
+                &mut info,
+                &mut len,
+            )
+        };
+        let name: Vec<u8> = info
+            .name
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        r == 0 && name == b"dump_vma_walk"
     }
 
     /// Where the programs in use are pinned, if they are (shared with other processes).
@@ -659,6 +783,28 @@ mod tests {
     }
 
     #[test]
+    fn the_verifiers_last_line_is_the_reason() {
+        let log = "libbpf: prog 'dump_vma': -- BEGIN PROG LOAD LOG --\n\
+                   0: R1=ctx() R10=fp0\n\
+                   552: (85) call bpf_d_path#147\n\
+                   R1 type=untrusted_ptr_ expected=ptr_, trusted_ptr_, rcu_ptr_\n\
+                   processed 1719 insns (limit 1000000) max_states_per_insn 4\n\
+                   -- END PROG LOAD LOG --\n";
+        let w = vec![
+            "libbpf: prog 'dump_vma': BPF program load failed: -EACCES\n".to_string(),
+            log.to_string(),
+            "libbpf: prog 'dump_vma': failed to load: -EACCES\n".to_string(),
+        ];
+        assert_eq!(
+            verifier_reason(&w, "dump_vma").as_deref(),
+            Some("R1 type=untrusted_ptr_ expected=ptr_, trusted_ptr_, rcu_ptr_")
+        );
+        // Another program's log, or none (a missing attach target): no reason.
+        assert_eq!(verifier_reason(&w, "task_root"), None);
+        assert_eq!(verifier_reason(&w[2..], "dump_vma"), None);
+    }
+
+    #[test]
     fn a_rejected_program_costs_only_its_own_groups() {
         let all = Plan::for_groups(taskdiag_proto::SHOW_SUPPORTED, true);
         assert_eq!(
@@ -667,6 +813,7 @@ mod tests {
                 task: TaskFlavour::Loop,
                 cmdline: true,
                 maps: true,
+                vma_walk: false,
                 sched: true,
                 reduced_btf: true,
                 both: false,
@@ -674,10 +821,10 @@ mod tests {
         );
         // The one-walk program, asked for, is dropped alone.
         let both = Plan { both: true, ..all };
-        assert_eq!(both.after_failure(Some("dump_task_both")), Some(all));
+        assert_eq!(both.after_failure(Some("dump_task_both"), true), Some(all));
         // Each program named drops that program (the modern task program: its bounded
         // flavour instead), and nothing else.
-        let bounded = all.after_failure(Some("dump_task")).unwrap();
+        let bounded = all.after_failure(Some("dump_task"), true).unwrap();
         assert_eq!(
             bounded,
             Plan {
@@ -685,7 +832,9 @@ mod tests {
                 ..all
             }
         );
-        let no_cmdline = bounded.after_failure(Some("dump_task_cmdline")).unwrap();
+        let no_cmdline = bounded
+            .after_failure(Some("dump_task_cmdline"), true)
+            .unwrap();
         assert_eq!(
             no_cmdline,
             Plan {
@@ -693,14 +842,44 @@ mod tests {
                 ..bounded
             }
         );
-        for p in ["dump_vma", "task_root"] {
+        // The map walk refused with bpf_d_path(): the walk that names files with probe reads;
+        // that one refused too, or task_root: no map walk.
+        let walk = all.after_failure(Some("dump_vma"), true).unwrap();
+        assert_eq!(
+            walk,
+            Plan {
+                vma_walk: true,
+                ..all
+            }
+        );
+        for (plan, p) in [
+            (walk, "dump_vma_walk"),
+            (walk, "task_root"),
+            (all, "task_root"),
+        ] {
             assert_eq!(
-                all.after_failure(Some(p)),
-                Some(Plan { maps: false, ..all })
+                plan.after_failure(Some(p), true),
+                Some(Plan {
+                    maps: false,
+                    ..plan
+                })
             );
         }
+        // What this process found refused is not asked for again.
+        let mut rejected = Plan {
+            task: TaskFlavour::Loop,
+            cmdline: false,
+            maps: false,
+            vma_walk: false,
+            sched: false,
+            reduced_btf: false,
+            both: false,
+        };
+        walk.note_rejected(all, &mut rejected);
+        assert!(rejected.vma_walk && !rejected.maps);
+        assert_eq!(all.without(&rejected), walk);
         assert_eq!(
-            all.after_failure(Some("sched_text_bounds")),
+            all.after_failure(Some("sched_text_bounds"), true),
             Some(Plan {
                 sched: false,
                 ..all
@@ -708,7 +887,7 @@ mod tests {
         );
         // A failure no program is to blame for (or a program named twice): once more without
         // the reduced BTF, then nothing is left to try.
-        let full = no_cmdline.after_failure(None).unwrap();
+        let full = no_cmdline.after_failure(None, false).unwrap();
         assert_eq!(
             full,
             Plan {
@@ -716,9 +895,9 @@ mod tests {
                 ..no_cmdline
             }
         );
-        assert_eq!(full.after_failure(None), None);
-        assert_eq!(full.after_failure(Some("dump_task_cmdline")), None);
-        assert_eq!(full.after_failure(Some("dump_task_bounded")), None);
+        assert_eq!(full.after_failure(None, false), None);
+        assert_eq!(full.after_failure(Some("dump_task_cmdline"), true), None);
+        assert_eq!(full.after_failure(Some("dump_task_bounded"), true), None);
         // The 5.10 sequence for every group: five attempts, ending with the bounded task
         // program alone.
         let mut p = all;
@@ -728,7 +907,8 @@ mod tests {
             "dump_task_cmdline",
             "dump_vma",
         ] {
-            p = p.after_failure(Some(failed)).unwrap();
+            // iter/task_vma is missing (the kernel names no verifier log): no second walk.
+            p = p.after_failure(Some(failed), false).unwrap();
         }
         assert_eq!(
             p,
@@ -736,6 +916,7 @@ mod tests {
                 task: TaskFlavour::Bounded,
                 cmdline: false,
                 maps: false,
+                vma_walk: false,
                 sched: false,
                 reduced_btf: true,
                 both: false,
@@ -755,6 +936,7 @@ mod tests {
             task: TaskFlavour::Loop,
             cmdline: false,
             maps: false,
+            vma_walk: false,
             sched: false,
             reduced_btf: false,
             both: false,

@@ -87,9 +87,10 @@ fn cpu_list_len(list: &str) -> Option<u32> {
 }
 
 /// Kernel features the environment asks to treat as missing: `TASKDIAG_BPF_DISABLE`, a comma
-/// list of "cmdline", "maps", "task_params", "ringbuf", "both" (ALL_WITH_THREADS in two walks)
-/// and "loop" (the task program's bounded flavour, see [`env_disables_loop`]). Lets tests run
-/// the paths of older kernels on this one.
+/// list of "cmdline", "maps", "task_params", "ringbuf", "both" (ALL_WITH_THREADS in two walks),
+/// "loop" (the task program's bounded flavour, see [`env_disables_loop`]) and "d_path" (the
+/// map walk that names files with probe reads, see [`env_disables_d_path`]). Lets tests run
+/// the paths of other kernels on this one.
 pub(crate) fn disable_from_env(features: &mut Features) {
     let Ok(off) = std::env::var("TASKDIAG_BPF_DISABLE") else {
         return;
@@ -101,6 +102,12 @@ pub(crate) fn disable_from_env(features: &mut Features) {
 /// as on a kernel without bpf_loop().
 pub(crate) fn env_disables_loop() -> bool {
     std::env::var("TASKDIAG_BPF_DISABLE").is_ok_and(|l| names(&l).any(|f| f == "loop"))
+}
+
+/// Whether `TASKDIAG_BPF_DISABLE` names "d_path": load `dump_vma_walk`, as on a kernel whose
+/// verifier refuses `dump_vma`'s bpf_d_path() of a mapping's file.
+pub(crate) fn env_disables_d_path() -> bool {
+    std::env::var("TASKDIAG_BPF_DISABLE").is_ok_and(|l| names(&l).any(|f| f == "d_path"))
 }
 
 fn names(list: &str) -> impl Iterator<Item = &str> {
@@ -166,6 +173,7 @@ mod tests {
         let all = Features {
             task: crate::TaskFlavour::Loop,
             maps: true,
+            vma_walk: false,
             cmdline: true,
             task_params: true,
             ringbuf: true,

@@ -100,7 +100,16 @@ fn skel_prog<'a>(skel: &'a TaskdiagSkel<'static>, name: &str) -> Option<Borrowed
         "dump_task_bounded" => p.dump_task_bounded.as_libbpf_object(),
         "dump_task_cmdline" => p.dump_task_cmdline.as_libbpf_object(),
         "dump_task_both" => p.dump_task_both.as_libbpf_object(),
-        "dump_vma" => p.dump_vma.as_libbpf_object(),
+        // The map walk, in whichever flavour loaded (pinned under one name).
+        "dump_vma" => {
+            let walk = p.dump_vma_walk.as_libbpf_object();
+            // SAFETY: `walk` is a program of the skeleton, alive as long as the borrow.
+            if unsafe { libbpf_sys::bpf_program__fd(walk.as_ptr()) } >= 0 {
+                walk
+            } else {
+                p.dump_vma.as_libbpf_object()
+            }
+        }
         "task_root" => p.task_root.as_libbpf_object(),
         _ => return None,
     };

@@ -66,6 +66,28 @@ fn every_program_loads_where_the_kernel_supports_it() {
     // iter/task_vma, and bpf_d_path() in iterators: 5.12.
     assert_eq!(f.maps, kernel_at_least(5, 12), "{f:?}");
     assert_eq!(it.has_vma(), f.maps);
+    // dump_vma names files with bpf_d_path(); only where the verifier refuses it that way (a
+    // mapping's file an untrusted pointer to it: docs/KERNELS.md) may the walk that names them
+    // by probe reads stand in. Any other refusal is a program that stopped loading, and fails
+    // here with the verifier's words.
+    let refused = taskdiag_bpf::refusals();
+    if f.vma_walk {
+        let why = refused.iter().find(|r| r.program == "dump_vma");
+        assert!(
+            why.is_some_and(|r| r.reason.contains("untrusted_ptr_")),
+            "dump_vma refused for another reason than its file pointer: {refused:?}"
+        );
+        eprintln!("dump_vma refused here, dump_vma_walk loaded: {why:?}");
+    }
+    // From 5.19 every program loads (before, the ones newer helpers need are refused, above).
+    if kernel_at_least(5, 19) {
+        assert!(
+            refused
+                .iter()
+                .all(|r| f.vma_walk && r.program == "dump_vma"),
+            "programs this kernel refuses: {refused:?}"
+        );
+    }
     // Task iterator link parameters (a walk for one task shows that task alone): 6.1.
     assert_eq!(f.task_params, kernel_at_least(6, 1), "{f:?}");
     assert!(f.ringbuf, "{f:?}");

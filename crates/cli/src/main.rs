@@ -412,8 +412,19 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
             .pinned_at()
             .map(|p| format!("; programs shared, pinned at {}", p.display()))
             .unwrap_or_default();
+        // A program this kernel refuses: which, and the verifier's own words.
+        let refused = dumper
+            .bpf_refused()
+            .iter()
+            .map(|r| format!("; refused by this kernel: {r}"))
+            .collect::<String>()
+            + if dumper.maps_by_probe_reads() && show & taskdiag::proto::SHOW_MAPS != 0 {
+                "; map files named by probe reads (dump_vma_walk)"
+            } else {
+                ""
+            };
         eprintln!(
-            "taskdiag: {n} tasks via {} in {:.3} ms (backend setup {:.3} ms){}{}{declined}{pinned}",
+            "taskdiag: {n} tasks via {} in {:.3} ms (backend setup {:.3} ms){}{}{declined}{refused}{pinned}",
             via.name(),
             took.as_secs_f64() * 1e3,
             t_open.as_secs_f64() * 1e3,

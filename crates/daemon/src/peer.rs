@@ -230,8 +230,9 @@ impl Peer {
     }
 
     /// The peer's view: `me` is the task record of the peer from the daemon's iterator
-    /// (`Dumper::identify`), `root` its root directory when not the daemon's
-    /// (`Dumper::root_of`), `own` the daemon's own namespaces.
+    /// (`Dumper::identify`), `root` its root directory as the daemon's paths name it (`/` for
+    /// the daemon's own; `None` where the programs cannot tell: `Dumper::root_of`), `own` the
+    /// daemon's own namespaces.
     pub fn viewer(
         &self,
         me: &Task,
@@ -311,7 +312,8 @@ impl Peer {
                 level: u32::from(access.pidns_level),
             }),
             proc_mount,
-            root,
+            root: root.clone().filter(|r| r != b"/"),
+            root_unknown: root.is_none(),
             uid_map,
             gid_map,
             foreign_cgroupns: Some(cgroupns_of(me)).filter(|&c| c != own.cgroupns),

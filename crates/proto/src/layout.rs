@@ -324,7 +324,8 @@ wire_structs! {
         /// Start time (ns since boot) of the thread group's leader: with the thread-group id,
         /// names one process for its whole life (a reused pid has another).
         tg_start_ns: u64,
-        /// [`crate::ACCESS_F_EXEC`], [`crate::ACCESS_F_MM_CHANGED`], [`crate::ACCESS_F_CHANGED`].
+        /// [`crate::ACCESS_F_EXEC`], [`crate::ACCESS_F_MM_CHANGED`], [`crate::ACCESS_F_CHANGED`],
+        /// [`crate::ACCESS_F_NAME_MISSING`].
         flags: u32,
         /// Zero.
         reserved: u32,

@@ -87,6 +87,12 @@ pub const ACCESS_F_MM_CHANGED: u32 = 2;
 /// were read in a state the record does not describe: a server decides nothing on it.
 pub const ACCESS_F_CHANGED: u32 = 4;
 
+/// [`AccessRec`] flag, in the record a memory-map walk takes: the walk could not write the name
+/// of one of the task's file mappings (a name the file system makes up, a path longer or deeper
+/// than the walk covers, a rename meanwhile), so the listing is not /proc's: a reader takes the
+/// task's maps from /proc (a server's client, from its own).
+pub const ACCESS_F_NAME_MISSING: u32 = 8;
+
 /// Attribute type of a DONE message's optional text: why a request failed, in UTF-8 (netlink's
 /// extended ack, NLMSGERR_ATTR_MSG). Follows the [`Done`] payload.
 pub const ATTR_MESSAGE: u16 = 66;
@@ -487,6 +493,7 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_ACCESS_F_EXEC", ACCESS_F_EXEC as i64),
     ("TD_ACCESS_F_MM_CHANGED", ACCESS_F_MM_CHANGED as i64),
     ("TD_ACCESS_F_CHANGED", ACCESS_F_CHANGED as i64),
+    ("TD_ACCESS_F_NAME_MISSING", ACCESS_F_NAME_MISSING as i64),
     ("TD_GROUP_BASE", Group::Base as i64),
     ("TD_GROUP_CRED", Group::Cred as i64),
     ("TD_GROUP_VMA", Group::Vma as i64),

@@ -343,6 +343,20 @@ fn complete(
                     task.vmas = Some(Vec::new());
                     task.vma_access = Some(a);
                 }
+                // A name the walk could not write: the client reads the maps (and their
+                // counters) from its own /proc (CallerGroups), with its own rights.
+                (Some(_), Some((maps, _))) if maps.names_missing() => {
+                    let stat = groups.contains(&Group::VmaStat);
+                    groups.retain(|&g| g != Group::VmaStat);
+                    for g in [Group::Vma, Group::VmaStat] {
+                        if g == Group::Vma || stat {
+                            task.errors.push(GroupError {
+                                group: g as u16,
+                                errno: libc::EOPNOTSUPP,
+                            });
+                        }
+                    }
+                }
                 (Some(a), Some((maps, v))) if maps.same_image(&a) => {
                     task.vmas = Some(v);
                     task.vma_access = Some(maps.access);
@@ -512,11 +526,17 @@ impl CallerGroups<'_> {
 }
 
 /// Whether a GROUP_ERROR of `group` with `errno` is the daemon's deferral of a group to the
-/// caller's own /proc ([`SHOW_SERVER_DEFERS`]).
+/// caller's own /proc ([`CALLER_COMPLETES`]).
 fn deferred(group: u16, errno: i32) -> bool {
     errno == libc::EOPNOTSUPP
-        && Group::from_u16(group).is_some_and(|g| SHOW_SERVER_DEFERS & g.flag() != 0)
+        && Group::from_u16(group).is_some_and(|g| CALLER_COMPLETES & g.flag() != 0)
 }
+
+/// The groups a daemon may leave to its client's own /proc, task by task: those it never reads
+/// for another caller ([`SHOW_SERVER_DEFERS`]), and the memory maps of a process its map walk
+/// could not name (VMA, with VMA_STAT's counters).
+pub(crate) const CALLER_COMPLETES: u64 =
+    SHOW_SERVER_DEFERS | Group::Vma.flag() | Group::VmaStat.flag();
 
 /// Nanoseconds per clock tick, the resolution of /proc's start times.
 fn ns_per_tick() -> u64 {

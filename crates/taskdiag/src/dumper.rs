@@ -18,7 +18,7 @@ use taskdiag_proto::{
 
 use crate::calibrate;
 use crate::client::{self, DaemonClient};
-use crate::complete::{bpf_tasks, CallerGroups, Naming, ProcSource, SHOW_SERVER_DEFERS};
+use crate::complete::{bpf_tasks, CallerGroups, Naming, ProcSource, CALLER_COMPLETES};
 use crate::filter::ViewFilter;
 use crate::view::Viewer;
 use crate::{vma_walk, BackendKind, Error};
@@ -247,6 +247,23 @@ impl Dumper {
         self.bpf_unavailable.as_deref()
     }
 
+    /// The BPF programs this process found the running kernel refuses, each as "NAME: the
+    /// verifier's last line" (their groups then came from /proc, or from another flavour of
+    /// the program: `dump_vma_walk` for a refused `dump_vma`). Loads of pinned programs are
+    /// another process's: empty then.
+    pub fn bpf_refused(&self) -> Vec<String> {
+        taskdiag_bpf::refusals()
+            .into_iter()
+            .map(|r| format!("{}: {}", r.program, r.reason))
+            .collect()
+    }
+
+    /// Whether the BPF map walk in use names files with probe reads (`dump_vma_walk`: the
+    /// kernel's verifier refused bpf_d_path() of a mapping's file) rather than bpf_d_path().
+    pub fn maps_by_probe_reads(&self) -> bool {
+        matches!(&self.backend, Backend::Bpf(it) if it.features().maps && it.features().vma_walk)
+    }
+
     /// Where the BPF programs in use are pinned, if they are shared with other processes.
     pub fn pinned_at(&self) -> Option<&Path> {
         match &self.backend {
@@ -287,7 +304,7 @@ impl Dumper {
         self.daemon_declined = None;
         if let Backend::Daemon(c) = &mut self.backend {
             // The groups the daemon could not read for us come from our own /proc, task by task.
-            let own = req.all_groups() & SHOW_SERVER_DEFERS != 0;
+            let own = req.all_groups() & CALLER_COMPLETES != 0;
             let reader = own.then(|| ProcReader::open().ok()).flatten();
             let (mut caller, sent) = CallerGroups::new(&req, reader.as_ref());
             let sent = if own { sent } else { req };
@@ -497,10 +514,11 @@ impl Dumper {
         }
     }
 
-    /// The root directory of task `pid` (in our pid namespace) as our paths name it, when it
-    /// is not ours: the prefix that file names in memory maps carry for us and not for that
-    /// task's /proc (a task in a chroot). `None` for our own root, or when the BPF backend
-    /// cannot tell (without the memory-map program). Needs the BPF backend.
+    /// The root directory of task `pid` (in our pid namespace) as our paths name it: `/` for
+    /// our own, else the prefix that file names in memory maps and paths carry for us and not
+    /// for that task's /proc (a task in a chroot). `None` when the BPF backend cannot tell
+    /// (its programs lack `task_root`): never taken for our own root, which would show a
+    /// chrooted client the host's paths. Needs the BPF backend.
     pub fn root_of(&mut self, pid: u32) -> Result<Option<Vec<u8>>, Error> {
         let Backend::Bpf(it) = &mut self.backend else {
             return Err(Error::Unsupported(
@@ -508,8 +526,7 @@ impl Dumper {
             ));
         };
         match it.root_of(pid) {
-            Ok(Some(r)) if r != b"/" => Ok(Some(r)),
-            Ok(_) => Ok(None),
+            Ok(r) => Ok(r),
             Err(BpfError::NoSuchTask { pid }) => Err(Error::NoSuchTask { pid }),
             Err(e) => Err(Error::Bpf(e)),
         }

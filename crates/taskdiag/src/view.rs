@@ -235,6 +235,10 @@ pub struct Viewer {
     /// server's (a caller in a chroot): file names in memory maps under it are shown relative
     /// to it, as the caller's /proc/PID/maps shows them (d_path() from the reader's root).
     pub root: Option<Vec<u8>>,
+    /// The server could not find the caller's root directory (its programs lack `task_root`):
+    /// paths and map names cannot be put in the caller's terms, so the caller reads PATHS and
+    /// VMA from its own /proc (a GROUP_ERROR with EOPNOTSUPP).
+    pub root_unknown: bool,
     /// The caller's uid map (`None`: identity).
     pub uid_map: Option<IdMap>,
     /// The caller's gid map (`None`: identity).
@@ -494,6 +498,14 @@ impl Viewer {
             if !(admin && attach) {
                 t.kstack = None;
                 group_error(t, taskdiag_proto::Group::Kstack, libc::EACCES);
+            }
+        }
+        if self.root_unknown {
+            if t.paths.take().is_some() {
+                group_error(t, taskdiag_proto::Group::Paths, libc::EOPNOTSUPP);
+            }
+            if t.vmas.take().is_some() {
+                group_error(t, taskdiag_proto::Group::Vma, libc::EOPNOTSUPP);
             }
         }
         if let (Some(root), Some(vmas)) = (&self.root, &mut t.vmas) {

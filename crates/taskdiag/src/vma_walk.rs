@@ -20,7 +20,7 @@ use taskdiag_proto::msg::{DecodeError, Messages};
 use taskdiag_proto::task::Vma;
 use taskdiag_proto::{
     vma_flags, AccessRec, Request, Strategy, VmaRec, ACCESS_F_EXEC, ACCESS_F_MM_CHANGED,
-    MSG_VMA_PIECE, VMA_NAME_REF,
+    ACCESS_F_NAME_MISSING, MSG_VMA_PIECE, VMA_NAME_REF,
 };
 
 use crate::Error;
@@ -63,9 +63,15 @@ impl Maps {
     }
 
     /// Whether the maps were read from one address space with no exec under way (what a caller
-    /// that reads them for itself needs: they are one image's).
+    /// that reads them for itself needs: they are one image's), every name written.
     pub fn consistent(&self) -> bool {
-        self.access.flags & ACCESS_F_MM_CHANGED == 0
+        self.access.flags & (ACCESS_F_MM_CHANGED | ACCESS_F_NAME_MISSING) == 0
+    }
+
+    /// Whether the walk could not write a mapping's name ([`ACCESS_F_NAME_MISSING`]): /proc
+    /// gives this process's maps (a server's client reads them from its own).
+    pub fn names_missing(&self) -> bool {
+        self.access.flags & ACCESS_F_NAME_MISSING != 0
     }
 }
 

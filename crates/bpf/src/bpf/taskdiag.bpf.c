@@ -3705,8 +3705,51 @@ static __always_inline __u32 vma_anon_name(struct vm_area_struct *vma, struct an
 	return n;
 }
 
-SEC("iter/task_vma")
-int dump_vma(struct bpf_iter__task_vma *ctx)
+/*
+ * A file mapping's name written without bpf_d_path(), for dump_vma_walk: d_path() of
+ * (@dentry_n, @mnt_n) for the reader by path_text()'s probe reads, " (deleted)" included, at
+ * @name_off of vma_pend's buffer. Returns its length, or -1 where the walk cannot write it (a
+ * name the file system makes up: memfd, SysV shm, anonymous inodes; deeper than TD_ROOT_DEPTH
+ * components, longer than TD_VMA_NAME_MAX, renamed meanwhile): the caller then flags the
+ * listing for /proc. The file is pinned by the address space's lock the iterator holds, so the
+ * walk reads live dentries. Global: verified once.
+ */
+__noinline int vma_name_walk(__u64 dentry_n, __u64 mnt_n, __u32 name_off)
+{
+	struct pw_ctx c = {};
+	struct vma_pend *p;
+	struct scratch *sc;
+	__u32 zero = 0, len;
+	int n;
+
+	p = bpf_map_lookup_elem(&vma_pend, &zero);
+	sc = bpf_map_lookup_elem(&vma_scratch, &zero);
+	if (!p || !sc || name_off > TD_VMA_PEND + sizeof(struct td_vma) || !reader_root(&sc->pw_root))
+		return -1;
+	c.sc = sc;
+	sc->rw.at = 0;
+	n = path_text(&c, dentry_n, mnt_n, false);
+	if (n < 0)
+		return -1;
+	n += pw_deleted(sc, dentry_n);
+	if (n <= 0 || n >= TD_VMA_NAME_MAX)
+		return -1;
+	len = n;
+	barrier_var(len);
+	/* The masks for the verifier (clang would drop them where it knows the bounds). */
+	barrier_var(name_off);
+	bpf_probe_read_kernel(p->buf + (name_off & (2 * TD_VMA_PEND - 1)), len & (TD_VMA_NAME_MAX - 1),
+			      sc->buf);
+	return n;
+}
+
+/*
+ * One mapping (the body of both map-walk programs). @walk (dump_vma_walk): file names by
+ * vma_name_walk() instead of bpf_d_path(), for kernels whose verifier does not let this
+ * program hand vma->vm_file to bpf_d_path() (see docs/KERNELS.md); a constant, so that each
+ * program holds only its own way.
+ */
+static __always_inline int vma_entry(struct bpf_iter__task_vma *ctx, const bool walk)
 {
 	struct vm_area_struct *vma = ctx->vma;
 	struct task_struct *task = ctx->task, *cur, *t = 0;
@@ -3834,12 +3877,24 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 				r->name_ref = TD_VMA_NAME_REF;
 				p->last_key = key;
 			} else {
-				n = bpf_d_path(&file->f_path, (char *)name, TD_VMA_NAME_MAX);
+				if (walk) {
+					n = vma_name_walk(key, (__u64)BPF_CORE_READ(file, f_path.mnt),
+							  off + sizeof(*r));
+					/* bpf_d_path()'s count has the NUL. */
+					n = n > 0 ? n + 1 : n;
+				} else {
+					n = bpf_d_path(&file->f_path, (char *)name, TD_VMA_NAME_MAX);
+				}
 				name_len = n > 0 ? n - 1 : 0;
 				if (n > 0) {
 					p->name_key[slot] = key;
 					p->name_gen[slot] = cfg_vma_gen;
 					p->last_key = key;
+				} else {
+					/* No name: this listing is not /proc's; /proc gives it. */
+					struct td_access *a = (void *)(p->buf + sizeof(struct td_msg));
+
+					a->flags |= TD_ACCESS_F_NAME_MISSING;
 				}
 			}
 		}
@@ -3855,6 +3910,18 @@ int dump_vma(struct bpf_iter__task_vma *ctx)
 	r->vma_len = (sizeof(*r) + name_len + 3) & ~3u;
 	p->len = off + r->vma_len;
 	return 0;
+}
+
+SEC("iter/task_vma")
+int dump_vma(struct bpf_iter__task_vma *ctx)
+{
+	return vma_entry(ctx, false);
+}
+
+SEC("iter/task_vma")
+int dump_vma_walk(struct bpf_iter__task_vma *ctx)
+{
+	return vma_entry(ctx, true);
 }
 
 /*

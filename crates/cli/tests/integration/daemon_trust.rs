@@ -135,9 +135,15 @@ impl Server {
     /// The real taskdiagd (beside the CLI in the same target directory), started as root with
     /// `extra` options, once it says it is ready (sd_notify: privileges dropped).
     pub(super) fn daemon(extra: &[&str]) -> Server {
+        Server::daemon_with_env(extra, &[])
+    }
+
+    /// [`Server::daemon`] with `env` set for it (test hooks such as TASKDIAG_BPF_DISABLE).
+    pub(super) fn daemon_with_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
         let dir = TempDir::new("trust-daemon");
         let socket = dir.join("taskdiag.sock");
         let mut c = Command::new(workspace_bin("taskdiagd"));
+        c.envs(env.iter().copied());
         c.arg("--foreground")
             .arg("--socket")
             .arg(&socket)

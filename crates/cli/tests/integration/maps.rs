@@ -633,6 +633,78 @@ fn maps_x_as_an_unprivileged_user_is_pmap_x() {
     );
 }
 
+/// The map walk that names files with probe reads (`dump_vma_walk`, which a kernel whose
+/// verifier refuses `dump_vma`'s bpf_d_path() loads; TASKDIAG_BPF_DISABLE=d_path here) gives
+/// /proc/PID/maps byte for byte: for a process whose files it names, and for the fixture, whose
+/// memfd and SysV names it leaves to /proc; as root through BPF, and as a user through a
+/// taskdiagd loaded that way (which leaves such a process's maps to the user's own /proc).
+#[test]
+fn maps_named_by_probe_reads_are_byte_identical_to_proc() {
+    if !taskdiag_test_support::bins::bpf_map_walk() {
+        eprintln!("no BPF map walk on this kernel: nothing to check");
+        return;
+    }
+    const WALK: (&str, &str) = ("TASKDIAG_BPF_DISABLE", "d_path");
+    let f = Fixture::start(&[]);
+    let plain = Spawned::spawn(Command::new("sleep").arg("1000"));
+    wait_exec(plain.pid(), "sleep");
+    let daemon = Server::daemon_with_env(&[], &[WALK]);
+    let (uf, uplain) = (Fixture::start_by(as_test_user, &[]), {
+        let s = Spawned::spawn(as_test_user("sleep").arg("1000"));
+        wait_exec(s.pid(), "sleep");
+        s
+    });
+    let mut runs: Vec<(u32, Command)> = Vec::new();
+    for pid in [f.proc.pid(), plain.pid()] {
+        let mut c = Command::new(BIN);
+        c.env(WALK.0, WALK.1)
+            .args(["maps", &pid.to_string(), "-b", "bpf"]);
+        runs.push((pid, c));
+    }
+    for pid in [uf.proc.pid(), uplain.pid()] {
+        let mut c = as_test_user(BIN);
+        c.args([
+            "maps",
+            &pid.to_string(),
+            "-b",
+            "daemon",
+            "--socket",
+            daemon.path(),
+        ]);
+        runs.push((pid, c));
+    }
+    for (pid, c) in runs {
+        let what = format!("{c:?}");
+        let got = stdout_of(c, &what);
+        let want = std::fs::read(format!("/proc/{pid}/maps")).expect("maps");
+        assert!(
+            got == want,
+            "{what}: differs from /proc/{pid}/maps\n{}",
+            String::from_utf8_lossy(&got)
+        );
+    }
+    // The walk loaded, and `-s` names it.
+    let o = Command::new(BIN)
+        .env(WALK.0, WALK.1)
+        .args([
+            "dump",
+            "--pid",
+            &plain.pid().to_string(),
+            "-g",
+            "vma",
+            "-b",
+            "bpf",
+            "-s",
+        ])
+        .output()
+        .expect("dump -s");
+    assert!(
+        o.status.success() && stderr(&o).contains("files named by probe reads"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// -q and -p belong to -x (pmap's options for its extended format): alone they are usage
 /// errors, not silently ignored.
 #[test]

@@ -166,7 +166,18 @@ fn warm(d: &Daemon, user: &str, req: &Request, conns: usize, dur: Duration) -> u
     let (s, _) = Script::start(user, &on("greedy", d, req, &[&conns.to_string()]));
     std::thread::sleep(dur);
     let counts = s.finish();
-    assert!(counts.contains("answers="), "warm-up: {counts}");
+    // The huge answers are memory maps: a daemon without a map walk declines them (every
+    // answer an error), and this test cannot make its load.
+    assert!(
+        counts.contains("answers="),
+        "warm-up: {counts}{}",
+        if counts.contains("errors=") {
+            " (the daemon served none of the memory maps this load is made of: does the map \
+             walk load here? `taskdiag dump -g vma -b bpf -s` says why not)"
+        } else {
+            ""
+        }
+    );
     d.status_kb("VmHWM")
 }
 

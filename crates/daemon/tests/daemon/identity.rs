@@ -563,11 +563,24 @@ fn maps_of_a_client_in_a_chroot_name_files_from_its_root() {
 
 /// PATHS for a client in a chroot: as readlink of /proc/PID/{exe,cwd,root} shows them there, for
 /// a process chrooted with it (paths below its root, relative to it) and one outside (paths the
-/// reader's root does not contain, which the kernel prints from the real root).
+/// reader's root does not contain, which the kernel prints from the real root). Also from a
+/// daemon whose programs cannot find the client's root (no `task_root`, as where the kernel
+/// refuses the map walk): the client then reads PATHS from its own /proc, never the daemon's
+/// paths as if its root were the daemon's.
 #[test]
 fn paths_of_a_client_in_a_chroot_are_as_its_proc_shows_them() {
-    let d = Daemon::start(&[]);
-    let c = Chroot::new(&d);
+    for disable in [None, Some("maps")] {
+        let d = Daemon::start_with(&[], |c| {
+            if let Some(off) = disable {
+                c.env("TASKDIAG_BPF_DISABLE", off);
+            }
+        });
+        chroot_paths_agree(&d);
+    }
+}
+
+fn chroot_paths_agree(d: &Daemon) {
+    let c = Chroot::new(d);
     let (o, r, sp, cli, socket) = (&c.o, &c.r, &c.sp, &c.cli, &c.socket);
     let run = c.run(&format!(
         "chroot {r} {sp} sleep 60 & S=$!\n\

@@ -629,15 +629,9 @@ impl TaskIter {
         Ok(it)
     }
 
-    /// Whether the map walk loaded (here or by the process that pinned it) is `dump_vma_walk`:
-    /// the kernel's own name for the program.
-    fn vma_prog_is_walk(&self) -> bool {
-        let Some(fd) = self
-            .progs
-            .prog(pin::prog_name(Prog::Vma, self.features.task))
-        else {
-            return false;
-        };
+    /// The kernel's record of loaded program `p` (`None` if it is not loaded).
+    fn prog_info(&self, p: Prog) -> Option<libbpf_sys::bpf_prog_info> {
+        let fd = self.progs.prog(pin::prog_name(p, self.features.task))?;
         let mut info = libbpf_sys::bpf_prog_info::default();
         let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
         // SAFETY: `info` is a bpf_prog_info of `len` bytes, which the kernel fills (up to the
@@ -649,13 +643,21 @@ impl TaskIter {
                 &mut len,
             )
         };
-        let name: Vec<u8> = info
-            .name
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
-        r == 0 && name == b"dump_vma_walk"
+        (r == 0).then_some(info)
+    }
+
+    /// Whether the map walk loaded (here or by the process that pinned it) is `dump_vma_walk`:
+    /// the kernel's own name for the program.
+    fn vma_prog_is_walk(&self) -> bool {
+        self.prog_info(Prog::Vma).is_some_and(|info| {
+            let name: Vec<u8> = info
+                .name
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8)
+                .collect();
+            name == b"dump_vma_walk"
+        })
     }
 
     /// Where the programs in use are pinned, if they are (shared with other processes).
@@ -667,21 +669,9 @@ impl TaskIter {
     /// (`bpf_prog_info.verified_insns`, Linux 5.16+; `None` before): its load cost, in a unit
     /// that does not depend on the machine's speed.
     pub fn task_verified_insns(&self) -> Option<u32> {
-        let fd = self
-            .progs
-            .prog(pin::prog_name(Prog::Task, self.features.task))?;
-        let mut info = libbpf_sys::bpf_prog_info::default();
-        let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
-        // SAFETY: `info` is a bpf_prog_info of `len` bytes, which the kernel fills (up to the
-        // size it knows); `fd` is a loaded program's descriptor.
-        let r = unsafe {
-            libbpf_sys::bpf_prog_get_info_by_fd(
-                std::os::fd::AsRawFd::as_raw_fd(&fd),
-                &mut info,
-                &mut len,
-            )
-        };
-        (r == 0 && info.verified_insns > 0).then_some(info.verified_insns)
+        self.prog_info(Prog::Task)
+            .map(|info| info.verified_insns)
+            .filter(|&n| n > 0)
     }
 
     /// Attaches the task program (with CMDLINE or without) for `filter`.

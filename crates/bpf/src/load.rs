@@ -191,7 +191,10 @@ impl Plan {
 /// What loads in this process found the kernel rejects (`true`: rejected; `task` Bounded: the
 /// modern task program was), so that the next load (taskdiagd loads one instance per worker)
 /// asks only for what loads.
-static REJECTED: Mutex<Plan> = Mutex::new(Plan {
+static REJECTED: Mutex<Plan> = Mutex::new(NOTHING_REJECTED);
+
+/// [`REJECTED`] before any load: nothing.
+const NOTHING_REJECTED: Plan = Plan {
     task: TaskFlavour::Loop,
     cmdline: false,
     maps: false,
@@ -199,7 +202,7 @@ static REJECTED: Mutex<Plan> = Mutex::new(Plan {
     sched: false,
     reduced_btf: false,
     both: false,
-});
+};
 
 /// The groups whose wait channel needs the scheduler's text sections (`sched_text_bounds`):
 /// written by the bpf_loop() flavour only, and from /proc where the sections were not found.
@@ -856,15 +859,7 @@ mod tests {
             );
         }
         // What this process found refused is not asked for again.
-        let mut rejected = Plan {
-            task: TaskFlavour::Loop,
-            cmdline: false,
-            maps: false,
-            vma_walk: false,
-            sched: false,
-            reduced_btf: false,
-            both: false,
-        };
+        let mut rejected = NOTHING_REJECTED;
         walk.note_rejected(all, &mut rejected);
         assert!(rejected.vma_walk && !rejected.maps);
         assert_eq!(all.without(&rejected), walk);
@@ -922,15 +917,7 @@ mod tests {
             cmdline: false,
             ..all
         };
-        let mut rejected = Plan {
-            task: TaskFlavour::Loop,
-            cmdline: false,
-            maps: false,
-            vma_walk: false,
-            sched: false,
-            reduced_btf: false,
-            both: false,
-        };
+        let mut rejected = NOTHING_REJECTED;
         loaded.note_rejected(all, &mut rejected);
         assert_eq!(all.without(&rejected), loaded);
         // A load that did not ask for a program learns nothing about it.

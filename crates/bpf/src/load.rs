@@ -24,8 +24,8 @@ use taskdiag_proto::Group;
 use crate::btf_min;
 use crate::pin;
 use crate::probe::{
-    disable_from_env, env_disables_d_path, env_disables_loop, is_perm, kernel_btf_present,
-    may_load_bpf, possible_cpus, possible_nodes,
+    disable_from_env, env_disables, is_perm, kernel_btf_present, may_load_bpf, possible_cpus,
+    possible_nodes,
 };
 use crate::progs::{IterLink, Programs};
 use crate::skel::{TaskdiagSkel, TaskdiagSkelBuilder};
@@ -125,7 +125,7 @@ impl Plan {
             task: TaskFlavour::Loop,
             cmdline: groups & crate::dump::USER_MEMORY_GROUPS != 0,
             maps: groups & taskdiag_proto::SHOW_MAPS != 0,
-            vma_walk: env_disables_d_path(),
+            vma_walk: env_disables("d_path"),
             sched: groups & SCHED_TEXT_GROUPS != 0,
             reduced_btf,
             both: false,
@@ -485,7 +485,7 @@ impl TaskIter {
         let mut first = Plan::for_groups(groups, min_btf.is_some());
         first.both = both;
         let mut first = first.without(&known);
-        if env_disables_loop() {
+        if env_disables("loop") {
             first.task = TaskFlavour::Bounded;
         }
         let mut plan = first;
@@ -527,7 +527,6 @@ impl TaskIter {
             plan.maps,
             plan.reduced_btf,
         );
-        it.features.vma_walk = plan.maps && plan.vma_walk;
         if plan.both && plan.task == TaskFlavour::Loop {
             it.features.both = true;
             disable_from_env(&mut it.features);
@@ -546,6 +545,7 @@ impl TaskIter {
         maps: bool,
         reduced_btf: bool,
     ) -> Self {
+        let vma_walk = maps && progs.vma_is_walk();
         let mut it = TaskIter {
             view: View::default(),
             progs,
@@ -554,7 +554,7 @@ impl TaskIter {
                 task,
                 cmdline,
                 maps,
-                vma_walk: false,
+                vma_walk,
                 task_params: true,
                 ringbuf: true,
                 reduced_btf,
@@ -605,9 +605,7 @@ impl TaskIter {
         let (cmdline, maps) = (has(Prog::Cmdline), has(Prog::Vma) && has(Prog::Root));
         let groups = taskdiag_proto::SHOW_SUPPORTED | Group::Base.flag();
         let progs = Programs::Pinned(Box::new(slot));
-        let mut it = TaskIter::new(progs, groups, task, cmdline, maps, false);
-        it.features.vma_walk = maps && it.vma_prog_is_walk();
-        Some(it)
+        Some(TaskIter::new(progs, groups, task, cmdline, maps, false))
     }
 
     /// Programs verified once per boot: pinned ones when a slot is free
@@ -632,37 +630,6 @@ impl TaskIter {
         Ok(it)
     }
 
-    /// The kernel's record of loaded program `p` (`None` if it is not loaded).
-    fn prog_info(&self, p: Prog) -> Option<libbpf_sys::bpf_prog_info> {
-        let fd = self.progs.prog(pin::prog_name(p, self.features.task))?;
-        let mut info = libbpf_sys::bpf_prog_info::default();
-        let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
-        // SAFETY: `info` is a bpf_prog_info of `len` bytes, which the kernel fills (up to the
-        // size it knows); `fd` is a loaded program's descriptor.
-        let r = unsafe {
-            libbpf_sys::bpf_prog_get_info_by_fd(
-                std::os::fd::AsRawFd::as_raw_fd(&fd),
-                &mut info,
-                &mut len,
-            )
-        };
-        (r == 0).then_some(info)
-    }
-
-    /// Whether the map walk loaded (here or by the process that pinned it) is `dump_vma_walk`:
-    /// the kernel's own name for the program.
-    fn vma_prog_is_walk(&self) -> bool {
-        self.prog_info(Prog::Vma).is_some_and(|info| {
-            let name: Vec<u8> = info
-                .name
-                .iter()
-                .take_while(|&&c| c != 0)
-                .map(|&c| c as u8)
-                .collect();
-            name == b"dump_vma_walk"
-        })
-    }
-
     /// Where the programs in use are pinned, if they are (shared with other processes).
     pub fn pinned_at(&self) -> Option<&std::path::Path> {
         self.progs.pinned_at()
@@ -672,7 +639,10 @@ impl TaskIter {
     /// (`bpf_prog_info.verified_insns`, Linux 5.16+; `None` before): its load cost, in a unit
     /// that does not depend on the machine's speed.
     pub fn task_verified_insns(&self) -> Option<u32> {
-        self.prog_info(Prog::Task)
+        let fd = self
+            .progs
+            .prog(pin::prog_name(Prog::Task, self.features.task))?;
+        crate::progs::prog_info(fd)
             .map(|info| info.verified_insns)
             .filter(|&n| n > 0)
     }

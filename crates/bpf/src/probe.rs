@@ -88,8 +88,8 @@ fn cpu_list_len(list: &str) -> Option<u32> {
 
 /// Kernel features the environment asks to treat as missing: `TASKDIAG_BPF_DISABLE`, a comma
 /// list of "cmdline", "maps", "task_params", "ringbuf", "both" (ALL_WITH_THREADS in two walks),
-/// "loop" (the task program's bounded flavour, see [`env_disables_loop`]) and "d_path" (the
-/// map walk that names files with probe reads, see [`env_disables_d_path`]). Lets tests run
+/// "loop" (the task program's bounded flavour) and "d_path" (the map walk that names files with
+/// probe reads; these two chosen at load, see [`env_disables`]). Lets tests run
 /// the paths of other kernels on this one.
 pub(crate) fn disable_from_env(features: &mut Features) {
     let Ok(off) = std::env::var("TASKDIAG_BPF_DISABLE") else {
@@ -98,16 +98,11 @@ pub(crate) fn disable_from_env(features: &mut Features) {
     apply_disable(&off, features);
 }
 
-/// Whether `TASKDIAG_BPF_DISABLE` names "loop": load the bounded flavour of the task program,
-/// as on a kernel without bpf_loop().
-pub(crate) fn env_disables_loop() -> bool {
-    std::env::var("TASKDIAG_BPF_DISABLE").is_ok_and(|l| names(&l).any(|f| f == "loop"))
-}
-
-/// Whether `TASKDIAG_BPF_DISABLE` names "d_path": load `dump_vma_walk`, as on a kernel whose
-/// verifier refuses `dump_vma`'s bpf_d_path() of a mapping's file.
-pub(crate) fn env_disables_d_path() -> bool {
-    std::env::var("TASKDIAG_BPF_DISABLE").is_ok_and(|l| names(&l).any(|f| f == "d_path"))
+/// Whether `TASKDIAG_BPF_DISABLE` names `feature`: "loop" loads the bounded flavour of the task
+/// program, as on a kernel without bpf_loop(); "d_path" loads `dump_vma_walk`, as on a kernel
+/// whose verifier refuses `dump_vma`'s bpf_d_path() of a mapping's file.
+pub(crate) fn env_disables(feature: &str) -> bool {
+    std::env::var("TASKDIAG_BPF_DISABLE").is_ok_and(|l| names(&l).any(|f| f == feature))
 }
 
 fn names(list: &str) -> impl Iterator<Item = &str> {
@@ -119,7 +114,7 @@ fn apply_disable(list: &str, features: &mut Features) {
     for f in names(list) {
         match f {
             "cmdline" => features.cmdline = false,
-            "maps" => features.maps = false,
+            "maps" => (features.maps, features.vma_walk) = (false, false),
             "task_params" => features.task_params = false,
             "ringbuf" => features.ringbuf = false,
             "both" => features.both = false,

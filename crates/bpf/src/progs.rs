@@ -60,6 +60,26 @@ impl Programs {
         }
     }
 
+    /// Whether the map walk loaded is `dump_vma_walk` (files named by probe reads): the
+    /// skeleton's own for programs this process loaded, the kernel's name of the program for a
+    /// pinned slot (which holds either flavour as `dump_vma`).
+    pub(crate) fn vma_is_walk(&self) -> bool {
+        match self {
+            Programs::Own { skel, .. } => {
+                loaded(skel.progs.dump_vma_walk.as_libbpf_object()).is_some()
+            }
+            Programs::Pinned(s) => s.prog("dump_vma").and_then(prog_info).is_some_and(|info| {
+                let name: Vec<u8> = info
+                    .name
+                    .iter()
+                    .take_while(|&&c| c != 0)
+                    .map(|&c| c as u8)
+                    .collect();
+                name == b"dump_vma_walk"
+            }),
+        }
+    }
+
     /// Where these programs are pinned, if they are.
     pub(crate) fn pinned_at(&self) -> Option<&Path> {
         match self {
@@ -95,29 +115,36 @@ impl Programs {
 /// The descriptor of the skeleton's program `name`, if it is loaded.
 fn skel_prog<'a>(skel: &'a TaskdiagSkel<'static>, name: &str) -> Option<BorrowedFd<'a>> {
     let p = &skel.progs;
-    let raw = match name {
-        "dump_task" => p.dump_task.as_libbpf_object(),
-        "dump_task_bounded" => p.dump_task_bounded.as_libbpf_object(),
-        "dump_task_cmdline" => p.dump_task_cmdline.as_libbpf_object(),
-        "dump_task_both" => p.dump_task_both.as_libbpf_object(),
+    match name {
+        "dump_task" => loaded(p.dump_task.as_libbpf_object()),
+        "dump_task_bounded" => loaded(p.dump_task_bounded.as_libbpf_object()),
+        "dump_task_cmdline" => loaded(p.dump_task_cmdline.as_libbpf_object()),
+        "dump_task_both" => loaded(p.dump_task_both.as_libbpf_object()),
         // The map walk, in whichever flavour loaded (pinned under one name).
-        "dump_vma" => {
-            let walk = p.dump_vma_walk.as_libbpf_object();
-            // SAFETY: `walk` is a program of the skeleton, alive as long as the borrow.
-            if unsafe { libbpf_sys::bpf_program__fd(walk.as_ptr()) } >= 0 {
-                walk
-            } else {
-                p.dump_vma.as_libbpf_object()
-            }
-        }
-        "task_root" => p.task_root.as_libbpf_object(),
-        _ => return None,
-    };
-    // SAFETY: `raw` is a program of the skeleton, alive as long as the borrow.
+        "dump_vma" => loaded(p.dump_vma_walk.as_libbpf_object())
+            .or_else(|| loaded(p.dump_vma.as_libbpf_object())),
+        "task_root" => loaded(p.task_root.as_libbpf_object()),
+        _ => None,
+    }
+}
+
+/// The descriptor of a skeleton program, if the kernel loaded it.
+fn loaded<'a>(raw: std::ptr::NonNull<libbpf_sys::bpf_program>) -> Option<BorrowedFd<'a>> {
+    // SAFETY: `raw` is a program of a skeleton the caller borrows for 'a.
     let fd = unsafe { libbpf_sys::bpf_program__fd(raw.as_ptr()) };
     // SAFETY: a non-negative fd is a loaded program's, owned by the skeleton, which outlives
     // the borrow.
     (fd >= 0).then(|| unsafe { BorrowedFd::borrow_raw(fd) })
+}
+
+/// The kernel's record of the loaded program `fd`.
+pub(crate) fn prog_info(fd: BorrowedFd<'_>) -> Option<libbpf_sys::bpf_prog_info> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `info` is a bpf_prog_info of `len` bytes, which the kernel fills (up to the size
+    // it knows); `fd` is a loaded program's descriptor.
+    let r = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
+    (r == 0).then_some(info)
 }
 
 /// An iterator link: one program attached for one set of tasks (also taskdiag profile's

@@ -348,13 +348,11 @@ fn complete(
                 (Some(_), Some((maps, _))) if maps.names_missing() => {
                     let stat = groups.contains(&Group::VmaStat);
                     groups.retain(|&g| g != Group::VmaStat);
-                    for g in [Group::Vma, Group::VmaStat] {
-                        if g == Group::Vma || stat {
-                            task.errors.push(GroupError {
-                                group: g as u16,
-                                errno: libc::EOPNOTSUPP,
-                            });
-                        }
+                    for g in std::iter::once(Group::Vma).chain(stat.then_some(Group::VmaStat)) {
+                        task.errors.push(GroupError {
+                            group: g as u16,
+                            errno: libc::EOPNOTSUPP,
+                        });
                     }
                 }
                 (Some(a), Some((maps, v))) if maps.same_image(&a) => {

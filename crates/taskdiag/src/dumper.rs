@@ -261,7 +261,7 @@ impl Dumper {
     /// Whether the BPF map walk in use names files with probe reads (`dump_vma_walk`: the
     /// kernel's verifier refused bpf_d_path() of a mapping's file) rather than bpf_d_path().
     pub fn maps_by_probe_reads(&self) -> bool {
-        matches!(&self.backend, Backend::Bpf(it) if it.features().maps && it.features().vma_walk)
+        matches!(&self.backend, Backend::Bpf(it) if it.features().vma_walk)
     }
 
     /// Where the BPF programs in use are pinned, if they are shared with other processes.

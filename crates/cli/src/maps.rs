@@ -120,7 +120,7 @@ pub fn maps(a: MapsArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!(
             "/proc/{}/{file}: {}",
             a.pid,
-            io::Error::from_raw_os_error(e.errno)
+            taskdiag_proto::errno_text(e.errno)
         );
     }
     let vmas = t.vmas.clone().unwrap_or_default();

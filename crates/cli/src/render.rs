@@ -426,7 +426,7 @@ fn text_list<'a>(
 
 /// The message of a group error.
 fn errno_text(errno: i32) -> String {
-    io::Error::from_raw_os_error(errno).to_string()
+    taskdiag_proto::errno_text(errno)
 }
 
 // ---- text ----

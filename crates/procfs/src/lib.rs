@@ -28,6 +28,7 @@ pub mod parse;
 pub mod procmap;
 pub mod reader;
 mod scan;
+pub mod stuck;
 pub mod syscalls;
 pub mod system;
 pub mod taskstats;

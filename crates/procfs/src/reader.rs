@@ -27,7 +27,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
 use taskdiag_proto::msg::{mark_processes, TaskWriter};
 use taskdiag_proto::task::Ns;
@@ -204,7 +204,7 @@ fn read_seq(fd: &OwnedFd, buf: &mut Vec<u8>) -> io::Result<()> {
 
 /// Reads `fd` into `buf` (cleared first): until a short read (files /proc prints whole in one
 /// read, such as stat and status) or, with `to_eof`, until a read returns 0.
-fn read_into(fd: &OwnedFd, buf: &mut Vec<u8>, to_eof: bool) -> io::Result<()> {
+pub(crate) fn read_into(fd: &OwnedFd, buf: &mut Vec<u8>, to_eof: bool) -> io::Result<()> {
     buf.clear();
     loop {
         if buf.capacity() - buf.len() < 1024 {
@@ -222,6 +222,30 @@ fn read_into(fd: &OwnedFd, buf: &mut Vec<u8>, to_eof: bool) -> io::Result<()> {
         if n == 0 || (!to_eof && !full) {
             return Ok(());
         }
+    }
+}
+
+/// Reads `fd`, a file of process `tgid` that takes its memory-map lock (cmdline, environ, maps,
+/// smaps), into `buf` as [`read_into`] does, without waiting with a lock held by something
+/// stuck ([`crate::stuck`]): under this worker's `slot`, where the collecting thread watches
+/// it, or else on a helper thread with a deadline. A read not made or not waited for fails
+/// with the errno [`taskdiag_proto::ERRNO_MM_BUSY`].
+pub(crate) fn read_mm(
+    slot: Option<&crate::stuck::Slot>,
+    tgid: u32,
+    fd: &OwnedFd,
+    buf: &mut Vec<u8>,
+    to_eof: bool,
+) -> io::Result<()> {
+    let busy = || io::Error::from_raw_os_error(taskdiag_proto::ERRNO_MM_BUSY);
+    if crate::stuck::is_stuck(tgid) {
+        buf.clear();
+        return Err(busy());
+    }
+    match slot {
+        Some(s) => s.read(tgid, || read_into(fd, buf, to_eof)),
+        None => crate::stuck::read_bounded(tgid, fd.try_clone()?, buf, to_eof)
+            .unwrap_or_else(|_| Err(busy())),
     }
 }
 
@@ -320,6 +344,10 @@ struct Scratch {
     cgroup_ids: own_files::CgroupIds,
     /// DELAY: this thread's taskstats socket, opened at its first DELAY task.
     taskstats: TaskstatsUse,
+    /// Where a walk's worker notes the reads of other processes' memory it makes, for the
+    /// thread that collects its output to give up on one stuck; `None` on a thread nobody
+    /// watches, whose reads go to a helper thread ([`read_mm`]).
+    slot: Option<std::sync::Arc<crate::stuck::Slot>>,
 }
 
 /// Whether a reader thread asks taskstats for DELAY's pairs.
@@ -349,6 +377,7 @@ impl Scratch {
             link: Vec::new(),
             cgroup_ids: own_files::CgroupIds::default(),
             taskstats: TaskstatsUse::Untried,
+            slot: None,
         }
     }
 }
@@ -461,21 +490,23 @@ impl CpuTime {
     }
 }
 
-/// Reads tasks from a procfs mount into taskdiag messages.
+/// Reads tasks from a procfs mount into taskdiag messages. A clone shares the open /proc and
+/// what was looked up in it (a walk's worker threads each hold one).
+#[derive(Clone)]
 pub struct ProcReader {
     root: PathBuf,
-    dir: OwnedFd,
+    dir: std::sync::Arc<OwnedFd>,
     ns_per_tick: u64,
     workers: usize,
     /// The cgroup2 mount that gives CGROUP its ids, looked up on first use.
-    cgroup2: std::sync::OnceLock<Option<own_files::Cgroup2>>,
+    cgroup2: std::sync::Arc<std::sync::OnceLock<Option<own_files::Cgroup2>>>,
     /// Whether DELAY asks taskstats for its pairs: /proc is the caller's pid namespace's,
     /// whose ids taskstats takes ([`ProcReader::open`]).
     taskstats: bool,
     /// The TASKSTATS generic netlink family's id, once a socket looked it up.
-    taskstats_family: std::sync::OnceLock<u16>,
+    taskstats_family: std::sync::Arc<std::sync::OnceLock<u16>>,
     /// Our own time namespace's boottime offset, once read ([`ProcReader::own_boottime_offset`]).
-    own_boottime: std::sync::OnceLock<i64>,
+    own_boottime: std::sync::Arc<std::sync::OnceLock<i64>>,
 }
 
 /// Number of processes one unit of parallel work covers.
@@ -505,13 +536,13 @@ impl ProcReader {
             .min(4);
         Ok(ProcReader {
             root: root.to_path_buf(),
-            dir,
+            dir: std::sync::Arc::new(dir),
             ns_per_tick: 1_000_000_000 / clock_ticks(),
             workers,
-            cgroup2: std::sync::OnceLock::new(),
+            cgroup2: Default::default(),
             taskstats: false,
-            taskstats_family: std::sync::OnceLock::new(),
-            own_boottime: std::sync::OnceLock::new(),
+            taskstats_family: Default::default(),
+            own_boottime: Default::default(),
         })
     }
 
@@ -629,8 +660,8 @@ impl ProcReader {
             Strategy::All | Strategy::AllThread => {
                 let pids = self.processes(&mut s)?;
                 if strategy == Strategy::All {
-                    return self.dump_parallel(&pids, sink, |s, pid, out| {
-                        self.task(s, pid, None, show, true, out).map(u64::from)
+                    return self.dump_parallel(pids, sink, move |r, s, pid, out| {
+                        r.task(s, pid, None, show, true, out).map(u64::from)
                     });
                 }
                 // Every thread, in increasing tid order like the kernel's task walk.
@@ -641,9 +672,8 @@ impl ProcReader {
                     }
                 }
                 units.sort_unstable();
-                self.dump_parallel(&units, sink, |s, (tid, pid), out| {
-                    self.task(s, pid, Some(tid), show, false, out)
-                        .map(u64::from)
+                self.dump_parallel(units, sink, move |r, s, (tid, pid), out| {
+                    r.task(s, pid, Some(tid), show, false, out).map(u64::from)
                 })
             }
             Strategy::One => {
@@ -678,24 +708,22 @@ impl ProcReader {
                 }
                 units.sort_unstable();
                 let process = req.show_process;
-                self.dump_parallel(&units, sink, |s, (tid, thread, pid), out| {
+                self.dump_parallel(units, sink, move |r, s, (tid, thread, pid), out| {
                     if thread {
-                        return self
-                            .task(s, pid, Some(tid), show, false, out)
-                            .map(u64::from);
+                        return r.task(s, pid, Some(tid), show, false, out).map(u64::from);
                     }
                     let from = out.len();
-                    let written = self.task(s, pid, None, process, true, out)?;
+                    let written = r.task(s, pid, None, process, true, out)?;
                     mark_processes(&mut out[from..]);
                     Ok(u64::from(written))
                 })
             }
             Strategy::Children => {
                 let children = self.children_of(&mut s, req.pid)?;
-                self.dump_parallel(&children, sink, |s, pid, out| {
+                let parent = req.pid;
+                self.dump_parallel(children, sink, move |r, s, pid, out| {
                     // The child may have been reparented since it was listed.
-                    self.task_if_child(s, pid, req.pid, show, out)
-                        .map(u64::from)
+                    r.task_if_child(s, pid, parent, show, out).map(u64::from)
                 })
             }
         }
@@ -1020,7 +1048,9 @@ impl ProcReader {
         let cgroup = want(Group::Cgroup).then(|| self.cgroup(s)).transpose()?;
         let io = want(Group::Io).then(|| self.io(s)).transpose()?;
         let paths = want(Group::Paths).then(|| self.paths(s)).transpose()?;
-        let environ = want(Group::Environ).then(|| self.environ(s)).transpose()?;
+        let environ = want(Group::Environ)
+            .then(|| self.environ(s, pid))
+            .transpose()?;
         let sched = want(Group::Sched).then(|| self.sched(s)).transpose()?;
         let label = want(Group::Security).then(|| self.label(s)).transpose()?;
         let schedstat = want(Group::Delay).then(|| self.schedstat(s)).transpose()?;
@@ -1043,18 +1073,20 @@ impl ProcReader {
         }
         let mut cmdline_err = None;
         match &cmdline_fd {
-            Ok(fd) if need_cmdline => match read_all(fd, &mut s.cmdline) {
-                Ok(()) => {}
-                Err(e) if is_gone(&e) => return Ok(false),
-                Err(e) => cmdline_err = e.raw_os_error(),
-            },
+            Ok(fd) if need_cmdline => {
+                match read_mm(s.slot.as_deref(), pid, fd, &mut s.cmdline, false) {
+                    Ok(()) => {}
+                    Err(e) if is_gone(&e) => return Ok(false),
+                    Err(e) => cmdline_err = e.raw_os_error(),
+                }
+            }
             Err(e) if need_cmdline => cmdline_err = e.raw_os_error(),
             _ => {}
         }
         let mut vmas = None;
         let mut maps_err = None;
         match &maps_fd {
-            Ok(fd) if want_maps => match read_seq(fd, &mut s.maps) {
+            Ok(fd) if want_maps => match read_mm(s.slot.as_deref(), pid, fd, &mut s.maps, true) {
                 Ok(()) => {
                     let mut v = Vec::new();
                     let parsed = if want(Group::VmaStat) {
@@ -1497,12 +1529,12 @@ impl ProcReader {
         }
         let mut out = Vec::with_capacity(units.len());
         self.dump_parallel(
-            &units,
+            units,
             &mut |b| {
                 out.extend(b.chunks_exact(CpuTime::SIZE).map(CpuTime::from_bytes));
                 Ok(())
             },
-            |s, (pid, tid), out| self.cpu_time(s, pid, tid, out),
+            |r, s, (pid, tid), out| r.cpu_time(s, pid, tid, out),
         )?;
         Ok(out)
     }
@@ -1536,98 +1568,187 @@ impl ProcReader {
     }
 
     /// Runs `f` over `units` on up to `self.workers` threads, writing results in unit order.
+    ///
+    /// The workers are threads of their own, not joined: one may sleep in a read of a process
+    /// whose memory-map lock is held by something stuck (see [`crate::stuck`]). This thread
+    /// watches their [`Slot`](crate::stuck::Slot)s while it collects, gives up on a worker
+    /// that has been in one read for longer than [`crate::stuck::deadline`] (its process is
+    /// then stuck: every later read of it is answered busy at once), and has a new worker
+    /// read that worker's share again.
     fn dump_parallel<U, F>(
         &self,
-        units: &[U],
+        units: Vec<U>,
         sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
         f: F,
     ) -> Result<u64>
     where
-        U: Copy + Sync,
-        F: Fn(&mut Scratch, U, &mut Vec<u8>) -> Result<u64> + Sync,
+        U: Copy + Send + Sync + 'static,
+        F: Fn(&ProcReader, &mut Scratch, U, &mut Vec<u8>) -> Result<u64> + Send + Sync + 'static,
     {
-        let chunks: Vec<&[U]> = units.chunks(CHUNK).collect();
-        let workers = self.workers.min(chunks.len());
-        if workers <= 1 {
-            let mut s = Scratch::new();
-            let mut out = Vec::with_capacity(1 << 16);
-            let mut n = 0;
-            for &u in units {
-                n += f(&mut s, u, &mut out)?;
-                if out.len() >= 1 << 16 {
-                    sink(&out).map_err(ProcfsError::Sink)?;
-                    out.clear();
-                }
-            }
-            if !out.is_empty() {
-                sink(&out).map_err(ProcfsError::Sink)?;
-            }
-            return Ok(n);
+        let chunks = units.len().div_ceil(CHUNK);
+        if chunks == 0 {
+            return Ok(0);
         }
-        let next = AtomicUsize::new(0);
-        let stop = AtomicBool::new(false);
-        let (tx, rx) = mpsc::sync_channel::<(usize, Result<(Vec<u8>, u64)>)>(workers * 4);
-        std::thread::scope(|scope| {
-            for _ in 0..workers {
-                let tx = tx.clone();
-                let (next, stop, chunks, f) = (&next, &stop, &chunks, &f);
-                scope.spawn(move || {
-                    let mut s = Scratch::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= chunks.len() || stop.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        let mut out = Vec::with_capacity(chunks[i].len() * 512);
-                        let mut n = 0;
-                        let mut res = Ok(());
-                        for &u in chunks[i] {
-                            match f(&mut s, u, &mut out) {
-                                Ok(k) => n += k,
-                                Err(e) => {
-                                    res = Err(e);
-                                    break;
-                                }
-                            }
-                        }
-                        if tx.send((i, res.map(|()| (out, n)))).is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-            drop(tx);
-            // Owned here, so a panic in `sink` drops the receiver and the workers' sends fail
-            // instead of blocking forever (which would turn the panic into a hang at scope end).
-            let rx = rx;
-            let mut pending = BTreeMap::new();
-            let mut want = 0usize;
-            let mut total = 0u64;
-            let mut result = Ok(());
-            for (i, r) in rx.iter() {
-                pending.insert(i, r);
-                while let Some(r) = pending.remove(&want) {
-                    want += 1;
-                    if result.is_err() {
-                        continue;
-                    }
-                    match r {
-                        Ok((out, n)) => {
-                            total += n;
-                            if let Err(e) = sink(&out) {
-                                result = Err(ProcfsError::Sink(e));
-                                stop.store(true, Ordering::Relaxed);
-                            }
-                        }
-                        Err(e) => {
-                            result = Err(e);
-                            stop.store(true, Ordering::Relaxed);
-                        }
+        let walk = Arc::new(Walk {
+            reader: self.clone(),
+            units,
+            f,
+            next: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        });
+        let (tx, rx) = mpsc::sync_channel::<Delivery>(self.workers * 4);
+        let mut workers = Vec::new();
+        let spawn = |first: Option<usize>| -> Result<Worker> {
+            Walk::spawn(&walk, &tx, first).map_err(|source| ProcfsError::Io {
+                path: self.root.clone(),
+                source,
+            })
+        };
+        for _ in 0..self.workers.min(chunks) {
+            workers.push(spawn(None)?);
+        }
+        let limit = crate::stuck::deadline();
+        let mut pending = BTreeMap::new();
+        let mut want = 0usize;
+        let mut total = 0u64;
+        let result = 'collect: loop {
+            match rx.recv_timeout(limit / 4) {
+                Ok(Delivery::Chunk(i, r)) => {
+                    // A chunk read again after its first reader was given up on may come twice.
+                    if i >= want {
+                        pending.entry(i).or_insert(r);
                     }
                 }
+                Ok(Delivery::Panicked(p)) => {
+                    walk.stop.store(true, Ordering::Relaxed);
+                    std::panic::resume_unwind(p);
+                }
+                Err(_) => {}
             }
-            result.map(|()| total)
-        })
+            while let Some(r) = pending.remove(&want) {
+                want += 1;
+                match r {
+                    Ok((out, n)) => {
+                        total += n;
+                        if let Err(e) = sink(&out) {
+                            break 'collect Err(ProcfsError::Sink(e));
+                        }
+                    }
+                    Err(e) => break 'collect Err(e),
+                }
+            }
+            if want == chunks {
+                break Ok(total);
+            }
+            for w in &mut workers {
+                if w.slot.give_up_after(limit).is_some() {
+                    *w = match spawn(Some(w.chunk.load(Ordering::Acquire))) {
+                        Ok(new) => new,
+                        Err(e) => break 'collect Err(e),
+                    };
+                }
+            }
+        };
+        walk.stop.store(true, Ordering::Relaxed);
+        result
+    }
+}
+
+/// What a walk's worker sends the collecting thread.
+enum Delivery {
+    /// Chunk `.0`'s messages and their count.
+    Chunk(usize, Result<(Vec<u8>, u64)>),
+    /// The worker panicked (the collector panics with it).
+    Panicked(Box<dyn std::any::Any + Send>),
+}
+
+/// One parallel walk: what its workers share.
+struct Walk<U, F> {
+    reader: ProcReader,
+    units: Vec<U>,
+    f: F,
+    /// The next chunk not taken yet.
+    next: AtomicUsize,
+    /// Set when the collector is done: workers stop at their next unit.
+    stop: AtomicBool,
+}
+
+/// A worker of a walk as its collector sees it.
+struct Worker {
+    slot: Arc<crate::stuck::Slot>,
+    /// The chunk it is reading.
+    chunk: Arc<AtomicUsize>,
+}
+
+impl<U, F> Walk<U, F>
+where
+    U: Copy + Send + Sync + 'static,
+    F: Fn(&ProcReader, &mut Scratch, U, &mut Vec<u8>) -> Result<u64> + Send + Sync + 'static,
+{
+    /// Starts a worker that reads chunk `first` (one given up on) if given, then takes chunks
+    /// until none is left.
+    fn spawn(
+        walk: &Arc<Self>,
+        tx: &mpsc::SyncSender<Delivery>,
+        first: Option<usize>,
+    ) -> io::Result<Worker> {
+        let slot = Arc::new(crate::stuck::Slot::default());
+        let chunk = Arc::new(AtomicUsize::new(first.unwrap_or(usize::MAX)));
+        let (w, tx) = (Arc::clone(walk), tx.clone());
+        let (my_slot, my_chunk) = (Arc::clone(&slot), Arc::clone(&chunk));
+        std::thread::Builder::new()
+            .name("taskdiag-proc".into())
+            .spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    w.work(&tx, my_slot, &my_chunk, first)
+                }));
+                if let Err(p) = r {
+                    let _ = tx.send(Delivery::Panicked(p));
+                }
+            })?;
+        Ok(Worker { slot, chunk })
+    }
+
+    fn work(
+        &self,
+        tx: &mpsc::SyncSender<Delivery>,
+        slot: Arc<crate::stuck::Slot>,
+        chunk: &AtomicUsize,
+        mut first: Option<usize>,
+    ) {
+        let mut s = Scratch::new();
+        s.slot = Some(Arc::clone(&slot));
+        let chunks = self.units.len().div_ceil(CHUNK);
+        loop {
+            let i = match first.take() {
+                Some(i) => i,
+                None => self.next.fetch_add(1, Ordering::Relaxed),
+            };
+            if i >= chunks || self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            chunk.store(i, Ordering::Release);
+            let units = &self.units[i * CHUNK..((i + 1) * CHUNK).min(self.units.len())];
+            let mut out = Vec::with_capacity(units.len() * 512);
+            let mut n = 0;
+            let mut res = Ok(());
+            for &u in units {
+                match (self.f)(&self.reader, &mut s, u, &mut out) {
+                    Ok(k) => n += k,
+                    Err(e) => {
+                        res = Err(e);
+                        break;
+                    }
+                }
+                // Given up on while asleep in a read: its chunk is another worker's now.
+                if slot.is_given_up() || self.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+            }
+            if tx.send(Delivery::Chunk(i, res.map(|()| (out, n)))).is_err() {
+                return;
+            }
+        }
     }
 }
 

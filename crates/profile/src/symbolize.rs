@@ -238,8 +238,10 @@ fn makedev(major: u32, minor: u32) -> u64 {
 }
 
 impl ExecMaps {
+    /// Process `pid`'s maps file, parsed; none where it cannot be read, or not now (its
+    /// memory-map lock held by something stuck: `taskdiag_procfs::stuck`).
     fn read(pid: u32) -> Self {
-        std::fs::read(format!("/proc/{pid}/maps"))
+        taskdiag_procfs::stuck::read_proc_file(pid, "maps")
             .map(|buf| Self::parse(&buf))
             .unwrap_or_default()
     }
@@ -806,8 +808,11 @@ fn locate(known: &mut Known, pid: u32, want: &[u64], procmap: &mut bool) -> bool
 fn query_exec(pid: u32) -> std::io::Result<ExecMaps> {
     use taskdiag_procfs::procmap::{query_all, QUERY_EXECUTABLE};
     let maps = File::open(format!("/proc/{pid}/maps"))?;
+    // The query takes the memory-map lock as reading the file does.
+    let found = taskdiag_procfs::stuck::bounded(pid, move || query_all(&maps, QUERY_EXECUTABLE))
+        .map_err(|busy| std::io::Error::new(std::io::ErrorKind::WouldBlock, busy))???;
     Ok(ExecMaps(
-        query_all(&maps, QUERY_EXECUTABLE)?
+        found
             .into_iter()
             .map(|m| {
                 let dev = makedev(m.dev_major, m.dev_minor);
@@ -825,7 +830,12 @@ fn open_binary(pid: u32, map: &ExecMap, key: BinKey) -> (Option<File>, bool) {
     let by_mapping = format!("/proc/{pid}/map_files/{:x}-{:x}", map.start, map.end);
     let mut root = std::ffi::OsString::from(format!("/proc/{pid}/root"));
     root.push(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&map.path));
-    let file = File::open(&by_mapping).or_else(|_| File::open(&root)).ok();
+    // Opening a map_files entry takes the memory-map lock (map_files_get_link()).
+    let file = taskdiag_procfs::stuck::bounded(pid, move || File::open(by_mapping))
+        .ok()
+        .and_then(Result::ok)
+        .and_then(Result::ok)
+        .or_else(|| File::open(&root).ok());
     let same = file
         .as_ref()
         .and_then(|f| f.metadata().ok())

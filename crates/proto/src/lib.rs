@@ -152,6 +152,23 @@ pub const NS_MAX_LEVELS: usize = 33;
 /// from /proc instead (the record did not fit the BPF buffer, say). Never leaves the library.
 pub const ERRNO_NEEDS_PROCFS: i32 = 4096;
 
+/// The errno of a GROUP_ERROR for a group read from the task's memory (CMDLINE, ENVIRON, VMA,
+/// VMA_STAT) that was not read because the task's memory-map lock is held by something stuck
+/// (a page fault or a mapping change waiting on a hung FUSE or NFS file, say): taskdiag does
+/// not wait for it. Leaves the library; [`errno_text`] says what it means.
+pub const ERRNO_MM_BUSY: i32 = 4097;
+
+/// What a GROUP_ERROR's errno means, for people: the system's message for a real errno,
+/// taskdiag's for its own.
+pub fn errno_text(errno: i32) -> String {
+    match errno {
+        ERRNO_MM_BUSY => "memory-map lock held by a stuck fault or mapping change (a hung FUSE \
+                          or NFS file?); not waited for"
+            .to_string(),
+        _ => std::io::Error::from_raw_os_error(errno).to_string(),
+    }
+}
+
 /// Message types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u16)]
@@ -533,6 +550,7 @@ pub(crate) const C_CONSTANTS: &[(&str, i64)] = &[
     ("TD_BASE_F_KTHREAD", BASE_F_KTHREAD as i64),
     ("TD_BASE_F_LEADER", BASE_F_LEADER as i64),
     ("TD_ERRNO_NEEDS_PROCFS", ERRNO_NEEDS_PROCFS as i64),
+    ("TD_ERRNO_MM_BUSY", ERRNO_MM_BUSY as i64),
     ("TD_PF_KTHREAD", PF_KTHREAD as i64),
     ("TD_VMA_NAME_REF", VMA_NAME_REF as i64),
     ("TD_VM_SHARED", vma_flags::KERNEL_VM_SHARED as i64),

@@ -330,6 +330,7 @@ fn complete(
             // for that /proc, and is gone.)
             let key = task.access.map_or(task.tgid, |a| a.reader_tgid);
             let got = map.borrow_mut().take_decoded(key)?;
+            let given_up = map.borrow().given_up();
             match (task.access, got) {
                 (None, Some((maps, v))) if maps.consistent() => task.vmas = Some(v),
                 // Started after the map walk, or torn by an exec: read its maps from /proc.
@@ -346,18 +347,17 @@ fn complete(
                 // A name the walk could not write: the client reads the maps (and their
                 // counters) from its own /proc (CallerGroups), with its own rights.
                 (Some(_), Some((maps, _))) if maps.names_missing() => {
-                    let stat = groups.contains(&Group::VmaStat);
-                    groups.retain(|&g| g != Group::VmaStat);
-                    for g in std::iter::once(Group::Vma).chain(stat.then_some(Group::VmaStat)) {
-                        task.errors.push(GroupError {
-                            group: g as u16,
-                            errno: libc::EOPNOTSUPP,
-                        });
-                    }
+                    defer_maps(&mut task, &mut groups);
                 }
                 (Some(a), Some((maps, v))) if maps.same_image(&a) => {
                     task.vmas = Some(v);
                     task.vma_access = Some(maps.access);
+                }
+                // The walk was given up on (a process's memory-map lock held by something
+                // stuck): the client reads the maps from its own /proc, on threads it can give
+                // up on too; this server reads nothing with its own rights for a caller.
+                (Some(_), None) if given_up => {
+                    defer_maps(&mut task, &mut groups);
                 }
                 // It executed a program (or started) between the walks: ask again.
                 (Some(_), _) => task.errors.push(GroupError {
@@ -530,6 +530,19 @@ fn deferred(group: u16, errno: i32) -> bool {
         && Group::from_u16(group).is_some_and(|g| CALLER_COMPLETES & g.flag() != 0)
 }
 
+/// Leaves `task`'s memory maps (and their counters, if `groups` wanted them from /proc) to a
+/// server's caller, who reads them from its own /proc with its own rights.
+fn defer_maps(task: &mut Task, groups: &mut Vec<Group>) {
+    let stat = groups.contains(&Group::VmaStat);
+    groups.retain(|&g| g != Group::VmaStat);
+    for g in std::iter::once(Group::Vma).chain(stat.then_some(Group::VmaStat)) {
+        task.errors.push(GroupError {
+            group: g as u16,
+            errno: libc::EOPNOTSUPP,
+        });
+    }
+}
+
 /// The groups a daemon may leave to its client's own /proc, task by task: those it never reads
 /// for another caller ([`SHOW_SERVER_DEFERS`]), and the memory maps of a process its map walk
 /// could not name (VMA, with VMA_STAT's counters).
@@ -629,7 +642,12 @@ fn fill_from_procfs(
                     Group::Base => {}
                 }
                 // What /proc could not give (EACCES for another user's maps, say) says why.
-                if let Some(e) = p.errors.iter().find(|e| e.group == g as u16) {
+                // (The procfs backend says it of the maps as VMA's, with VMA_STAT too.)
+                let maps = [Group::Vma as u16, Group::VmaStat as u16];
+                let of_g = |e: &&GroupError| {
+                    e.group == g as u16 || (maps.contains(&(g as u16)) && maps.contains(&e.group))
+                };
+                if let Some(e) = p.errors.iter().find(of_g) {
                     if !task.errors.iter().any(|x| x.group == e.group) {
                         task.errors.push(*e);
                     }

@@ -13,9 +13,12 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-use taskdiag_bpf::{BpfError, TaskIter};
+use taskdiag_bpf::{BpfError, TaskIter, VmaWalk};
 use taskdiag_proto::msg::{DecodeError, Messages};
 use taskdiag_proto::task::Vma;
 use taskdiag_proto::{
@@ -78,10 +81,25 @@ impl Maps {
 /// Processes' finished memory maps in walk order, or why the walk stopped.
 type Payload = Result<Vec<Maps>, Error>;
 
+/// Map walks given up on that still sleep (see [`VmaStream::take`]), in this whole process:
+/// while one does, no walk starts (it would use the programs' buffers beside the sleeping one
+/// when that one wakes, and would most likely stop at the same process), and memory maps come
+/// from /proc, on threads that can be given up on too (taskdiag_procfs::stuck).
+static ASLEEP: AtomicUsize = AtomicUsize::new(0);
+
 /// The memory maps of one walk, taken in walk order.
 pub(crate) struct VmaStream {
-    /// `None` when there is no walk (the one task asked for does not exist).
+    /// `None` when there is no walk (the one task asked for does not exist, or the walk was
+    /// given up on).
     rx: Option<Receiver<Payload>>,
+    /// When the walk last handed over a chunk (ns since `started`) and when it started.
+    progress: Arc<AtomicU64>,
+    started: Instant,
+    /// The walk's thread's state, to give it up.
+    state: Option<Arc<Mutex<WalkState>>>,
+    /// The walk was not made, or was given up on, because a process's memory-map lock was
+    /// held by something stuck: a process without maps from it is read elsewhere.
+    given_up: bool,
     /// Payloads received ahead of the tasks that will take them.
     next: std::collections::VecDeque<Maps>,
     /// The `[vsyscall]` entry that ends every process's map, if the kernel has one.
@@ -104,72 +122,78 @@ impl VmaStream {
             Some(Strategy::One | Strategy::Thread) => match it.reader_tgid_of(req.pid) {
                 Ok(t) => Some(t),
                 // No walk: the task walk will say so (or find the task in /proc).
-                Err(_) => {
-                    let s = RefCell::new(VmaStream {
-                        rx: None,
-                        next: Default::default(),
-                        gate,
-                    });
-                    return f(it, &s);
-                }
+                Err(_) => return f(it, &RefCell::new(VmaStream::none(gate, false))),
             },
             _ => None,
         };
+        if ASLEEP.load(Ordering::Acquire) > 0 {
+            return f(it, &RefCell::new(VmaStream::none(gate, true)));
+        }
         let walk = it.vma_walk(tgid).map_err(Error::Bpf)?;
         let (tx, rx) = sync_channel::<Payload>(AHEAD);
-        std::thread::scope(|s| {
-            let reader = s.spawn(move || {
-                let mut b = Builder::default();
-                let mut bad = None;
-                let mut batch = Vec::with_capacity(BATCH);
-                let mut bytes = 0;
-                let mut emit = |m: Maps| {
-                    bytes += m.entries.len();
-                    batch.push(m);
-                    if batch.len() < BATCH && bytes < BATCH_BYTES {
-                        return true;
-                    }
-                    bytes = 0;
-                    tx.send(Ok(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))))
-                        .is_ok()
-                };
-                let r = walk.read_all(&mut |chunk| match b.chunk(chunk, &mut emit) {
-                    Ok(true) => Ok(()),
-                    // The task walk is over: nobody wants the rest.
-                    Ok(false) => Err(std::io::Error::other("stopped")),
-                    Err(e) => {
-                        bad = Some(e);
-                        Err(std::io::Error::other("invalid memory-map record"))
-                    }
-                });
-                match (r, bad) {
-                    (_, Some(e)) => {
-                        let _ = tx.send(Err(Error::Internal(e)));
-                    }
-                    (Ok(_), None) => {
-                        if b.finish(&mut emit) {
-                            let _ = tx.send(Ok(batch));
-                        }
-                    }
-                    (Err(BpfError::Sink(_)), None) => {}
-                    (Err(e), None) => {
-                        let _ = tx.send(Err(Error::Bpf(e)));
-                    }
-                }
-            });
-            let stream = RefCell::new(VmaStream {
-                rx: Some(rx),
-                next: Default::default(),
-                gate,
-            });
-            let r = f(it, &stream);
-            // Stops the reader at its next payload.
-            drop(stream);
-            if let Err(p) = reader.join() {
-                std::panic::resume_unwind(p);
+        let (fin_tx, fin_rx) = sync_channel::<std::thread::Result<()>>(1);
+        let started = Instant::now();
+        let progress = Arc::new(AtomicU64::new(0));
+        let state = Arc::new(Mutex::new(WalkState::default()));
+        let (p, st) = (Arc::clone(&progress), Arc::clone(&state));
+        // Not joined: the walk may sleep in a process's memory-map lock (see take()).
+        std::thread::Builder::new()
+            .name("taskdiag-maps".into())
+            .spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    read_walk(walk, &tx, &p, started)
+                }));
+                st.lock().unwrap_or_else(|e| e.into_inner()).finish();
+                let _ = fin_tx.send(r);
+            })
+            .map_err(|source| {
+                Error::Bpf(BpfError::Attach {
+                    what: "a thread to read the map walk".into(),
+                    source,
+                })
+            })?;
+        let stream = RefCell::new(VmaStream {
+            rx: Some(rx),
+            next: Default::default(),
+            gate,
+            progress,
+            started,
+            given_up: false,
+            state: Some(Arc::clone(&state)),
+        });
+        let r = f(it, &stream);
+        let given_up = stream.borrow().given_up;
+        // Stops the reader at its next payload.
+        drop(stream);
+        if !given_up {
+            match fin_rx.recv_timeout(taskdiag_procfs::stuck::deadline()) {
+                Ok(Err(p)) => std::panic::resume_unwind(p),
+                Ok(Ok(())) => {}
+                // Asleep past what the task walk needed: left to finish on its own.
+                Err(_) => state.lock().unwrap_or_else(|e| e.into_inner()).give_up(),
             }
-            r
-        })
+        }
+        r
+    }
+
+    /// A stream without a walk; `given_up`: because a walk sleeps (see [`ASLEEP`]).
+    fn none(gate: Vec<u8>, given_up: bool) -> Self {
+        VmaStream {
+            rx: None,
+            next: Default::default(),
+            gate,
+            progress: Arc::new(AtomicU64::new(0)),
+            started: Instant::now(),
+            given_up,
+            state: None,
+        }
+    }
+
+    /// Whether the walk was not made or was given up on because a process's memory-map lock is
+    /// held by something stuck: a process it has no maps for is read from /proc (or, for a
+    /// server's caller, from the caller's own).
+    pub(crate) fn given_up(&self) -> bool {
+        self.given_up
     }
 
     /// The finished VMA entries of thread group `tgid`, if the walk has them. Both walks go by
@@ -189,14 +213,35 @@ impl VmaStream {
             let Some(rx) = &self.rx else {
                 return Ok(None);
             };
-            match rx.recv() {
+            let limit = taskdiag_procfs::stuck::deadline();
+            let got = match rx.recv_timeout(limit / 4) {
+                Err(RecvTimeoutError::Timeout) => {
+                    let last = self.progress.load(Ordering::Acquire);
+                    let idle = (self.started.elapsed().as_nanos() as u64).saturating_sub(last);
+                    if idle > limit.as_nanos() as u64 {
+                        // Asleep in a read() of the walk for longer than a read of another
+                        // process's memory may take: in a memory-map lock held by something
+                        // stuck. The rest comes from elsewhere, and the thread is left asleep.
+                        self.rx = None;
+                        self.given_up = true;
+                        if let Some(s) = &self.state {
+                            s.lock().unwrap_or_else(|e| e.into_inner()).give_up();
+                        }
+                        return Ok(None);
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => Err(()),
+                Ok(p) => Ok(p),
+            };
+            match got {
                 Ok(Ok(batch)) => self.next.extend(batch),
                 Ok(Err(e)) => {
                     self.rx = None;
                     return Err(e);
                 }
                 // The walk is over.
-                Err(_) => {
+                Err(()) => {
                     self.rx = None;
                     return Ok(None);
                 }
@@ -342,6 +387,74 @@ impl Builder {
 }
 
 /// Whether two records of one process describe the same state (all but its flags).
+/// A walk's thread: finished, or given up on (counted in [`ASLEEP`] until it finishes).
+#[derive(Default)]
+struct WalkState {
+    finished: bool,
+    given_up: bool,
+}
+
+impl WalkState {
+    fn give_up(&mut self) {
+        if !self.finished && !self.given_up {
+            self.given_up = true;
+            ASLEEP.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+        if self.given_up {
+            ASLEEP.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Reads `walk` to its end on its own thread, handing its processes' finished maps to `tx` in
+/// batches, and noting in `progress` when each read() returned (ns since `started`).
+fn read_walk(walk: VmaWalk, tx: &SyncSender<Payload>, progress: &AtomicU64, started: Instant) {
+    let mut b = Builder::default();
+    let mut bad = None;
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut bytes = 0;
+    let mut emit = |m: Maps| {
+        bytes += m.entries.len();
+        batch.push(m);
+        if batch.len() < BATCH && bytes < BATCH_BYTES {
+            return true;
+        }
+        bytes = 0;
+        tx.send(Ok(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))))
+            .is_ok()
+    };
+    let r = walk.read_all(&mut |chunk| {
+        progress.store(started.elapsed().as_nanos() as u64, Ordering::Release);
+        match b.chunk(chunk, &mut emit) {
+            Ok(true) => Ok(()),
+            // The task walk is over: nobody wants the rest.
+            Ok(false) => Err(std::io::Error::other("stopped")),
+            Err(e) => {
+                bad = Some(e);
+                Err(std::io::Error::other("invalid memory-map record"))
+            }
+        }
+    });
+    match (r, bad) {
+        (_, Some(e)) => {
+            let _ = tx.send(Err(Error::Internal(e)));
+        }
+        (Ok(_), None) => {
+            if b.finish(&mut emit) {
+                let _ = tx.send(Ok(batch));
+            }
+        }
+        (Err(BpfError::Sink(_)), None) => {}
+        (Err(e), None) => {
+            let _ = tx.send(Err(Error::Bpf(e)));
+        }
+    }
+}
+
 fn same_state(a: &AccessRec, b: &AccessRec) -> bool {
     AccessRec { flags: 0, ..*a } == AccessRec { flags: 0, ..*b }
 }
@@ -484,8 +597,7 @@ mod tests {
         }
         VmaStream {
             rx: Some(rx),
-            next: Default::default(),
-            gate: Vec::new(),
+            ..VmaStream::none(Vec::new(), false)
         }
     }
 

@@ -369,9 +369,13 @@ pub fn smaps_rollup(tid: u32) -> Rollup {
     read_smaps_rollup(tid).unwrap_or_default()
 }
 
-/// [`Rollup`] of /proc/TID/smaps_rollup; `None` where it cannot be read.
+/// [`Rollup`] of /proc/TID/smaps_rollup; `None` where it cannot be read, or not now: the read
+/// waits for the process's memory-map lock, and is given up on when something stuck holds it
+/// (`taskdiag_procfs::stuck`).
 pub fn read_smaps_rollup(tid: u32) -> Option<Rollup> {
-    crate::snapshot::proc_file(tid, "smaps_rollup").map(|b| parse_rollup(&b))
+    taskdiag_procfs::stuck::read_proc_file(tid, "smaps_rollup")
+        .ok()
+        .map(|b| parse_rollup(&b))
 }
 
 fn parse_rollup(buf: &[u8]) -> Rollup {

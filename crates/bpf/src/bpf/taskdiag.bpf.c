@@ -3115,6 +3115,23 @@ static __always_inline bool put_statm(struct out *o, struct mm_struct *mm, bool 
 	return true;
 }
 
+/*
+ * Whether a read of @mm would wait for its memory-map lock: a writer holds it, or waits for it
+ * (readers then queue behind), or a waiter was handed it. bpf_copy_from_user_task() takes the
+ * lock with mmap_read_lock_killable() and sleeps as long as it is held, and a process can hold
+ * it for ever (one thread faulting on a hung FUSE or NFS file keeps it read-locked, and a thread
+ * of it that maps or unmaps then waits write-locked). Such a group goes to user space, which
+ * reads it from /proc on a thread it can give up on (crates/procfs/src/stuck.rs). A lock that
+ * turns busy just after this look is still waited for: the race is user space's to bound.
+ * PREEMPT_RT's rwsems have no count word: there, nothing is looked at.
+ */
+static __always_inline bool mm_lock_busy(struct mm_struct *mm)
+{
+	if (!bpf_core_field_exists(mm->mmap_lock.count))
+		return false;
+	return BPF_CORE_READ(mm, mmap_lock.count.counter) & 7;
+}
+
 struct nul_scan {
 	__u8 *buf;
 	__u32 len;
@@ -3151,7 +3168,7 @@ static __always_inline bool put_cmdline(struct out *o, struct task_struct *t, st
 		limit = env_end - arg_start;
 		len = arg_end - arg_start;
 	}
-	if (len > TD_BPF_CMDLINE_MAX)
+	if (len > TD_BPF_CMDLINE_MAX || (len && mm_lock_busy(mm)))
 		return needs_procfs(o, TD_GROUP_CMDLINE);
 	off = o->off + sizeof(struct td_attr);
 	if (off > TD_FIXED_ROOM)
@@ -3224,7 +3241,7 @@ static __always_inline bool put_environ(struct out *o, struct task_struct *t, st
 	if (end > start)
 		len = end - start;
 	off = o->off + sizeof(struct td_attr);
-	if (len >= TD_BPF_ENVIRON_MAX || off + len > TD_MSG_MAX - 4 ||
+	if (len >= TD_BPF_ENVIRON_MAX || off + len > TD_MSG_MAX - 4 || (len && mm_lock_busy(mm)) ||
 	    (len && bpf_copy_from_user_task(o->buf + (off & (TD_MSG_MAX - 1)),
 					    len & (TD_BPF_ENVIRON_MAX - 1), (void *)start, t, 0))) {
 		o->fixup = true;

@@ -335,7 +335,14 @@ typedef struct {
 } mm_flags_t;
 
 /* Since 6.2 (f1a7941243c1 "mm: convert mm's rss stats into percpu_counter"). */
+/* The count word of a (non-PREEMPT_RT) rwsem: RWSEM_WRITER_LOCKED is bit 0, RWSEM_FLAG_WAITERS
+ * bit 1, RWSEM_FLAG_HANDOFF bit 2 (kernel/locking/rwsem.c, 5.3+), readers above. */
+struct rw_semaphore {
+	atomic_long_t count;
+};
+
 struct mm_struct {
+	struct rw_semaphore mmap_lock;
 	unsigned long total_vm, locked_vm, data_vm, exec_vm, stack_vm;
 	unsigned long hiwater_rss, hiwater_vm;
 	atomic64_t pinned_vm;

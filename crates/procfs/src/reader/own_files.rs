@@ -19,7 +19,7 @@ use std::os::fd::AsRawFd;
 use taskdiag_proto::task::{Paths, Sched};
 use taskdiag_proto::{IoRec, SchedRec, SCHED_F_NO_AUTOGROUP, SCHED_F_SYSCALL_HIDDEN};
 
-use super::{openat, read_all, read_seq, readlinkat, ProcReader, ProcfsError, Result};
+use super::{openat, read_all, read_mm, read_seq, readlinkat, ProcReader, ProcfsError, Result};
 use super::{Scratch, TaskPath};
 use crate::parse::{
     cgroup_v2_paths, parse_autogroup, parse_io, parse_number_file, parse_schedstat,
@@ -221,8 +221,33 @@ impl ProcReader {
 
     /// ENVIRON: the bytes of the task's environ file; empty for a task without an address
     /// space, whose file reads empty (or, on recent kernels, fails with ESRCH).
-    pub(super) fn environ(&self, s: &mut Scratch) -> Result<Got<Vec<u8>>> {
-        self.whole_file(s, b"environ")
+    /// ENVIRON: the bytes of the task's environ file, a read of process `tgid`'s memory
+    /// (bounded: see [`crate::stuck`]).
+    pub(super) fn environ(&self, s: &mut Scratch, tgid: u32) -> Result<Got<Vec<u8>>> {
+        let mut buf = Vec::new();
+        let fd = match openat(
+            self.dir.as_raw_fd(),
+            s.path.file(b"environ"),
+            libc::O_RDONLY,
+        ) {
+            Ok(fd) => fd,
+            Err(e) => return self.environ_error(s, e),
+        };
+        match read_mm(s.slot.as_deref(), tgid, &fd, &mut buf, false) {
+            Ok(()) => Ok(Got::Read(buf)),
+            Err(e) => self.environ_error(s, e),
+        }
+    }
+
+    fn environ_error(&self, s: &mut Scratch, e: std::io::Error) -> Result<Got<Vec<u8>>> {
+        match refused(&e) {
+            Some(Got::Refused(libc::ESRCH | libc::ENOENT)) => Ok(Got::Read(Vec::new())),
+            Some(g) => Ok(g),
+            None => Err(ProcfsError::Io {
+                path: s.path.display(&self.root),
+                source: e,
+            }),
+        }
     }
 
     /// KSTACK: the bytes of the task's stack file, refused (EACCES) to a reader without
@@ -384,9 +409,13 @@ impl ProcReader {
 /// EACCES, EPERM, ENOENT and ESRCH are refusals (see [`Got::Refused`]); `None` for others.
 fn refused<T>(e: &std::io::Error) -> Option<Got<T>> {
     match e.raw_os_error() {
-        Some(errno @ (libc::EACCES | libc::EPERM | libc::ENOENT | libc::ESRCH)) => {
-            Some(Got::Refused(errno))
-        }
+        Some(
+            errno @ (libc::EACCES
+            | libc::EPERM
+            | libc::ENOENT
+            | libc::ESRCH
+            | taskdiag_proto::ERRNO_MM_BUSY),
+        ) => Some(Got::Refused(errno)),
         _ => None,
     }
 }

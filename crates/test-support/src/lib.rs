@@ -16,7 +16,9 @@
 //!   between the two reads, without hiding a real difference;
 //! * [`dir`]: temporary directories removed on drop;
 //! * [`python`]: the Python interpreter the test users can run, and `tdtest.py`, the helpers
-//!   shared by the Python fixture scripts.
+//!   shared by the Python fixture scripts;
+//! * [`wedge`]: a process whose memory-map lock is wedged (a FUSE file whose READ is never
+//!   answered), whose memory no reader can get at until the fixture is released.
 
 pub mod bins;
 pub mod compare;
@@ -25,3 +27,4 @@ pub mod process;
 pub mod python;
 pub mod tasks;
 pub mod users;
+pub mod wedge;

@@ -104,6 +104,55 @@ impl Spawned {
         first_line(&mut self.child)
     }
 
+    /// The first line of its piped standard output, waiting at most `limit`: `None` if it
+    /// ends without one or has not written one by then (a fixture that may fail to start).
+    pub fn first_line_within(&mut self, limit: Duration) -> Option<String> {
+        use std::os::fd::AsRawFd;
+        let pid = self.pid();
+        let out = self
+            .child
+            .stdout
+            .as_mut()
+            .expect("the fixture's stdout is piped");
+        let deadline = Instant::now() + limit;
+        let mut line = Vec::new();
+        let mut buf = [0u8; 512];
+        while !line.contains(&b'\n') {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let mut p = libc::pollfd {
+                fd: out.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+            // SAFETY: one valid pollfd for the duration of the call.
+            let r = unsafe { libc::poll(&mut p, 1, ms) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                assert_eq!(e.kind(), io::ErrorKind::Interrupted, "poll: {e}");
+                continue;
+            }
+            if r == 0 {
+                continue;
+            }
+            match out.read(&mut buf) {
+                Ok(0) => return None,
+                Ok(n) => line.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => panic!("reading fixture {pid}'s first line: {e}"),
+            }
+        }
+        let end = line
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(line.len(), |i| i + 1);
+        line.truncate(end);
+        Some(String::from_utf8_lossy(&line).into_owned())
+    }
+
     /// Waits for its first line and checks it is `want` (without the newline).
     pub fn expect_line(&mut self, want: &str) {
         let line = self.first_line();
@@ -261,7 +310,7 @@ pub fn first_line(child: &mut Child) -> String {
 }
 
 /// A pidfd for `pid` (any process), for waiting for its exit.
-fn pidfd(pid: u32) -> io::Result<OwnedFd> {
+pub(crate) fn pidfd(pid: u32) -> io::Result<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
     if fd < 0 {

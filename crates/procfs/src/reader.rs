@@ -1607,11 +1607,12 @@ impl ProcReader {
         for _ in 0..self.workers.min(chunks) {
             workers.push(spawn(None)?);
         }
-        let limit = crate::stuck::deadline();
         let mut pending = BTreeMap::new();
         let mut want = 0usize;
         let mut total = 0u64;
         let result = 'collect: loop {
+            // (Shorter once a read sleeps: see crate::stuck::deadline.)
+            let limit = crate::stuck::deadline();
             match rx.recv_timeout(limit / 4) {
                 Ok(Delivery::Chunk(i, r)) => {
                     // A chunk read again after its first reader was given up on may come twice.

@@ -56,16 +56,25 @@ pub struct MmBusy {
 }
 
 /// The deadline of a read of another process's memory: `TASKDIAG_MM_TIMEOUT_MS` (1 to
-/// 60,000 ms), else [`DEFAULT_DEADLINE`].
+/// 60,000 ms), else [`DEFAULT_DEADLINE`]; a tenth of it (at least 10 ms) while a read this
+/// process gave up on still sleeps. A hung file system seldom wedges one process alone (every
+/// process that faults on its files waits with it): once one read has been given up on, the
+/// next stuck process costs a tenth of the wait, so that a walk past many of them still
+/// answers in about the time of one.
 pub fn deadline() -> Duration {
     static D: OnceLock<Duration> = OnceLock::new();
-    *D.get_or_init(|| {
+    let full = *D.get_or_init(|| {
         std::env::var("TASKDIAG_MM_TIMEOUT_MS")
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
             .filter(|ms| (1..=60_000).contains(ms))
             .map_or(DEFAULT_DEADLINE, Duration::from_millis)
-    })
+    });
+    if ASLEEP.load(Ordering::Acquire) > 0 {
+        (full / 10).max(Duration::from_millis(10)).min(full)
+    } else {
+        full
+    }
 }
 
 /// The processes with a read of theirs asleep, and how many such reads each has.

@@ -126,7 +126,9 @@ impl VmaStream {
             },
             _ => None,
         };
-        if ASLEEP.load(Ordering::Acquire) > 0 {
+        // A process known stuck (a read of its command line given up on, say) would most
+        // likely stop the walk too.
+        if ASLEEP.load(Ordering::Acquire) > 0 || taskdiag_procfs::stuck::asleep() > 0 {
             return f(it, &RefCell::new(VmaStream::none(gate, true)));
         }
         let walk = it.vma_walk(tgid).map_err(Error::Bpf)?;

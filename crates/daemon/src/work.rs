@@ -321,18 +321,18 @@ impl Sink<'_> {
 
     fn put(&mut self, mut chunk: &[u8]) -> Result<(), Stop> {
         loop {
-            if Instant::now() >= self.deadline {
-                // Only when the reader left output unread is it the reader's doing.
-                return Err(if self.out.is_empty() {
-                    Stop::Slow
-                } else {
-                    Stop::Late
-                });
-            }
             {
                 let mut st = self.lease.state();
                 if st.abandoned {
                     return Err(Stop::Abandoned);
+                }
+                if Instant::now() >= self.deadline {
+                    // Only when the reader left output unread is it the reader's doing.
+                    return Err(if self.out.is_empty() {
+                        Stop::Slow
+                    } else {
+                        Stop::Late
+                    });
                 }
                 let r = self.send(&mut chunk);
                 st.settled = self.out.settled();

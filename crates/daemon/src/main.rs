@@ -32,6 +32,16 @@ DESCRIPTION:
   /proc entries whatever the host's /proc hides from its user. Descriptors it inherits
   beyond standard error are closed.
 
+AVAILABILITY:
+  No user can hold the daemon. One uid holds at most all workers but one
+  (--max-requests-per-uid). A request still being answered at its deadline (--timeout) because
+  the worker is blocked in the kernel, on a process whose memory cannot be read (a hung FUSE or
+  NFS mount), gets DONE -ETIMEDOUT and its connection is closed at once; that worker counts as
+  stuck (logged with --verbose) and gets no request until it comes back. A request that finds
+  no worker it may use for --busy-wait is answered EBUSY, 'taskdiagd is busy': clients under
+  --backend auto then read their own /proc, and clients wait for the daemon at most
+  $TASKDIAG_TIMEOUT seconds (5) at each step whatever it does (see taskdiag(1)).
+
 SOCKET:
   With systemd socket activation (contrib/taskdiagd.socket) the socket comes from systemd.
   Otherwise taskdiagd creates --socket (mode 0666) while still root, replacing a stale

@@ -1350,7 +1350,20 @@ impl Drop for ExtraThreads {
 #[test]
 fn stalled_readers_are_held_within_the_buffer_budget() {
     let _heavy = heavy();
-    let d = Arc::new(Daemon::start(&["--buffer-limit", "1", "--timeout", "2"]));
+    // All of this test's clients are one uid, which holds all workers but one: three workers
+    // let it run two dumps at once, as the warm-up's deadlines need on a loaded machine; and
+    // its good client waits for its own uid's stalled dumps (their deadline) rather than being
+    // answered busy.
+    let d = Arc::new(Daemon::start(&[
+        "--buffer-limit",
+        "1",
+        "--timeout",
+        "2",
+        "--workers",
+        "3",
+        "--busy-wait",
+        "60000",
+    ]));
     let known = Known::refs(&d);
     let _threads = ExtraThreads::spawn(6000);
     // Every thread of this process, every group: about 3 MB per response.

@@ -179,7 +179,8 @@ GROUPS:
 
 BACKENDS:
   auto     bpf when this process may load BPF programs (root, or CAP_BPF+CAP_PERFMON),
-           else the daemon when its socket answers, else procfs
+           else the daemon when its socket answers, else procfs; a request the daemon
+           is busy for or does not answer in time is answered from procfs (-s says why)
   bpf      eBPF task iterators
   daemon   taskdiagd (see taskdiagd --help): BPF speed for unprivileged users, showing
            exactly what their /proc would show them
@@ -188,9 +189,15 @@ BACKENDS:
 ENVIRONMENT:
   TASKDIAG_SOCKET   taskdiagd's socket when --socket is not given (default
                     /run/taskdiag.sock)
+  TASKDIAG_TIMEOUT  seconds a client waits for taskdiagd at each step: connecting, sending
+                    the request, each read of the answer (default 5; 0: without limit).
+                    Past it the error names the socket and what did not answer; auto reads
+                    /proc instead if nothing of the answer came yet
 
 EXIT STATUS:
-  0 success, 1 no such process, 2 usage error, 3 other failure
+  0 success, 1 no such process, 2 usage error, 3 other failure (with --backend daemon: taskdiagd
+  not running, busy (EBUSY: every worker it may use is answering others; auto reads /proc
+  then), or not answering within TASKDIAG_TIMEOUT)
 
 EXAMPLES:
   taskdiag dump --groups base,cred
@@ -403,10 +410,18 @@ fn dump(a: DumpArgs) -> anyhow::Result<ExitCode> {
             .filter(|g| dumper.completed_from_procfs(show) & g.flag() != 0)
             .map(Group::name)
             .collect();
-        // Under auto, a request the daemon declined was answered from /proc.
-        let (via, declined) = match dumper.daemon_declined() {
+        // Under auto, a request the daemon declined, or was too busy for, or did not answer
+        // in time, was answered from /proc; so is every request when it could not be reached.
+        let (via, mut declined) = match dumper.daemon_declined() {
             Some(why) => (BackendId::Procfs, format!("; taskdiagd declined: {why}")),
             None => (dumper.backend(), String::new()),
+        };
+        let via = match dumper.daemon_unavailable() {
+            Some(why) => {
+                declined = format!("; taskdiagd not used: {why}");
+                BackendId::Procfs
+            }
+            None => via,
         };
         let pinned = dumper
             .pinned_at()

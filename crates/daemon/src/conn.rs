@@ -5,6 +5,12 @@
 //! identified; a worker ([`crate::work`]) while its request is answered. Its socket is
 //! non-blocking throughout: every wait is a poll() bounded by a deadline.
 //!
+//! While a worker answers, the event loop keeps the connection's [`Lease`]: if the request's
+//! deadline passes and the worker has not come back (it is blocked in the kernel, reading a
+//! process that does not answer), the event loop ends the stream itself (a DONE of its own
+//! when the stream is at a message boundary), shuts the socket down and forgets the
+//! connection; the worker, when it comes back, finds the lease abandoned and drops it.
+//!
 //! [`Output`] holds what the socket has not taken yet, in blocks of [`BLOCK`] bytes, each
 //! reserved from the daemon-wide [`SharedBudget`] before anything is copied into it and never
 //! grown, so the budget bounds the memory held for slow readers. Only the daemon's own short
@@ -16,7 +22,7 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use taskdiag::proto::msg::write_done_error;
@@ -201,6 +207,12 @@ impl Output {
         done
     }
 
+    /// Whether everything queued went out and ends at a message boundary: another message
+    /// may follow on the socket as it is.
+    pub fn settled(&self) -> bool {
+        self.blocks.is_empty() && self.sent == self.queued && self.queued == self.boundary
+    }
+
     /// Marks the end of a whole chunk of the response.
     pub fn end_chunk(&mut self) {
         self.boundary = self.queued;
@@ -266,6 +278,33 @@ impl Drop for Output {
     }
 }
 
+/// What the event loop and the worker answering a connection's request share.
+#[derive(Debug, Default)]
+pub struct Lease {
+    state: Mutex<LeaseState>,
+}
+
+/// See [`Lease`]. The worker holds the lock while it sends (never while it waits), the event
+/// loop while it decides to end the connection.
+#[derive(Debug, Default)]
+pub struct LeaseState {
+    /// The ticket of the worker answering the request, while one does.
+    pub worker: Option<u64>,
+    /// The event loop ended the connection: the request's deadline passed while the worker
+    /// still ran it. The worker sends nothing more, and drops the connection when it is back.
+    pub abandoned: bool,
+    /// Whether what went out so far ends at a message boundary with nothing held
+    /// ([`Output::settled`]): the event loop may then end the stream with a DONE of its own.
+    pub settled: bool,
+}
+
+impl Lease {
+    /// Its state, locked.
+    pub fn state(&self) -> MutexGuard<'_, LeaseState> {
+        lock(&self.state)
+    }
+}
+
 /// A client connection.
 pub struct Conn {
     /// Its slot in the event loop.
@@ -291,6 +330,8 @@ pub struct Conn {
     pub close: bool,
     /// The request waiting for a worker.
     pub request: Option<Request>,
+    /// Shared with the event loop while a worker answers.
+    pub lease: Arc<Lease>,
 }
 
 impl Conn {

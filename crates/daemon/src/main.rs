@@ -13,7 +13,7 @@ use taskdiag::{client, Dumper, Group};
 use taskdiag_daemon::listen::{self, Listening};
 use taskdiag_daemon::peer::OwnNamespaces;
 use taskdiag_daemon::privs;
-use taskdiag_daemon::server::{Limits, Server};
+use taskdiag_daemon::server::{per_uid_cap, Limits, Server, BUSY_WAIT};
 
 const AFTER_HELP: &str = "\
 DESCRIPTION:
@@ -31,6 +31,16 @@ DESCRIPTION:
   own without hidepid (in a mount namespace of its own), through which it reads its clients'
   /proc entries whatever the host's /proc hides from its user. Descriptors it inherits
   beyond standard error are closed.
+
+AVAILABILITY:
+  No user can hold the daemon. One uid holds at most all workers but one
+  (--max-requests-per-uid). A request still being answered at its deadline (--timeout) because
+  the worker is blocked in the kernel, on a process whose memory cannot be read (a hung FUSE or
+  NFS mount), gets DONE -ETIMEDOUT and its connection is closed at once; that worker counts as
+  stuck (logged with --verbose) and gets no request until it comes back. A request that finds
+  no worker it may use for --busy-wait is answered EBUSY, 'taskdiagd is busy': clients under
+  --backend auto then read their own /proc, and clients wait for the daemon at most
+  $TASKDIAG_TIMEOUT seconds (5) at each step whatever it does (see taskdiag(1)).
 
 SOCKET:
   With systemd socket activation (contrib/taskdiagd.socket) the socket comes from systemd.
@@ -77,14 +87,25 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_clients_per_uid)]
     max_clients_per_uid: usize,
     /// Workers one uid may hold at once (its other requests wait their turn; a uid holding
-    /// fewer is served first).
-    #[arg(long, value_name = "N", default_value_t = Limits::default().max_requests_per_uid)]
-    max_requests_per_uid: usize,
+    /// fewer is served first) [default: --workers minus 1, at least 1]. With two or more
+    /// workers it is never more than all of them but one, whatever is given: one user's
+    /// requests, stuck ones included, always leave a worker to the others.
+    #[arg(long, value_name = "N")]
+    max_requests_per_uid: Option<usize>,
     /// Seconds a client may take to send a request or stay idle, and that a request may take
     /// from its arrival to the last byte of its answer, waits for a worker and for the reader
-    /// included; past it the connection is closed.
+    /// included; past it the connection is closed. A worker still answering then (blocked in
+    /// the kernel on a process that does not answer, e.g. on a hung FUSE or NFS mount) has
+    /// its client told so and disconnected at once; it counts as stuck, and gets no other
+    /// request, until it comes back.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     timeout: u64,
+    /// Milliseconds a request waits when no worker it may use comes free (every one busy, or
+    /// its uid at its limit) before it is answered at once with EBUSY, "taskdiagd is busy",
+    /// instead of at the timeout: clients under `--backend auto` then read their own /proc.
+    /// The wait starts over whenever a worker it may use comes free.
+    #[arg(long, value_name = "MS", default_value_t = BUSY_WAIT.as_millis() as u64)]
+    busy_wait: u64,
     /// MiB of responses held in memory for slow readers, all clients together (each uid at
     /// most an equal share among the uids holding some). A dump that finds it spent waits for
     /// its reader, until the timeout or until another user waits for a worker.
@@ -165,7 +186,7 @@ fn run(a: Args) -> anyhow::Result<()> {
     if a.workers == Some(0)
         || a.max_clients == 0
         || a.max_clients_per_uid == 0
-        || a.max_requests_per_uid == 0
+        || a.max_requests_per_uid == Some(0)
     {
         bail!(
             "--workers, --max-clients, --max-clients-per-uid and --max-requests-per-uid must be \
@@ -273,17 +294,19 @@ fn run(a: Args) -> anyhow::Result<()> {
     let limits = Limits {
         max_clients: a.max_clients,
         max_clients_per_uid: a.max_clients_per_uid,
-        max_requests_per_uid: a.max_requests_per_uid,
+        max_requests_per_uid: a.max_requests_per_uid.unwrap_or(usize::MAX),
+        busy_wait: Duration::from_millis(a.busy_wait),
         timeout: Duration::from_secs(a.timeout.max(1)),
         buffer_limit: a.buffer_limit << 20,
     };
     if a.verbose {
         eprintln!(
-            "taskdiagd: listening on {} with {workers} workers",
+            "taskdiagd: listening on {} with {workers} workers, at most {} per uid",
             created
                 .as_deref()
                 .unwrap_or(std::path::Path::new("a socket-activated descriptor"))
-                .display()
+                .display(),
+            per_uid_cap(limits.max_requests_per_uid, workers)
         );
     }
     notifier.ready();

@@ -14,7 +14,13 @@
 //! Every wait of a request is bounded by its deadline, `--timeout` after it arrived: waiting
 //! for a worker, for the reader while the dump runs, and for the reader to take what the
 //! dump left in memory. Past it the connection ends, with an error message when the stream
-//! can still take one. Memory held for slow readers is bounded by `--buffer-limit` (see
+//! can still take one. The dump itself is bounded the same way, by the event loop: a worker
+//! still answering a request past its deadline (blocked in the kernel on a process that does
+//! not answer) has its connection ended under it ([`crate::conn::Lease`]) and counts as stuck
+//! ([`Stats::stuck`]) until it comes back; it is given nothing meanwhile. One uid holds at
+//! most all workers but one (`crate::sched::per_uid_cap`), and a request for which no worker
+//! it may use comes free within `--busy-wait` is answered at once with `EBUSY`, so that its
+//! client reads /proc instead of waiting. Memory held for slow readers is bounded by `--buffer-limit` (see
 //! `crate::conn`). When the connection limit is reached, the oldest idle connection of the
 //! uid holding the most connections is closed to make room, and part of the limit is kept
 //! for uids that hold none. docs/SECURITY.md states the bounds.
@@ -34,7 +40,7 @@ use crate::conn::{self, Conn, Output, SharedBudget};
 use crate::peer::{OwnNamespaces, Peer};
 use crate::poll::{Epoll, Ready, Waker};
 use crate::request::{next_frame, truncated, Frame, MAX_REQUEST};
-use crate::sched::{FairQueue, Sched};
+use crate::sched::{FairQueue, Sched, Unserved};
 
 /// Show flag of VMA_STAT: its counters exist only in /proc/PID/smaps, which the daemon (without
 /// capabilities) may not read for its callers.
@@ -59,6 +65,16 @@ fn unserved(show_flags: u64, maps_walk: bool) -> Option<&'static str> {
     None
 }
 
+pub use crate::sched::per_uid_cap;
+
+/// The default of [`Limits::busy_wait`] (`--busy-wait`).
+pub const BUSY_WAIT: Duration = Duration::from_millis(500);
+
+/// How long after a request's deadline the event loop ends a connection whose worker has not
+/// come back: a worker that is not stuck ends the stream itself at the deadline (at its next
+/// write, or within 50 ms of waiting for its reader), with the more precise explanation.
+const GRACE: Duration = Duration::from_millis(200);
+
 /// Limits and timeouts.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -68,8 +84,12 @@ pub struct Limits {
     pub max_clients: usize,
     /// Connections open at once per uid.
     pub max_clients_per_uid: usize,
-    /// Workers one uid may hold at once; its other requests wait their turn.
+    /// Workers one uid may hold at once; its other requests wait their turn. Never more than
+    /// all workers but one when there are two or more ([`per_uid_cap`]), whatever it says.
     pub max_requests_per_uid: usize,
+    /// How long a request waits when no worker it may use comes free (counted from its
+    /// arrival or from the last time one did) before it is answered `EBUSY`.
+    pub busy_wait: Duration,
     /// How long a client may take to send a request once it started one, how long it may stay
     /// idle between requests, and how long a request may take from its arrival to the last
     /// byte of its answer (waiting for a worker and for the reader included).
@@ -83,7 +103,8 @@ impl Default for Limits {
         Limits {
             max_clients: 4096,
             max_clients_per_uid: 256,
-            max_requests_per_uid: 8,
+            max_requests_per_uid: usize::MAX,
+            busy_wait: BUSY_WAIT,
             timeout: Duration::from_secs(30),
             buffer_limit: 256 << 20,
         }
@@ -103,6 +124,14 @@ pub struct Stats {
     pub refused: AtomicUsize,
     /// Idle connections closed to make room for new ones.
     pub evicted: AtomicUsize,
+    /// Requests answered `EBUSY`: no worker they could use came free within the busy wait.
+    pub busy: AtomicUsize,
+    /// Requests whose connection the event loop ended because the worker answering them had
+    /// not come back by their deadline.
+    pub abandoned: AtomicUsize,
+    /// Workers stuck now: their request's connection was ended past its deadline, and they
+    /// have not come back yet.
+    pub stuck: AtomicUsize,
 }
 
 /// What the threads share.
@@ -127,20 +156,38 @@ pub(crate) struct Shared {
     waker: Waker,
     pub(crate) stats: Arc<Stats>,
     pub(crate) verbose: bool,
+    /// Tests only (`TASKDIAGD_TEST_WEDGE_PID`, see [`WEDGE_ENV`]): a worker writing this
+    /// process's record for a request with CMDLINE waits, ignoring every deadline, until the
+    /// process is gone, as if reading its command line blocked in the kernel.
+    pub(crate) wedge: Option<u32>,
 }
+
+/// The environment variable (read at start, tests only) naming a process whose command line
+/// "blocks" the worker that writes its record until the process exits: how the tests hold a
+/// worker as a hung FUSE or NFS mount does, on any kernel. Only root sets taskdiagd's
+/// environment; unset, it costs nothing.
+pub const WEDGE_ENV: &str = "TASKDIAGD_TEST_WEDGE_PID";
 
 impl Shared {
     fn new(
         limits: Limits,
+        workers: usize,
         ident: Dumper,
         maps_walk: bool,
         own: OwnNamespaces,
         verbose: bool,
     ) -> io::Result<Arc<Shared>> {
         let stats = Arc::new(Stats::default());
+        let wedge = std::env::var(WEDGE_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse().ok());
         Ok(Arc::new(Shared {
             budget: Arc::new(SharedBudget::new(limits.buffer_limit, stats.clone())),
-            sched: Mutex::new(Sched::new(limits.max_requests_per_uid)),
+            sched: Mutex::new(Sched::new(
+                workers,
+                limits.max_requests_per_uid,
+                limits.busy_wait,
+            )),
             limits,
             own,
             ident: Mutex::new(ident),
@@ -152,6 +199,7 @@ impl Shared {
             waker: Waker::new()?,
             stats,
             verbose,
+            wedge,
         }))
     }
 
@@ -190,10 +238,11 @@ impl Server {
         let maps_walk = dumpers
             .iter()
             .all(|d| d.completed_from_procfs(vma) & vma == 0);
+        let workers = dumpers.len();
         Ok(Server {
             listener,
             dumpers,
-            shared: Shared::new(limits, ident, maps_walk, own, verbose)?,
+            shared: Shared::new(limits, workers, ident, maps_walk, own, verbose)?,
         })
     }
 
@@ -244,6 +293,18 @@ struct Slot {
     conn: Option<Box<Conn>>,
     /// The events its socket is registered for (0: not registered).
     events: u32,
+    /// While its request waits for or is answered by a worker: what the loop needs to end it
+    /// at the deadline if the worker does not come back.
+    lent: Option<Lent>,
+}
+
+/// A connection whose request is with the workers.
+struct Lent {
+    lease: Arc<crate::conn::Lease>,
+    fd: i32,
+    deadline: Instant,
+    uid: u32,
+    pid: u32,
 }
 
 struct EventLoop {
@@ -303,6 +364,7 @@ impl EventLoop {
                         self.sh.waker.reset();
                         let back = std::mem::take(&mut *lock(&self.sh.inbox));
                         for c in back {
+                            self.slots[c.token].lent = None;
                             self.advance(c);
                         }
                     }
@@ -397,6 +459,7 @@ impl EventLoop {
             deadline: None,
             close: false,
             request: None,
+            lease: Arc::default(),
         });
         lock(&self.sh.idq).push(uid, conn);
         self.sh.idq_cv.notify_one();
@@ -461,13 +524,18 @@ impl EventLoop {
         if slot.events != 0 {
             let _ = self.epoll.delete(conn.fd());
         }
-        *slot = Slot::default();
-        self.free.push(conn.token);
+        self.forget(conn.token, conn.peer.uid);
+    }
+
+    /// Frees slot `token` of a connection of `uid` (no longer watched), and counts it closed.
+    fn forget(&mut self, token: usize, uid: u32) {
+        self.slots[token] = Slot::default();
+        self.free.push(token);
         self.open -= 1;
-        if let Some(n) = self.per_uid.get_mut(&conn.peer.uid) {
+        if let Some(n) = self.per_uid.get_mut(&uid) {
             *n -= 1;
             if *n == 0 {
-                self.per_uid.remove(&conn.peer.uid);
+                self.per_uid.remove(&uid);
             }
         }
         self.sh.stats.clients.fetch_sub(1, Ordering::Relaxed);
@@ -583,10 +651,22 @@ impl EventLoop {
             && !matches!(r.strategy(), Some(Strategy::One | Strategy::Thread));
         conn.request = Some(r);
         conn.deadline = Some(deadline);
-        let uid = conn.peer.uid;
-        lock(&self.sh.sched).push(uid, maps, deadline, conn);
+        *conn.lease.state() = crate::conn::LeaseState {
+            worker: None,
+            abandoned: false,
+            settled: conn.out.settled(),
+        };
+        let (uid, now) = (conn.peer.uid, Instant::now());
+        self.slots[conn.token].lent = Some(Lent {
+            lease: conn.lease.clone(),
+            fd: conn.fd(),
+            deadline,
+            uid,
+            pid: conn.peer.pid,
+        });
+        lock(&self.sh.sched).push(uid, maps, now, deadline, conn);
         self.sh.sched_cv.notify_all();
-        self.due_at(deadline);
+        self.due_at(deadline.min(now + self.sh.limits.busy_wait));
     }
 
     /// Leaves `conn` with the loop, watched for `events`.
@@ -640,6 +720,9 @@ impl EventLoop {
         }
         for token in 0..self.slots.len() {
             let Some(c) = self.slots[token].conn.as_ref() else {
+                if let Some(l) = &self.slots[token].lent {
+                    self.due_at(l.deadline + GRACE);
+                }
                 continue;
             };
             let d = due(c, timeout);
@@ -665,20 +748,94 @@ impl EventLoop {
             conn.out.clear();
             self.close(conn);
         }
-        let (late, next) = {
-            let mut s = lock(&self.sh.sched);
-            (s.expire(now), s.next_deadline())
+        let (unserved, next, abandoned) = {
+            let sh = self.sh.clone();
+            let mut s = lock(&sh.sched);
+            let unserved = s.expire(now);
+            let abandoned = self.abandon_overdue(&mut s, now);
+            (unserved, s.next_deadline(), abandoned)
         };
         if let Some(d) = next {
             self.due_at(d);
         }
-        for mut conn in late {
+        for (token, uid) in abandoned {
+            self.forget(token, uid);
+        }
+        for (mut conn, why) in unserved {
+            self.slots[conn.token].lent = None;
             conn.request = None;
-            conn.error(libc::ETIMEDOUT, &crate::work::busy(timeout), true);
-            // Delivered if the socket takes it at once; the connection ends either way.
-            conn.deadline = Some(now);
+            match why {
+                Unserved::Late => {
+                    conn.error(libc::ETIMEDOUT, &crate::work::busy(timeout), true);
+                    // Delivered if the socket takes it at once; the connection ends either way.
+                    conn.deadline = Some(now);
+                }
+                Unserved::Busy(message) => {
+                    self.sh.stats.busy.fetch_add(1, Ordering::Relaxed);
+                    if self.sh.verbose {
+                        eprintln!(
+                            "taskdiagd: client pid {} uid {}: {message}",
+                            conn.peer.pid, conn.peer.uid
+                        );
+                    }
+                    // The connection stays: the client may ask again, or close it.
+                    conn.error(libc::EBUSY, &message, false);
+                    conn.deadline = Some(now + timeout);
+                }
+            }
             self.advance(conn);
         }
+    }
+
+    /// Ends the connections whose request passed its deadline (and the grace after it) while
+    /// a worker still answers it: the worker is blocked (in the kernel, on a process that does
+    /// not answer). The client gets DONE `-ETIMEDOUT` when its stream is at a message
+    /// boundary, then the socket is shut down; the worker stays stuck, held for its uid, until
+    /// it comes back and drops the connection. Returns the slots to free (token, uid).
+    fn abandon_overdue(&self, s: &mut Sched<Box<Conn>>, now: Instant) -> Vec<(usize, u32)> {
+        let timeout = self.sh.limits.timeout;
+        let mut gone = Vec::new();
+        for (token, slot) in self.slots.iter().enumerate() {
+            let Some(l) = slot.lent.as_ref().filter(|l| l.deadline + GRACE <= now) else {
+                continue;
+            };
+            let mut st = l.lease.state();
+            // Still queued (expired above), or back already (on its way through the inbox).
+            let Some(id) = st.worker.filter(|_| !st.abandoned) else {
+                continue;
+            };
+            st.abandoned = true;
+            s.abandon(id);
+            let message = format!(
+                "response cut: taskdiagd could not finish this request within its deadline \
+                 ({} s after it arrived): the worker answering it is still waiting in the \
+                 kernel (a process being read does not answer, e.g. one on a hung FUSE or NFS \
+                 mount); read /proc instead (--backend procfs), or try again later",
+                timeout.as_secs()
+            );
+            if st.settled {
+                let mut b = Vec::new();
+                write_done_error(&mut b, -libc::ETIMEDOUT, &message);
+                let _ = conn::send(l.fd, &b);
+            }
+            // SAFETY: shutdown() on the connection's socket, which stays open: the worker's
+            // connection owns it, and drops it only after it sees the lease abandoned, which
+            // it cannot before this lock is released.
+            unsafe { libc::shutdown(l.fd, libc::SHUT_RDWR) };
+            drop(st);
+            let stuck = self.sh.stats.stuck.fetch_add(1, Ordering::Relaxed) + 1;
+            self.sh.stats.abandoned.fetch_add(1, Ordering::Relaxed);
+            if self.sh.verbose {
+                eprintln!(
+                    "taskdiagd: client pid {} uid {}: its worker did not come back by the \
+                     deadline; connection ended, the worker counts as stuck until it is back \
+                     ({stuck} stuck now)",
+                    l.pid, l.uid
+                );
+            }
+            gone.push((token, l.uid));
+        }
+        gone
     }
 }
 
@@ -840,7 +997,7 @@ mod tests {
             let listener = UnixListener::bind(&path).expect("bind");
             let ident = Dumper::open(BackendKind::Procfs).expect("the procfs backend");
             let own = OwnNamespaces::read().expect("own namespaces");
-            let sh = Shared::new(limits, ident, maps_walk, own, false).expect("shared state");
+            let sh = Shared::new(limits, 2, ident, maps_walk, own, false).expect("shared state");
             Harness {
                 el: EventLoop::new(sh, listener).expect("event loop"),
                 path,
@@ -1084,6 +1241,68 @@ mod tests {
         h.el.scan();
         assert_eq!(h.waiting_requests(), 0);
         assert_ended(&mut c, libc::ETIMEDOUT, "no worker came free");
+    }
+
+    #[test]
+    fn a_request_no_worker_came_free_for_is_answered_busy_at_once() {
+        let l = Limits {
+            busy_wait: Duration::ZERO,
+            ..Limits::default()
+        };
+        let mut h = Harness::new(l);
+        let mut c = h.client();
+        c.write_all(&request(Group::Base.flag())).expect("write");
+        h.turn();
+        assert_eq!(h.waiting_requests(), 1);
+        h.el.scan();
+        assert_eq!(h.waiting_requests(), 0);
+        let d = dones(&mut c);
+        assert!(
+            d.len() == 1
+                && d[0].0 == -libc::EBUSY
+                && d[0].1.starts_with("taskdiagd is busy")
+                && d[0].1.contains("read /proc instead"),
+            "{d:?}"
+        );
+        assert_eq!(h.el.sh.stats.busy.load(Ordering::Relaxed), 1);
+        // The connection stays, for another request.
+        assert_eq!(h.el.open, 1);
+        c.write_all(&bad_version()).expect("write");
+        h.turn();
+        assert_eq!(dones(&mut c).len(), 1);
+    }
+
+    #[test]
+    fn a_worker_that_does_not_come_back_by_the_deadline_loses_its_connection() {
+        let mut h = Harness::new(limits(64, 8, Duration::ZERO));
+        let mut c = h.client();
+        c.write_all(&request(Group::Base.flag())).expect("write");
+        h.turn();
+        // A worker takes it, and stays blocked (this test holds its connection).
+        let (stuck, ticket) = {
+            let mut s = lock(&h.el.sh.sched);
+            let (conn, t) = s.take().expect("the request");
+            conn.lease.state().worker = Some(t.id);
+            (conn, t)
+        };
+        h.el.scan();
+        assert_eq!(h.el.open, 1, "not before the grace after the deadline");
+        std::thread::sleep(GRACE + Duration::from_millis(50));
+        h.el.scan();
+        assert_eq!(h.el.open, 0, "the event loop forgot the connection");
+        assert_eq!(h.el.sh.stats.stuck.load(Ordering::Relaxed), 1);
+        assert_eq!(lock(&h.el.sh.sched).stuck(), 1);
+        assert!(stuck.lease.state().abandoned);
+        assert_ended(
+            &mut c,
+            libc::ETIMEDOUT,
+            "the worker answering it is still waiting",
+        );
+        // A new connection may have its slot meanwhile; the stuck one is never handed back.
+        let _other = h.client();
+        lock(&h.el.sh.sched).release(ticket, Instant::now());
+        assert_eq!(lock(&h.el.sh.sched).stuck(), 0);
+        drop(stuck);
     }
 
     #[test]

@@ -9,6 +9,11 @@
 //! as long as no uid holding fewer workers waits for one: then it gives its worker up. Either
 //! way the stream is ended with a DONE error at the last whole message, when that part of it
 //! has not gone out yet, and the connection is closed once that is delivered.
+//!
+//! A worker blocked in the kernel (a process whose command line cannot be read: a hung FUSE or
+//! NFS mount) cannot notice its deadline; the event loop does, ends the connection and marks
+//! the worker stuck (`crate::conn::Lease`). When the worker comes back it sends nothing more,
+//! drops the connection and takes the next request.
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -17,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use taskdiag::{Dumper, Error};
 
-use crate::conn::{wait_writable, Conn, Output};
+use crate::conn::{wait_writable, Conn, Lease, Output};
 use crate::sched::Ticket;
 use crate::server::{lock, Shared};
 
@@ -108,16 +113,40 @@ pub(crate) fn worker(sh: &Arc<Shared>, mut d: Dumper) {
         let (mut conn, mut ticket) = {
             let mut s = lock(&sh.sched);
             loop {
-                if let Some(x) = s.take() {
-                    break x;
+                if let Some((c, t)) = s.take() {
+                    // Under the scheduler's lock: the event loop never finds the request
+                    // neither queued nor lent.
+                    c.lease.state().worker = Some(t.id);
+                    break (c, t);
                 }
                 s = sh.sched_cv.wait(s).unwrap_or_else(|p| p.into_inner());
             }
         };
+        let t0 = Instant::now();
         answer(sh, &mut d, &mut conn, &mut ticket);
-        lock(&sh.sched).release(ticket);
+        let abandoned = {
+            let mut st = conn.lease.state();
+            st.worker = None;
+            st.abandoned
+        };
+        lock(&sh.sched).release(ticket, Instant::now());
         sh.sched_cv.notify_all();
-        sh.give_back(conn);
+        if abandoned {
+            // The event loop ended the connection at its deadline and forgot it.
+            let stuck = sh.stats.stuck.fetch_sub(1, Ordering::Relaxed) - 1;
+            if sh.verbose {
+                eprintln!(
+                    "taskdiagd: client pid {} uid {}: its stuck worker came back after {:.1} s \
+                     ({stuck} stuck now)",
+                    conn.peer.pid,
+                    conn.peer.uid,
+                    t0.elapsed().as_secs_f64()
+                );
+            }
+            drop(conn);
+        } else {
+            sh.give_back(conn);
+        }
     }
 }
 
@@ -126,8 +155,13 @@ pub(crate) fn worker(sh: &Arc<Shared>, mut d: Dumper) {
 enum Stop {
     /// The client is gone (the socket failed).
     Gone,
-    /// The request's deadline passed.
+    /// The request's deadline passed while the reader did not take what was held for it.
     Late,
+    /// The request's deadline passed while the dump was still producing its answer.
+    Slow,
+    /// The event loop ended the connection (the deadline passed while this worker was
+    /// blocked).
+    Abandoned,
     /// The reader did not keep up, the budget was spent and another uid waited for a worker.
     Yield,
 }
@@ -154,7 +188,9 @@ fn answer(sh: &Shared, d: &mut Dumper, conn: &mut Conn, ticket: &mut Ticket) {
     }
     let fd = conn.fd();
     let (stop, r) = {
-        let Conn { viewer, out, .. } = &mut *conn;
+        let Conn {
+            viewer, out, lease, ..
+        } = &mut *conn;
         let Some(viewer) = viewer.as_ref() else {
             return;
         };
@@ -173,6 +209,8 @@ fn answer(sh: &Shared, d: &mut Dumper, conn: &mut Conn, ticket: &mut Ticket) {
             ticket,
             deadline,
             stop: None,
+            lease,
+            wedge: sh.wedge.filter(|_| req.wants(taskdiag::Group::Cmdline)),
         };
         // Blocks the client took while the dump writes are used again for what follows, and
         // given back once it is done (Output::keep_spares).
@@ -189,7 +227,7 @@ fn answer(sh: &Shared, d: &mut Dumper, conn: &mut Conn, ticket: &mut Ticket) {
             eprintln!("taskdiagd: request from pid {}: {e}", conn.peer.pid);
             return;
         }
-        (Some(Stop::Gone), _) => {
+        (Some(Stop::Gone | Stop::Abandoned), _) => {
             conn.out.clear();
             conn.close = true;
             return;
@@ -198,6 +236,14 @@ fn answer(sh: &Shared, d: &mut Dumper, conn: &mut Conn, ticket: &mut Ticket) {
             libc::ETIMEDOUT,
             format!(
                 "response cut: it was not read within the timeout ({} s)",
+                timeout.as_secs()
+            ),
+        ),
+        (Some(Stop::Slow), _) => (
+            libc::ETIMEDOUT,
+            format!(
+                "response cut: taskdiagd could not finish it within the timeout ({} s after \
+                 the request arrived); read /proc instead (--backend procfs), or try again later",
                 timeout.as_secs()
             ),
         ),
@@ -232,6 +278,21 @@ pub(crate) fn busy(timeout: Duration) -> String {
     )
 }
 
+/// The test hook ([`crate::server::WEDGE_ENV`]): if `chunk` holds a record of process `pid`,
+/// waits until that process is gone, as a read of its command line that blocks in the kernel
+/// would, heeding nothing else.
+fn wedge(pid: u32, chunk: &[u8]) {
+    let hit = taskdiag::proto::msg::Messages::new(chunk).any(|m| {
+        m.is_ok_and(|m| {
+            m.msg_type() == Some(taskdiag::proto::MsgType::Task) && m.header.tgid == pid
+        })
+    });
+    let proc = std::path::PathBuf::from(format!("/proc/{pid}"));
+    while hit && proc.exists() {
+        std::thread::sleep(TICK);
+    }
+}
+
 /// Where a dump writes: the client's socket, then its held output.
 struct Sink<'a> {
     fd: i32,
@@ -240,10 +301,18 @@ struct Sink<'a> {
     ticket: &'a mut Ticket,
     deadline: Instant,
     stop: Option<Stop>,
+    /// Shared with the event loop: checked (and the stream's state set) at every send.
+    lease: &'a Lease,
+    /// The test hook's process ([`crate::server::WEDGE_ENV`]), when the request asks for
+    /// command lines.
+    wedge: Option<u32>,
 }
 
 impl Sink<'_> {
     fn write(&mut self, chunk: &[u8]) -> io::Result<()> {
+        if let Some(pid) = self.wedge {
+            wedge(pid, chunk);
+        }
         self.put(chunk).map_err(|s| {
             self.stop = Some(s);
             io::Error::other(format!("{s:?}"))
@@ -252,23 +321,28 @@ impl Sink<'_> {
 
     fn put(&mut self, mut chunk: &[u8]) -> Result<(), Stop> {
         loop {
-            if Instant::now() >= self.deadline {
-                return Err(Stop::Late);
-            }
-            self.out.pump(self.fd).map_err(|_| Stop::Gone)?;
-            if self.out.is_empty() {
-                let n = self.out.send_now(self.fd, chunk).map_err(|_| Stop::Gone)?;
-                chunk = &chunk[n..];
-            }
-            if !chunk.is_empty() {
-                let n = self.out.spill(chunk);
-                chunk = &chunk[n..];
+            {
+                let mut st = self.lease.state();
+                if st.abandoned {
+                    return Err(Stop::Abandoned);
+                }
+                if Instant::now() >= self.deadline {
+                    // Only when the reader left output unread is it the reader's doing.
+                    return Err(if self.out.is_empty() {
+                        Stop::Slow
+                    } else {
+                        Stop::Late
+                    });
+                }
+                let r = self.send(&mut chunk);
+                st.settled = self.out.settled();
+                r?;
             }
             if chunk.is_empty() {
-                self.out.end_chunk();
                 return Ok(());
             }
             // The budget is spent: wait for the reader.
+            // (Outside the lease's lock: the event loop may end the connection meanwhile.)
             let left = self.deadline.saturating_duration_since(Instant::now());
             if !wait_writable(self.fd, left.min(TICK))
                 && lock(&self.sh.sched).should_yield(self.ticket)
@@ -276,5 +350,23 @@ impl Sink<'_> {
                 return Err(Stop::Yield);
             }
         }
+    }
+
+    /// Sends what the socket takes of what is held, then of `chunk`, and holds what the
+    /// budget allows of the rest; `chunk` is left with what did not fit.
+    fn send(&mut self, chunk: &mut &[u8]) -> Result<(), Stop> {
+        self.out.pump(self.fd).map_err(|_| Stop::Gone)?;
+        if self.out.is_empty() {
+            let n = self.out.send_now(self.fd, chunk).map_err(|_| Stop::Gone)?;
+            *chunk = &chunk[n..];
+        }
+        if !chunk.is_empty() {
+            let n = self.out.spill(chunk);
+            *chunk = &chunk[n..];
+        }
+        if chunk.is_empty() {
+            self.out.end_chunk();
+        }
+        Ok(())
     }
 }

@@ -29,12 +29,25 @@
 //! the listing its user's unconfined `ps` or `pkill` acts upon). What is refused is an
 //! [`Error::UntrustedDaemon`] naming the socket and its owner; [`crate::BackendKind::Auto`]
 //! then uses /proc instead.
+//!
+//! # Deadlines
+//!
+//! The client never waits without bound for the daemon, even a stopped one: connecting, sending
+//! the request and each read of the answer wait at most [`timeout`] (`$TASKDIAG_TIMEOUT`
+//! seconds, [`DEFAULT_TIMEOUT`] unless set; 0 waits without limit). What did not answer is said
+//! in an [`Error::DaemonTimeout`] naming the socket. A busy daemon's `EBUSY` is an
+//! [`Error::DaemonBusy`]. A socket that cannot be reached is explained for someone meeting it
+//! the first time: no such socket (is taskdiagd running, and how to start it), a path that is
+//! no socket, a socket nothing listens on.
 
 use std::ffi::{CStr, CString};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use taskdiag_proto::msg::{done_text, StreamReader};
 use taskdiag_proto::{Done, MsgType, Request};
@@ -50,6 +63,48 @@ pub const SOCKET_ENV: &str = "TASKDIAG_SOCKET";
 /// The environment variable that names the user (a name or a numeric uid) a daemon may run
 /// as besides root: for a daemon that is not root when it starts listening.
 pub const DAEMON_USER_ENV: &str = "TASKDIAG_DAEMON_USER";
+
+/// The environment variable that sets how long a client waits for the daemon at each step
+/// (connecting, sending a request, each read of the answer), in seconds; 0 waits without limit.
+pub const TIMEOUT_ENV: &str = "TASKDIAG_TIMEOUT";
+
+/// How long a client waits for the daemon at each step unless `$TASKDIAG_TIMEOUT` says.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long to wait for the daemon at each step: `$TASKDIAG_TIMEOUT` seconds (a decimal
+/// number; 0: `None`, without limit), else [`DEFAULT_TIMEOUT`]. An invalid value is an error
+/// naming it.
+pub fn timeout() -> Result<Option<Duration>, String> {
+    match std::env::var_os(TIMEOUT_ENV) {
+        None => Ok(Some(DEFAULT_TIMEOUT)),
+        Some(v) => parse_timeout(&v.to_string_lossy()),
+    }
+}
+
+/// [`timeout`] for a value of `$TASKDIAG_TIMEOUT`.
+fn parse_timeout(v: &str) -> Result<Option<Duration>, String> {
+    let v = v.trim();
+    if v.is_empty() {
+        return Ok(Some(DEFAULT_TIMEOUT));
+    }
+    match v.parse::<f64>() {
+        Ok(0.0) => Ok(None),
+        Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
+        _ => Err(format!(
+            "${TIMEOUT_ENV}={v:?} is not a number of seconds (0 waits without limit)"
+        )),
+    }
+}
+
+/// "5 s", "0.5 s": a wait, as messages give it.
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s} s")
+    }
+}
 
 /// The socket to use: `explicit` (a `--socket` option), else `$TASKDIAG_SOCKET`, else
 /// [`DEFAULT_SOCKET`].
@@ -69,17 +124,34 @@ pub struct DaemonClient {
     path: PathBuf,
     /// Cuts responses into whole messages; kept between requests for its buffer.
     reader: StreamReader,
+    /// How long each step waits (`None`: without limit).
+    timeout: Option<Duration>,
+    /// Requests sent on this connection so far.
+    requests: u64,
 }
 
 impl DaemonClient {
     /// Connects to the daemon at `path`, if a trusted process serves it (see the module
     /// documentation); else fails with [`Error::UntrustedDaemon`], before anything is sent.
+    /// Each step waits at most [`timeout`] (`$TASKDIAG_TIMEOUT`).
     pub fn connect(path: &Path) -> Result<Self, Error> {
+        let t = timeout().map_err(|m| Error::Daemon {
+            socket: path.to_path_buf(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, m),
+        })?;
+        Self::connect_with(path, t)
+    }
+
+    /// [`DaemonClient::connect`] waiting at most `timeout` at each step (`None`: without
+    /// limit), whatever the environment says.
+    pub fn connect_with(path: &Path, timeout: Option<Duration>) -> Result<Self, Error> {
         let daemon_err = |source| Error::Daemon {
             socket: path.to_path_buf(),
             source,
         };
-        let stream = UnixStream::connect(path).map_err(daemon_err)?;
+        let stream = connect_socket(path, timeout).map_err(|e| unreachable(path, e, timeout))?;
+        stream.set_read_timeout(timeout).map_err(daemon_err)?;
+        stream.set_write_timeout(timeout).map_err(daemon_err)?;
         let server = peer_cred(&stream).map_err(daemon_err)?;
         // Root, the usual server, is believed without reading the environment and /proc.
         if server.uid != 0 {
@@ -99,6 +171,8 @@ impl DaemonClient {
             path: path.to_path_buf(),
             // Room for a large response in few reads.
             reader: StreamReader::with_capacity(1 << 18),
+            timeout,
+            requests: 0,
         })
     }
 
@@ -114,6 +188,20 @@ impl DaemonClient {
         }
     }
 
+    /// The error for a step that waited its whole timeout: `what` did not happen.
+    fn timed_out(&self, what: String) -> Error {
+        let waited = self.timeout.unwrap_or_default();
+        Error::DaemonTimeout {
+            socket: self.path.clone(),
+            what: format!(
+                "{what} for {} (is it stopped, or overloaded? ${TIMEOUT_ENV} sets how long \
+                 clients wait)",
+                secs(waited)
+            ),
+            waited,
+        }
+    }
+
     /// Sends `req` and relays the response stream to `out` in chunks of whole messages.
     /// Returns the number of tasks, or the error the daemon's DONE message carries.
     pub fn dump(
@@ -121,7 +209,12 @@ impl DaemonClient {
         req: &Request,
         out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> Result<u64, Error> {
+        let first = self.requests == 0;
+        self.requests += 1;
         if let Err(e) = self.stream.write_all(&req.to_bytes()) {
+            if is_timeout(&e) {
+                return Err(self.timed_out("did not take the request".into()));
+            }
             // A daemon that refuses a connection (too many of them) says why and hangs up,
             // perhaps before the request went out: its explanation is still there to read.
             if matches!(
@@ -135,11 +228,24 @@ impl DaemonClient {
             return Err(self.io_err(e));
         }
         self.reader.clear();
+        // Bytes of the answer received so far.
+        let mut got: u64 = 0;
         loop {
-            let n = self
-                .reader
-                .fill(&mut self.stream)
-                .map_err(|e| self.io_err(e))?;
+            let n = match self.reader.fill(&mut self.stream) {
+                Ok(n) => n,
+                Err(e) if is_timeout(&e) && got == 0 && first => {
+                    return Err(self.timed_out("accepted the connection but sent nothing".into()));
+                }
+                Err(e) if is_timeout(&e) && got == 0 => {
+                    return Err(self.timed_out("sent no answer to the request".into()));
+                }
+                Err(e) if is_timeout(&e) => {
+                    return Err(self
+                        .timed_out(format!("sent {got} bytes of the answer, then nothing more")));
+                }
+                Err(e) => return Err(self.io_err(e)),
+            };
+            got += n as u64;
             if n == 0 {
                 return Err(self.io_err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
@@ -176,6 +282,10 @@ impl DaemonClient {
         match d.error {
             0 => Ok(d.tasks),
             e if e == -libc::ESRCH => Err(Error::NoSuchTask { pid: req.pid }),
+            e if e == -libc::EBUSY => Err(Error::DaemonBusy {
+                socket: self.path.clone(),
+                message: text.unwrap_or_else(|| "taskdiagd is busy".into()),
+            }),
             e => Err(Error::Refused {
                 socket: self.path.clone(),
                 errno: -e,
@@ -206,6 +316,124 @@ impl DaemonClient {
         let d = Done::read_from(m.payload)?;
         let text = done_text(&m).map(str::to_owned);
         self.outcome(req, &d, text).err()
+    }
+}
+
+/// Whether `e` is a socket timeout (SO_RCVTIMEO, SO_SNDTIMEO) expiring.
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+/// A Unix stream socket connected to `path`, waiting at most `timeout` for the server to
+/// accept (a full queue of new connections: a stopped or overloaded server). The standard
+/// library's connect() waits without limit.
+fn connect_socket(path: &Path, timeout: Option<Duration>) -> io::Result<UnixStream> {
+    // SAFETY: socket() takes integer arguments and returns a new descriptor or -1.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new socket that nothing else owns.
+    let stream = UnixStream::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    // connect() on a Unix stream socket waits for room in the server's queue for as long as
+    // SO_SNDTIMEO says, then fails with EAGAIN.
+    stream.set_write_timeout(timeout)?;
+    // SAFETY: sockaddr_un is plain data; all-zero bytes are a valid (empty) address.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.is_empty() || bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "not a socket path a client can connect to (empty, over {} bytes, or with a NUL)",
+                addr.sun_path.len() - 1
+            ),
+        ));
+    }
+    for (d, &b) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = b as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    loop {
+        // SAFETY: `addr` is an initialized sockaddr_un of at least `len` bytes, alive for the
+        // call; the kernel only reads it.
+        let r = unsafe {
+            libc::connect(
+                stream.as_raw_fd(),
+                (&addr as *const libc::sockaddr_un).cast(),
+                len as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return Ok(stream);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// The error for a socket at `path` that `connect()` failed on with `e`, said for someone
+/// meeting it the first time.
+fn unreachable(path: &Path, e: io::Error, timeout: Option<Duration>) -> Error {
+    let socket = path.to_path_buf();
+    let kind = e.kind();
+    let how = "start it as root (`taskdiagd`, or `systemctl enable --now taskdiagd.socket`), \
+               or name its socket with --socket or $TASKDIAG_SOCKET";
+    let not_socket = std::fs::metadata(path)
+        .ok()
+        .filter(|m| !m.file_type().is_socket());
+    let why = match e.raw_os_error() {
+        _ if not_socket.is_some() => format!(
+            "not a socket ({}): --socket or ${SOCKET_ENV} must name taskdiagd's socket",
+            not_socket.map_or("", |m| file_kind(&m.file_type()))
+        ),
+        Some(libc::EAGAIN) => {
+            let waited = timeout.unwrap_or_default();
+            return Error::DaemonTimeout {
+                socket,
+                what: format!(
+                    "did not accept the connection within {}: its queue of new connections is \
+                     full (is it stopped, or overloaded? ${TIMEOUT_ENV} sets how long clients \
+                     wait)",
+                    secs(waited)
+                ),
+                waited,
+            };
+        }
+        Some(libc::ENOENT) => format!("no such socket: is taskdiagd running? If not, {how}"),
+        Some(libc::ECONNREFUSED) => format!(
+            "nothing listens on this socket: taskdiagd is not running (the socket is left from \
+             one that stopped); {how}"
+        ),
+        Some(libc::EACCES) => "permission denied: this user may not open the socket or a \
+                               directory above it (taskdiagd creates its socket with mode 0666)"
+            .to_string(),
+        _ => return Error::Daemon { socket, source: e },
+    };
+    Error::Daemon {
+        socket,
+        source: io::Error::new(kind, why),
+    }
+}
+
+/// "a regular file", "a directory", ...: what a path that is no socket is.
+fn file_kind(t: &std::fs::FileType) -> &'static str {
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "another kind of file"
     }
 }
 
@@ -536,6 +764,54 @@ mod tests {
             outside_of("garbage\n", 65534).map(|o| o.ambiguous),
             Some(true)
         );
+    }
+
+    #[test]
+    fn the_timeout_is_seconds_and_zero_waits_without_limit() {
+        assert_eq!(parse_timeout(""), Ok(Some(DEFAULT_TIMEOUT)));
+        assert_eq!(parse_timeout(" 2 "), Ok(Some(Duration::from_secs(2))));
+        assert_eq!(parse_timeout("0.25"), Ok(Some(Duration::from_millis(250))));
+        assert_eq!(parse_timeout("0"), Ok(None));
+        for bad in ["-1", "five", "inf", "NaN"] {
+            let e = parse_timeout(bad).expect_err(bad);
+            assert!(e.contains("$TASKDIAG_TIMEOUT") && e.contains(bad), "{e}");
+        }
+        assert_eq!(secs(Duration::from_secs(5)), "5 s");
+        assert_eq!(secs(Duration::from_millis(1500)), "1.5 s");
+    }
+
+    #[test]
+    fn a_socket_that_cannot_be_reached_is_explained() {
+        let dir = std::env::temp_dir().join(format!("td-client-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let t = Some(Duration::from_secs(1));
+        let msg = |p: &Path| match DaemonClient::connect_with(p, t) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{} connected", p.display()),
+        };
+        let missing = dir.join("none.sock");
+        let m = msg(&missing);
+        assert!(
+            m.starts_with(&format!(
+                "taskdiagd at {}: no such socket",
+                missing.display()
+            )) && m.contains("is taskdiagd running?")
+                && m.contains("start it as root"),
+            "{m}"
+        );
+        let file = dir.join("file");
+        std::fs::write(&file, b"").unwrap();
+        let m = msg(&file);
+        assert!(m.contains("not a socket (a regular file)"), "{m}");
+        let m = msg(&dir);
+        assert!(m.contains("not a socket (a directory)"), "{m}");
+        // A socket left by a server that is gone.
+        let stale = dir.join("stale.sock");
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        let m = msg(&stale);
+        assert!(m.contains("nothing listens on this socket"), "{m}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -70,6 +70,9 @@ pub struct Dumper {
     bpf_unavailable: Option<String>,
     /// Why the last request went to /proc after `Auto`'s daemon declined it, if it did.
     daemon_declined: Option<String>,
+    /// Why `Auto` does not use taskdiagd (could not connect), or did not for the last request
+    /// (busy, did not answer in time), if so.
+    daemon_unavailable: Option<String>,
 }
 
 impl Dumper {
@@ -136,14 +139,21 @@ impl Dumper {
         if let Some(it) = TaskIter::reuse_pinned() {
             return Ok(Self::with(Backend::Bpf(Box::new(it)), show_flags));
         }
+        let daemon_unavailable = match daemon() {
+            Ok(c) => {
+                let why = "taskdiagd answers with its programs loaded".to_owned();
+                return Ok(Dumper {
+                    bpf_unavailable: Some(why),
+                    ..Self::with(Backend::Daemon(c), show_flags)
+                });
+            }
+            Err(e) => Some(e.to_string()),
+        };
         let because = |backend, why: String| Dumper {
             bpf_unavailable: Some(why),
+            daemon_unavailable: daemon_unavailable.clone(),
             ..Self::with(backend, show_flags)
         };
-        if let Ok(c) = daemon() {
-            let why = "taskdiagd answers with its programs loaded".to_owned();
-            return Ok(because(Backend::Daemon(c), why));
-        }
         if !taskdiag_bpf::kernel_btf_present() {
             let why = BpfError::NoBtf.to_string();
             return Ok(because(Backend::Procfs(ProcReader::open()?), why));
@@ -186,6 +196,7 @@ impl Dumper {
             proc_up,
             bpf_unavailable: None,
             daemon_declined: None,
+            daemon_unavailable: None,
         };
         d.reset_view();
         d
@@ -278,6 +289,14 @@ impl Dumper {
         self.daemon_declined.as_deref()
     }
 
+    /// Why `Auto` read /proc rather than use taskdiagd, if it did: it could not connect (no
+    /// daemon, a refused server: the error's words), or the daemon did not serve the last
+    /// request (busy, or it did not answer within the client's deadline, after which this
+    /// dumper reads /proc for good).
+    pub fn daemon_unavailable(&self) -> Option<&str> {
+        self.daemon_unavailable.as_deref()
+    }
+
     /// The groups of `show_flags` the BPF backend fills from /proc for every task, because
     /// their programs were not loaded or this kernel rejected them (0 for other backends).
     pub fn completed_from_procfs(&self, show_flags: u64) -> u64 {
@@ -303,6 +322,7 @@ impl Dumper {
         let req = Request::parse(&req.to_bytes())?;
         self.daemon_declined = None;
         if let Backend::Daemon(c) = &mut self.backend {
+            self.daemon_unavailable = None;
             // The groups the daemon could not read for us come from our own /proc, task by task.
             let own = req.all_groups() & CALLER_COMPLETES != 0;
             let reader = own.then(|| ProcReader::open().ok()).flatten();
@@ -316,9 +336,12 @@ impl Dumper {
                 }
             };
             // `Auto`'s daemon: a request it declines (EOPNOTSUPP: a group it would have to read
-            // from /proc with its own rights) is answered from our /proc instead, with ours.
-            // An explicit daemon backend reports it.
-            let declined = match daemon_dump(c, &sent, &mut sink) {
+            // from /proc with its own rights) is answered from our /proc instead, with ours;
+            // so is one it is too busy for, or that it does not answer in time (then for good:
+            // the connection is of no more use), before any task was passed on. An explicit
+            // daemon backend reports it.
+            let auto = self.bpf_unavailable.is_some();
+            let (why, for_good) = match daemon_dump(c, &sent, &mut sink) {
                 (
                     Err(Error::Refused {
                         errno: libc::EOPNOTSUPP,
@@ -326,7 +349,23 @@ impl Dumper {
                         ..
                     }),
                     Some(_),
-                ) if self.bpf_unavailable.is_some() => message,
+                ) if auto => {
+                    self.daemon_declined = Some(message);
+                    return Dumper::with(Backend::Procfs(ProcReader::open()?), 0)
+                        .answer(&req, None, out);
+                }
+                (Err(e @ Error::DaemonBusy { .. }), Some(_)) if auto => (e.to_string(), false),
+                (
+                    Err(
+                        e @ (Error::DaemonTimeout { .. }
+                        | Error::Daemon { .. }
+                        | Error::Refused {
+                            errno: libc::EAGAIN | libc::ETIMEDOUT,
+                            ..
+                        }),
+                    ),
+                    Some(_),
+                ) if auto => (e.to_string(), true),
                 (r, held) => {
                     if let Some(h) = held.filter(|h| !h.is_empty()) {
                         sink(&h).map_err(Error::Sink)?;
@@ -334,8 +373,16 @@ impl Dumper {
                     return r;
                 }
             };
-            self.daemon_declined = Some(declined);
-            return Dumper::with(Backend::Procfs(ProcReader::open()?), 0).answer(&req, None, out);
+            self.daemon_unavailable = Some(why);
+            let mut procfs = Dumper::with(Backend::Procfs(ProcReader::open()?), 0);
+            if !for_good {
+                return procfs.answer(&req, None, out);
+            }
+            *self = Dumper {
+                bpf_unavailable: self.bpf_unavailable.take(),
+                daemon_unavailable: self.daemon_unavailable.take(),
+                ..procfs
+            };
         }
         self.answer(&req, None, out)
     }

@@ -90,6 +90,28 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// taskdiagd is busy (DONE `-EBUSY`): no worker it may use came free for the request at
+    /// once. The caller may read its own /proc instead ([`BackendKind::Auto`] does).
+    #[error("taskdiagd at {}: {message}", socket.display())]
+    DaemonBusy {
+        /// The daemon's socket.
+        socket: PathBuf,
+        /// The daemon's explanation.
+        message: String,
+    },
+    /// taskdiagd did not answer within the client's own deadline ([`client::TIMEOUT_ENV`]):
+    /// it did not accept the connection, take the request, or send the next part of the
+    /// answer. [`BackendKind::Auto`] then reads /proc, if nothing of the answer was passed on.
+    #[error("taskdiagd at {} {what}", socket.display())]
+    DaemonTimeout {
+        /// The daemon's socket.
+        socket: PathBuf,
+        /// What did not happen, and for how long, e.g. "accepted the connection but sent
+        /// nothing for 5 s (...)".
+        what: String,
+        /// How long the client waited.
+        waited: std::time::Duration,
+    },
     /// taskdiagd refused the request.
     #[error("taskdiagd at {}: {message}", socket.display())]
     Refused {

@@ -8,7 +8,8 @@ use std::process::{Command, Stdio};
 
 pub use taskdiag_test_support::dir::TempDir;
 pub use taskdiag_test_support::process::{
-    in_private_mounts, output, sh_waits, signal, wait_exec, wait_until, Notify, Spawned, PATIENCE,
+    in_private_mounts, output, output_within, sh_waits, signal, wait_exec, wait_until, Notify,
+    Spawned, PATIENCE,
 };
 pub use taskdiag_test_support::python::{with_helpers, PYTHON};
 pub use taskdiag_test_support::tasks;

@@ -5,6 +5,7 @@
 //! test one subject each.
 
 mod attack;
+mod busy;
 mod guarded;
 mod harness;
 mod identity;

@@ -1350,7 +1350,20 @@ impl Drop for ExtraThreads {
 #[test]
 fn stalled_readers_are_held_within_the_buffer_budget() {
     let _heavy = heavy();
-    let d = Arc::new(Daemon::start(&["--buffer-limit", "1", "--timeout", "2"]));
+    // All of this test's clients are one uid, which holds all workers but one: three workers
+    // let it run two dumps at once, as the warm-up's deadlines need on a loaded machine; and
+    // its good client waits for its own uid's stalled dumps (their deadline) rather than being
+    // answered busy.
+    let d = Arc::new(Daemon::start(&[
+        "--buffer-limit",
+        "1",
+        "--timeout",
+        "2",
+        "--workers",
+        "3",
+        "--busy-wait",
+        "60000",
+    ]));
     let known = Known::refs(&d);
     let _threads = ExtraThreads::spawn(6000);
     // Every thread of this process, every group: about 3 MB per response.
@@ -1710,7 +1723,9 @@ fn a_thousand_concurrent_clients() {
             std::thread::Builder::new()
                 .stack_size(256 << 10)
                 .spawn(move || -> Result<(usize, Duration), String> {
-                    let c = DaemonClient::connect(&d.socket);
+                    // A thousand requests of one uid share all workers but one: the last
+                    // waits longer than a client's default deadline on a loaded machine.
+                    let c = DaemonClient::connect_with(&d.socket, Some(secs(60.0)));
                     barrier.wait();
                     let mut c = c.map_err(|e| format!("client {i}: {e}"))?;
                     let t = Instant::now();

@@ -562,9 +562,10 @@ fn unprivileged_tools_through_taskdiagd_answer_at_once() {
     assert!(w.is_wedged(), "the fixture came unwedged during the test");
 }
 
-/// Four `ps aux` as user A through a fresh daemon (`env` for it), all stuck on the wedged
-/// process at first, and `after` later a BASE-only dump of every process as user B, which
-/// must be answered within [`LIMIT`]: how long each A took (after checking what it printed).
+/// Four `ps aux` as user A through a fresh daemon (`env` for it) with `auto` (those it has no
+/// worker for read their own /proc), one stuck on the wedged process at first, and `after`
+/// later a BASE-only dump of every process as user B, which must be answered within
+/// [`LIMIT`]: how long each A took (after checking what it printed).
 fn a_and_b(w: &Wedged, d: &Distinct, env: &[(&str, &str)], after: Duration) -> Vec<Duration> {
     let daemon = Daemon::start(env);
     let a = daemon.via(USER);
@@ -572,6 +573,9 @@ fn a_and_b(w: &Wedged, d: &Distinct, env: &[(&str, &str)], after: Duration) -> V
     let ps: Vec<_> = (0..4)
         .map(|_| {
             let mut c = a.taskdiag(&["ps", "aux"]);
+            // One uid holds at most all workers but one: the A's the daemon has no worker for
+            // are answered busy at once, and auto then reads their caller's /proc.
+            c.env("TASKDIAG_BACKEND", "auto");
             std::thread::spawn(move || timed(&mut c))
         })
         .collect();
@@ -680,6 +684,9 @@ fn many_wedged_processes_answer_within_the_bound() {
     let ps: Vec<_> = (0..4)
         .map(|_| {
             let mut c = a.taskdiag(&["ps", "aux"]);
+            // One uid holds at most all workers but one: the A's the daemon has no worker for
+            // are answered busy at once, and auto then reads their caller's /proc.
+            c.env("TASKDIAG_BACKEND", "auto");
             std::thread::spawn(move || timed(&mut c))
         })
         .collect();

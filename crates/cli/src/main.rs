@@ -193,6 +193,12 @@ ENVIRONMENT:
                     the request, each read of the answer (default 5; 0: without limit).
                     Past it the error names the socket and what did not answer; auto reads
                     /proc instead if nothing of the answer came yet
+  TASKDIAG_MM_TIMEOUT_MS
+                    milliseconds a read of another process's memory (cmdline, environ,
+                    maps, smaps) is waited for (default 250; a tenth while one given up on
+                    still sleeps): past it the process's lock is taken to be held by
+                    something stuck (a hung FUSE or NFS file), and the group is answered as
+                    an error, `[comm]` in ps, as procps does for a command line it cannot read
 
 EXIT STATUS:
   0 success, 1 no such process, 2 usage error, 3 other failure (with --backend daemon: taskdiagd

@@ -244,8 +244,15 @@ pub(crate) fn read_mm(
     }
     match slot {
         Some(s) => s.read(tgid, || read_into(fd, buf, to_eof)),
-        None => crate::stuck::read_bounded(tgid, fd.try_clone()?, buf, to_eof)
-            .unwrap_or_else(|_| Err(busy())),
+        // (A failure without an errno, a helper thread gone, is EIO: the callers take an error
+        // without one for none.)
+        None => match crate::stuck::read_bounded(tgid, fd.try_clone()?, buf, to_eof) {
+            Ok(Err(e)) if e.raw_os_error().is_none() => {
+                Err(io::Error::from_raw_os_error(libc::EIO))
+            }
+            Ok(r) => r,
+            Err(_) => Err(busy()),
+        },
     }
 }
 

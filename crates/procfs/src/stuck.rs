@@ -222,31 +222,70 @@ impl Slot {
 /// Work for a helper thread, and what it gives back.
 type Job = Box<dyn FnOnce() -> Box<dyn Any + Send> + Send>;
 
-/// A calling thread's helper: its channels and the slot it reads under.
+/// A calling thread's helper: its channels, the slot it reads under, and whether it still
+/// takes work (it ends after [`IDLE`] without any).
 struct Helper {
     jobs: SyncSender<Job>,
     done: Receiver<Box<dyn Any + Send>>,
     slot: Arc<Slot>,
+    alive: Arc<Mutex<bool>>,
 }
+
+/// How long a helper thread waits for work before it ends: a long-lived caller (taskdiagd's
+/// workers) keeps no idle thread for each of its threads. Reads on their own come in bursts
+/// (a walk's fix-ups); a new thread costs tens of microseconds.
+const IDLE: Duration = Duration::from_millis(250);
 
 impl Helper {
     fn spawn() -> io::Result<Helper> {
         let (jobs, job_rx) = sync_channel::<Job>(1);
         let (done_tx, done) = sync_channel(1);
         let slot = Arc::new(Slot::default());
-        let s = Arc::clone(&slot);
+        let alive = Arc::new(Mutex::new(true));
+        let (s, a) = (Arc::clone(&slot), Arc::clone(&alive));
         std::thread::Builder::new()
             .name("taskdiag-mm".into())
-            .spawn(move || {
-                for job in job_rx {
-                    let pid = s.pid.load(Ordering::Relaxed);
-                    let r = s.read(pid, job);
-                    if s.is_given_up() || done_tx.send(r).is_err() {
-                        return;
+            .spawn(move || loop {
+                let job = match job_rx.recv_timeout(IDLE) {
+                    Ok(job) => job,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                    // Under the lock the caller sends with: no job is left behind.
+                    Err(RecvTimeoutError::Timeout) => {
+                        let mut alive = a.lock().unwrap_or_else(|p| p.into_inner());
+                        match job_rx.try_recv() {
+                            Ok(job) => job,
+                            Err(_) => {
+                                *alive = false;
+                                return;
+                            }
+                        }
                     }
+                };
+                let pid = s.pid.load(Ordering::Relaxed);
+                let r = s.read(pid, job);
+                if s.is_given_up() || done_tx.send(r).is_err() {
+                    return;
                 }
             })?;
-        Ok(Helper { jobs, done, slot })
+        Ok(Helper {
+            jobs,
+            done,
+            slot,
+            alive,
+        })
+    }
+
+    /// Hands `job` over, or back if the helper ended (idle) or is gone.
+    fn send(&self, job: Job) -> Result<(), Job> {
+        let alive = self.alive.lock().unwrap_or_else(|p| p.into_inner());
+        if !*alive {
+            return Err(job);
+        }
+        self.jobs.send(job).map_err(|e| e.0)
+    }
+
+    fn is_alive(&self) -> bool {
+        *self.alive.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -267,22 +306,28 @@ pub fn bounded<T: Send + 'static>(
     let gone = || io::Error::other("the thread reading /proc for this one is gone");
     HELPER.with(|h| {
         let mut h = h.borrow_mut();
-        if h.is_none() {
-            match Helper::spawn() {
-                Ok(new) => *h = Some(new),
-                Err(e) => return Ok(Err(e)),
+        let mut job: Job = Box::new(move || Box::new(job()) as Box<dyn Any + Send>);
+        // A helper that ended idle gives the job back: a new one takes it.
+        for _ in 0..2 {
+            if h.as_ref().is_none_or(|h| !h.is_alive()) {
+                match Helper::spawn() {
+                    Ok(new) => *h = Some(new),
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+            let helper = h.as_ref().expect("spawned above");
+            helper.slot.pid.store(pid, Ordering::Relaxed);
+            match helper.send(job) {
+                Ok(()) => break,
+                Err(back) => {
+                    job = back;
+                    *h = None;
+                }
             }
         }
-        let helper = h.as_ref().expect("spawned above");
-        helper.slot.pid.store(pid, Ordering::Relaxed);
-        if helper
-            .jobs
-            .send(Box::new(move || Box::new(job()) as Box<dyn Any + Send>))
-            .is_err()
-        {
-            *h = None;
+        let Some(helper) = h.as_ref() else {
             return Ok(Err(gone()));
-        }
+        };
         let limit = deadline();
         let started = Instant::now();
         let mut wait = limit;

@@ -1,11 +1,13 @@
 #!/bin/bash
 # `ps aux` and one exporter scrape on TASKS sleeping processes, before and after a change, and
 # with a process whose memory-map lock is wedged (issue 41): each command's wall time (median
-# [min-max] of RUNS, alternated among the commands after one warm-up run each), procps's `ps
-# aux` in the same run as the reference. With WEDGE=1 a wedge fixture (the test suite's
+# [min-max] of RUNS after one warm-up run, a command's runs back to back: two builds' programs
+# are pinned under different keys, each load replacing the other's, so alternating builds would
+# verify the programs again at every run), procps's `ps aux` in the same run as the reference.
+# With WEDGE=1, the same again once a wedge fixture (the test suite's
 # crates/test-support/src/wedge_fixture.c: a FUSE READ never answered under the process's
-# mmap_lock) runs meanwhile, and every command runs under `timeout LIMIT` (default 20 s): a
-# command that hangs shows as LIMIT with "timed out". Run as root from the repository after
+# mmap_lock) runs; every command runs under `timeout -s KILL LIMIT` (default 20 s): one that
+# hangs shows as "timed out". Run as root from the repository after
 # `cargo build --release --workspace`; OLD is the target/release directory of the build to
 # compare with (optional):
 #
@@ -24,16 +26,6 @@ cleanup() {
 trap cleanup EXIT
 hold "$rel/taskdiag-bench" "$TASKS"
 printf 'process_names:\n  - name: "{{.Comm}}"\n    cmdline: [".+"]\n' > "$dir/all.yml"
-if [ "$WEDGE" = 1 ]; then
-    cc -O1 -pthread -o "$dir/wedge_fixture" "$here/crates/test-support/src/wedge_fixture.c"
-    mkdir "$dir/mnt"
-    WEDGE_MARKER=bench "$dir/wedge_fixture" "$dir/mnt" > "$dir/wedge.out" 2>"$dir/wedge.err" &
-    fixture_pid=$!
-    until grep -q ready "$dir/wedge.out"; do
-        kill -0 "$fixture_pid" 2>/dev/null || { cat "$dir/wedge.err" >&2; exit 1; }
-        sleep 0.1
-    done
-fi
 procs=$(ls -d /proc/[0-9]* | wc -l)
 
 names=() cmds=()
@@ -54,20 +46,37 @@ run() {
     t1=$(date +%s.%N)
     [ "$rc" = 137 ] && times[$i]+=" timeout" || times[$i]+=" $(echo "$t1 - $t0" | bc)"
 }
-for i in "${!cmds[@]}"; do run "$i"; times[$i]=""; done
-for ((r = 0; r < RUNS; r++)); do
-    for i in "${!cmds[@]}"; do run "$i"; done
-done
-echo "$procs processes (TASKS=$TASKS), wedged process: $([ "$WEDGE" = 1 ] && echo yes || echo no), $RUNS runs, $(uname -r)"
-echo
-echo "| command | wall (s), median [min-max] |"
-echo "|---|---|"
-for i in "${!cmds[@]}"; do
-    if [[ ${times[$i]} == *timeout* ]]; then
-        echo "| ${names[$i]} | timed out at ${LIMIT} s ($(echo "${times[$i]}" | grep -o timeout | wc -l) of $RUNS runs) |"
-        continue
-    fi
-    read -r -a v <<< "$(echo "${times[$i]}" | tr ' ' '\n' | grep . | sort -g | tr '\n' ' ')"
-    n=${#v[@]}
-    printf '| %s | %.3f [%.3f-%.3f] |\n' "${names[$i]}" "${v[$((n / 2))]}" "${v[0]}" "${v[$((n - 1))]}"
-done
+measure() {
+    local wedged=$1
+    for i in "${!cmds[@]}"; do
+        run "$i"
+        times[$i]=""
+        for ((r = 0; r < RUNS; r++)); do run "$i"; done
+    done
+    echo "$procs processes (TASKS=$TASKS), wedged process: $wedged, $RUNS runs, $(uname -r)"
+    echo
+    echo "| command | wall (s), median [min-max] |"
+    echo "|---|---|"
+    for i in "${!cmds[@]}"; do
+        if [[ ${times[$i]} == *timeout* ]]; then
+            echo "| ${names[$i]} | timed out at ${LIMIT} s ($(echo "${times[$i]}" | grep -o timeout | wc -l) of $RUNS runs) |"
+            continue
+        fi
+        read -r -a v <<< "$(echo "${times[$i]}" | tr ' ' '\n' | grep . | sort -g | tr '\n' ' ')"
+        n=${#v[@]}
+        printf '| %s | %.3f [%.3f-%.3f] |\n' "${names[$i]}" "${v[$((n / 2))]}" "${v[0]}" "${v[$((n - 1))]}"
+    done
+    echo
+}
+measure no
+if [ "$WEDGE" = 1 ]; then
+    cc -O1 -pthread -o "$dir/wedge_fixture" "$here/crates/test-support/src/wedge_fixture.c"
+    mkdir "$dir/mnt"
+    WEDGE_MARKER=bench "$dir/wedge_fixture" "$dir/mnt" > "$dir/wedge.out" 2>"$dir/wedge.err" &
+    fixture_pid=$!
+    until grep -q ready "$dir/wedge.out"; do
+        kill -0 "$fixture_pid" 2>/dev/null || { cat "$dir/wedge.err" >&2; exit 1; }
+        sleep 0.1
+    done
+    measure yes
+fi

@@ -562,6 +562,19 @@ fn unprivileged_tools_through_taskdiagd_answer_at_once() {
     assert!(w.is_wedged(), "the fixture came unwedged during the test");
 }
 
+/// Four `ps aux` through `a` at once, each on a thread of its own, with `auto`: one uid holds
+/// at most all workers but one, so the daemon answers the ones it has no worker for busy at
+/// once, and auto then reads their caller's /proc.
+fn four_ps_aux(a: &Via<'_>) -> Vec<std::thread::JoinHandle<(Output, Duration)>> {
+    (0..4)
+        .map(|_| {
+            let mut c = a.taskdiag(&["ps", "aux"]);
+            c.env("TASKDIAG_BACKEND", "auto");
+            std::thread::spawn(move || timed(&mut c))
+        })
+        .collect()
+}
+
 /// Four `ps aux` as user A through a fresh daemon (`env` for it) with `auto` (those it has no
 /// worker for read their own /proc), one stuck on the wedged process at first, and `after`
 /// later a BASE-only dump of every process as user B, which must be answered within
@@ -570,15 +583,7 @@ fn a_and_b(w: &Wedged, d: &Distinct, env: &[(&str, &str)], after: Duration) -> V
     let daemon = Daemon::start(env);
     let a = daemon.via(USER);
     let b = daemon.via(OTHER);
-    let ps: Vec<_> = (0..4)
-        .map(|_| {
-            let mut c = a.taskdiag(&["ps", "aux"]);
-            // One uid holds at most all workers but one: the A's the daemon has no worker for
-            // are answered busy at once, and auto then reads their caller's /proc.
-            c.env("TASKDIAG_BACKEND", "auto");
-            std::thread::spawn(move || timed(&mut c))
-        })
-        .collect();
+    let ps = four_ps_aux(&a);
     std::thread::sleep(after);
     let args = ["dump", "--all", "-g", "base", "-f", "json"];
     let label = format!("{} {env:?}", b.label(&args));
@@ -681,15 +686,7 @@ fn many_wedged_processes_answer_within_the_bound() {
     }
     let daemon = Daemon::start(&[]);
     let (a, b) = (daemon.via(USER), daemon.via(OTHER));
-    let ps: Vec<_> = (0..4)
-        .map(|_| {
-            let mut c = a.taskdiag(&["ps", "aux"]);
-            // One uid holds at most all workers but one: the A's the daemon has no worker for
-            // are answered busy at once, and auto then reads their caller's /proc.
-            c.env("TASKDIAG_BACKEND", "auto");
-            std::thread::spawn(move || timed(&mut c))
-        })
-        .collect();
+    let ps = four_ps_aux(&a);
     std::thread::sleep(Duration::from_millis(100));
     let args = ["dump", "--all", "-g", "base", "-f", "json"];
     let label = format!("{}, asked 100 ms after 4 ps aux of {USER}", b.label(&args));

@@ -249,9 +249,10 @@ fn a_user_reading_huge_answers_slowly_does_not_stall_another() {
     // The deadline ends the trickling readers' requests, and they ask again.
     assert!(count(&counts, "closed_by_daemon") > 8, "{counts}");
     assert_memory(hwm, working, budget, "stall attack");
-    // One thread more at most: a maps walk's reader.
+    // A maps walk's reader, and each of the 2 workers' reader of other processes' memory
+    // while it completes tasks from /proc (ended 250 ms after its last read).
     assert!(
-        most_threads <= idle + 1,
+        most_threads <= idle + 1 + 2,
         "{most_threads} threads, {idle} idle"
     );
 }
@@ -402,8 +403,9 @@ fn under_mixed_attacks_a_well_behaved_user_is_answered_within_2_s() {
         summary(&times)
     );
     assert_memory(hwm, working, budget, "mixed load");
+    // As above: a maps walk's reader, and each worker's reader of other processes' memory.
     assert!(
-        most_threads <= idle + 1,
+        most_threads <= idle + 1 + 2,
         "{most_threads} threads, {idle} idle"
     );
 }

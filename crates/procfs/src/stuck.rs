@@ -303,6 +303,10 @@ pub fn bounded<T: Send + 'static>(
     if is_stuck(pid) {
         return Err(MmBusy { pid });
     }
+    // On a thread of bounded_each, whose whole call is watched already.
+    if WATCHED.with(|w| w.borrow().is_some()) {
+        return Ok(Ok(job()));
+    }
     let gone = || io::Error::other("the thread reading /proc for this one is gone");
     HELPER.with(|h| {
         let mut h = h.borrow_mut();
@@ -356,6 +360,67 @@ pub fn bounded<T: Send + 'static>(
             }
         }
     })
+}
+
+thread_local! {
+    /// The slot of a thread [`bounded_each`] runs, whose caller watches it: reads made on it
+    /// need no helper of their own.
+    static WATCHED: std::cell::RefCell<Option<Arc<Slot>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `f` of each of `pids`, in order, on one thread the caller watches: each call is taken to
+/// read that process's memory (it may wait on its memory-map lock), and one that has not
+/// returned after [`deadline()`] is given up on as [`bounded`] gives one up, its answer `None`
+/// (also for a process already [stuck](is_stuck)), the rest made on a new thread. One
+/// hand-over for the batch instead of one per read; [`bounded`] and [`read_proc_file`] called
+/// within `f` run inline, under the batch's watch.
+pub fn bounded_each<T: Send + 'static>(pids: &[u32], f: fn(u32) -> T) -> Vec<Option<T>> {
+    let mut out: Vec<Option<T>> = Vec::with_capacity(pids.len());
+    while out.len() < pids.len() {
+        let from = out.len();
+        let todo: Vec<u32> = pids[from..].to_vec();
+        let slot = Arc::new(Slot::default());
+        let (tx, rx) = sync_channel::<Option<T>>(64);
+        let s = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new()
+            .name("taskdiag-mm".into())
+            .spawn(move || {
+                WATCHED.with(|w| *w.borrow_mut() = Some(Arc::clone(&s)));
+                for pid in todo {
+                    let r = (!is_stuck(pid)).then(|| s.read(pid, || f(pid)));
+                    if s.is_given_up() || tx.send(r).is_err() {
+                        return;
+                    }
+                }
+            });
+        if spawned.is_err() {
+            break;
+        }
+        loop {
+            let limit = deadline();
+            match rx.recv_timeout(limit / 4) {
+                Ok(r) => out.push(r),
+                // Every answer in: the thread is done.
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    if slot.give_up_after(limit).is_some() {
+                        // Answers sent before the give-up are still in the channel.
+                        out.extend(rx.try_iter());
+                        if out.len() < pids.len() {
+                            out.push(None);
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        if out.len() == from {
+            // A thread that ended without an answer (it panicked): none for the rest.
+            break;
+        }
+    }
+    out.resize_with(pids.len(), || None);
+    out
 }
 
 /// Reads `fd`, a /proc file of process `pid` that takes its memory-map lock, whole into `buf`
@@ -414,6 +479,24 @@ mod tests {
         t.join().unwrap().unwrap();
         assert!(slot.is_given_up());
         assert!(!is_stuck(pid));
+    }
+
+    #[test]
+    fn a_batch_gives_up_on_the_read_that_sleeps_and_answers_the_rest() {
+        // Pids no real process has (above PID_MAX_LIMIT); the middle one "sleeps".
+        const SLOW: u32 = 4_194_400;
+        fn read(pid: u32) -> u32 {
+            if pid == SLOW {
+                std::thread::sleep(deadline() * 8);
+            }
+            pid + 1
+        }
+        let pids = [SLOW - 1, SLOW, SLOW + 1];
+        let got = bounded_each(&pids, read);
+        assert_eq!(got, vec![Some(SLOW), None, Some(SLOW + 2)]);
+        // Known stuck until the sleep returns: answered at once.
+        assert!(is_stuck(SLOW));
+        assert_eq!(bounded_each(&[SLOW], read), vec![None]);
     }
 
     #[test]

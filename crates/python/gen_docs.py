@@ -52,6 +52,11 @@ move to where many processes are read.
 
 Where taskdiag.psutil differs from psutil:
 
+- A process whose memory-map lock something stuck holds (a page fault on a hung FUSE or NFS
+  file): psutil's `cmdline()`, `environ()`, `memory_maps()` hang with it; here they raise
+  AccessDenied after at most 250 ms (`TASKDIAG_MM_TIMEOUT_MS`; at once for a process already
+  found so), `ad_value` in bulk, and `snapshot()`'s column is None (docs/SECURITY.md, "Reads
+  that wait on another process").
 - `environ()` of a kernel thread on a kernel whose /proc refuses it (ESRCH): psutil raises
   NoSuchProcess (and `process_iter(['environ'])` drops every kernel thread); here it is
   AccessDenied (`ad_value` in bulk).

@@ -648,6 +648,28 @@ fn wedged_requests_do_not_delay_another_users_request_under_a_long_deadline() {
     );
 }
 
+/// What [`many_wedged_processes_answer_within_the_bound`] checks of one `ps aux`: success,
+/// every wedged process as `[wedge-target]`, ours with its arguments; `slow` gets it if it
+/// took [`LIMIT`] or more.
+fn check_many(
+    label: &str,
+    o: &Output,
+    took: Duration,
+    ws: &[Wedged],
+    d: &Distinct,
+    slow: &mut Vec<String>,
+) {
+    assert!(o.status.success(), "{label}\n{}", shown(o));
+    let out = stdout(o);
+    for w in ws {
+        assert_line_ends(label, &out, 1, w.pid, "[wedge-target]");
+    }
+    assert_line_ends(label, &out, 1, d.pid(), &d.args());
+    if took >= LIMIT {
+        slow.push(format!("{label}: {took:?}"));
+    }
+}
+
 /// How many processes [`many_wedged_processes_answer_within_the_bound`] wedges: a hung NFS
 /// or FUSE mount wedges every process that faults on it, not one.
 const MANY: usize = 8;
@@ -674,15 +696,7 @@ fn many_wedged_processes_answer_within_the_bound() {
         let label = via.label(&args);
         let (o, took) = timed(&mut via.taskdiag(&args));
         eprintln!("{label} with {MANY} wedged: {took:?}");
-        assert!(o.status.success(), "{label}\n{}", shown(&o));
-        let out = stdout(&o);
-        for w in &ws {
-            assert_line_ends(&label, &out, 1, w.pid, "[wedge-target]");
-        }
-        assert_line_ends(&label, &out, 1, d.pid(), &d.args());
-        if took >= LIMIT {
-            slow.push(format!("{label}: {took:?}"));
-        }
+        check_many(&label, &o, took, &ws, &d, &mut slow);
     }
     let daemon = Daemon::start(&[]);
     let (a, b) = (daemon.via(USER), daemon.via(OTHER));
@@ -700,15 +714,7 @@ fn many_wedged_processes_answer_within_the_bound() {
         let (o, took) = h.join().expect("a ps thread");
         let label = format!("{} #{i}", a.label(&["ps", "aux"]));
         eprintln!("{label} with {MANY} wedged: {took:?}");
-        assert!(o.status.success(), "{label}\n{}", shown(&o));
-        let out = stdout(&o);
-        for w in &ws {
-            assert_line_ends(&label, &out, 1, w.pid, "[wedge-target]");
-        }
-        assert_line_ends(&label, &out, 1, d.pid(), &d.args());
-        if took >= LIMIT {
-            slow.push(format!("{label}: {took:?}"));
-        }
+        check_many(&label, &o, took, &ws, &d, &mut slow);
     }
     assert!(
         slow.is_empty(),

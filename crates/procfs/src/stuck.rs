@@ -380,32 +380,47 @@ pub fn bounded_each<T: Send + 'static>(pids: &[u32], f: fn(u32) -> T) -> Vec<Opt
         let from = out.len();
         let todo: Vec<u32> = pids[from..].to_vec();
         let slot = Arc::new(Slot::default());
-        let (tx, rx) = sync_channel::<Option<T>>(64);
-        let s = Arc::clone(&slot);
+        // The answers go into a vector the caller takes at the end (or at a give-up): a
+        // message per answer would wake the caller per read, as costly as a hand-over each.
+        let answers: Arc<Mutex<Vec<Option<T>>>> = Arc::new(Mutex::new(Vec::new()));
+        let (done_tx, done) = sync_channel::<()>(1);
+        let (s, a) = (Arc::clone(&slot), Arc::clone(&answers));
         let spawned = std::thread::Builder::new()
             .name("taskdiag-mm".into())
             .spawn(move || {
                 WATCHED.with(|w| *w.borrow_mut() = Some(Arc::clone(&s)));
                 for pid in todo {
                     let r = (!is_stuck(pid)).then(|| s.read(pid, || f(pid)));
-                    if s.is_given_up() || tx.send(r).is_err() {
+                    if s.is_given_up() {
                         return;
                     }
+                    a.lock().unwrap_or_else(|p| p.into_inner()).push(r);
                 }
+                let _ = done_tx.send(());
             });
         if spawned.is_err() {
             break;
         }
+        let take = |out: &mut Vec<Option<T>>| {
+            out.append(&mut answers.lock().unwrap_or_else(|p| p.into_inner()));
+        };
         loop {
             let limit = deadline();
-            match rx.recv_timeout(limit / 4) {
-                Ok(r) => out.push(r),
-                // Every answer in: the thread is done.
-                Err(RecvTimeoutError::Disconnected) => break,
+            match done.recv_timeout(limit / 4) {
+                Ok(()) => {
+                    take(&mut out);
+                    break;
+                }
+                // Ended without finishing (it panicked): none for the rest.
+                Err(RecvTimeoutError::Disconnected) => {
+                    take(&mut out);
+                    out.resize_with(pids.len(), || None);
+                    break;
+                }
                 Err(RecvTimeoutError::Timeout) => {
                     if slot.give_up_after(limit).is_some() {
-                        // Answers sent before the give-up are still in the channel.
-                        out.extend(rx.try_iter());
+                        // The answers before the one it sleeps in, then none for that one.
+                        take(&mut out);
                         if out.len() < pids.len() {
                             out.push(None);
                         }
@@ -413,10 +428,6 @@ pub fn bounded_each<T: Send + 'static>(pids: &[u32], f: fn(u32) -> T) -> Vec<Opt
                     }
                 }
             }
-        }
-        if out.len() == from {
-            // A thread that ended without an answer (it panicked): none for the rest.
-            break;
         }
     }
     out.resize_with(pids.len(), || None);

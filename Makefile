@@ -27,10 +27,11 @@ run: build python
 bench: build
 	./target/release/taskdiag-bench --tasks 50000 --runs 5
 
+# The build first: tests use what cargo test does not build (the Python module, lib_taskdiag.so).
 test:
 	@scripts/setup --test
-	$(CARGO) test --workspace --release --no-fail-fast
 	$(CARGO) build --release --workspace
+	$(CARGO) test --workspace --release --no-fail-fast
 	scripts/python test
 	./target/release/taskdiag-bench --quick
 	scripts/procps-suite

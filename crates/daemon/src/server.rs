@@ -16,7 +16,7 @@
 //! dump left in memory. Past it the connection ends, with an error message when the stream
 //! can still take one. The dump itself is bounded the same way, by the event loop: a worker
 //! still answering a request past its deadline (blocked in the kernel on a process that does
-//! not answer) has its connection ended under it ([`crate::conn::Lease`]) and counts as stuck
+//! not answer) has its connection ended under it (`crate::conn::Lease`) and counts as stuck
 //! ([`Stats::stuck`]) until it comes back; it is given nothing meanwhile. One uid holds at
 //! most all workers but one (`crate::sched::per_uid_cap`), and a request for which no worker
 //! it may use comes free within `--busy-wait` is answered at once with `EBUSY`, so that its
@@ -178,9 +178,16 @@ impl Shared {
         verbose: bool,
     ) -> io::Result<Arc<Shared>> {
         let stats = Arc::new(Stats::default());
-        let wedge = std::env::var(WEDGE_ENV)
+        let wedge: Option<u32> = std::env::var(WEDGE_ENV)
             .ok()
             .and_then(|v| v.trim().parse().ok());
+        // A daemon that behaves as a test's says so wherever its log goes (the journal).
+        if let Some(pid) = wedge {
+            eprintln!(
+                "taskdiagd: warning: {WEDGE_ENV}={pid} is set (a test hook): workers writing \
+                 process {pid}'s command line wait until it exits"
+            );
+        }
         Ok(Arc::new(Shared {
             budget: Arc::new(SharedBudget::new(limits.buffer_limit, stats.clone())),
             sched: Mutex::new(Sched::new(

@@ -112,6 +112,9 @@ pub fn query_all(maps: &File, flags: u64) -> io::Result<Vec<Mapping>> {
     while let Some(m) = query(maps, at, flags | QUERY_COVERING_OR_NEXT)? {
         at = m.end;
         out.push(m);
+        // Each query takes the memory-map lock anew: under a deadline (crate::stuck), one
+        // answered is a step.
+        crate::stuck::progress();
     }
     Ok(out)
 }

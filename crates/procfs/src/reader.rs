@@ -205,18 +205,38 @@ fn read_seq(fd: &OwnedFd, buf: &mut Vec<u8>) -> io::Result<()> {
 /// Reads `fd` into `buf` (cleared first): until a short read (files /proc prints whole in one
 /// read, such as stat and status) or, with `to_eof`, until a read returns 0.
 pub(crate) fn read_into(fd: &OwnedFd, buf: &mut Vec<u8>, to_eof: bool) -> io::Result<()> {
+    read_steps(fd, buf, to_eof, usize::MAX, || {})
+}
+
+/// The most a read of another process's memory (cmdline, environ, maps, smaps) asks of one
+/// `read()`: each is a step its deadline is counted from ([`crate::stuck`]), so a long file
+/// (60,000 mappings are 4 MB of maps) is not taken for a stuck one however slow the machine,
+/// while a `read()` that sleeps in the memory-map lock still is. 256 KiB is ~3,500 lines of
+/// maps, a millisecond or two here; a whole maps file costs a `read()` per 256 KiB more.
+pub(crate) const MM_STEP: usize = 256 << 10;
+
+/// [`read_into`] with at most `step` bytes asked of each `read()`, and `progress` called after
+/// each.
+pub(crate) fn read_steps(
+    fd: &OwnedFd,
+    buf: &mut Vec<u8>,
+    to_eof: bool,
+    step: usize,
+    mut progress: impl FnMut(),
+) -> io::Result<()> {
     buf.clear();
     loop {
         if buf.capacity() - buf.len() < 1024 {
             buf.reserve(buf.capacity().max(4096));
         }
-        let room = buf.spare_capacity_mut();
-        // SAFETY: `room` is writable memory of `room.len()` bytes owned by `buf`; read() writes
-        // at most that many bytes into it.
-        let n = retry_eintr(|| unsafe {
-            libc::read(fd.as_raw_fd(), room.as_mut_ptr().cast(), room.len())
-        })?;
-        let full = n == room.len();
+        let spare = buf.spare_capacity_mut();
+        let room = spare.len().min(step);
+        // SAFETY: the spare capacity is writable memory of at least `room` bytes owned by
+        // `buf`; read() writes at most `room` bytes into it.
+        let n =
+            retry_eintr(|| unsafe { libc::read(fd.as_raw_fd(), spare.as_mut_ptr().cast(), room) })?;
+        progress();
+        let full = n == room;
         // SAFETY: read() initialized the first `n` bytes of the spare capacity.
         unsafe { buf.set_len(buf.len() + n) };
         if n == 0 || (!to_eof && !full) {
@@ -243,7 +263,9 @@ pub(crate) fn read_mm(
         return Err(busy());
     }
     match slot {
-        Some(s) => s.read(tgid, || read_into(fd, buf, to_eof)),
+        Some(s) => s.read(tgid, || {
+            read_steps(fd, buf, to_eof, MM_STEP, || s.progress())
+        }),
         // (A failure without an errno, a helper thread gone, is EIO: the callers take an error
         // without one for none.)
         None => match crate::stuck::read_bounded(tgid, fd.try_clone()?, buf, to_eof) {

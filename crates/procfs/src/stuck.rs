@@ -12,7 +12,7 @@
 //!   smaps_rollup, the profiler's maps) is handed to a helper thread of the calling thread and
 //!   waited for at most [`deadline()`].
 //! * The procfs backend's walks (`reader`) make them on their worker threads, which note in a
-//!   [`Slot`] which process they are reading and since when; the thread that collects the
+//!   `Slot` which process they are reading and since when; the thread that collects the
 //!   workers' output gives up on a worker past the deadline and has the rest of its share
 //!   read by a new one.
 //!
@@ -181,6 +181,19 @@ impl Slot {
         r
     }
 
+    /// Says that the read under way moved on (one `read()` of several returned): the deadline
+    /// counts from here, so only a read that stops moving is given up on, not a long one.
+    pub(crate) fn progress(&self) {
+        if self.since.load(Ordering::Relaxed) != 0 {
+            self.since.store(now_ns(), Ordering::Release);
+        }
+    }
+
+    /// Whether this slot's thread is in a read.
+    fn is_reading(&self) -> bool {
+        self.since.load(Ordering::Acquire) != 0
+    }
+
     /// Whether this slot's thread was given up on (it should stop).
     pub(crate) fn is_given_up(&self) -> bool {
         self.given_up
@@ -243,26 +256,29 @@ impl Helper {
         let (s, a) = (Arc::clone(&slot), Arc::clone(&alive));
         std::thread::Builder::new()
             .name("taskdiag-mm".into())
-            .spawn(move || loop {
-                let job = match job_rx.recv_timeout(IDLE) {
-                    Ok(job) => job,
-                    Err(RecvTimeoutError::Disconnected) => return,
-                    // Under the lock the caller sends with: no job is left behind.
-                    Err(RecvTimeoutError::Timeout) => {
-                        let mut alive = a.lock().unwrap_or_else(|p| p.into_inner());
-                        match job_rx.try_recv() {
-                            Ok(job) => job,
-                            Err(_) => {
-                                *alive = false;
-                                return;
+            .spawn(move || {
+                WATCHED.with(|w| *w.borrow_mut() = Some(Arc::clone(&s)));
+                loop {
+                    let job = match job_rx.recv_timeout(IDLE) {
+                        Ok(job) => job,
+                        Err(RecvTimeoutError::Disconnected) => return,
+                        // Under the lock the caller sends with: no job is left behind.
+                        Err(RecvTimeoutError::Timeout) => {
+                            let mut alive = a.lock().unwrap_or_else(|p| p.into_inner());
+                            match job_rx.try_recv() {
+                                Ok(job) => job,
+                                Err(_) => {
+                                    *alive = false;
+                                    return;
+                                }
                             }
                         }
+                    };
+                    let pid = s.pid.load(Ordering::Relaxed);
+                    let r = s.read(pid, job);
+                    if s.is_given_up() || done_tx.send(r).is_err() {
+                        return;
                     }
-                };
-                let pid = s.pid.load(Ordering::Relaxed);
-                let r = s.read(pid, job);
-                if s.is_given_up() || done_tx.send(r).is_err() {
-                    return;
                 }
             })?;
         Ok(Helper {
@@ -339,11 +355,13 @@ pub fn bounded<T: Send + 'static>(
                     return Ok(r.downcast::<T>().map(|b| *b).map_err(|_| gone()));
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    // Past the deadline in the read itself, or (a thread not scheduled for that
-                    // long) past four deadlines in all: left asleep with its registration, and
-                    // the next read gets a new helper.
+                    // Past the deadline in the read itself (since it last moved on), or not
+                    // started after four deadlines (a thread not scheduled for that long): left
+                    // asleep with its registration, and the next read gets a new helper.
                     if helper.slot.give_up_after(limit).is_some()
-                        || (started.elapsed() > limit * 4 && helper.slot.give_up(pid))
+                        || (started.elapsed() > limit * 4
+                            && !helper.slot.is_reading()
+                            && helper.slot.give_up(pid))
                     {
                         *h = None;
                         return Err(MmBusy { pid });
@@ -361,9 +379,21 @@ pub fn bounded<T: Send + 'static>(
 }
 
 thread_local! {
-    /// The slot of a thread [`bounded_each`] runs, whose caller watches it: reads made on it
-    /// need no helper of their own.
+    /// The slot of a thread whose caller watches it (a helper thread, a thread [`bounded_each`]
+    /// runs): reads made on it need no helper of their own, and say on it when they move on.
     static WATCHED: std::cell::RefCell<Option<Arc<Slot>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Says, on a watched thread (a job of [`bounded`] or [`bounded_each`]), that its read of
+/// another process's memory moved on: one step of several returned (a `read()` of a long
+/// file, one query of many). Its deadline counts from the last step, so a long read is not
+/// taken for a stuck one. Nothing elsewhere.
+pub fn progress() {
+    WATCHED.with(|w| {
+        if let Some(s) = w.borrow().as_ref() {
+            s.progress();
+        }
+    });
 }
 
 /// `f` of each of `pids`, in order, on one thread the caller watches: each call is taken to
@@ -443,7 +473,7 @@ pub fn read_bounded(
 ) -> Result<io::Result<()>, MmBusy> {
     let mut b = std::mem::take(buf);
     let r = bounded(pid, move || {
-        let r = crate::reader::read_into(&fd, &mut b, to_eof);
+        let r = crate::reader::read_steps(&fd, &mut b, to_eof, crate::reader::MM_STEP, progress);
         (b, r)
     })?;
     Ok(r.and_then(|(b, r)| {
@@ -487,6 +517,24 @@ mod tests {
         go_tx.send(()).unwrap();
         t.join().unwrap().unwrap();
         assert!(slot.is_given_up());
+        assert!(!is_stuck(pid));
+    }
+
+    #[test]
+    fn a_read_that_moves_on_is_timed_from_its_last_step() {
+        let slot = Slot::default();
+        let limit = Duration::from_millis(100);
+        // A pid no real process has (above PID_MAX_LIMIT).
+        let pid = 4_194_306;
+        slot.read(pid, || {
+            for _ in 0..3 {
+                std::thread::sleep(limit * 3 / 2);
+                // Longer than the limit into the read, but it has just moved on.
+                slot.progress();
+                assert_eq!(slot.give_up_after(limit), None);
+            }
+        });
+        assert!(!slot.is_given_up());
         assert!(!is_stuck(pid));
     }
 

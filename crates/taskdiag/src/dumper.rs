@@ -253,8 +253,13 @@ impl Dumper {
         }
     }
 
-    /// Why `Auto` did not choose BPF, if it did not.
+    /// Why `Auto` did not choose BPF, if it did not. Not that it chose taskdiagd when the
+    /// daemon did not serve the last request: [`Dumper::daemon_unavailable`] says why /proc
+    /// answered it.
     pub fn bpf_unavailable(&self) -> Option<&str> {
+        if matches!(self.backend, Backend::Daemon(_)) && self.daemon_unavailable.is_some() {
+            return None;
+        }
         self.bpf_unavailable.as_deref()
     }
 
@@ -378,8 +383,8 @@ impl Dumper {
             if !for_good {
                 return procfs.answer(&req, None, out);
             }
+            // (Its reason for not using BPF was the daemon: daemon_unavailable says why not.)
             *self = Dumper {
-                bpf_unavailable: self.bpf_unavailable.take(),
                 daemon_unavailable: self.daemon_unavailable.take(),
                 ..procfs
             };

@@ -4,7 +4,8 @@
 //! binary (the CLI from the daemon's tests, the daemon from the CLI's) sits in the same target
 //! directory and profile as the test executable, which cargo runs from
 //! `target/<profile>/deps/`. `cargo test --workspace` builds every binary of a package with
-//! integration tests before it runs any test; a test never builds one itself.
+//! integration tests before it runs any test, but not a library's `cdylib` (the Python module):
+//! `make test` builds the workspace first. A test never builds one itself.
 
 use std::path::PathBuf;
 
@@ -26,8 +27,9 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     let bin = profile_dir.join(name);
     assert!(
         bin.is_file(),
-        "{} is not built: run the tests with `cargo test --workspace` (as `make test` does), or \
-         build it first with `cargo build --workspace` and the same profile",
+        "{} is not built: build the workspace first with `cargo build --workspace` and the same \
+         profile, as `make test` does (cargo test builds the binaries of the packages it tests, \
+         not the Python module lib_taskdiag.so)",
         bin.display()
     );
     bin

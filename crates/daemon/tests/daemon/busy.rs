@@ -162,6 +162,8 @@ fn a_busy_daemon_says_so_at_once_stuck_workers_are_let_go_and_auto_reads_proc() 
         err.contains("via procfs") && err.contains("taskdiagd not used") && err.contains("busy"),
         "{err}"
     );
+    // (BPF was not used because the daemon was chosen: no reason of its own beside that.)
+    assert!(!err.contains("bpf not used"), "{err}");
     same_as_procfs(THIRD, &text(&o.stdout), &before);
     // At the deadline the blocked clients are told, by the event loop, though their workers
     // are still blocked.
@@ -293,6 +295,7 @@ fn a_stopped_daemon_fails_its_clients_within_their_deadline_and_auto_reads_proc(
             && err.contains("sent nothing"),
         "{err}"
     );
+    assert!(!err.contains("bpf not used"), "{err}");
     assert!(took < Duration::from_secs(10), "answered after {took:?}");
     same_as_procfs(USER, &text(&o.stdout), &before);
     signal(d.pid(), libc::SIGCONT);

@@ -216,7 +216,7 @@ pub(crate) fn read_into(fd: &OwnedFd, buf: &mut Vec<u8>, to_eof: bool) -> io::Re
 pub(crate) const MM_STEP: usize = 256 << 10;
 
 /// [`read_into`] with at most `step` bytes asked of each `read()`, and `progress` called after
-/// each.
+/// each that another follows (not after the last: a one-`read()` file costs nothing more).
 pub(crate) fn read_steps(
     fd: &OwnedFd,
     buf: &mut Vec<u8>,
@@ -235,13 +235,13 @@ pub(crate) fn read_steps(
         // `buf`; read() writes at most `room` bytes into it.
         let n =
             retry_eintr(|| unsafe { libc::read(fd.as_raw_fd(), spare.as_mut_ptr().cast(), room) })?;
-        progress();
         let full = n == room;
         // SAFETY: read() initialized the first `n` bytes of the spare capacity.
         unsafe { buf.set_len(buf.len() + n) };
         if n == 0 || (!to_eof && !full) {
             return Ok(());
         }
+        progress();
     }
 }
 

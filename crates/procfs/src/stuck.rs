@@ -524,8 +524,8 @@ mod tests {
     fn a_read_that_moves_on_is_timed_from_its_last_step() {
         let slot = Slot::default();
         let limit = Duration::from_millis(100);
-        // A pid no real process has (above PID_MAX_LIMIT).
-        let pid = 4_194_306;
+        // A pid no real process has (above PID_MAX_LIMIT), and no other test uses.
+        let pid = 4_194_310;
         slot.read(pid, || {
             for _ in 0..3 {
                 std::thread::sleep(limit * 3 / 2);

@@ -982,6 +982,168 @@ fn interactive_top_exits_when_its_terminal_goes_away() {
     );
 }
 
+/// What interactive `taskdiag top` wrote on a pseudo-terminal that answers nothing, and how it
+/// ended.
+struct SilentPty {
+    /// Every byte top wrote.
+    out: Vec<u8>,
+    /// Whether it drew the task table's heading.
+    drawn: bool,
+    /// Its exit status (after `q`, when it drew); `None`: still running after [`PATIENCE`].
+    status: Option<std::process::ExitStatus>,
+}
+
+impl SilentPty {
+    /// The screen's rows: the lowest row a cursor move (`ESC[row;colH`) went to.
+    fn rows(&self) -> usize {
+        String::from_utf8_lossy(&self.out)
+            .split("\x1b[")
+            .filter_map(|seq| {
+                let (row, rest) = seq.split_once(';')?;
+                rest.split_once('H')?.0.parse::<usize>().ok()?;
+                row.parse::<usize>().ok()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The screen's columns: the column heading, drawn reversed from `  PID USER` up to the
+    /// next escape sequence, is as wide as the screen where COMMAND fits (that last column takes
+    /// what the others leave: 80 columns and more).
+    fn cols(&self) -> usize {
+        let s = String::from_utf8_lossy(&self.out);
+        let reversed = "\x1b[7m";
+        let Some(at) = s.find(&format!("{reversed}{}", pid_heading("PID"))) else {
+            return 0;
+        };
+        let line = &s[at + reversed.len()..];
+        line[..line.find('\x1b').unwrap_or(line.len())]
+            .chars()
+            .count()
+    }
+}
+
+/// Runs interactive `taskdiag top` on a new pseudo-terminal of `winsize` (columns, rows; none:
+/// 0x0, which is what a serial line reports) as its controlling terminal, with `env` and no
+/// other COLUMNS or LINES. The terminal never answers the cursor-position query (`ESC[6n`) that
+/// a terminal emulator answers. Waits for the task table, types `q` and waits for top to end.
+fn top_on_a_silent_pty(winsize: Option<(u16, u16)>, env: &[(&str, &str)]) -> SilentPty {
+    use std::io::{Read, Write};
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    use std::sync::{Arc, Mutex};
+
+    let cloexec = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
+    // Both sides close-on-exec from the start: another test's child must not keep either open.
+    // SAFETY: posix_openpt takes flags only.
+    let m = unsafe { libc::posix_openpt(cloexec) };
+    assert!(m >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+    // SAFETY: posix_openpt gave us this descriptor.
+    let master = unsafe { OwnedFd::from_raw_fd(m) };
+    let mut name = [0 as libc::c_char; 64];
+    // SAFETY: a master descriptor of ours and a buffer of the length given.
+    let ok = unsafe {
+        libc::grantpt(m) == 0
+            && libc::unlockpt(m) == 0
+            && libc::ptsname_r(m, name.as_mut_ptr(), name.len()) == 0
+    };
+    assert!(ok, "pty: {}", std::io::Error::last_os_error());
+    // SAFETY: ptsname_r wrote a NUL-terminated path into `name`.
+    let s = unsafe { libc::open(name.as_ptr(), cloexec) };
+    assert!(s >= 0, "open pty: {}", std::io::Error::last_os_error());
+    // SAFETY: open gave us this descriptor.
+    let slave = unsafe { OwnedFd::from_raw_fd(s) };
+    if let Some((cols, rows)) = winsize {
+        let ws = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads one winsize, which lives through the call.
+        assert_eq!(unsafe { libc::ioctl(s, libc::TIOCSWINSZ, &ws) }, 0);
+    }
+    let mut cmd = Command::new(BIN);
+    cmd.args(["top", "-d", "0.5"])
+        .env_remove("COLUMNS")
+        .env_remove("LINES")
+        .env("TASKDIAG_BACKEND", "procfs")
+        .envs(env.iter().copied())
+        .stdin(slave.try_clone().expect("dup"))
+        .stdout(slave.try_clone().expect("dup"))
+        .stderr(slave);
+    // SAFETY: setsid and ioctl are async-signal-safe and touch only the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            // The terminal is the new session's controlling terminal, as a login's is.
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut top = Spawned::spawn(&mut cmd).leads_own_group();
+    // The command's copies of the slave side closed: the master reads EIO once top is gone.
+    drop(cmd);
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let mut reader = std::fs::File::from(master.try_clone().expect("dup"));
+    let sink = Arc::clone(&out);
+    let drain = std::thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        while let Ok(n @ 1..) = reader.read(&mut buf) {
+            sink.lock().expect("lock").extend_from_slice(&buf[..n]);
+        }
+    });
+    let head = format!("{} USER", pid_heading("PID"));
+    let has_head = |o: &[u8]| o.windows(head.len()).any(|w| w == head.as_bytes());
+    // Until the table is drawn, or top has ended (a zombie, not reaped until wait_exit).
+    wait_until(PATIENCE, || {
+        has_head(&out.lock().expect("lock")) || tasks::state(top.pid()).is_none_or(|s| s == 'Z')
+    });
+    let drawn = has_head(&out.lock().expect("lock"));
+    // Open until top has ended: closing it would hang the terminal up, which ends top too.
+    let mut keys = std::fs::File::from(master);
+    if drawn {
+        keys.write_all(b"q").expect("type q");
+    }
+    let status = top.wait_exit(PATIENCE);
+    drop((top, keys));
+    drain.join().expect("drain");
+    let out = std::mem::take(&mut *out.lock().expect("lock"));
+    SilentPty { out, drawn, status }
+}
+
+/// A terminal that never answers the cursor-position query (serial consoles, some multiplexers
+/// and web terminals) gets top's screen as procps top draws it there: sized from the terminal
+/// (TIOCGWINSZ, even with COLUMNS and LINES set), else from COLUMNS and LINES, else 80x24; and
+/// `q` ends it with status 0. Top never sends that query.
+#[test]
+fn interactive_top_on_a_terminal_that_answers_nothing() {
+    for (winsize, env, want) in [
+        (
+            Some((100, 20)),
+            &[("COLUMNS", "60"), ("LINES", "14")][..],
+            (100, 20),
+        ),
+        (None, &[("COLUMNS", "90"), ("LINES", "16")], (90, 16)),
+        (None, &[], (80, 24)),
+    ] {
+        let t0 = std::time::Instant::now();
+        let r = top_on_a_silent_pty(winsize, env);
+        let took = t0.elapsed();
+        let shown = String::from_utf8_lossy(&r.out);
+        assert!(
+            r.drawn,
+            "{winsize:?} {env:?}: no task table ({:?}): {shown:?}",
+            r.status
+        );
+        assert_eq!(r.status.and_then(|s| s.code()), Some(0), "{shown:?}");
+        assert!(!shown.contains("\x1b[6n"), "the cursor was asked for");
+        assert_eq!((r.cols(), r.rows()), want, "{winsize:?} {env:?}: {shown:?}");
+        eprintln!("{winsize:?} {env:?}: drawn and quit in {took:?}");
+    }
+}
+
 /// With the change tracker (TASKDIAG_TOP_TRACK=1 requires it, and re-reads only what changed
 /// at every refresh between its walks of every task), frames must still follow a process
 /// started while top runs, one that exits, a zombie until it is reaped (which marks only its

@@ -7,7 +7,8 @@
 //! ran, started or exited since the last one, and walks every task every 10 s ([`refresh`]).
 //! Screen text follows procps-ng 4.0.2 top's default layout ([`format`](mod@format)); batch
 //! mode (`-b`) prints it as procps does, the interactive screen ([`tui`]) draws it with
-//! ratatui and reads keys with crossterm.
+//! ratatui and reads keys with crossterm, sized as procps sizes its screen and never asking
+//! the terminal anything ([`screen`]).
 //!
 //! This module owns the command line, the help text and the batch loop; the rc file procps
 //! top reads is [`rc`]'s. Machine-wide
@@ -21,6 +22,7 @@ pub mod kstack;
 pub mod model;
 pub mod rc;
 pub mod refresh;
+pub mod screen;
 pub mod sys;
 pub mod tui;
 

@@ -11,11 +11,10 @@
 //! prompts, messages and scrolling.
 
 use std::cell::Cell;
-use std::io::{self, Stdout};
+use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
-use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::crossterm::{cursor, execute, terminal};
 use ratatui::layout::Position;
@@ -28,10 +27,12 @@ use super::act::{self, ActError};
 use super::format::{self, layout, RowCtx, Summary};
 use super::kstack::{self, StackView};
 use super::model::{Col, Filter, Frame, UserSel};
+use super::screen;
 use super::sys::{self, CpuPct, Mem};
 use super::{pcpu_max, select_and_sort, Opts, Sampler, Width};
 
-type Term = Terminal<CrosstermBackend<Stdout>>;
+/// The screen: procps top's size, and no question ever asked of the terminal ([`screen`]).
+type Term = Terminal<screen::Backend>;
 
 /// The last terminating signal received (0: none).
 static SIGNALLED: AtomicI32 = AtomicI32::new(0);
@@ -1110,7 +1111,7 @@ pub fn run(o: Opts, utf8: bool) -> i32 {
         eprintln!("top: {e}");
         return 1;
     }
-    let mut term = match Terminal::new(CrosstermBackend::new(io::stdout())) {
+    let mut term = match Terminal::new(screen::Backend::new()) {
         Ok(t) => t,
         Err(e) => {
             leave();

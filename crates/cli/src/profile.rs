@@ -74,7 +74,9 @@ pub(crate) struct ProfileArgs {
     #[arg(short = 'F', long = "frequency", value_name = "HZ", default_value_t = 49,
           value_parser = clap::value_parser!(u64).range(1..=1000))]
     hz: u64,
-    /// How long to sample, in seconds (fractions allowed); until Ctrl-C without it.
+    /// How long to sample, in seconds (fractions allowed); until Ctrl-C without it. The
+    /// profile covers exactly this window (loading before it and naming stacks after it take
+    /// longer on a loaded machine).
     #[arg(short = 'd', long = "duration", value_name = "SECONDS")]
     duration: Option<f64>,
     /// Only threads on a CPU (perf_event samples).

@@ -111,7 +111,7 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
         })
         .map_err(ProfileError::Iter)?;
     let start = Instant::now();
-    sampler.begin();
+    sampler.begin(opts.duration);
     let end = opts.duration.map(|d| start + d);
     let mut next_walk = start;
     let mut walks = 0;
@@ -153,14 +153,15 @@ pub fn record(opts: &RunOptions, stop: &AtomicBool) -> Result<Run, ProfileError>
     // seconds of it in an emulated guest), and a last walk counts every thread's time off CPU
     // up to the end.
     sampler.stop();
+    // Up to the end asked for (-d), or to now (Ctrl-C): not to whenever this thread got here
+    // (seconds late on a loaded machine), nor to whenever the last walk runs.
+    sampler.end(opts.duration);
     if opts.sampler.off_cpu {
-        // Up to the end asked for (-d), or to now (Ctrl-C): not to whenever the walk runs.
-        sampler.end(opts.duration);
         sampler.walk()?;
         walks += 1;
     }
     sampled.store(true, Ordering::Release);
-    let duration = start.elapsed();
+    let duration = sampler.window();
     let mut symbols = Symbols::from_resolved(worker.join().map_err(|_| {
         ProfileError::Iter(std::io::Error::other("the symbolizing thread panicked"))
     })??);

@@ -96,6 +96,8 @@ pub struct Sampler {
     hz: u64,
     /// When the profile began ([`Sampler::begin`]; CLOCK_BOOTTIME, ns).
     begun_ns: u64,
+    /// When the profile ended ([`Sampler::end`]; 0 until then).
+    ended_ns: u64,
 }
 
 /// The stack with this id in stack map `map`.
@@ -300,6 +302,7 @@ impl Sampler {
             user_stacks_off_cpu: user && opts.off_cpu,
             hz: opts.hz.max(1),
             begun_ns: 0,
+            ended_ns: 0,
         })
     }
 
@@ -385,10 +388,15 @@ impl Sampler {
     }
 
     /// The profile begins now, before the first walk: threads first seen by a walk count
-    /// their time off CPU from here, not from the load.
-    pub fn begin(&mut self) {
+    /// their time off CPU from here, not from the load, and on-CPU samples count from here
+    /// (the perf events fire from [`Sampler::start`] on). With a `duration` (-d) it ends then
+    /// whenever the profiler gets to look: samples after it are not counted (on a loaded
+    /// machine the profiler's own thread may wake up seconds late).
+    pub fn begin(&mut self, duration: Option<std::time::Duration>) {
         self.begun_ns = boottime_ns();
+        let end = duration.map_or(0, |d| self.begun_ns.saturating_add(d.as_nanos() as u64));
         if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
+            b.cfg_end_ns = end;
             b.cfg_begin_ns = self.begun_ns;
         }
     }
@@ -398,12 +406,18 @@ impl Sampler {
     /// late, on a loaded machine, would count past the end).
     pub fn end(&mut self, duration: Option<std::time::Duration>) {
         let now = boottime_ns();
-        let end = duration.map_or(now, |d| {
+        self.ended_ns = duration.map_or(now, |d| {
             now.min(self.begun_ns.saturating_add(d.as_nanos() as u64))
         });
         if let Some(b) = self.skel.maps.bss_data.as_deref_mut() {
-            b.cfg_end_ns = end;
+            b.cfg_end_ns = self.ended_ns;
         }
+    }
+
+    /// The window sampled, from [`Sampler::begin`] to [`Sampler::end`]: what every sample
+    /// was taken in, and what averages over time divide by.
+    pub fn window(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.ended_ns.saturating_sub(self.begun_ns))
     }
 
     /// Ends on-CPU sampling (closes the perf events): at the end of the profile, so that what

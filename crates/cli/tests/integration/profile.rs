@@ -331,13 +331,55 @@ fn every_threads_samples_add_up_to_its_wall_clock_time_on_and_off_cpu() {
     );
 }
 
-/// Whether process `pid` holds a perf event (`taskdiag profile` has started sampling).
-fn samples(pid: u32) -> bool {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| {
-        d.flatten().any(|e| {
-            std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().contains("perf_event"))
-        })
-    })
+/// Whether `taskdiag profile` (process `pid`) has begun its profile: its symbolizing thread
+/// starts just before (its perf events, opened at the load, count nothing until then).
+fn begun(pid: u32) -> bool {
+    threads(pid).values().any(|n| n == "symbolize")
+}
+
+#[test]
+fn a_profile_late_to_end_reports_its_window_not_its_wall_time() {
+    // A profiler held up past its end (stopped here; starved of CPU on a loaded machine) must
+    // count samples over -d only, and say so: its duration is -d, and four threads blocked
+    // the whole time average 4.00 active threads, not 4 x 1 s over the time it took.
+    let block = fixture(&[], "block");
+    let run = Command::new(BIN)
+        .args([
+            "profile",
+            "-p",
+            &block.pid().to_string(),
+            "-d",
+            "1",
+            "-f",
+            "table",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("taskdiag profile");
+    let profiler = run.id();
+    taskdiag_test_support::process::wait_for("the profiler to sample", || begun(profiler));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    taskdiag_test_support::process::signal(profiler, libc::SIGSTOP);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    taskdiag_test_support::process::signal(profiler, libc::SIGCONT);
+    let o = run.wait_with_output().expect("taskdiag profile");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(" s in 1.00 s ("),
+        "the duration is not -d: {}",
+        stderr(&o)
+    );
+    let table = stdout(&o);
+    let threads: f64 = table
+        .lines()
+        .skip(1)
+        .filter_map(|r| r.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        (3.8..=4.05).contains(&threads),
+        "{threads} average threads for 4 blocked ones:\n{table}"
+    );
 }
 
 /// Process `pid`'s CPU time so far (utime + stime of /proc/PID/stat), in clock ticks; 0 once
@@ -365,7 +407,7 @@ fn burn_for(pid: u32, secs: f64) {
     });
 }
 
-/// `taskdiag profile ARGS -f folded -q` until SIGINT (as Ctrl-C), which comes once it samples
+/// `taskdiag profile ARGS -f folded -q` until SIGINT (as Ctrl-C), which comes once it has begun
 /// (a TCG guest loads it for seconds) and `during` has returned; it must succeed.
 fn profile_around(args: &[&str], during: impl FnOnce()) -> Vec<Line> {
     let run = Command::new(BIN)
@@ -375,7 +417,7 @@ fn profile_around(args: &[&str], during: impl FnOnce()) -> Vec<Line> {
         .spawn()
         .expect("taskdiag profile");
     let profiler = run.id();
-    taskdiag_test_support::process::wait_for("the profiler to sample", || samples(profiler));
+    taskdiag_test_support::process::wait_for("the profiler to sample", || begun(profiler));
     during();
     taskdiag_test_support::process::signal(profiler, libc::SIGINT);
     let o = run.wait_with_output().expect("taskdiag profile");

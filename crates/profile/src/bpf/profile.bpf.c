@@ -48,8 +48,9 @@ const volatile bool cfg_only_tgids = false;
 /* The sampling period, 1/F s in nanoseconds: what an on-CPU sample counts. */
 const volatile __u64 cfg_period_ns = 20408163;
 /* When the profile began (CLOCK_BOOTTIME, ns; set by user space before the first walk), and
- * when it ended (0 until it has: the last walk, which may come later, counts time off CPU up
- * to there only). */
+ * when it ends (set at the beginning with -d, else when it has ended; 0 until then): on-CPU
+ * samples are counted between the two only, and the last walk, which may come later, counts
+ * time off CPU up to the end only. */
 __u64 cfg_begin_ns = 0;
 __u64 cfg_end_ns = 0;
 
@@ -309,10 +310,16 @@ int on_cpu(void *ctx)
 	struct task_struct *t;
 	struct scratch *sc;
 	__u32 zero = 0;
+	__u64 now;
 	long n;
 
 	if ((__u32)bpf_get_current_pid_tgid() == 0)
 		return 0; /* the idle task */
+	/* Only inside the profile's window: the events fire from the load on, and go on until
+	 * the profiler, perhaps late on a loaded machine, closes them. */
+	now = bpf_ktime_get_boot_ns();
+	if (!cfg_begin_ns || now < cfg_begin_ns || (cfg_end_ns && now > cfg_end_ns))
+		return 0;
 	sc = bpf_map_lookup_elem(&on_scratch, &zero);
 	if (!sc)
 		return 0;

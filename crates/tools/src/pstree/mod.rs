@@ -12,11 +12,11 @@
 //!
 //! Known differences: `-Z` shows the context as psmisc does without SELinux or AppArmor
 //! libraries (from /proc/PID/attr/current, as those read it too); `--help` prints our manual
-//! instead of an
-//! error; `-V` names this implementation; usage errors print our own short usage after
-//! getopt's message. Process owners are effective uids, which is what psmisc's stat of the
-//! /proc/PID directory reports (the kernel gives world-readable /proc directories the
-//! task's euid even when it is not dumpable). `-h`/`-H` get their terminal strings from the
+//! instead of an error; `-V` names this implementation; a usage error's text (psmisc's, after
+//! getopt's message) is in English whatever the locale, where psmisc translates it. Process
+//! owners are effective uids, which is what psmisc's stat of the /proc/PID directory reports
+//! (the kernel gives world-readable /proc directories the task's euid even when it is not
+//! dumpable). `-h`/`-H` get their terminal strings from the
 //! system's terminfo library, loaded only then ([`term`]).
 //!
 //! This module owns pstree's entry point, help and environment (width, locale, terminal);
@@ -111,10 +111,44 @@ EXAMPLES
   pstree -u root      every tree of root's processes, with user changes
 ";
 
+/// psmisc 23.6's usage text (its `usage()`, as its C locale prints it), which follows a bad
+/// option's message.
 const USAGE: &str = "\
-Usage: pstree [-aAcglnpsStTuUZ] [-C age] [-G] [-h | -H PID] [PID | USER]
-       pstree -V
-Try 'pstree --help' for more information.
+Usage: pstree [-acglpsStTuZ] [ -h | -H PID ] [ -n | -N type ]
+              [ -A | -G | -U ] [ PID | USER ]
+   or: pstree -V
+
+Display a tree of processes.
+
+  -a, --arguments     show command line arguments
+  -A, --ascii         use ASCII line drawing characters
+  -c, --compact-not   don't compact identical subtrees
+  -C, --color=TYPE    color process by attribute
+                      (age)
+  -g, --show-pgids    show process group ids; implies -c
+  -G, --vt100         use VT100 line drawing characters
+  -h, --highlight-all highlight current process and its ancestors
+  -H PID, --highlight-pid=PID
+                      highlight this process and its ancestors
+  -l, --long          don't truncate long lines
+  -n, --numeric-sort  sort output by PID
+  -N TYPE, --ns-sort=TYPE
+                      sort output by this namespace type
+                              (cgroup, ipc, mnt, net, pid, time, user, uts)
+  -p, --show-pids     show PIDs; implies -c
+  -s, --show-parents  show parents of the selected process
+  -S, --ns-changes    show namespace transitions
+  -t, --thread-names  show full thread names
+  -T, --hide-threads  hide threads, show only processes
+  -u, --uid-changes   show uid transitions
+  -U, --unicode       use UTF-8 (Unicode) line drawing characters
+  -V, --version       display version information
+  -Z, --security-context
+                      show security attributes
+
+  PID    start at this PID; default is 1 (init)
+  USER   show only trees rooted at processes of this user
+
 ";
 
 /// psmisc's output width: `$COLUMNS` (a whole number as `strtol` with base 0 reads it),

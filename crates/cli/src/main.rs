@@ -178,9 +178,12 @@ GROUPS:
   all      every group above except vma, vma_stat, kstack and wchan (in sched)
 
 BACKENDS:
-  auto     bpf when this process may load BPF programs (root, or CAP_BPF+CAP_PERFMON),
-           else the daemon when its socket answers, else procfs; a request the daemon
-           is busy for or does not answer in time is answered from procfs (-s says why)
+  auto     the fastest way to the same answer: BPF programs an earlier process loaded and
+           pinned, else the daemon when its socket answers, else procfs on a host of fewer
+           than 2,000 tasks (loading the programs costs more than it saves), else BPF
+           loaded now and pinned for the next process (root, or CAP_BPF+CAP_PERFMON), else
+           procfs; a request the daemon is busy for or does not answer in time is answered
+           from procfs (-s says which backend answered and why)
   bpf      eBPF task iterators
   daemon   taskdiagd (see taskdiagd --help): BPF speed for unprivileged users, showing
            exactly what their /proc would show them
@@ -281,7 +284,7 @@ enum TextFormat {
 fn parse_groups(list: &str) -> anyhow::Result<u64> {
     let mut flags = Group::Base.flag();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        if name == "all" {
+        if name.eq_ignore_ascii_case("all") {
             // Memory maps are many records per task and VMA_STAT costs a page-table walk per
             // mapping; KSTACK an unwind per task, for root only: asked for by name only.
             // WCHAN is SCHED's wchan alone.

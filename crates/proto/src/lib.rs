@@ -398,9 +398,12 @@ impl Group {
         }
     }
 
-    /// The group with this name.
+    /// The group with this name, in any case (`base`, `BASE`: the docs write groups in
+    /// capitals, as task_diag's TASK_DIAG_SHOW_BASE did).
     pub fn from_name(s: &str) -> Option<Self> {
-        Self::SUPPORTED.into_iter().find(|g| g.name() == s)
+        Self::SUPPORTED
+            .into_iter()
+            .find(|g| g.name().eq_ignore_ascii_case(s))
     }
 }
 
@@ -593,5 +596,15 @@ mod tests {
             assert_eq!(BackendId::from_u16(b as u16), Some(b));
         }
         assert_eq!(BackendId::from_name("auto"), None);
+    }
+
+    #[test]
+    fn group_names_round_trip_in_any_case() {
+        for g in Group::SUPPORTED {
+            assert_eq!(Group::from_name(g.name()), Some(g));
+            assert_eq!(Group::from_name(&g.name().to_ascii_uppercase()), Some(g));
+        }
+        assert_eq!(Group::from_name("VmA_sTaT"), Some(Group::VmaStat));
+        assert_eq!(Group::from_name("bogus"), None);
     }
 }

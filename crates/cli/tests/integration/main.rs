@@ -70,6 +70,53 @@ fn json_has_every_requested_group_for_this_process() {
 }
 
 #[test]
+fn group_names_are_taken_in_any_case_as_the_docs_write_them() {
+    // "BASE group", "all": the same groups whatever the case; an unknown one still refused.
+    let me = std::process::id().to_string();
+    let groups = |list: &str| {
+        let o = run(&[
+            "dump", "--pid", &me, "--groups", list, "--format", "json", "-b", "procfs",
+        ]);
+        assert!(o.status.success(), "--groups {list}: {}", stderr(&o));
+        let v = json_lines(&o);
+        let mut keys: Vec<String> = v[0].as_object().expect("a task").keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(groups("BASE,Cred,CMDLINE"), groups("base,cred,cmdline"));
+    assert_eq!(groups("ALL"), groups("all"));
+    let o = run(&["dump", "--groups", "BOGUS"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown group 'BOGUS'"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn dump_help_describes_auto_as_it_chooses() {
+    // The order README.md gives and Dumper::open_auto follows, with its threshold.
+    let o = run(&["dump", "--help"]);
+    let help = stdout(&o);
+    let n = taskdiag::AUTO_PROCFS_BELOW;
+    let threshold = format!("{},{:03}", n / 1000, n % 1000);
+    let auto = help
+        .split("\n  auto ")
+        .nth(1)
+        .and_then(|t| t.split("\n  bpf ").next())
+        .expect("auto in BACKENDS");
+    let auto = auto.split_whitespace().collect::<Vec<_>>().join(" ");
+    let pinned = auto.find("pinned").expect("pinned programs first");
+    let daemon = auto.find("daemon").expect("then the daemon");
+    let small = auto
+        .find(&format!("fewer than {threshold} tasks"))
+        .unwrap_or_else(|| panic!("then procfs below {threshold} tasks: {auto}"));
+    let load = auto.find("loaded now").expect("then BPF loaded now");
+    assert!(pinned < daemon && daemon < small && small < load, "{auto}");
+}
+
+#[test]
 fn raw_stream_decodes_to_the_same_text() {
     // A sleeper, whose BASE and CRED stay the same between the two dumps (this test process's
     // main thread may be running in one and sleeping in the other).

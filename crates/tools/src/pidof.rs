@@ -55,6 +55,10 @@ Options:
 -n and -m are accepted and ignored, as procps does. -c applies only when run as root; -o
 %PPID omits this command's parent.
 
+This is procps's pidof. Debian's pidof is another program, sysvinit-utils' (pidof(8)), which
+init scripts rely on: the Debian package leaves it alone, and offers this one as taskdiag
+pidof only.
+
 Exit status: 0 at least one process found, 1 none found or a bad command line.
 ";
 

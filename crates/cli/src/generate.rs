@@ -52,6 +52,11 @@ const TEXT_PAGES: &[(&str, &str, &str)] = &[
 /// Where the package installs the tools under their own names.
 const TOOLS_DIR: &str = "/usr/lib/taskdiag/bin";
 
+/// The tools the package does not install there: Debian's pidof is sysvinit-utils', whose
+/// options and matching differ from the procps pidof that `taskdiag pidof` follows, and a
+/// PATH starting with TOOLS_DIR must not change it for scripts (packaging/debian/README.Debian).
+const NOT_UNDER_OWN_NAME: &[&str] = &["pidof"];
+
 /// `taskdiag generate KIND DIR`.
 pub(crate) fn generate(a: GenerateArgs, cli: Command) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
@@ -143,29 +148,36 @@ fn text_page(
         bail!("taskdiag {name}'s help text has no usage line");
     }
     // Each usage line as `taskdiag NAME ...`, then as the tool's own name (`ps ...`, or
-    // `taskdiag-exporter ...` for the exporter).
+    // `taskdiag-exporter ...` for the exporter) where the package installs it under one.
     let own = if name == "exporter" {
-        "taskdiag-exporter".to_string()
+        Some("taskdiag-exporter".to_string())
+    } else if NOT_UNDER_OWN_NAME.contains(&name) {
+        None
     } else {
-        format!("{TOOLS_DIR}/{name}")
+        Some(format!("{TOOLS_DIR}/{name}"))
     };
     let sub_cmd = format!("taskdiag {name}");
     let mut args: Vec<String> = Vec::new();
     for u in &usage {
-        let rest = [sub_cmd.as_str(), own.as_str(), "taskdiag-exporter", name]
-            .iter()
-            .find_map(|p| {
-                u.strip_prefix(p)
-                    .filter(|r| r.is_empty() || r.starts_with(' '))
-            })
-            .with_context(|| format!("taskdiag {name}: usage line {u:?} names another program"))?;
+        let rest = [
+            sub_cmd.as_str(),
+            own.as_deref().unwrap_or(name),
+            "taskdiag-exporter",
+            name,
+        ]
+        .iter()
+        .find_map(|p| {
+            u.strip_prefix(p)
+                .filter(|r| r.is_empty() || r.starts_with(' '))
+        })
+        .with_context(|| format!("taskdiag {name}: usage line {u:?} names another program"))?;
         if !args.iter().any(|a| a == rest.trim()) {
             args.push(rest.trim().to_string());
         }
     }
-    let synopsis: Vec<(&str, &str)> = [sub_cmd.as_str(), own.as_str()]
-        .iter()
-        .flat_map(|c| args.iter().map(move |a| (*c, a.as_str())))
+    let synopsis: Vec<(&str, &str)> = std::iter::once(sub_cmd.as_str())
+        .chain(own.as_deref())
+        .flat_map(|c| args.iter().map(move |a| (c, a.as_str())))
         .collect();
     let page_name = format!("taskdiag-{name}");
     Ok(taskdiag_docgen::text_page(
@@ -311,6 +323,13 @@ mod tests {
             "{}",
             ps.roff
         );
+        // pidof is not installed there (Debian's stays sysvinit-utils'): its page says so.
+        let pidof = pages
+            .iter()
+            .find(|p| p.file == "taskdiag-pidof.1")
+            .expect("pidof");
+        assert!(pidof.roff.contains("taskdiag pidof"), "{}", pidof.roff);
+        assert!(!pidof.roff.contains(TOOLS_DIR), "{}", pidof.roff);
     }
 
     #[test]

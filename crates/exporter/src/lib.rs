@@ -143,7 +143,7 @@ pub fn main(args: &[OsString]) -> i32 {
         ex.backend_name()
     );
     signal_thread(Arc::clone(&ex), set);
-    match server::serve(ex, listener, &o.telemetry_path) {
+    match server::serve(ex, listener, &o.telemetry_path, o.openmetrics) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("taskdiag exporter: {e}");

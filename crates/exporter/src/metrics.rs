@@ -2,12 +2,15 @@
 //! and help texts, and the families written in the Prometheus text format 0.0.4 or in
 //! OpenMetrics 1.0.
 //!
-//! OpenMetrics is written by the official `prometheus-client` crate (a [`Collector`] that
-//! hands it this scrape's families as constant metrics). The 0.0.4 text is written here, in
-//! forty lines: the crate's 0.0.4 encoder appends `_total` to every counter, which would
-//! rename process-exporter's `namedprocess_scrape_errors` (and its two siblings), counters
-//! without that suffix that dashboards query by name. In OpenMetrics they do get the suffix,
-//! as Go's client writes them there too.
+//! The 0.0.4 text is written here, in forty lines: the crate's 0.0.4 encoder appends `_total`
+//! to every counter, which would rename process-exporter's `namedprocess_scrape_errors` (and
+//! its two siblings), counters without that suffix that dashboards and alerts query by name.
+//! OpenMetrics (served only with `-web.enable-openmetrics`) is written by the official
+//! `prometheus-client` crate (a [`Collector`] that hands it this scrape's families as
+//! constant metrics). An OpenMetrics counter's samples are named `<family>_total`, and
+//! Prometheus stores them so: those three are written there as type `unknown`, whose sample
+//! is named as its family, so that Prometheus stores the names process-exporter's text gives
+//! it whichever format it negotiated.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -367,21 +370,20 @@ struct Scrape(Vec<Family>);
 impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         for f in &self.0 {
-            // The encoder appends `_total` to a counter's name.
-            let (name, t) = match f.kind {
-                Kind::Counter => (
-                    f.name.strip_suffix("_total").unwrap_or(f.name),
-                    MetricType::Counter,
-                ),
-                Kind::Gauge => (f.name, MetricType::Gauge),
+            // The encoder appends `_total` to a counter's name: a counter named without it
+            // (in the 0.0.4 text, as process-exporter names it) is an `unknown` here.
+            let (name, t) = match (f.kind, f.name.strip_suffix("_total")) {
+                (Kind::Counter, Some(family)) => (family, MetricType::Counter),
+                (Kind::Counter, None) => (f.name, MetricType::Unknown),
+                (Kind::Gauge, _) => (f.name, MetricType::Gauge),
             };
             let mut me = encoder.encode_descriptor(name, f.help, None, t)?;
             for (labels, v) in &f.samples {
                 let labels = sorted(labels);
                 let mut fe = me.encode_family(&labels)?;
-                match f.kind {
-                    Kind::Counter => fe.encode_counter::<NoLabelSet, f64, f64>(v, None)?,
-                    Kind::Gauge => fe.encode_gauge(v)?,
+                match t {
+                    MetricType::Counter => fe.encode_counter::<NoLabelSet, f64, f64>(v, None)?,
+                    _ => fe.encode_gauge(v)?,
                 }
             }
         }
@@ -465,7 +467,13 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("namedprocess_namegroup_cpu_seconds_total{groupname=\"a\\\"b\",mode=\"user\"} 1.5\n"), "{t}");
-        assert!(t.contains("namedprocess_scrape_errors_total 1"), "{t}");
+        // A counter without `_total` in the 0.0.4 text keeps its name: `unknown`, not
+        // `counter` (whose sample would be `namedprocess_scrape_errors_total`).
+        assert!(
+            t.contains("# TYPE namedprocess_scrape_errors unknown\nnamedprocess_scrape_errors 1"),
+            "{t}"
+        );
+        assert!(!t.contains("errors_total"), "{t}");
         assert!(t.contains("memtype=\"proportionalResident\""), "{t}");
     }
 }

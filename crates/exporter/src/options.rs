@@ -32,6 +32,10 @@ pub struct Options {
     pub listen_address: String,
     /// `-web.telemetry-path`.
     pub telemetry_path: String,
+    /// `-web.enable-openmetrics` (taskdiag's; default false): answer OpenMetrics to a scraper
+    /// that prefers it. Without it every scrape gets the 0.0.4 text, as from
+    /// process-exporter, whatever its Accept header asks for.
+    pub openmetrics: bool,
     /// `-once-to-stdout-delay`: print one scrape to standard output after this long, exit.
     pub once_to_stdout_delay: Option<Duration>,
     /// `-backend`; `None`: `$TASKDIAG_BACKEND`, else auto.
@@ -57,6 +61,7 @@ impl Default for Options {
             remove_empty_groups: false,
             listen_address: ":9256".into(),
             telemetry_path: "/metrics".into(),
+            openmetrics: false,
             once_to_stdout_delay: None,
             backend: None,
             node_processes: false,
@@ -135,6 +140,7 @@ pub const BOOL_FLAGS: &[&str] = &[
     "recheck",
     "wchan",
     "remove-empty-groups",
+    "web.enable-openmetrics",
     "node-processes",
     "debug",
     "version",
@@ -201,6 +207,7 @@ pub fn parse(args: &[OsString]) -> Result<Parsed, UsageError> {
                 "recheck" => o.recheck = v,
                 "wchan" => o.wchan = v,
                 "remove-empty-groups" => o.remove_empty_groups = v,
+                "web.enable-openmetrics" => o.openmetrics = v,
                 "node-processes" => o.node_processes = v,
                 "debug" => o.debug = v,
                 "version" if v => return Ok(Parsed::Version),
@@ -338,8 +345,11 @@ DESCRIPTION
     group keeps what its processes did when they exit. A process already running at
     the exporter's start counts from then on; one started later counts whole.
 
-    The response is the Prometheus text format 0.0.4, or OpenMetrics 1.0 when the
-    scraper's Accept header prefers application/openmetrics-text (Prometheus does).
+    The response is the Prometheus text format 0.0.4, whatever the scraper's Accept
+    header asks for, as process-exporter answers: Prometheus then stores the same series
+    names (namedprocess_scrape_errors, not _total) and the same metadata. With
+    -web.enable-openmetrics, OpenMetrics 1.0 is answered when the Accept header prefers
+    it (Prometheus's does by default).
 
 OPTIONS
     Flags are written as process-exporter takes them: -name, --name, -name=value or
@@ -375,6 +385,13 @@ OPTIONS
         Where to listen: HOST:PORT, or :PORT for every address.
     -web.telemetry-path PATH (default /metrics)
         The metrics path. / shows a small page; other paths are 404.
+    -web.enable-openmetrics
+        Answer OpenMetrics 1.0 to a scraper whose Accept header prefers
+        application/openmetrics-text (by default every scrape gets the 0.0.4 text, as
+        from process-exporter). The series names Prometheus stores stay
+        process-exporter's: the scrape-error counters, which have no _total, are typed
+        unknown there. What changes is the metadata: counter families are named without
+        _total, those three are of type unknown.
     -once-to-stdout-delay DURATION
         Do not listen: collect, wait this long (500ms, 2s, 1m), print one scrape in the
         text format to standard output and exit.
@@ -443,6 +460,7 @@ EXAMPLES
     taskdiag exporter -config.path /etc/taskdiag/exporter.yml
     taskdiag exporter -web.listen-address 127.0.0.1:9256 -threads=false
     taskdiag exporter -once-to-stdout-delay 2s | grep cpu_seconds
+    taskdiag exporter -web.enable-openmetrics &
     curl -H 'Accept: application/openmetrics-text' localhost:9256/metrics
 
 SEE ALSO
@@ -499,6 +517,8 @@ mod tests {
         assert!(e(&["-backend", "x"]).contains("-backend"));
         assert!(e(&["-top=0"]).contains("-top"));
         assert_eq!(run(&["-top", "3"]).top, Some(3));
+        assert!(run(&["-web.enable-openmetrics"]).openmetrics);
+        assert!(!run(&["-web.enable-openmetrics=false"]).openmetrics);
         assert!(e(&["-config.path=a", "-procnames=b"]).contains("cannot be used"));
     }
 

@@ -1,5 +1,10 @@
-//! HTTP: `/metrics` (content negotiation between the 0.0.4 text and OpenMetrics), a landing
-//! page at `/`, 404 elsewhere.
+//! HTTP: `/metrics`, a landing page at `/`, 404 elsewhere.
+//!
+//! `/metrics` answers the 0.0.4 text whatever the Accept header says, as process-exporter
+//! does (Go's promhttp without `EnableOpenMetrics`): Prometheus prefers OpenMetrics, and a
+//! scrape it parses as OpenMetrics stores other metadata (counter families without `_total`)
+//! than process-exporter's. `-web.enable-openmetrics` turns negotiation on
+//! ([`negotiate`]).
 //!
 //! hyper 1 (HTTP/1.1 only) on a current-thread tokio runtime: the maintained, minimal way
 //! to serve a few scrapes a minute without a thread per connection, while a slow or idle
@@ -92,6 +97,27 @@ pub fn bind(addrs: &[SocketAddr]) -> Result<std::net::TcpListener, ServeError> {
     Err(ServeError::Listen { addr, source })
 }
 
+/// An exposition format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The Prometheus text format 0.0.4.
+    Text004,
+    /// OpenMetrics 1.0.
+    OpenMetrics,
+}
+
+/// The format of an answer to `accept`: OpenMetrics only when it is `enabled`
+/// (`-web.enable-openmetrics`) and the header prefers it; else the 0.0.4 text (also to a
+/// client that accepts only something else, as Go's client answers: Prometheus always adds
+/// `*/*`).
+pub fn negotiate(accept: Option<&str>, enabled: bool) -> Format {
+    if enabled && wants_openmetrics(accept) {
+        Format::OpenMetrics
+    } else {
+        Format::Text004
+    }
+}
+
 /// Whether an Accept header prefers OpenMetrics to the 0.0.4 text: the highest q among
 /// the media ranges, OpenMetrics winning ties (Prometheus asks for it first).
 pub fn wants_openmetrics(accept: Option<&str>) -> bool {
@@ -133,6 +159,7 @@ fn response(status: StatusCode, ctype: &'static str, body: String) -> Response<F
 async fn handle(
     ex: Arc<Exporter>,
     path: Arc<str>,
+    openmetrics: bool,
     req: Request<hyper::body::Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let p = req.uri().path();
@@ -157,7 +184,8 @@ async fn handle(
             LANDING.replace("METRICS", &path),
         ));
     }
-    let om = wants_openmetrics(req.headers().get(ACCEPT).and_then(|v| v.to_str().ok()));
+    let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+    let format = negotiate(accept, openmetrics);
     let collected = match tokio::task::spawn_blocking(move || ex.scrape()).await {
         Ok(c) => c,
         Err(e) => {
@@ -169,7 +197,7 @@ async fn handle(
         }
     };
     let fams = collected.families.clone();
-    Ok(if om {
+    Ok(if format == Format::OpenMetrics {
         match metrics::encode_openmetrics(fams) {
             Ok(body) => response(StatusCode::OK, OPENMETRICS, body),
             Err(_) => response(
@@ -183,11 +211,13 @@ async fn handle(
     })
 }
 
-/// Serves `ex` on `listener` until the process ends.
+/// Serves `ex` on `listener` until the process ends; OpenMetrics to the scrapers that prefer
+/// it when `openmetrics` (else the 0.0.4 text to all).
 pub fn serve(
     ex: Arc<Exporter>,
     listener: std::net::TcpListener,
     telemetry_path: &str,
+    openmetrics: bool,
 ) -> Result<(), ServeError> {
     let addr = listener
         .local_addr()
@@ -215,7 +245,9 @@ pub fn serve(
             let ex = Arc::clone(&ex);
             let path = Arc::clone(&path);
             tokio::spawn(async move {
-                let svc = service_fn(move |req| handle(Arc::clone(&ex), Arc::clone(&path), req));
+                let svc = service_fn(move |req| {
+                    handle(Arc::clone(&ex), Arc::clone(&path), openmetrics, req)
+                });
                 // A client that goes away mid-response is its own business; one that sends
                 // its headers too slowly (or never) is dropped, its task with it.
                 let _ = http1::Builder::new()
@@ -233,7 +265,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn prometheus_gets_openmetrics_and_curl_gets_text() {
+    fn prometheus_prefers_openmetrics_and_curl_does_not() {
         let prom = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
                     version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
         assert!(wants_openmetrics(Some(prom)));
@@ -244,6 +276,55 @@ mod tests {
         )));
         assert!(!wants_openmetrics(Some("application/openmetrics-text;q=0")));
         assert!(wants_openmetrics(Some("application/openmetrics-text")));
+    }
+
+    /// Accept headers of Prometheus 2.49+ and 3.x, as its `acceptHeader` builds them from
+    /// `scrape_protocols`: each protocol's media type with a falling q, then `*/*`. In order:
+    /// 2.49's default; 2.49 with `[PrometheusText0.0.4, OpenMetricsText1.0.0]`; 3.x's
+    /// default; 2.49 with `[PrometheusProto, OpenMetricsText1.0.0, PrometheusText0.0.4]`.
+    const PROM_DEFAULT_2_49: &str = "application/openmetrics-text;version=1.0.0;q=0.5,\
+        application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+    const PROM_TEXT_FIRST: &str = "text/plain;version=0.0.4;q=0.5,\
+        application/openmetrics-text;version=1.0.0;q=0.4,*/*;q=0.3";
+    const PROM_3_DEFAULT: &str = "application/openmetrics-text;version=1.0.0;\
+        escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,\
+        text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,\
+        */*;q=0.2";
+    const PROM_PROTOBUF_FIRST: &str = "application/vnd.google.protobuf;\
+        proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.5,\
+        application/openmetrics-text;version=1.0.0;q=0.4,text/plain;version=0.0.4;q=0.3,\
+        */*;q=0.2";
+
+    #[test]
+    fn every_scraper_gets_the_text_unless_openmetrics_is_enabled() {
+        let prom_2_42 = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                         version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        let om_only = "application/openmetrics-text;version=1.0.0";
+        for accept in [
+            None,
+            Some("*/*"),
+            Some(prom_2_42),
+            Some(PROM_DEFAULT_2_49),
+            Some(PROM_3_DEFAULT),
+            Some(PROM_TEXT_FIRST),
+            Some(PROM_PROTOBUF_FIRST),
+            Some(om_only),
+        ] {
+            assert_eq!(negotiate(accept, false), Format::Text004, "{accept:?}");
+        }
+        for (accept, want) in [
+            (None, Format::Text004),
+            (Some("*/*"), Format::Text004),
+            (Some(prom_2_42), Format::OpenMetrics),
+            (Some(PROM_DEFAULT_2_49), Format::OpenMetrics),
+            (Some(PROM_3_DEFAULT), Format::OpenMetrics),
+            (Some(PROM_TEXT_FIRST), Format::Text004),
+            // No protobuf: the next preference.
+            (Some(PROM_PROTOBUF_FIRST), Format::OpenMetrics),
+            (Some(om_only), Format::OpenMetrics),
+        ] {
+            assert_eq!(negotiate(accept, true), want, "{accept:?}");
+        }
     }
 
     #[test]

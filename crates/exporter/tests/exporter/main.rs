@@ -199,8 +199,25 @@ fn paths_and_formats() {
         .body
         .contains("# TYPE namedprocess_scrape_errors counter\n"));
     assert!(!a.body.contains("thread_count") && !a.body.contains("proportionalResident"));
+    // Prometheus's Accept header (2.42's) asks for OpenMetrics first: by default it gets the
+    // 0.0.4 text all the same, as from process-exporter.
     let prom = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
                 version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    let a = get(ex.addr, "/metrics", Some(prom));
+    assert_eq!(a.content_type, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(a
+        .body
+        .contains("# TYPE namedprocess_scrape_errors counter\nnamedprocess_scrape_errors 0\n"));
+    // With -web.enable-openmetrics it gets OpenMetrics, the error counters under their
+    // 0.0.4 names; curl still gets the text.
+    let ex = start_ours(
+        ours(),
+        &[
+            "-threads=false",
+            "-gather-smaps=false",
+            "-web.enable-openmetrics",
+        ],
+    );
     let a = get(ex.addr, "/metrics", Some(prom));
     assert_eq!(
         a.content_type,
@@ -210,6 +227,15 @@ fn paths_and_formats() {
     assert!(a
         .body
         .contains("# TYPE namedprocess_namegroup_cpu_seconds counter\n"));
+    assert!(
+        a.body
+            .contains("# TYPE namedprocess_scrape_errors unknown\nnamedprocess_scrape_errors 0"),
+        "{}",
+        a.body
+    );
+    assert!(!a.body.contains("errors_total"), "{}", a.body);
+    let a = get(ex.addr, "/metrics", Some("*/*"));
+    assert_eq!(a.content_type, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 #[test]

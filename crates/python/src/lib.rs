@@ -195,6 +195,17 @@ fn memory_maps<'py>(py: Python<'py>, pid: u32, backend: &str) -> PyResult<Option
     Ok(Some((start, status, refused, maps)))
 }
 
+/// release()
+/// --
+///
+/// For taskdiag.psutil: closes every backend kept open between calls, and with them the
+/// descriptors and mappings taskdiag holds in this process (BPF programs and maps, a daemon
+/// connection), so that what this process has open is its program's own.
+#[pyfunction]
+fn release() {
+    source::release();
+}
+
 /// columns() -> list[tuple[str, str, str, str]]
 /// --
 ///
@@ -243,6 +254,7 @@ fn _taskdiag(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attributes, m)?)?;
     m.add_function(wrap_pyfunction!(attribute_groups, m)?)?;
     m.add_function(wrap_pyfunction!(memory_maps, m)?)?;
+    m.add_function(wrap_pyfunction!(release, m)?)?;
     m.add_class::<ProcTable>()?;
     Ok(())
 }

@@ -27,7 +27,8 @@ use pyo3::types::{PyCapsule, PyDict, PyList, PyString, PyTuple};
 /// ``cpu_times()``); ``taskdiag.columns()`` lists them. A value /proc would refuse the caller
 /// (or psutil would raise ZombieProcess for) is null. The table implements the Arrow PyCapsule
 /// interface: ``pyarrow.table(t)``, ``polars.DataFrame(t)`` and ``pandas.DataFrame.from_arrow(t)``
-/// read it without copying.
+/// (pandas 3 and later) read it without copying; with pandas 2, which has no ``from_arrow``,
+/// ``pyarrow.table(t).to_pandas()``.
 #[pyclass(frozen, module = "taskdiag", name = "ProcTable")]
 pub struct ProcTable {
     names: Vec<&'static str>,

@@ -31,6 +31,13 @@ def ensure_user(name):
         return pwd.getpwnam(name).pw_uid
 
 
+def pytest_collection_modifyitems(items):
+    """psutil's own suite (test_psutil_suite.py) first: before the hostile fixture's processes
+    exist, whose names psutil's test_scripts.py would fail to decode (it reads every process's
+    name, through psutil's pstree.py, as UTF-8)."""
+    items.sort(key=lambda item: os.path.basename(str(item.fspath)) != "test_psutil_suite.py")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def root():
     if os.geteuid() != 0:

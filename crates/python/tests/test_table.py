@@ -71,6 +71,8 @@ def test_arrow_consumers_read_the_table():
     pdf = pd.DataFrame.from_arrow(t)
     assert list(pdf.columns) == t.columns and len(pdf) == len(t)
     assert pdf["kthread"].tolist() == t.column("kthread")
+    # What docs/python.md shows for pandas 2 (no DataFrame.from_arrow): through pyarrow.
+    assert pa.table(t).to_pandas()["pid"].tolist() == pdf["pid"].tolist()
     # A stream can be taken more than once: each is the same snapshot.
     assert pa.table(t).equals(at)
 

@@ -11,6 +11,7 @@ from /proc, and hands them to Python as columns with psutil's names and units::
     t.to_dicts()                # a list of dicts, one per process
     t.to_numpy()["memory_info.rss"]   # numpy, without copying
     polars.DataFrame(t)         # or pyarrow.table(t), pandas.DataFrame.from_arrow(t)
+    pyarrow.table(t).to_pandas()      # pandas 2 (DataFrame.from_arrow is pandas 3's)
 
 A psutil program switches with ``import taskdiag.psutil as psutil`` (see taskdiag.psutil).
 

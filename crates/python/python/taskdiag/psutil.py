@@ -2,34 +2,59 @@
 
 ``process_iter(attrs)`` reads every process in one taskdiag request instead of a few files per
 process; ``Process(pid)`` methods read their process in one request each. Names, units, named
-tuples, status strings, ``ad_value`` and the exceptions are psutil's (Linux, psutil 7). The
-exceptions are subclasses of psutil's own when psutil is importable, so existing ``except
-psutil.NoSuchProcess`` clauses still catch them.
+tuples, status strings, ``ad_value`` and the exceptions are psutil's (Linux, psutil 7.2).
 
-What no taskdiag group carries yet (``open_files``, ``net_connections``, ``ionice``,
-``memory_full_info``, ``memory_maps``, ``rlimit``...) raises NotImplementedError naming it,
-rather than answering from somewhere else.
+The module is psutil's whole module. What taskdiag carries itself: ``Process``, ``Popen`` (a
+taskdiag Process wrapping a subprocess.Popen, as psutil's), ``process_iter``, ``pids``,
+``pid_exists``, ``wait_procs``, the exceptions, and the constants they use (``STATUS_*``,
+``RLIMIT_*``, ``RLIM_INFINITY``, the platform flags ``LINUX``, ``POSIX``...). Every other name of
+psutil (system-wide functions such as ``cpu_count``, ``virtual_memory`` or ``net_connections``,
+``CONN_*``, ``IOPRIO_*``, ``PROCFS_PATH``, ``__version__`` and ``version_info``: psutil's, as
+what is passed through is that version's API) is psutil's own, passed through when it is first
+asked for: importing this module does not import psutil. ``dir()`` and ``__all__`` list psutil's
+names too where psutil is installed.
+
+Process methods no taskdiag group carries (``open_files``, ``net_connections``,
+``connections``, ``ionice``, to get or set) are answered by psutil's own ``psutil.Process`` of the
+same process, made the first time one is called and checked to be the same process (pid and
+start time, again after each answer): a reused pid is never answered for, NoSuchProcess is
+raised instead. Their errors are this module's exceptions.
+
+Without psutil installed, those names and methods raise ``PsutilNotInstalled``, a
+ModuleNotFoundError (an ImportError) whose message names psutil and ``pip install psutil``:
+``from taskdiag.psutil import cpu_count`` fails with that message, and so do ``hasattr`` and
+``getattr`` with a default, which only swallow AttributeError: a program that needs psutil's
+functions is told to install psutil rather than told its platform lacks them. A name psutil
+7.2 does not have is an AttributeError. Everything taskdiag carries works without psutil;
+``as_dict()`` and ``process_iter`` without attrs then leave out the attributes that need it.
+
+The exceptions become subclasses of psutil's own once psutil is imported, by anyone (looked
+for whenever one is made), so ``except psutil.NoSuchProcess`` clauses catch them.
+
+The caller's own process: taskdiag keeps its backend open between calls (BPF programs, maps
+and links, an ``anon_inode:bpf-map`` mapping, a daemon connection), descriptors and mappings
+of this process that are not the program's. Before it reports its own ``num_fds()``,
+``memory_maps()`` (and so ``memory_full_info()``) it closes them (the next call opens its
+backend again, a few ms) and reads the process as psutil does: the answer is the program's
+own, what psutil reports.
 """
 
+import bisect
 import collections
 import contextlib
 import gc
 import os
-import select
-import signal as _signal
+import sys
 import time
 
 from . import _taskdiag
 
-try:
-    import psutil as _psutil
-except ImportError:  # pragma: no cover - exercised where psutil is not installed
-    _psutil = None
-
-__all__ = [
+# What this module defines itself; everything else of psutil's is passed through.
+_OWN_ALL = [
     "AccessDenied",
     "Error",
     "NoSuchProcess",
+    "Popen",
     "Process",
     "TimeoutExpired",
     "ZombieProcess",
@@ -37,6 +62,8 @@ __all__ = [
     "pids",
     "process_iter",
     "wait_procs",
+    "AIX", "BSD", "FREEBSD", "LINUX", "MACOS", "NETBSD", "OPENBSD", "OSX", "POSIX", "SUNOS",
+    "WINDOWS",
     "STATUS_RUNNING",
     "STATUS_SLEEPING",
     "STATUS_DISK_SLEEP",
@@ -47,8 +74,32 @@ __all__ = [
     "STATUS_WAKE_KILL",
     "STATUS_WAKING",
     "STATUS_IDLE",
+    "STATUS_LOCKED",
+    "STATUS_WAITING",
     "STATUS_PARKED",
 ]
+
+# psutil 7.2.2's public names (its __all__): those this module does not define are psutil's,
+# passed through (or PsutilNotInstalled without psutil).
+_PSUTIL_ALL = frozenset(
+    """
+    AF_LINK AIX AccessDenied BSD CONN_CLOSE CONN_CLOSE_WAIT CONN_CLOSING CONN_ESTABLISHED
+    CONN_FIN_WAIT1 CONN_FIN_WAIT2 CONN_LAST_ACK CONN_LISTEN CONN_NONE CONN_SYN_RECV
+    CONN_SYN_SENT CONN_TIME_WAIT Error FREEBSD IOPRIO_CLASS_BE IOPRIO_CLASS_IDLE
+    IOPRIO_CLASS_NONE IOPRIO_CLASS_RT LINUX MACOS NETBSD NIC_DUPLEX_FULL NIC_DUPLEX_HALF
+    NIC_DUPLEX_UNKNOWN NoSuchProcess OPENBSD OSX POSIX POWER_TIME_UNKNOWN POWER_TIME_UNLIMITED
+    PROCFS_PATH Popen Process RLIMIT_AS RLIMIT_CORE RLIMIT_CPU RLIMIT_DATA RLIMIT_FSIZE
+    RLIMIT_LOCKS RLIMIT_MEMLOCK RLIMIT_MSGQUEUE RLIMIT_NICE RLIMIT_NOFILE RLIMIT_NPROC
+    RLIMIT_RSS RLIMIT_RTPRIO RLIMIT_RTTIME RLIMIT_SIGPENDING RLIMIT_STACK RLIM_INFINITY
+    STATUS_DEAD STATUS_DISK_SLEEP STATUS_IDLE STATUS_LOCKED STATUS_PARKED STATUS_RUNNING
+    STATUS_SLEEPING STATUS_STOPPED STATUS_TRACING_STOP STATUS_WAITING STATUS_WAKING
+    STATUS_ZOMBIE SUNOS TimeoutExpired WINDOWS ZombieProcess __version__ boot_time cpu_count
+    cpu_freq cpu_percent cpu_stats cpu_times cpu_times_percent disk_io_counters
+    disk_partitions disk_usage getloadavg heap_info heap_trim net_connections net_if_addrs
+    net_if_stats net_io_counters pid_exists pids process_iter sensors_battery sensors_fans
+    sensors_temperatures swap_memory users version_info virtual_memory wait_procs
+    """.split()
+)
 
 STATUS_RUNNING = "running"
 STATUS_SLEEPING = "sleeping"
@@ -60,94 +111,241 @@ STATUS_DEAD = "dead"
 STATUS_WAKE_KILL = "wake-kill"
 STATUS_WAKING = "waking"
 STATUS_IDLE = "idle"
+STATUS_LOCKED = "locked"
+STATUS_WAITING = "waiting"
 STATUS_PARKED = "parked"
+
+# taskdiag runs on Linux only.
+LINUX = POSIX = True
+AIX = BSD = FREEBSD = MACOS = NETBSD = OPENBSD = OSX = SUNOS = WINDOWS = False
 
 # The backend every call uses ("auto": as the command-line tools choose).
 BACKEND = os.environ.get("TASKDIAG_BACKEND") or "auto"
 
+# --- psutil, imported when first needed ------------------------------------------------
+
+
+class PsutilNotInstalled(ModuleNotFoundError):
+    """What needs psutil itself (a name taskdiag does not carry, a Process method no taskdiag
+    group carries) where psutil is not installed."""
+
+    def __init__(self, what):
+        super().__init__(
+            f"taskdiag.psutil: {what} is psutil's own, and psutil is not installed"
+            " (pip install psutil)",
+            name="psutil",
+        )
+
+
+class _Psutil:
+    """psutil's module and its own Process class, once imported."""
+
+    module = None
+    process = None
+    # The ImportError psutil's import raised (not tried again).
+    missing = None
+    # Whether the exceptions are psutil's subclasses yet.
+    adopted = False
+
+
+def _psutil():
+    """psutil's module and own Process class (a _Psutil), imported the first time; raises
+    PsutilNotInstalled where psutil cannot be imported."""
+    if _Psutil.module is not None:
+        return _Psutil
+    if _Psutil.missing is None:
+        me = sys.modules.get(__name__)
+        alias = sys.modules.get("psutil")
+        try:
+            if alias is me and me is not None:
+                # A program that put this module in psutil's place: the real one, imported
+                # beside it.
+                del sys.modules["psutil"]
+                try:
+                    import psutil as mod
+                finally:
+                    sys.modules["psutil"] = alias
+            else:
+                import psutil as mod
+        except ImportError as err:
+            _Psutil.missing = err
+        else:
+            _bind_psutil(mod)
+            return _Psutil
+    raise PsutilNotInstalled("it") from _Psutil.missing
+
+
+def _bind_psutil(mod, process=None):
+    """Takes ``mod`` as psutil, and ``process`` (else ``mod.Process``) as its own Process
+    class (one who replaces psutil.Process with this module's gives the one it replaced)."""
+    process = process or mod.Process
+    if isinstance(process, type) and issubclass(process, Process):
+        raise RuntimeError(
+            "taskdiag.psutil: psutil.Process is taskdiag's: call"
+            " taskdiag.psutil._bind_psutil(psutil, psutils_own_Process) before replacing it"
+        )
+    _Psutil.module, _Psutil.process = mod, process
+    _adopt_psutil_exceptions(mod)
+
+
+def __getattr__(name):
+    """psutil's own names, passed through (PEP 562)."""
+    if name == "__all__":
+        return _OWN_ALL + sorted(_PSUTIL_ALL - set(_OWN_ALL)) if _psutil_installed() else list(
+            _OWN_ALL
+        )
+    if name.startswith("__") and name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name.startswith("RLIMIT_") or name == "RLIM_INFINITY":
+        import resource
+
+        if hasattr(resource, name):
+            return getattr(resource, name)
+    try:
+        mod = _psutil().module
+    except PsutilNotInstalled:
+        if name in _PSUTIL_ALL:
+            raise PsutilNotInstalled(f"taskdiag.psutil.{name}") from None
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    try:
+        return getattr(mod, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__():
+    names = set(globals())
+    if _psutil_installed():
+        names |= _PSUTIL_ALL
+    return sorted(names)
+
+
+def _psutil_installed():
+    """Whether psutil can be imported (without importing it)."""
+    if _Psutil.module is not None:
+        return True
+    if _Psutil.missing is not None:
+        return False
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("psutil") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 # --- exceptions ------------------------------------------------------------------------
 
 
-def _describe(pid, name, extra=None):
-    info = collections.OrderedDict()
-    if pid is not None:
-        info["pid"] = pid
-    if name:
-        info["name"] = repr(name)
-    if extra:
-        info.update(extra)
-    return ", ".join(f"{k}={v}" for k, v in info.items())
+def _adopt_psutil_exceptions(mod=None):
+    """Makes the exceptions subclasses of psutil's own (``mod``, else psutil if imported),
+    so that ``except psutil.NoSuchProcess`` catches them."""
+    if _Psutil.adopted:
+        return
+    mod = mod or sys.modules.get("psutil")
+    if mod is None:
+        return
+    theirs = [getattr(mod, n, None) for n in
+              ("Error", "NoSuchProcess", "ZombieProcess", "AccessDenied", "TimeoutExpired")]
+    if None in theirs or any(not isinstance(c, type) or issubclass(c, Error) for c in theirs):
+        return  # psutil half imported, or this module standing in for it
+    err, nsp, zombie, denied, timeout = theirs
+    Error.__bases__ = (err,)
+    NoSuchProcess.__bases__ = (Error, nsp)
+    ZombieProcess.__bases__ = (NoSuchProcess, zombie)
+    AccessDenied.__bases__ = (Error, denied)
+    TimeoutExpired.__bases__ = (Error, timeout)
+    _Psutil.adopted = True
+    _Caught.gone, _Caught.zombie, _Caught.denied = nsp, zombie, denied
 
 
-if _psutil is not None:
+class _ExceptionBase(Exception):
+    """An Exception subclass laid out as psutil.Error is, which Error can trade for it."""
 
-    class Error(_psutil.Error):
-        """Base exception class (a psutil.Error)."""
 
-    class NoSuchProcess(Error, _psutil.NoSuchProcess):
-        """The process no longer exists (or its pid now belongs to another process)."""
+class Error(_ExceptionBase):
+    """Base exception class (a psutil.Error once psutil is imported)."""
 
-    class ZombieProcess(NoSuchProcess, _psutil.ZombieProcess):
-        """The process is a zombie: it exited and waits for its parent."""
+    def __init__(self, *args):
+        if not _Psutil.adopted:
+            _adopt_psutil_exceptions()
+        Exception.__init__(self, *args)
 
-    class AccessDenied(Error, _psutil.AccessDenied):
-        """/proc refuses this caller what was asked."""
+    def _infodict(self, attrs):
+        info = collections.OrderedDict()
+        for name in attrs:
+            value = getattr(self, name, None)
+            if value or (name == "pid" and value == 0):
+                info[name] = value
+        return info
 
-    class TimeoutExpired(Error, _psutil.TimeoutExpired):
-        """wait() timed out."""
+    def __str__(self):
+        info = self._infodict(("pid", "ppid", "name"))
+        details = "({})".format(", ".join(f"{k}={v!r}" for k, v in info.items())) if info else None
+        return " ".join(x for x in (getattr(self, "msg", ""), details) if x)
 
-else:
+    def __repr__(self):
+        info = self._infodict(("pid", "ppid", "name", "seconds", "msg"))
+        details = ", ".join(f"{k}={v!r}" for k, v in info.items())
+        return f"psutil.{self.__class__.__name__}({details})"
 
-    class Error(Exception):
-        """Base exception class."""
 
-        def __str__(self):
-            details = _describe(self.pid, self.name, getattr(self, "_extra", None))
-            msg = self.msg or ""
-            return f"{msg} ({details})" if details else msg
+class NoSuchProcess(Error):
+    """The process no longer exists (or its pid now belongs to another process)."""
 
-    class NoSuchProcess(Error):
-        """The process no longer exists (or its pid now belongs to another process)."""
+    def __init__(self, pid, name=None, msg=None):
+        Error.__init__(self)
+        self.pid, self.name = pid, name
+        self.msg = msg or "process no longer exists"
 
-        def __init__(self, pid, name=None, msg=None):
-            Error.__init__(self)
-            self.pid, self.name = pid, name
-            self.msg = msg or "process no longer exists"
+    def __reduce__(self):
+        return (self.__class__, (self.pid, self.name, self.msg))
 
-        def __reduce__(self):
-            return (self.__class__, (self.pid, self.name, self.msg))
 
-    class ZombieProcess(NoSuchProcess):
-        """The process is a zombie: it exited and waits for its parent."""
+class ZombieProcess(NoSuchProcess):
+    """The process is a zombie: it exited and waits for its parent."""
 
-        def __init__(self, pid, name=None, ppid=None, msg=None):
-            NoSuchProcess.__init__(self, pid, name, msg or "PID still exists but it's a zombie")
-            self.ppid = ppid
-            self._extra = {"ppid": ppid} if ppid is not None else None
+    def __init__(self, pid, name=None, ppid=None, msg=None):
+        NoSuchProcess.__init__(self, pid, name, msg)
+        self.ppid = ppid
+        self.msg = msg or "PID still exists but it's a zombie"
 
-        def __reduce__(self):
-            return (self.__class__, (self.pid, self.name, self.ppid, self.msg))
+    def __reduce__(self):
+        return (self.__class__, (self.pid, self.name, self.ppid, self.msg))
 
-    class AccessDenied(Error):
-        """/proc refuses this caller what was asked."""
 
-        def __init__(self, pid=None, name=None, msg=None):
-            Error.__init__(self)
-            self.pid, self.name, self.msg = pid, name, msg or ""
+class AccessDenied(Error):
+    """/proc refuses this caller what was asked."""
 
-        def __reduce__(self):
-            return (self.__class__, (self.pid, self.name, self.msg))
+    def __init__(self, pid=None, name=None, msg=None):
+        Error.__init__(self)
+        self.pid, self.name, self.msg = pid, name, msg or ""
 
-    class TimeoutExpired(Error):
-        """wait() timed out."""
+    def __reduce__(self):
+        return (self.__class__, (self.pid, self.name, self.msg))
 
-        def __init__(self, seconds, pid=None, name=None):
-            Error.__init__(self)
-            self.seconds, self.pid, self.name = seconds, pid, name
-            self.msg = f"timeout after {seconds} seconds"
 
-        def __reduce__(self):
-            return (self.__class__, (self.seconds, self.pid, self.name))
+class TimeoutExpired(Error):
+    """wait() timed out."""
+
+    def __init__(self, seconds, pid=None, name=None):
+        Error.__init__(self)
+        self.seconds, self.pid, self.name = seconds, pid, name
+        self.msg = f"timeout after {seconds} seconds"
+
+    def __reduce__(self):
+        return (self.__class__, (self.seconds, self.pid, self.name))
+
+
+class _Caught:
+    """What a method that is not this module's own (a subclass's, a patch) may raise for a
+    process that is gone, a zombie, or refused: psutil's own classes once psutil is imported
+    (this module's are their subclasses), as psutil's as_dict() catches them."""
+
+    gone, zombie, denied = NoSuchProcess, ZombieProcess, AccessDenied
+
+
+_adopt_psutil_exceptions()
 
 
 # --- named tuples (psutil's, Linux) ----------------------------------------------------
@@ -200,24 +398,19 @@ _PSUTIL_ATTRS = frozenset(
 )
 _COLUMNS = _taskdiag.attributes()
 _GROUPS = _taskdiag.attribute_groups()
-_COMPUTED = frozenset(["cpu_percent", "threads", "memory_maps", "memory_full_info"])
-_MISSING = frozenset(
-    a for a in _PSUTIL_ATTRS if a not in _COLUMNS and a not in _COMPUTED
-)
-
-
-def _not_carried(attr):
-    return NotImplementedError(
-        f"taskdiag.psutil: {attr}() is not available: no taskdiag group carries it yet"
-        " (use psutil itself for it)"
-    )
+# psutil's own Process answers these (no taskdiag group carries them; see _fallback).
+_FALLBACK = frozenset(["ionice", "net_connections", "open_files"])
+_COMPUTED = frozenset(["cpu_percent", "threads", "memory_maps", "memory_full_info"]) | _FALLBACK
 
 
 def _check_attrs(attrs):
-    """psutil's attribute names, validated: ValueError for unknown ones, NotImplementedError
-    for what taskdiag cannot answer."""
+    """psutil's attribute names, validated: ValueError for unknown ones; PsutilNotInstalled
+    for those psutil answers where it is not installed (None, or an empty list, is every
+    attribute: without psutil, every one but those)."""
     if attrs is None or (not attrs and isinstance(attrs, (list, tuple, set, frozenset))):
-        return sorted(_PSUTIL_ATTRS - _MISSING)
+        if _psutil_installed():
+            return sorted(_PSUTIL_ATTRS)
+        return sorted(_PSUTIL_ATTRS - _FALLBACK)
     if not isinstance(attrs, (list, tuple, set, frozenset)):
         raise TypeError(f"invalid attrs type {type(attrs)}")
     attrs = list(attrs)
@@ -228,8 +421,11 @@ def _check_attrs(attrs):
             f"{', '.join(map(repr, bad))}; valid are: {', '.join(sorted(_PSUTIL_ATTRS))}"
         )
     for a in attrs:
-        if a in _MISSING:
-            raise _not_carried(a)
+        if a in _FALLBACK:
+            try:
+                _psutil()
+            except PsutilNotInstalled:
+                raise PsutilNotInstalled(f"Process.{a}()") from None
     return attrs
 
 
@@ -237,6 +433,16 @@ def _check_attrs(attrs):
 # ZombieProcess (terminal's null is None).
 _NULL = object()
 _UNSET = object()
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+_NS_PER_TICK = 10**9 // _CLK_TCK
+
+
+def _mono(ns):
+    """A start time (ns since boot, at clock-tick resolution) as psutil's identity has it:
+    seconds since boot, the ticks over CLK_TCK (the same float psutil computes)."""
+    return None if ns is None else (ns // _NS_PER_TICK) / _CLK_TCK
+
+
 # The largest pid the kernel can have (PID_MAX_LIMIT); larger ones name no process.
 _PID_MAX = 4 * 1024 * 1024
 
@@ -285,15 +491,14 @@ def _guess_exe(cmdline):
 
 def _negsignal(code):
     """A negative exit code as psutil gives it: -signal, as its Negsignal enum when
-    psutil is importable."""
-    if _psutil is not None:
-        try:
-            from psutil._psposix import Negsignal
+    psutil is installed."""
+    try:
+        _psutil()
+        from psutil._psposix import Negsignal
 
-            return Negsignal(code)
-        except (ImportError, ValueError):
-            pass
-    return code
+        return Negsignal(code)
+    except (ImportError, ValueError):
+        return code
 
 
 def _cpu_count():
@@ -313,6 +518,10 @@ class Process:
     # The process of a Process made from a thread id (None: its pid; process_iter() makes
     # only processes, and sets no more than it must on each of them).
     _tgid = None
+    # psutil's own Process of this process, for what no taskdiag group carries (_theirs).
+    _ps = None
+    # Whether name() answered (str() shows the name it gave then, as psutil's).
+    _named = False
 
     def __init__(self, pid=None):
         self._init(pid)
@@ -328,9 +537,11 @@ class Process:
         self._pid = pid
         self._name = None
         self._ppid = None
+        self._named = False
         self._last = None
         self._oneshot = None
         self._exitcode = _UNSET
+        self._ps = None
         if pid > _PID_MAX:
             raise NoSuchProcess(pid, None, "process PID not found")
         self._ident = (pid, None)
@@ -343,13 +554,13 @@ class Process:
             return
         self._name, self._ppid, self._tgid = row["name"], row["ppid"], row["tgid"]
         self._create_time = row["create_time"]
-        self._ident = (pid, row["start_time_ns"])
+        self._ident = (pid, _mono(row["start_time_ns"]))
 
     @classmethod
     def _of(cls, pid, start_ns, name=None, ppid=None, create_time=None, info=None):
         p = object.__new__(cls)
         p._pid, p._name, p._ppid, p._create_time = pid, name, ppid, create_time
-        p._ident = (pid, start_ns)
+        p._ident = (pid, _mono(start_ns))
         p._last = None
         p._oneshot = None
         p._exitcode = _UNSET
@@ -371,11 +582,70 @@ class Process:
         if not rows:
             raise NoSuchProcess(self._pid, self._name, "process PID not found")
         row = rows[0]
-        if check and self._start is not None and row["start_time_ns"] != self._start:
+        if check and self._start is not None and _mono(row["start_time_ns"]) != self._start:
             raise NoSuchProcess(
                 self._pid, self._name, "process no longer exists (its PID was reused)"
             )
+        if "num_fds" in attrs and row["num_fds"] is not _NULL and self._is_own():
+            row["num_fds"] = self._own_num_fds()
         return row
+
+    def _is_own(self):
+        """Whether this is the caller's own process (or one of its threads)."""
+        me = os.getpid()
+        return self._pid == me or self._tgid == me
+
+    def _own_num_fds(self):
+        """The caller's own open descriptors as its program has them: taskdiag's kept
+        backend closed first (its BPF programs and maps, a daemon connection), then counted
+        as psutil counts them."""
+        _taskdiag.release()
+        try:
+            return len(os.listdir(f"/proc/{self._pid}/fd"))
+        except FileNotFoundError:
+            raise NoSuchProcess(self._pid, self._name) from None
+
+    # what psutil's own Process answers
+
+    def _theirs(self):
+        """psutil's own Process of this process: made once, and taken only if this process
+        still holds its pid after it was made (then it was this one psutil's read)."""
+        p = self._ps
+        if p is None:
+            ps = _psutil()
+            try:
+                p = ps.process(self._pid)
+            except ps.module.Error as err:
+                raise self._ours(err) from None
+            self._check_identity()
+            self._ps = p
+        return p
+
+    def _ours(self, err):
+        """This module's exception for psutil's ``err`` (of this process)."""
+        if isinstance(err, Error):
+            return err
+        ps = _Psutil.module
+        if isinstance(err, ps.ZombieProcess):
+            return ZombieProcess(self._pid, self._name, self._ppid)
+        if isinstance(err, ps.NoSuchProcess):
+            return NoSuchProcess(self._pid, self._name)
+        if isinstance(err, ps.AccessDenied):
+            return AccessDenied(self._pid, self._name)
+        if isinstance(err, ps.TimeoutExpired):
+            return TimeoutExpired(err.seconds, self._pid, self._name)
+        return err
+
+    def _fallback(self, method, *args, **kwargs):
+        """psutil's own Process's ``method``: its answer, if this process still holds its
+        pid after it (then it was this one psutil read), else NoSuchProcess."""
+        p = self._theirs()
+        try:
+            out = getattr(p, method)(*args, **kwargs)
+        except _Psutil.module.Error as err:
+            raise self._ours(err) from None
+        self._check_identity()
+        return out
 
     def _raised(self, cls, row):
         """An AccessDenied or ZombieProcess of this process, as ``row`` names it."""
@@ -411,8 +681,9 @@ class Process:
 
     @property
     def _start(self):
-        """The start time this object stands for, ns since boot (with the pid, its identity:
-        unlike create_time, it does not move when the clock is set)."""
+        """The start time this object stands for, seconds since boot at clock-tick resolution
+        (with the pid, its identity, psutil's ``_ident``: unlike create_time, it does not move
+        when the clock is set)."""
         return self._ident[1]
 
     @property
@@ -433,13 +704,23 @@ class Process:
 
     def __str__(self):
         info = collections.OrderedDict(pid=self._pid)
+        if self._named:
+            info["name"] = self._name
+        # name() and status() (a subclass's, as psutil's str() calls them), from one read.
+        outer = self._oneshot
         try:
-            row = self._read(["name", "status"])
-            info["name"], info["status"] = row["name"], row["status"]
-        except ZombieProcess:
+            if outer is None:
+                self._oneshot = self._read(["name", "status"])
+            info["name"] = self.name()
+            info["status"] = self.status()
+        except _Caught.zombie:
             info["status"] = STATUS_ZOMBIE
-        except NoSuchProcess:
+        except _Caught.gone:
             info["status"] = "terminated"
+        except _Caught.denied:
+            pass
+        finally:
+            self._oneshot = outer
         if self._exitcode not in (_UNSET, None):
             info["exitcode"] = self._exitcode
         if self._create_time is not None:
@@ -469,17 +750,31 @@ class Process:
         """The attributes ``attrs`` (all for None) as a dict, ``ad_value`` for those /proc
         refuses (AccessDenied) or a zombie has not (ZombieProcess)."""
         names = _check_attrs(attrs)
-        row = self._read([a for a in names if a in _COLUMNS] + ["cmdline"] * ("exe" in names))
+        # What a subclass (or a patch) overrides is its method's answer, as psutil's as_dict()
+        # calls every method; the rest comes from one read.
+        called = _overridden(type(self), names)
+        read = [a for a in names if a in _COLUMNS and a not in called]
+        row = self._read(read + ["cmdline"] * ("exe" in read))
         out = {}
         for a in names:
-            if a == "exe":
+            if a in called:
+                try:
+                    out[a] = getattr(self, a)()
+                except (_Caught.denied, _Caught.zombie):
+                    out[a] = ad_value
+                except NotImplementedError:
+                    # As psutil: raised where these attributes were asked for, else left out.
+                    if attrs:
+                        raise
+                    continue
+            elif a == "exe":
                 try:
                     out[a] = self._exe(row)
                 except (AccessDenied, ZombieProcess):
                     out[a] = ad_value
             elif a == "cpu_percent":
                 out[a] = self.cpu_percent()
-            elif a in ("threads", "memory_maps", "memory_full_info"):
+            elif a in _COMPUTED:
                 try:
                     out[a] = getattr(self, a)()
                 except (AccessDenied, ZombieProcess):
@@ -494,6 +789,7 @@ class Process:
     def name(self):
         """The process name (psutil's rule for 15-character names)."""
         self._name = self._get("name")
+        self._named = True
         return self._name
 
     def exe(self):
@@ -560,7 +856,8 @@ class Process:
         return self._get("num_threads")
 
     def num_fds(self):
-        """The number of open file descriptors."""
+        """The number of open file descriptors (the caller's own: its program's, taskdiag's
+        kept backend closed first)."""
         return self._get("num_fds")
 
     def num_ctx_switches(self):
@@ -632,30 +929,45 @@ class Process:
         ``limits``, set it (prlimit, as psutil)."""
         import resource as _resource
 
-        self._check_identity()
+        if self._pid == 0:
+            # prlimit() of pid 0 is the caller's own.
+            raise ValueError("can't use prlimit() against PID 0 process")
+        if limits is not None and len(limits) != 2:
+            raise ValueError(f"second argument must be a (soft, hard) tuple, got {limits!r}")
         try:
+            # Read first (a bad resource is a ValueError, as psutil's), then taken only if
+            # this process still holds its pid; set only once it is known to.
+            current = _resource.prlimit(self._pid, resource)
+            self._check_identity()
             if limits is None:
-                return _resource.prlimit(self._pid, resource)
-            if len(limits) != 2:
-                raise ValueError(f"second argument must be a (soft, hard) tuple, got {limits!r}")
+                return current
             _resource.prlimit(self._pid, resource, limits)
             return None
         except OSError as err:
             raise self._translate(err) from err
 
     def ionice(self, ioclass=None, value=None):
-        """Not available: no taskdiag group carries the I/O priority."""
-        raise _not_carried("ionice")
+        """The I/O priority (class, value); with ``ioclass``, set it. psutil's own (no
+        taskdiag group carries it)."""
+        if ioclass is None:
+            if value is not None:
+                raise ValueError("'ioclass' argument must be specified")
+            return self._fallback("ionice")
+        return self._fallback("ionice", ioclass, value)
 
     def open_files(self):
-        """Not available: no taskdiag group carries open files' paths."""
-        raise _not_carried("open_files")
+        """Regular files open, (path, fd, position, mode, flags). psutil's own (no taskdiag
+        group carries open files' paths)."""
+        return self._fallback("open_files")
 
     def net_connections(self, kind="inet"):
-        """Not available: no taskdiag group carries sockets."""
-        raise _not_carried("net_connections")
+        """Sockets open, of ``kind`` ('inet', 'tcp', 'unix', 'all'...). psutil's own (no
+        taskdiag group carries sockets)."""
+        return self._fallback("net_connections", kind)
 
-    connections = net_connections
+    def connections(self, kind="inet"):
+        """net_connections(), under its old name (deprecated, as psutil's)."""
+        return self._fallback("connections", kind)
 
     def threads(self):
         """The threads (of the whole process, for a Process of a thread id, as psutil's): id,
@@ -663,7 +975,7 @@ class Process:
         t = _taskdiag.snapshot(["start_time_ns", "cpu_times"], True, [self._tgid or self._pid], BACKEND)
         rows = t.to_dicts()
         leader = [r for r in rows if r["pid"] == self._pid]
-        if not leader or leader[0]["start_time_ns"] != self._start:
+        if not leader or _mono(leader[0]["start_time_ns"]) != self._start:
             raise NoSuchProcess(self._pid, self._name)
         out = []
         for r in rows:
@@ -676,13 +988,33 @@ class Process:
 
     def memory_maps(self, grouped=True):
         """The memory mappings with their smaps counters (bytes): one pmmap_grouped per path
-        (``grouped``), else one pmmap_ext per mapping."""
+        (``grouped``), else one pmmap_ext per mapping. A thread id's are its process's (as
+        psutil reads /proc/TID/smaps); the caller's own are its program's, taskdiag's kept
+        backend (its BPF maps) closed first."""
         # taskdiagd does not serve smaps counters: the caller's own /proc does, as psutil reads it.
-        found = _taskdiag.memory_maps(self._pid, "procfs" if BACKEND == "daemon" else BACKEND)
+        backend = "procfs" if BACKEND == "daemon" else BACKEND
+        own = self._is_own()
+        if own:
+            # The program's own mappings: taskdiag's kept backend (a BPF map is mapped here)
+            # closed first, and nothing kept after.
+            _taskdiag.release()
+            backend = "procfs"
+        # A thread id's are its process's (psutil reads /proc/TID/smaps, the same address
+        # space): read while the thread, this one by its start time, lives before and after.
+        thread = self._tgid is not None and self._tgid != self._pid
+        if thread:
+            self._check_identity()
+        try:
+            found = _taskdiag.memory_maps(self._tgid if thread else self._pid, backend)
+        finally:
+            if own:
+                _taskdiag.release()
         if found is None:
             raise NoSuchProcess(self._pid, self._name)
         start, status, refused, maps = found
-        if start != self._start:
+        if thread:
+            self._check_identity()
+        elif _mono(start) != self._start:
             raise NoSuchProcess(self._pid, self._name, "process no longer exists (its PID was reused)")
         if maps is None:
             if refused or status != STATUS_ZOMBIE:
@@ -767,12 +1099,12 @@ class Process:
             pid, start = todo.pop(0)
             for cpid, cstart, ctime, name, ppid in by_parent.get(pid, ()):
                 # A child started before its parent is a reused pid's, not this one's.
-                if cpid in seen or (start is not None and cstart < start):
+                if cpid in seen or (start is not None and _mono(cstart) < start):
                     continue
                 seen.add(cpid)
                 out.append(Process._of(cpid, cstart, name, ppid, ctime))
                 if recursive:
-                    todo.append((cpid, cstart))
+                    todo.append((cpid, _mono(cstart)))
         return out
 
     # life
@@ -781,7 +1113,7 @@ class Process:
         """Whether the process still runs (a zombie does): the same pid and creation time."""
         try:
             row = self._read(["start_time_ns"], check=False, fresh=True)
-            return row["start_time_ns"] == self._start
+            return _mono(row["start_time_ns"]) == self._start
         except NoSuchProcess:
             return False
 
@@ -814,7 +1146,9 @@ class Process:
         """Sends ``sig`` through a pidfd, so a reused pid is never signalled."""
         fd = self._pidfd()
         try:
-            _signal.pidfd_send_signal(fd, sig)
+            import signal
+
+            signal.pidfd_send_signal(fd, sig)
         except OSError as err:
             raise self._translate(err) from err
         finally:
@@ -822,19 +1156,27 @@ class Process:
 
     def suspend(self):
         """SIGSTOP."""
-        self.send_signal(_signal.SIGSTOP)
+        import signal
+
+        self.send_signal(signal.SIGSTOP)
 
     def resume(self):
         """SIGCONT."""
-        self.send_signal(_signal.SIGCONT)
+        import signal
+
+        self.send_signal(signal.SIGCONT)
 
     def terminate(self):
         """SIGTERM."""
-        self.send_signal(_signal.SIGTERM)
+        import signal
+
+        self.send_signal(signal.SIGTERM)
 
     def kill(self):
         """SIGKILL."""
-        self.send_signal(_signal.SIGKILL)
+        import signal
+
+        self.send_signal(signal.SIGKILL)
 
     def wait(self, timeout=None):
         """Waits for the process to end and returns its exit code if it is a child of this
@@ -863,6 +1205,8 @@ class Process:
             return None
         try:
             # A pidfd is readable once the process has exited (a zombie).
+            import select
+
             if not select.select([fd], [], [], left())[0]:
                 raise TimeoutExpired(timeout, self._pid, self._name)
             # Reaped through the pidfd: never another process that took the pid since.
@@ -889,6 +1233,63 @@ class Process:
         return None
 
 
+# Process's own methods of psutil's attributes: another one (a subclass's, a patch) is called.
+_OWN_METHODS = {a: vars(Process)[a] for a in _PSUTIL_ATTRS if a != "pid"}
+_OWN_AS_DICT = Process.as_dict
+
+
+def _overridden(cls, names):
+    """The attributes of ``names`` whose method ``cls`` has from elsewhere than Process."""
+    own = _OWN_METHODS
+    return [a for a in names if a in own and getattr(cls, a, None) is not own[a]]
+
+
+class Popen(Process):
+    """A subprocess.Popen that is a taskdiag Process too (psutil.Popen's API): Process's
+    methods, and subprocess.Popen's attributes (``stdout``, ``communicate()``, ``poll()``,
+    ``returncode``...) for what Process does not have. ``send_signal``, ``terminate`` and
+    ``kill`` are Process's (a pidfd: a reused pid is never signalled); ``wait()`` reaps the
+    child and sets subprocess.Popen's ``returncode``."""
+
+    def __init__(self, *args, **kwargs):
+        import subprocess
+
+        self.__subproc = subprocess.Popen(*args, **kwargs)
+        # A child that ends before it is read is still this Popen (psutil #193).
+        self._init(self.__subproc.pid, _ignore_nsp=True)
+
+    def __dir__(self):
+        import subprocess
+
+        return sorted(set(dir(Popen) + dir(subprocess.Popen)))
+
+    def __enter__(self):
+        self.__subproc.__enter__()
+        return self
+
+    def __exit__(self, *args, **kwargs):
+        return self.__subproc.__exit__(*args, **kwargs)
+
+    def __getattribute__(self, name):
+        try:
+            return object.__getattribute__(self, name)
+        except AttributeError:
+            try:
+                return object.__getattribute__(object.__getattribute__(self, "_Popen__subproc"),
+                                               name)
+            except AttributeError:
+                raise AttributeError(f"{self.__class__!r} has no attribute {name!r}") from None
+
+    def wait(self, timeout=None):
+        """Waits for the child to end (Process.wait) and returns its exit code, which
+        subprocess.Popen's ``returncode`` then has too."""
+        if self.__subproc.returncode is not None:
+            return self.__subproc.returncode
+        ret = super().wait(timeout)
+        self.__subproc.returncode = ret
+        return ret
+
+
 # --- module functions ------------------------------------------------------------------
 
 _cache = {}
@@ -902,7 +1303,10 @@ def process_iter(attrs=None, ad_value=None):
     while their process lives (``process_iter.cache_clear()`` forgets them).
     """
     names = None if attrs is None else _check_attrs(attrs)
-    read = [a for a in (names or ()) if a in _COLUMNS]
+    # Where Process.as_dict or a method of those attributes is not this module's own (a
+    # patch), each process's info is its as_dict(), as psutil makes it.
+    each = names is not None and (Process.as_dict is not _OWN_AS_DICT or _overridden(Process, names))
+    read = [a for a in (names or ()) if a in _COLUMNS and not each]
     extra = ["start_time_ns", "create_time", "name", "ppid"]
     if "exe" in read:
         extra += ["cmdline", "status", "refused_groups"]
@@ -910,10 +1314,12 @@ def process_iter(attrs=None, ad_value=None):
     pids = t.column("pid")
     for gone in _cache.keys() - set(pids):
         del _cache[gone]
-    rows = t._psutil_rows(_plan(read), ad_value, _MAKE) if names is not None else None
+    rows = t._psutil_rows(_plan(read), ad_value, _MAKE) if names is not None and not each else None
     if "exe" in read:
         _fix_exe(t, rows, ad_value)
-    computed = [a for a in (names or ()) if a in _COMPUTED]
+    if "num_fds" in read:
+        _fix_own_num_fds(pids, rows)
+    computed = [a for a in (names or ()) if a in _COMPUTED and not each]
     # Every Process object is made before the first is yielded, with the cyclic garbage
     # collector paused (it would walk every young object many times over; none of these
     # can form a cycle): the snapshot is taken already, only the objects are left to make.
@@ -922,11 +1328,13 @@ def process_iter(attrs=None, ad_value=None):
     gc.disable()
     try:
         new, cache, append = object.__new__, _cache, procs.append
+        per_tick, tck = _NS_PER_TICK, _CLK_TCK
         for i, (pid, start, ctime, name, ppid) in enumerate(
             zip(pids, t.column("start_time_ns"), t.column("create_time"), t.column("name"),
                 t.column("ppid"))
         ):
             p = cache.get(pid)
+            start = (start // per_tick) / tck
             if p is None or p._ident[1] != start:
                 p = new(Process)
                 p._pid, p._last, p._oneshot, p._create_time = pid, None, None, ctime
@@ -940,7 +1348,13 @@ def process_iter(attrs=None, ad_value=None):
         if paused:
             gc.enable()
     for p in procs:
-        if computed:
+        if each:
+            try:
+                p.info = p.as_dict(attrs=attrs, ad_value=ad_value)
+            except _Caught.gone:
+                _cache.pop(p.pid, None)
+                continue
+        elif computed:
             info = p.info
             try:
                 for a in computed:
@@ -954,6 +1368,18 @@ def process_iter(attrs=None, ad_value=None):
 
 
 process_iter.cache_clear = _cache.clear
+
+
+def _fix_own_num_fds(pids, rows):
+    """The caller's own num_fds as its program has them (Process._own_num_fds)."""
+    me = os.getpid()
+    i = bisect.bisect_left(pids, me)
+    if i < len(pids) and pids[i] == me:
+        _taskdiag.release()
+        try:
+            rows[i]["num_fds"] = len(os.listdir(f"/proc/{me}/fd"))
+        except OSError:
+            pass
 
 
 def _fix_exe(t, rows, ad_value):
@@ -992,7 +1418,12 @@ def pid_exists(pid):
 
 def wait_procs(procs, timeout=None, callback=None):
     """Waits for the Process objects ``procs`` to end, at most ``timeout`` seconds: (gone,
-    alive) lists; each gone one has a ``returncode`` (as psutil's)."""
+    alive) lists; each gone one has a ``returncode`` (as psutil's). A negative ``timeout`` is
+    a ValueError, a ``callback`` that cannot be called a TypeError, as psutil's."""
+    if timeout is not None and not timeout >= 0:
+        raise ValueError(f"timeout must be a positive integer, got {timeout}")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback {callback!r} is not a callable")
     gone, alive = [], list(procs)
     deadline = None if timeout is None else time.monotonic() + timeout
     while alive:

@@ -146,6 +146,8 @@ class _Psutil:
     missing = None
     # Whether the exceptions are psutil's subclasses yet.
     adopted = False
+    # Whether psutil can be imported (looked up once, without importing it).
+    installed = None
 
 
 def _psutil():
@@ -226,12 +228,14 @@ def _psutil_installed():
         return True
     if _Psutil.missing is not None:
         return False
-    import importlib.util
+    if _Psutil.installed is None:
+        import importlib.util
 
-    try:
-        return importlib.util.find_spec("psutil") is not None
-    except (ImportError, ValueError):
-        return False
+        try:
+            _Psutil.installed = importlib.util.find_spec("psutil") is not None
+        except (ImportError, ValueError):
+            _Psutil.installed = False
+    return _Psutil.installed
 
 
 # --- exceptions ------------------------------------------------------------------------

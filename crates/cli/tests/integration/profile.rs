@@ -343,22 +343,9 @@ fn a_profile_late_to_end_reports_its_window_not_its_wall_time() {
     // count samples over -d only, and say so: its duration is -d, and four threads blocked
     // the whole time average 4.00 active threads, not 4 x 1 s over the time it took.
     let block = fixture(&[], "block");
-    let run = Command::new(BIN)
-        .args([
-            "profile",
-            "-p",
-            &block.pid().to_string(),
-            "-d",
-            "1",
-            "-f",
-            "table",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("taskdiag profile");
+    let pid = block.pid().to_string();
+    let run = profile_begun(&["profile", "-p", &pid, "-d", "1", "-f", "table"]);
     let profiler = run.id();
-    taskdiag_test_support::process::wait_for("the profiler to sample", || begun(profiler));
     std::thread::sleep(std::time::Duration::from_millis(200));
     taskdiag_test_support::process::signal(profiler, libc::SIGSTOP);
     std::thread::sleep(std::time::Duration::from_secs(2));
@@ -407,17 +394,24 @@ fn burn_for(pid: u32, secs: f64) {
     });
 }
 
-/// `taskdiag profile ARGS -f folded -q` until SIGINT (as Ctrl-C), which comes once it has begun
-/// (a TCG guest loads it for seconds) and `during` has returned; it must succeed.
-fn profile_around(args: &[&str], during: impl FnOnce()) -> Vec<Line> {
+/// `taskdiag ARGS` (a profile) started, once its profile has begun.
+fn profile_begun(args: &[&str]) -> std::process::Child {
     let run = Command::new(BIN)
-        .args([&["profile", "-f", "folded", "-q"], args].concat())
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("taskdiag profile");
     let profiler = run.id();
     taskdiag_test_support::process::wait_for("the profiler to sample", || begun(profiler));
+    run
+}
+
+/// `taskdiag profile ARGS -f folded -q` until SIGINT (as Ctrl-C), which comes once it has begun
+/// (a TCG guest loads it for seconds) and `during` has returned; it must succeed.
+fn profile_around(args: &[&str], during: impl FnOnce()) -> Vec<Line> {
+    let run = profile_begun(&[&["profile", "-f", "folded", "-q"], args].concat());
+    let profiler = run.id();
     during();
     taskdiag_test_support::process::signal(profiler, libc::SIGINT);
     let o = run.wait_with_output().expect("taskdiag profile");

@@ -603,9 +603,8 @@ class Process:
         """The caller's own open descriptors as its program has them: taskdiag's kept
         backend closed first (its BPF programs and maps, a daemon connection), then counted
         as psutil counts them."""
-        _taskdiag.release()
         try:
-            return len(os.listdir(f"/proc/{self._pid}/fd"))
+            return _own_fd_count()
         except FileNotFoundError:
             raise NoSuchProcess(self._pid, self._name) from None
 
@@ -1374,14 +1373,20 @@ def process_iter(attrs=None, ad_value=None):
 process_iter.cache_clear = _cache.clear
 
 
+def _own_fd_count():
+    """The caller's open descriptors as its program has them: taskdiag's kept backend closed
+    first (its BPF programs and maps, a daemon connection), then counted as psutil counts."""
+    _taskdiag.release()
+    return len(os.listdir(f"/proc/{os.getpid()}/fd"))
+
+
 def _fix_own_num_fds(pids, rows):
     """The caller's own num_fds as its program has them (Process._own_num_fds)."""
     me = os.getpid()
     i = bisect.bisect_left(pids, me)
     if i < len(pids) and pids[i] == me:
-        _taskdiag.release()
         try:
-            rows[i]["num_fds"] = len(os.listdir(f"/proc/{me}/fd"))
+            rows[i]["num_fds"] = _own_fd_count()
         except OSError:
             pass
 
